@@ -1,0 +1,130 @@
+//! Worker process for leasehold's process-level tests. Not a user tool.
+//!
+//! ```text
+//! lh-worker mutex --store URL --key K --iters N --history FILE --counter FILE
+//! lh-worker hold  --store URL --key K --ttl-ms N --resource DB --fenced 0|1
+//! ```
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::time::Duration;
+
+use leasehold::{Locker, Wait};
+use leasehold_testkit::history::Recorder;
+use leasehold_testkit::process::resource;
+use tokio::io::AsyncBufReadExt;
+
+type Res<T> = Result<T, Box<dyn std::error::Error>>;
+
+fn main() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    if let Err(e) = rt.block_on(run()) {
+        eprintln!("lh-worker: {e}");
+        std::process::exit(1);
+    }
+}
+
+async fn run() -> Res<()> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let (cmd, rest) = args
+        .split_first()
+        .ok_or("usage: lh-worker mutex|hold --opt value …")?;
+    let mut opts = HashMap::new();
+    for pair in rest.chunks(2) {
+        match pair {
+            [k, v] if k.starts_with("--") => {
+                opts.insert(k[2..].to_string(), v.clone());
+            }
+            _ => return Err(format!("bad arguments {rest:?}").into()),
+        }
+    }
+    let opt = |k: &str| opts.get(k).cloned().ok_or_else(|| format!("--{k} missing"));
+    let locker = Locker::connect(&opt("store")?).await?;
+    match cmd.as_str() {
+        "mutex" => {
+            mutex(
+                &locker,
+                &opt("key")?,
+                opt("iters")?.parse()?,
+                &opt("history")?,
+                &opt("counter")?,
+            )
+            .await
+        }
+        "hold" => {
+            hold(
+                &locker,
+                &opt("key")?,
+                opt("ttl-ms")?.parse()?,
+                &opt("resource")?,
+                opt("fenced")? == "1",
+            )
+            .await
+        }
+        other => Err(format!("unknown command {other}").into()),
+    }
+}
+
+async fn mutex(locker: &Locker, key: &str, iters: usize, history: &str, counter: &str) -> Res<()> {
+    let mut rec = Recorder::create(Path::new(history))?;
+    for _ in 0..iters {
+        let lease = locker
+            .acquire(key, Duration::from_secs(30))
+            .wait(Wait::For(Duration::from_secs(120)))
+            .await?;
+        let fence = lease.fence().get();
+        rec.enter(fence)?;
+        // Read-modify-write with a pause: any overlap loses an update.
+        let n: u64 = std::fs::read_to_string(counter)
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+            .unwrap_or(0);
+        tokio::time::sleep(Duration::from_millis(1)).await;
+        std::fs::write(counter, format!("{}\n", n + 1))?;
+        rec.exit(fence)?;
+        if !lease.release().await? {
+            return Err("release found the lease no longer ours".into());
+        }
+    }
+    Ok(())
+}
+
+/// Acquire with auto-renew, claim, write, say "ready FENCE", then on "write" from stdin write
+/// again and say "accepted" or "rejected: …". The pause the test injects lands between the
+/// two writes, as a GC pause would.
+async fn hold(
+    locker: &Locker,
+    key: &str,
+    ttl_ms: u64,
+    resource_path: &str,
+    fenced: bool,
+) -> Res<()> {
+    let lease = locker
+        .acquire(key, Duration::from_millis(ttl_ms))
+        .auto_renew(true)
+        .await?;
+    let fencing = lease.fencing();
+    let mut db = resource::open(Path::new(resource_path));
+    if fenced {
+        resource::claim(&mut db, &fencing)?;
+    }
+    resource::write(&mut db, fenced.then_some(&fencing), "holder-first")?;
+    println!("ready {}", lease.fence());
+    let mut stdin = tokio::io::BufReader::new(tokio::io::stdin()).lines();
+    while let Some(line) = stdin.next_line().await? {
+        if line == "write" {
+            match resource::write(&mut db, fenced.then_some(&fencing), "holder-stale") {
+                Ok(()) => println!("accepted"),
+                Err(e) => println!("rejected: {e}"),
+            }
+            break;
+        }
+    }
+    // Whatever the outcome, give the key back if it is still ours.
+    let _ = lease.release().await;
+    Ok(())
+}

@@ -1,0 +1,521 @@
+//! Scenarios every store must pass. Each takes a [`Locker`] and panics on a violation.
+//!
+//! Keys are made unique per call, so the scenarios can share a long-lived store. Scenarios
+//! about expiry only apply to stores whose grants are leases ([`LockKind::Lease`]); on
+//! session stores they check the session counterpart (nothing expires while the holder
+//! lives) instead of silently passing.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use leasehold::{Error, LockKind, Locker, LostReason, OwnerToken, Wait};
+
+/// A key no other scenario run uses.
+pub fn unique_key(name: &str) -> String {
+    format!(
+        "conformance:{name}:{}",
+        OwnerToken::generate().expect("random")
+    )
+}
+
+const LONG: Duration = Duration::from_secs(30);
+const BOUND: Duration = Duration::from_secs(20);
+
+fn is_lease(l: &Locker) -> bool {
+    l.guarantees().kind == LockKind::Lease
+}
+
+async fn within<T>(what: &str, f: impl std::future::Future<Output = T>) -> T {
+    tokio::time::timeout(BOUND, f)
+        .await
+        .unwrap_or_else(|_| panic!("{what} did not finish within {BOUND:?}"))
+}
+
+/// Invalid keys and TTLs are typed errors, never panics; the longest valid key works.
+pub async fn rejects_bad_input(l: &Locker) {
+    let long = "k".repeat(513);
+    for key in ["", "nul\0inside", long.as_str()] {
+        let r = l.acquire(key, LONG).await;
+        assert!(
+            matches!(r, Err(Error::InvalidInput(_))),
+            "key {key:?}: {r:?}"
+        );
+        let r = l
+            .release_by_owner(key, &OwnerToken::generate().unwrap())
+            .await;
+        assert!(
+            matches!(r, Err(Error::InvalidInput(_))),
+            "release {key:?}: {r:?}"
+        );
+    }
+    let key = unique_key("bad-input");
+    for ttl in [
+        Duration::ZERO,
+        Duration::from_micros(999),
+        leasehold::MAX_TTL + Duration::from_secs(1),
+    ] {
+        let r = l.acquire(&key, ttl).await;
+        assert!(
+            matches!(r, Err(Error::InvalidInput(_))),
+            "ttl {ttl:?}: {r:?}"
+        );
+    }
+    let r = l.acquire(&key, LONG).margin(LONG).await;
+    assert!(
+        matches!(r, Err(Error::InvalidInput(_))),
+        "margin as long as the ttl: {r:?}"
+    );
+    let max = format!("{}{}", key, "é".repeat((512 - key.len()) / 2));
+    assert!(max.len() <= 512);
+    let lease = l
+        .acquire(&max, LONG)
+        .await
+        .expect("a 512-byte key is valid");
+    assert!(lease.release().await.unwrap());
+}
+
+/// A held key is busy for everyone else, with or without a (short) wait.
+pub async fn busy_when_held(l: &Locker) {
+    let key = unique_key("busy");
+    let a = l.acquire(&key, LONG).await.unwrap();
+    assert!(matches!(
+        l.acquire(&key, LONG).await,
+        Err(Error::Busy { .. })
+    ));
+    let r = l
+        .acquire(&key, LONG)
+        .wait(Wait::For(Duration::from_millis(200)))
+        .await;
+    assert!(matches!(r, Err(Error::Busy { .. })), "{r:?}");
+    let fence = a.fence();
+    assert!(a.release().await.unwrap());
+    let b = l.acquire(&key, LONG).await.expect("free after release");
+    assert!(b.fence() > fence);
+    assert!(b.release().await.unwrap());
+}
+
+/// 8 tasks × 25 iterations on one key: never two inside, fences increase in entry order.
+pub async fn mutual_exclusion_tasks(l: &Locker) {
+    let key = Arc::new(unique_key("mutex"));
+    let inside = Arc::new(AtomicUsize::new(0));
+    let overlaps = Arc::new(AtomicUsize::new(0));
+    let fences = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let mut tasks = Vec::new();
+    for _ in 0..8 {
+        let (l, key, inside, overlaps, fences) = (
+            l.clone(),
+            key.clone(),
+            inside.clone(),
+            overlaps.clone(),
+            fences.clone(),
+        );
+        tasks.push(tokio::spawn(async move {
+            for _ in 0..25 {
+                let lease = l
+                    .acquire(&key, LONG)
+                    .wait(Wait::For(Duration::from_secs(60)))
+                    .await
+                    .unwrap();
+                if inside.fetch_add(1, Ordering::SeqCst) != 0 {
+                    overlaps.fetch_add(1, Ordering::SeqCst);
+                }
+                fences.lock().unwrap().push(lease.fence());
+                tokio::task::yield_now().await;
+                tokio::time::sleep(Duration::from_micros(200)).await;
+                inside.fetch_sub(1, Ordering::SeqCst);
+                assert!(
+                    lease.release().await.unwrap(),
+                    "release must find the lease ours"
+                );
+            }
+        }));
+    }
+    for t in tasks {
+        tokio::time::timeout(Duration::from_secs(120), t)
+            .await
+            .expect("mutex scenario timed out")
+            .unwrap();
+    }
+    assert_eq!(
+        overlaps.load(Ordering::SeqCst),
+        0,
+        "critical sections overlapped"
+    );
+    let f = fences.lock().unwrap();
+    assert_eq!(f.len(), 200);
+    assert!(
+        f.windows(2).all(|w| w[1] > w[0]),
+        "fences not strictly increasing: {f:?}"
+    );
+}
+
+/// Fences grow across release, drop, expiry (leases) and takeover.
+pub async fn fences_increase(l: &Locker) {
+    let key = unique_key("fences");
+    let mut last = l.acquire(&key, LONG).await.unwrap();
+    let mut seen = vec![last.fence()];
+    for round in 0..3 {
+        let prev = last.fence();
+        match round {
+            0 => assert!(last.release().await.unwrap()),
+            1 => drop(last),
+            _ => {
+                assert!(last.release().await.unwrap());
+                if is_lease(l) {
+                    // A holder that "crashed": nobody releases, the store expires it.
+                    let gone = l.acquire(&key, Duration::from_millis(100)).await.unwrap();
+                    seen.push(gone.fence());
+                    drop(gone.detach());
+                }
+            }
+        }
+        last = l.acquire(&key, LONG).wait(Wait::For(BOUND)).await.unwrap();
+        assert!(
+            last.fence() > prev,
+            "round {round}: {} after {prev}",
+            last.fence()
+        );
+        seen.push(last.fence());
+    }
+    assert!(last.release().await.unwrap());
+    assert!(seen.windows(2).all(|w| w[1] > w[0]), "{seen:?}");
+}
+
+/// Renew and release by a stale or foreign owner answer "not ours" and leave the holder in
+/// place; on leases, the expired holder's release and renew answer not-owner once a successor
+/// holds the key.
+pub async fn owner_checked_renew_and_release(l: &Locker) {
+    let key = unique_key("owner");
+    let a = l.acquire(&key, LONG).await.unwrap();
+    let stranger = OwnerToken::generate().unwrap();
+    assert!(!l.release_by_owner(&key, &stranger).await.unwrap());
+    assert!(!l.renew_by_owner(&key, &stranger, LONG).await.unwrap());
+    let h = l.holders(Some(&key)).await.unwrap();
+    assert_eq!(h.len(), 1, "{h:?}");
+    assert_eq!((h[0].owner, h[0].fence), (a.owner(), a.fence()));
+    assert!(a.release().await.unwrap());
+
+    if !is_lease(l) {
+        return;
+    }
+    let key = unique_key("owner-expiry");
+    let a = l.acquire(&key, Duration::from_millis(200)).await.unwrap();
+    let b = l
+        .acquire(&key, LONG)
+        .wait(Wait::For(BOUND))
+        .await
+        .expect("successor after expiry");
+    assert!(b.fence() > a.fence());
+    assert!(
+        !l.renew_by_owner(&key, &a.owner(), LONG).await.unwrap(),
+        "stale renew must fail"
+    );
+    assert!(
+        !l.release_by_owner(&key, &a.owner()).await.unwrap(),
+        "stale release must fail"
+    );
+    assert!(
+        a.renew().await.is_err(),
+        "the expired lease cannot be renewed"
+    );
+    assert!(
+        !a.release().await.unwrap(),
+        "release reports that it was no longer ours"
+    );
+    let h = l.holders(Some(&key)).await.unwrap();
+    assert_eq!(
+        h.iter().map(|h| h.owner).collect::<Vec<_>>(),
+        vec![b.owner()],
+        "successor untouched"
+    );
+    assert!(b.release().await.unwrap());
+}
+
+/// A renewal answered not-owner marks the lease lost and fires `lost()`.
+pub async fn renew_answered_not_owner_marks_lost(l: &Locker) {
+    let key = unique_key("renew-not-owner");
+    let a = l.acquire(&key, LONG).await.unwrap();
+    if !is_lease(l) {
+        // Session stores cannot be taken from a live holder; a foreign release must fail.
+        assert!(
+            !l.release_by_owner(&key, &OwnerToken::generate().unwrap())
+                .await
+                .unwrap()
+        );
+        a.renew().await.expect("still held");
+        assert!(a.release().await.unwrap());
+        return;
+    }
+    // Someone (an operator, a stale-token bug) deletes our grant out from under us.
+    assert!(l.release_by_owner(&key, &a.owner()).await.unwrap());
+    assert!(matches!(a.renew().await, Err(Error::NotOwner { .. })));
+    assert!(a.is_lost() && !a.admit());
+    assert_eq!(within("lost()", a.lost()).await, LostReason::NotOwner);
+    assert!(!a.release().await.unwrap());
+}
+
+/// A confirmed renewal moves the local deadline and keeps the store-side grant past the
+/// original TTL.
+pub async fn renew_extends(l: &Locker) {
+    let key = unique_key("renew");
+    let ttl = Duration::from_millis(800);
+    let a = l
+        .acquire(&key, ttl)
+        .margin(Duration::from_millis(100))
+        .await
+        .unwrap();
+    if !is_lease(l) {
+        a.renew().await.unwrap();
+        assert!(a.deadline().is_none());
+        assert!(a.release().await.unwrap());
+        return;
+    }
+    let granted = Instant::now();
+    let d0 = a.deadline().unwrap();
+    tokio::time::sleep(ttl / 4).await;
+    a.renew().await.expect("renew while held");
+    assert!(a.deadline().unwrap() > d0, "deadline moved");
+    // Wait past the original expiry; the renewed grant must still be ours.
+    tokio::time::sleep_until((granted + ttl + Duration::from_millis(50)).into()).await;
+    if !a.is_lost() {
+        let h = l.holders(Some(&key)).await.unwrap();
+        assert_eq!(
+            h.first().map(|h| h.owner),
+            Some(a.owner()),
+            "renewal did not extend the store's grant"
+        );
+    }
+    let fence = a.fence();
+    let _ = a.release().await.unwrap();
+    let b = l.acquire(&key, LONG).wait(Wait::For(BOUND)).await.unwrap();
+    assert!(b.fence() > fence);
+    assert!(b.release().await.unwrap());
+}
+
+/// With auto-renew, a lease outlives many TTLs and stays exclusive.
+pub async fn auto_renew_keeps_lease(l: &Locker) {
+    let key = unique_key("auto-renew");
+    let ttl = Duration::from_millis(300);
+    let a = l.acquire(&key, ttl).auto_renew(true).await.unwrap();
+    tokio::time::sleep(ttl * 5).await;
+    assert!(!a.is_lost(), "auto-renewed lease lost");
+    assert!(matches!(
+        l.acquire(&key, LONG).await,
+        Err(Error::Busy { .. })
+    ));
+    let h = l.holders(Some(&key)).await.unwrap();
+    assert_eq!(
+        h.first().map(|h| (h.owner, h.fence)),
+        Some((a.owner(), a.fence()))
+    );
+    assert!(a.release().await.unwrap());
+}
+
+/// 300 auto-renewed leases on one locker all survive several TTLs.
+pub async fn many_leases_auto_renew(l: &Locker) {
+    let ttl = Duration::from_millis(600);
+    let mut leases = Vec::new();
+    for i in 0..300 {
+        leases.push(
+            l.acquire(&unique_key(&format!("many-{i}")), ttl)
+                .auto_renew(true)
+                .await
+                .unwrap(),
+        );
+    }
+    tokio::time::sleep(ttl * 3).await;
+    let lost = leases.iter().filter(|l| l.is_lost()).count();
+    assert_eq!(lost, 0, "{lost} of 300 auto-renewed leases were lost");
+    for lease in leases {
+        assert!(lease.release().await.unwrap());
+    }
+}
+
+/// Without renewals, `lost()` fires at the local deadline, while the store still holds the
+/// grant (the holder stops before its authority ends); `admit()` turns false before that.
+pub async fn lost_fires_by_local_deadline(l: &Locker) {
+    let key = unique_key("deadline");
+    let margin = Duration::from_millis(800);
+    let a = l
+        .acquire(&key, Duration::from_secs(3))
+        .margin(margin)
+        .await
+        .unwrap();
+    let Some(deadline) = a.deadline() else {
+        // Session lock: no deadline; it must not fire on its own.
+        assert!(
+            tokio::time::timeout(Duration::from_millis(500), a.lost())
+                .await
+                .is_err()
+        );
+        assert!(a.admit());
+        assert!(a.release().await.unwrap());
+        return;
+    };
+    assert!(a.admit());
+    tokio::time::sleep_until((deadline - margin / 2).into()).await;
+    assert!(
+        !a.admit(),
+        "admit() must turn false within the margin before the deadline"
+    );
+    let reason = within("lost()", a.lost()).await;
+    assert_eq!(reason, LostReason::DeadlinePassed);
+    assert!(Instant::now() >= deadline);
+    assert!(a.renew().await.is_err(), "lost is latched");
+    let h = l.holders(Some(&key)).await.unwrap();
+    assert_eq!(
+        h.first().map(|h| h.owner),
+        Some(a.owner()),
+        "lost() fired after the store expired the lease"
+    );
+    let b = l
+        .acquire(&key, LONG)
+        .wait(Wait::For(BOUND))
+        .await
+        .expect("free after the store's expiry");
+    assert!(b.fence() > a.fence());
+    assert!(b.release().await.unwrap());
+}
+
+/// `guard` returns the work's output, and cancels the work when the lease is lost.
+pub async fn guard_cancels_on_loss(l: &Locker) {
+    let key = unique_key("guard");
+    let a = l.acquire(&key, Duration::from_millis(500)).await.unwrap();
+    assert_eq!(a.guard(async { 7 }).await.unwrap(), 7);
+    if !is_lease(l) {
+        assert!(a.release().await.unwrap());
+        return;
+    }
+    let r = within(
+        "guard",
+        a.guard(tokio::time::sleep(Duration::from_secs(60))),
+    )
+    .await;
+    assert!(
+        matches!(
+            r,
+            Err(Error::Lost {
+                reason: LostReason::DeadlinePassed,
+                ..
+            })
+        ),
+        "{r:?}"
+    );
+    let _ = a.release().await;
+}
+
+/// A waiter gets the key promptly after a release, long before the holder's TTL.
+pub async fn waiter_gets_lease_after_release(l: &Locker) {
+    let key = unique_key("handoff");
+    let a = l.acquire(&key, Duration::from_secs(60)).await.unwrap();
+    let waiter = {
+        let (l, key) = (l.clone(), key.clone());
+        tokio::spawn(async move {
+            let b = l
+                .acquire(&key, LONG)
+                .wait(Wait::For(Duration::from_secs(50)))
+                .await;
+            (b, Instant::now())
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(!waiter.is_finished(), "waiter got a held key");
+    let fence = a.fence();
+    let released = Instant::now();
+    assert!(a.release().await.unwrap());
+    let (b, got) = within("waiter", waiter).await.unwrap();
+    let b = b.expect("waiter acquires after release");
+    assert!(b.fence() > fence);
+    // Woken by the release, not by the holder's 60 s expiry.
+    assert!(
+        got - released < Duration::from_secs(10),
+        "handoff took {:?}",
+        got - released
+    );
+    assert!(b.release().await.unwrap());
+}
+
+/// A crashed holder's lease is handed to a waiter when the store expires it, never before.
+pub async fn waiter_gets_lease_after_expiry(l: &Locker) {
+    if !is_lease(l) {
+        return waiter_gets_lease_after_release(l).await;
+    }
+    let key = unique_key("expiry-handoff");
+    let ttl = Duration::from_millis(700);
+    let sent = Instant::now();
+    let a = l.acquire(&key, ttl).await.unwrap();
+    let fence = a.fence();
+    drop(a.detach()); // the holder "crashed": nobody releases
+    let b = l
+        .acquire(&key, LONG)
+        .wait(Wait::For(BOUND))
+        .await
+        .expect("waiter after expiry");
+    let got = Instant::now();
+    assert!(
+        got - sent >= ttl,
+        "granted {:?} after a {ttl:?} lease was taken",
+        got - sent
+    );
+    assert!(b.fence() > fence);
+    assert!(b.release().await.unwrap());
+}
+
+/// Dropping a lease without release frees the key in the background, long before its TTL.
+pub async fn dropped_lease_is_released(l: &Locker) {
+    let key = unique_key("drop");
+    let a = l.acquire(&key, Duration::from_secs(60)).await.unwrap();
+    drop(a);
+    let start = Instant::now();
+    let b = l
+        .acquire(&key, LONG)
+        .wait(Wait::For(Duration::from_secs(30)))
+        .await
+        .expect("free after drop");
+    assert!(start.elapsed() < Duration::from_secs(20));
+    assert!(b.release().await.unwrap());
+}
+
+/// Acquires cancelled at arbitrary points leave no orphan grant behind: the key is free again
+/// long before the orphan's TTL would have ended.
+pub async fn cancelled_acquire_leaves_no_orphan(l: &Locker) {
+    let key = unique_key("cancel");
+    for i in 0..20u64 {
+        let task = {
+            let (l, key) = (l.clone(), key.clone());
+            tokio::spawn(async move { l.acquire(&key, Duration::from_secs(120)).await })
+        };
+        tokio::time::sleep(Duration::from_micros(150 * i)).await;
+        task.abort();
+        if let Ok(Ok(lease)) = task.await {
+            assert!(lease.release().await.unwrap());
+        }
+        let b = l
+            .acquire(&key, LONG)
+            .wait(Wait::For(Duration::from_secs(15)))
+            .await
+            .unwrap_or_else(|e| panic!("round {i}: an orphan kept the key: {e}"));
+        assert!(b.release().await.unwrap());
+    }
+}
+
+/// `holders` shows the current grant with its owner and fence, and forgets it on release.
+pub async fn holders_lists_grant(l: &Locker) {
+    let key = unique_key("holders");
+    let a = l.acquire(&key, LONG).await.unwrap();
+    let h = l.holders(Some(&key)).await.unwrap();
+    assert_eq!(h.len(), 1);
+    assert_eq!(
+        (&h[0].key.to_string(), h[0].owner, h[0].fence),
+        (&key, a.owner(), a.fence())
+    );
+    match h[0].expires_in {
+        Some(left) => assert!(is_lease(l) && left <= LONG),
+        None => assert!(!is_lease(l)),
+    }
+    let all = l.holders(None).await.unwrap();
+    assert!(all.iter().any(|x| x.owner == a.owner()));
+    assert!(a.release().await.unwrap());
+    assert!(l.holders(Some(&key)).await.unwrap().is_empty());
+}

@@ -1,0 +1,327 @@
+//! Scenarios across OS processes, driven through the `lh-worker` binary.
+//!
+//! Children are started by the scenario, killed when their handle drops (also when stopped),
+//! and only ever signalled by the scenario that started them.
+
+use std::path::Path;
+use std::process::Stdio;
+use std::time::Duration;
+
+use leasehold::fence::Fencing;
+use leasehold::fence::sqlite::rusqlite::{Connection, OptionalExtension, TransactionBehavior};
+use leasehold::{Error, Locker, Wait};
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
+use tokio::process::{Child, ChildStdin, ChildStdout, Command};
+
+use crate::conformance::unique_key;
+
+/// A child process, SIGKILLed on drop.
+pub struct Proc {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    stdout: Option<Lines<BufReader<ChildStdout>>>,
+}
+
+impl Proc {
+    /// Starts `program args…` with piped stdin/stdout.
+    pub fn spawn(program: &Path, args: &[&str]) -> Proc {
+        let mut child = Command::new(program)
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {}: {e}", program.display()));
+        let stdin = child.stdin.take();
+        let stdout = child.stdout.take().map(|o| BufReader::new(o).lines());
+        Proc {
+            child,
+            stdin,
+            stdout,
+        }
+    }
+
+    fn pid(&self) -> Pid {
+        Pid::from_raw(self.child.id().expect("child still running") as i32)
+    }
+
+    /// Freezes the process (a GC pause, a VM migration).
+    pub fn stop(&self) {
+        kill(self.pid(), Signal::SIGSTOP).expect("SIGSTOP");
+    }
+
+    /// Resumes it.
+    pub fn cont(&self) {
+        kill(self.pid(), Signal::SIGCONT).expect("SIGCONT");
+    }
+
+    /// Kills it outright.
+    pub async fn kill(&mut self) {
+        let _ = self.child.kill().await;
+    }
+
+    /// Next line of its stdout (bounded wait).
+    pub async fn line(&mut self) -> String {
+        let out = self.stdout.as_mut().expect("stdout piped");
+        tokio::time::timeout(Duration::from_secs(60), out.next_line())
+            .await
+            .expect("worker said nothing for 60 s")
+            .expect("read worker stdout")
+            .expect("worker closed stdout")
+    }
+
+    /// Sends a line to its stdin.
+    pub async fn send(&mut self, line: &str) {
+        let i = self.stdin.as_mut().expect("stdin piped");
+        i.write_all(format!("{line}\n").as_bytes())
+            .await
+            .expect("write worker stdin");
+        i.flush().await.expect("flush worker stdin");
+    }
+
+    /// Waits for exit (bounded) and returns the exit code.
+    pub async fn wait(&mut self) -> i32 {
+        let st = tokio::time::timeout(Duration::from_secs(180), self.child.wait())
+            .await
+            .expect("worker did not exit within 180 s")
+            .expect("wait for worker");
+        st.code().unwrap_or(-1)
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        if let Some(id) = self.child.id() {
+            let _ = kill(Pid::from_raw(id as i32), Signal::SIGCONT);
+        }
+    }
+}
+
+/// The protected resource of the stalled-holder scenario: one row in a SQLite table, with a
+/// leasehold fence table beside it.
+pub mod resource {
+    use super::*;
+
+    /// The fence-table name of the row.
+    pub const NAME: &str = "data/row-1";
+
+    /// Opens (and sets up) the resource database.
+    pub fn open(path: &Path) -> Connection {
+        let db = Connection::open(path).expect("open resource db");
+        db.busy_timeout(Duration::from_secs(10)).unwrap();
+        leasehold::fence::sqlite::install(&db).expect("fence table");
+        db.execute_batch(
+            "CREATE TABLE IF NOT EXISTS data (id TEXT PRIMARY KEY, value TEXT NOT NULL)",
+        )
+        .unwrap();
+        db
+    }
+
+    /// Claims the row for `fencing` (before the first effect).
+    pub fn claim(db: &mut Connection, fencing: &Fencing) -> leasehold::Result<()> {
+        let tx = db
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .unwrap();
+        leasehold::fence::sqlite::claim(&tx, NAME, fencing)?;
+        tx.commit().unwrap();
+        Ok(())
+    }
+
+    /// Writes `value`; with `fencing`, only if its fence is still the installed one, checked in
+    /// the same transaction.
+    pub fn write(
+        db: &mut Connection,
+        fencing: Option<&Fencing>,
+        value: &str,
+    ) -> leasehold::Result<()> {
+        let tx = db
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .unwrap();
+        if let Some(f) = fencing {
+            leasehold::fence::sqlite::check(&tx, NAME, f)?;
+        }
+        tx.execute(
+            "INSERT OR REPLACE INTO data (id, value) VALUES ('row-1', ?1)",
+            [value],
+        )
+        .unwrap();
+        tx.commit().unwrap();
+        Ok(())
+    }
+
+    /// The row's current value.
+    pub fn read(db: &Connection) -> Option<String> {
+        db.query_row("SELECT value FROM data WHERE id = 'row-1'", [], |r| {
+            r.get(0)
+        })
+        .optional()
+        .unwrap()
+    }
+}
+
+/// `procs` worker processes × `iters` critical sections on one key: the recorded history must
+/// show no overlap, fences increasing in time order, and no lost update on a shared counter.
+pub async fn multi_process_mutex(url: &str, worker: &Path, procs: usize, iters: usize) {
+    let dir = tempfile::tempdir().unwrap();
+    let key = unique_key("multi-process");
+    let counter = dir.path().join("counter");
+    let iters_s = iters.to_string();
+    let mut children: Vec<Proc> = (0..procs)
+        .map(|i| {
+            let hist = dir.path().join(format!("p{i}.hist"));
+            Proc::spawn(
+                worker,
+                &[
+                    "mutex",
+                    "--store",
+                    url,
+                    "--key",
+                    &key,
+                    "--iters",
+                    &iters_s,
+                    "--history",
+                    hist.to_str().unwrap(),
+                    "--counter",
+                    counter.to_str().unwrap(),
+                ],
+            )
+        })
+        .collect();
+    for (i, c) in children.iter_mut().enumerate() {
+        assert_eq!(c.wait().await, 0, "worker {i} failed");
+    }
+    let report = crate::history::check_dir(dir.path()).unwrap();
+    assert_eq!(report.intervals, procs * iters, "{report:?}");
+    assert!(
+        report.ok(),
+        "mutual exclusion violated across processes: {report:#?}"
+    );
+    let n: usize = std::fs::read_to_string(&counter)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert_eq!(n, procs * iters, "lost updates on the shared counter");
+}
+
+/// What the stalled-holder scenario observed.
+#[derive(Debug)]
+pub struct StallReport {
+    /// Whether the resumed holder's write was applied.
+    pub stale_write_accepted: bool,
+    /// What the holder printed about it.
+    pub holder_said: String,
+    /// The resource's final value.
+    pub final_value: Option<String>,
+    /// The holder's and the successor's fences.
+    pub fences: (u64, u64),
+}
+
+/// DESIGN §8: a holder (a separate process) takes the lease with auto-renew, claims the
+/// resource and writes; it is SIGSTOPped past its TTL; a successor acquires, claims and
+/// writes; the holder is resumed and writes again. With `fenced`, every write is checked
+/// against the fence table; without, none is (the control).
+pub async fn stalled_holder(
+    locker: &Locker,
+    url: &str,
+    worker: &Path,
+    fenced: bool,
+) -> StallReport {
+    let dir = tempfile::tempdir().unwrap();
+    let db_path = dir.path().join("resource.db");
+    let mut db = resource::open(&db_path);
+    let key = unique_key("stalled");
+    let ttl = Duration::from_millis(1000);
+    let mut holder = Proc::spawn(
+        worker,
+        &[
+            "hold",
+            "--store",
+            url,
+            "--key",
+            &key,
+            "--ttl-ms",
+            &ttl.as_millis().to_string(),
+            "--resource",
+            db_path.to_str().unwrap(),
+            "--fenced",
+            if fenced { "1" } else { "0" },
+        ],
+    );
+    let ready = holder.line().await;
+    let holder_fence: u64 = ready
+        .strip_prefix("ready ")
+        .and_then(|f| f.parse().ok())
+        .unwrap_or_else(|| panic!("holder said {ready:?}"));
+    holder.stop();
+
+    // The successor gets the key only once the store has expired the frozen holder's lease.
+    let lease = locker
+        .acquire(&key, Duration::from_secs(30))
+        .wait(Wait::For(Duration::from_secs(30)))
+        .await
+        .expect("successor acquires after the frozen holder's lease expired");
+    assert!(lease.fence().get() > holder_fence);
+    let fencing = lease.fencing();
+    if fenced {
+        resource::claim(&mut db, &fencing).expect("successor claims");
+    }
+    resource::write(&mut db, fenced.then_some(&fencing), "successor").expect("successor writes");
+
+    holder.cont();
+    holder.send("write").await;
+    let said = holder.line().await;
+    assert_eq!(holder.wait().await, 0, "holder worker failed");
+    let final_value = resource::read(&db);
+    assert!(lease.release().await.unwrap());
+    StallReport {
+        stale_write_accepted: said == "accepted",
+        holder_said: said,
+        final_value,
+        fences: (holder_fence, fencing.token().get()),
+    }
+}
+
+/// Session stores: a frozen holder keeps its lock (nothing expires while the process lives),
+/// and its death hands the lock over promptly.
+pub async fn stalled_session_holder_keeps_lock(locker: &Locker, url: &str, worker: &Path) {
+    let dir = tempfile::tempdir().unwrap();
+    let db_path = dir.path().join("resource.db");
+    let key = unique_key("stalled-session");
+    let mut holder = Proc::spawn(
+        worker,
+        &[
+            "hold",
+            "--store",
+            url,
+            "--key",
+            &key,
+            "--ttl-ms",
+            "500",
+            "--resource",
+            db_path.to_str().unwrap(),
+            "--fenced",
+            "1",
+        ],
+    );
+    let ready = holder.line().await;
+    assert!(ready.starts_with("ready "), "holder said {ready:?}");
+    holder.stop();
+    let r = locker
+        .acquire(&key, Duration::from_secs(30))
+        .wait(Wait::For(Duration::from_secs(2)))
+        .await;
+    assert!(
+        matches!(r, Err(Error::Busy { .. })),
+        "a frozen session holder lost its lock: {r:?}"
+    );
+    holder.kill().await;
+    let lease = locker
+        .acquire(&key, Duration::from_secs(30))
+        .wait(Wait::For(Duration::from_secs(10)))
+        .await
+        .expect("the holder's death releases the lock");
+    assert!(lease.release().await.unwrap());
+}

@@ -1,0 +1,39 @@
+//! The conformance suite and the process-level scenarios on the embedded SQLite store.
+
+use leasehold_testkit::{conformance_suite, process, sqlite_fixture};
+use std::path::Path;
+
+conformance_suite!(sqlite_fixture());
+
+fn worker() -> &'static Path {
+    Path::new(env!("CARGO_BIN_EXE_lh-worker"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn multi_process_mutual_exclusion() {
+    let fx = sqlite_fixture().await;
+    process::multi_process_mutex(&fx.url, worker(), 4, 40).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stalled_holder_is_fenced_off() {
+    let fx = sqlite_fixture().await;
+    let r = process::stalled_holder(&fx.locker, &fx.url, worker(), true).await;
+    assert!(r.fences.1 > r.fences.0, "{r:?}");
+    assert!(
+        !r.stale_write_accepted,
+        "the resumed holder's stale write got through: {r:?}"
+    );
+    assert!(r.holder_said.starts_with("rejected: stale fence"), "{r:?}");
+    assert_eq!(r.final_value.as_deref(), Some("successor"), "{r:?}");
+}
+
+/// The control: the same run without the fence check lets the stale write through, so the
+/// fenced test above is able to fail.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stalled_holder_without_fencing_overwrites_successor() {
+    let fx = sqlite_fixture().await;
+    let r = process::stalled_holder(&fx.locker, &fx.url, worker(), false).await;
+    assert!(r.stale_write_accepted, "{r:?}");
+    assert_eq!(r.final_value.as_deref(), Some("holder-stale"), "{r:?}");
+}

@@ -1,0 +1,408 @@
+//! `file://DIR`: `flock(2)` session locks on a local directory.
+//!
+//! One lock file per key (`DIR/<encoded key>.lock`, never deleted). The lock is held by an
+//! open file description of this process, so it ends exactly when the holder releases it or
+//! the process dies, and never by time: there is no TTL and nothing to renew. Lock files
+//! hold `fence\nowner\nkey`; the fence is read, incremented, written and fsynced while the
+//! lock is held, so it increases across grants, releases and crashes of the holder.
+//!
+//! Local file systems only (flock over NFS is emulated or absent). Waiting is a blocking
+//! `flock` in a thread: the kernel wakes the waiter on release, no polling.
+
+use std::collections::HashMap;
+use std::fs::{File, OpenOptions};
+use std::io::Read;
+use std::os::unix::fs::{FileExt, MetadataExt};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use nix::errno::Errno;
+use nix::fcntl::{Flock, FlockArg};
+
+use crate::store::{AcquireRequest, Attempt, Grant, Holder, Watch};
+use crate::{Error, FenceRepeat, FenceToken, Guarantees, Key, LockKind, OwnerToken, Result, Store};
+
+/// Longest lock file name stem before the key is shortened and hashed.
+const MAX_STEM: usize = 200;
+
+/// The `flock` session-lock store.
+#[derive(Debug, Clone)]
+pub struct FileStore {
+    dir: PathBuf,
+    held: Arc<Mutex<HashMap<Key, Held>>>,
+}
+
+#[derive(Debug)]
+struct Held {
+    owner: OwnerToken,
+    _lock: Flock<File>,
+}
+
+fn io_err(what: String) -> impl FnOnce(std::io::Error) -> Error {
+    move |e| Error::unavailable(format!("{what}: {e}"), Some(e.into()))
+}
+
+/// FNV-1a, 64 bit, from a given offset basis: two different bases give 128 bits of name.
+fn fnv(bytes: &[u8], basis: u64) -> u64 {
+    bytes.iter().fold(basis, |h, b| {
+        (h ^ u64::from(*b)).wrapping_mul(0x100_0000_01b3)
+    })
+}
+
+/// File name for a key: safe bytes kept, others `%XX`; long names cut and suffixed with a
+/// hash of the whole key (two long keys sharing a file only over-exclude, never under-exclude).
+fn file_name(key: &Key) -> String {
+    let mut s = String::new();
+    for (i, b) in key.as_str().bytes().enumerate() {
+        if b.is_ascii_alphanumeric() || b == b'_' || b == b'-' || (b == b'.' && i > 0) {
+            s.push(b as char);
+        } else {
+            s.push_str(&format!("%{b:02X}"));
+        }
+    }
+    if s.len() > MAX_STEM {
+        let k = key.as_str().as_bytes();
+        s.truncate(MAX_STEM - 34);
+        s.push_str(&format!(
+            "~{:016x}{:016x}",
+            fnv(k, 0xcbf2_9ce4_8422_2325),
+            fnv(k, 0x6c62_272e_07bb_0142)
+        ));
+    }
+    s.push_str(".lock");
+    s
+}
+
+/// Locks `path` exclusively; `None` if busy (non-blocking mode). Retries if the file at the
+/// path was replaced between open and lock.
+fn lock_file(path: &Path, blocking: bool) -> Result<Option<Flock<File>>> {
+    let arg = if blocking {
+        FlockArg::LockExclusive
+    } else {
+        FlockArg::LockExclusiveNonblock
+    };
+    loop {
+        let f = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(path)
+            .map_err(io_err(format!("cannot open lock file {}", path.display())))?;
+        let lock = match Flock::lock(f, arg) {
+            Ok(l) => l,
+            Err((_, Errno::EWOULDBLOCK)) => return Ok(None),
+            Err((_, Errno::EINTR)) => continue,
+            Err((_, e)) => {
+                return Err(Error::backend(
+                    "file",
+                    format!("flock {}", path.display()),
+                    e,
+                ));
+            }
+        };
+        let held = lock
+            .metadata()
+            .map_err(io_err(format!("stat {}", path.display())))?;
+        match std::fs::metadata(path) {
+            Ok(now) if now.ino() == held.ino() && now.dev() == held.dev() => return Ok(Some(lock)),
+            _ => continue,
+        }
+    }
+}
+
+/// Parses `fence\nowner\nkey`. An empty file is a fresh counter.
+fn parse(content: &str) -> Option<(u64, Option<(OwnerToken, String)>)> {
+    if content.is_empty() {
+        return Some((0, None));
+    }
+    let mut parts = content.splitn(3, '\n');
+    let fence = parts.next()?.parse().ok()?;
+    let rest = match (parts.next(), parts.next()) {
+        (Some(o), Some(k)) => o.parse().ok().map(|o| (o, k.to_owned())),
+        _ => None,
+    };
+    Some((fence, rest))
+}
+
+/// Bumps the fence stored in a locked file and records the new owner.
+fn bump_fence(
+    lock: &mut Flock<File>,
+    path: &Path,
+    key: &Key,
+    owner: &OwnerToken,
+) -> Result<FenceToken> {
+    let mut content = String::new();
+    (&**lock)
+        .read_to_string(&mut content)
+        .map_err(io_err(format!("cannot read lock file {}", path.display())))?;
+    let Some((last, _)) = parse(&content) else {
+        // Never restart a counter we cannot read: that could repeat a fence.
+        return Err(Error::Backend {
+            backend: "file",
+            message: format!(
+                "lock file {} is corrupt; refusing to guess its fence",
+                path.display()
+            ),
+            source: None,
+        });
+    };
+    let next = last + 1;
+    let body = format!("{next}\n{owner}\n{}", key.as_str());
+    let w = || -> std::io::Result<()> {
+        lock.write_all_at(body.as_bytes(), 0)?;
+        lock.set_len(body.len() as u64)?;
+        lock.sync_data()
+    };
+    w().map_err(io_err(format!("cannot write lock file {}", path.display())))?;
+    Ok(FenceToken::new(next))
+}
+
+/// `(major, minor)` of a Linux `dev_t`, as `/proc/locks` prints them.
+fn dev_parts(dev: u64) -> (u64, u64) {
+    let major = ((dev >> 8) & 0xfff) | ((dev >> 32) & !0xfff);
+    let minor = (dev & 0xff) | ((dev >> 12) & !0xff);
+    (major, minor)
+}
+
+/// `(major, minor, inode)` of every file with an exclusive `flock` on it, from `/proc/locks`
+/// (read-only: probing with our own lock could make a concurrent acquirer see "busy").
+fn flocked_inodes() -> Result<Vec<(u64, u64, u64)>> {
+    let text = std::fs::read_to_string("/proc/locks")
+        .map_err(io_err("cannot read /proc/locks".to_string()))?;
+    let mut out = Vec::new();
+    for line in text.lines() {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        if f.len() < 6 || f[1] != "FLOCK" || f[3] != "WRITE" {
+            continue; // also skips "->" lines of blocked waiters
+        }
+        let mut id = f[5].split(':');
+        if let (Some(ma), Some(mi), Some(ino)) = (id.next(), id.next(), id.next())
+            && let (Ok(ma), Ok(mi), Ok(ino)) = (
+                u64::from_str_radix(ma, 16),
+                u64::from_str_radix(mi, 16),
+                ino.parse(),
+            )
+        {
+            out.push((ma, mi, ino));
+        }
+    }
+    Ok(out)
+}
+
+impl FileStore {
+    /// Uses `dir` (created if missing) for lock files.
+    pub fn open(dir: impl AsRef<Path>) -> Result<Self> {
+        let dir = dir.as_ref().to_owned();
+        if dir.as_os_str().is_empty() {
+            return Err(Error::invalid("file:// URL has an empty directory"));
+        }
+        std::fs::create_dir_all(&dir).map_err(io_err(format!(
+            "cannot create lock directory {}",
+            dir.display()
+        )))?;
+        let meta = std::fs::metadata(&dir).map_err(io_err(format!(
+            "cannot read lock directory {}",
+            dir.display()
+        )))?;
+        if !meta.is_dir() {
+            return Err(Error::unavailable(
+                format!("{} is not a directory", dir.display()),
+                None,
+            ));
+        }
+        Ok(FileStore {
+            dir,
+            held: Arc::default(),
+        })
+    }
+
+    fn path(&self, key: &Key) -> PathBuf {
+        self.dir.join(file_name(key))
+    }
+
+    fn held(&self) -> std::sync::MutexGuard<'_, HashMap<Key, Held>> {
+        self.held.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Turns a locked file into a grant: bump the fence, remember the lock.
+    async fn grant(
+        &self,
+        req: &AcquireRequest<'_>,
+        mut lock: Flock<File>,
+        sent: Instant,
+    ) -> Result<Attempt> {
+        let (path, key, owner) = (self.path(req.key), req.key.clone(), *req.owner);
+        let (fence, lock) = tokio::task::spawn_blocking(move || {
+            bump_fence(&mut lock, &path, &key, &owner).map(|f| (f, lock))
+        })
+        .await
+        .map_err(|e| Error::backend("file", "worker thread failed", e))??;
+        self.held().insert(
+            req.key.clone(),
+            Held {
+                owner: *req.owner,
+                _lock: lock,
+            },
+        );
+        Ok(Attempt::Granted(Grant::new(fence, sent)))
+    }
+}
+
+struct NoWatch;
+
+#[async_trait]
+impl Watch for NoWatch {
+    async fn changed(&mut self, until: Instant) {
+        tokio::time::sleep_until(until.into()).await;
+    }
+}
+
+#[async_trait]
+impl Store for FileStore {
+    fn guarantees(&self) -> Guarantees {
+        Guarantees {
+            backend: "file",
+            kind: LockKind::Session,
+            exclusion: "one host, local file systems only (flock(2))",
+            store_failure: "the holder's death releases the lock; lock files survive reboots",
+            expiry: "session: the holding process's open file, no TTL",
+            fence: "counter in the lock file, written and fsynced under the lock",
+            fence_repeat: FenceRepeat::Never,
+            waiting: "blocking flock(2) in a thread, woken by the kernel",
+        }
+    }
+
+    async fn try_acquire(&self, req: &AcquireRequest<'_>) -> Result<Attempt> {
+        let sent = Instant::now();
+        let path = self.path(req.key);
+        let lock = tokio::task::spawn_blocking(move || lock_file(&path, false))
+            .await
+            .map_err(|e| Error::backend("file", "worker thread failed", e))??;
+        match lock {
+            Some(lock) => self.grant(req, lock, sent).await,
+            None => Ok(Attempt::Busy {
+                holder_expires_in: None,
+            }),
+        }
+    }
+
+    async fn acquire(&self, req: &AcquireRequest<'_>, until: Option<Instant>) -> Result<Attempt> {
+        let first = self.try_acquire(req).await?;
+        let (Attempt::Busy { .. }, Some(until)) = (&first, until) else {
+            return Ok(first);
+        };
+        let sent = Instant::now();
+        let path = self.path(req.key);
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        // The thread blocks in flock until the holder lets go. If we stop waiting first, the
+        // thread's send fails when it finally gets the lock, and dropping it unlocks at once.
+        std::thread::Builder::new()
+            .name("leasehold-flock".into())
+            .spawn(move || {
+                let _ = tx.send(lock_file(&path, true));
+            })
+            .map_err(|e| Error::backend("file", "cannot start a waiting thread", e))?;
+        let wait = until.saturating_duration_since(Instant::now());
+        match tokio::time::timeout(wait, rx).await {
+            Err(_) => Ok(Attempt::Busy {
+                holder_expires_in: None,
+            }),
+            Ok(Err(_)) => Err(Error::Backend {
+                backend: "file",
+                message: "waiting thread ended without an answer".into(),
+                source: None,
+            }),
+            Ok(Ok(Err(e))) => Err(e),
+            Ok(Ok(Ok(Some(lock)))) => self.grant(req, lock, sent).await,
+            Ok(Ok(Ok(None))) => Ok(Attempt::Busy {
+                holder_expires_in: None,
+            }),
+        }
+    }
+
+    async fn watch(&self, _key: &Key) -> Result<Box<dyn Watch>> {
+        // Waiting is done by `acquire` with a blocking flock; this is never needed.
+        Ok(Box::new(NoWatch))
+    }
+
+    async fn renew(&self, key: &Key, owner: &OwnerToken, _ttl: Duration) -> Result<bool> {
+        Ok(self.held().get(key).is_some_and(|h| h.owner == *owner))
+    }
+
+    async fn release(&self, key: &Key, owner: &OwnerToken) -> Result<bool> {
+        let mut held = self.held();
+        if held.get(key).is_some_and(|h| h.owner == *owner) {
+            held.remove(key); // closes the file: the kernel drops the lock
+            Ok(true)
+        } else {
+            Ok(false)
+        }
+    }
+
+    async fn holders(&self, key: Option<&Key>) -> Result<Vec<Holder>> {
+        let dir = self.dir.clone();
+        let only = key.map(|k| self.path(k));
+        tokio::task::spawn_blocking(move || {
+            let locked = flocked_inodes()?;
+            let paths: Vec<PathBuf> = match only {
+                Some(p) => vec![p],
+                None => std::fs::read_dir(&dir)
+                    .map_err(io_err(format!("cannot list {}", dir.display())))?
+                    .filter_map(|e| e.ok().map(|e| e.path()))
+                    .filter(|p| p.extension().is_some_and(|x| x == "lock"))
+                    .collect(),
+            };
+            let mut out = Vec::new();
+            for p in paths {
+                let Ok(meta) = std::fs::metadata(&p) else {
+                    continue;
+                };
+                let (ma, mi) = dev_parts(meta.dev());
+                if !locked.contains(&(ma, mi, meta.ino())) {
+                    continue;
+                }
+                let Ok(text) = std::fs::read_to_string(&p) else {
+                    continue;
+                };
+                if let Some((fence, Some((owner, k)))) = parse(&text)
+                    && let Ok(k) = Key::new(k)
+                {
+                    out.push(Holder::new(k, owner, FenceToken::new(fence), None));
+                }
+            }
+            out.sort_by(|a, b| a.key.cmp(&b.key));
+            Ok(out)
+        })
+        .await
+        .map_err(|e| Error::backend("file", "worker thread failed", e))?
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_safe_and_bounded() {
+        let k = |s: &str| file_name(&Key::new(s).unwrap());
+        assert_eq!(k("order:42"), "order%3A42.lock");
+        assert_eq!(k("../etc/passwd"), "%2E.%2Fetc%2Fpasswd.lock");
+        let long_a = k(&"a/".repeat(256));
+        let long_b = k(&format!("{}b", "a/".repeat(255)));
+        assert!(long_a.len() <= MAX_STEM + 5);
+        assert_ne!(long_a, long_b);
+    }
+
+    #[test]
+    fn parse_content() {
+        assert_eq!(parse(""), Some((0, None)));
+        let o = OwnerToken::generate().unwrap();
+        let (f, rest) = parse(&format!("7\n{o}\na\nb")).unwrap();
+        assert_eq!(f, 7);
+        assert_eq!(rest, Some((o, "a\nb".to_string())));
+        assert_eq!(parse("garbage"), None);
+    }
+}

@@ -1,0 +1,56 @@
+//! Store implementations, one module per backend, each behind its cargo feature.
+
+use std::sync::Arc;
+
+use crate::{Error, Result, Store};
+
+#[cfg(feature = "file")]
+pub mod file;
+#[cfg(feature = "sqlite")]
+pub mod sqlite;
+
+/// The schemes this build understands, for error messages.
+pub const SCHEMES: &[&str] = &[
+    #[cfg(feature = "sqlite")]
+    "sqlite://PATH",
+    #[cfg(feature = "file")]
+    "file://DIR",
+];
+
+/// Every scheme leasehold knows, built in or not.
+const KNOWN: &[&str] = &[
+    "sqlite",
+    "file",
+    "redis",
+    "rediss",
+    "redlock",
+    "postgres",
+    "postgresql",
+    "mysql",
+    "etcd",
+    "zk",
+];
+
+/// Opens a store from its URL.
+pub(crate) async fn open(url: &str) -> Result<Arc<dyn Store>> {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return Err(Error::invalid(format!(
+            "store URL {url:?} has no scheme; expected one of {}",
+            SCHEMES.join(", ")
+        )));
+    };
+    match scheme {
+        #[cfg(feature = "sqlite")]
+        "sqlite" => Ok(Arc::new(sqlite::SqliteStore::open(rest).await?)),
+        #[cfg(feature = "file")]
+        "file" => Ok(Arc::new(file::FileStore::open(rest)?)),
+        known if KNOWN.contains(&known) => Err(Error::invalid(format!(
+            "the {known}:// store is not available in this build; available: {}",
+            SCHEMES.join(", ")
+        ))),
+        other => Err(Error::invalid(format!(
+            "unknown store URL scheme {other:?}; expected one of {}",
+            SCHEMES.join(", ")
+        ))),
+    }
+}

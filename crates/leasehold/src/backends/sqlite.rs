@@ -1,0 +1,410 @@
+//! `sqlite://PATH`: leases in a WAL-mode SQLite file shared by the processes of one machine.
+//!
+//! Tables (created on first use):
+//! - `leasehold_leases(key PRIMARY KEY, owner, fence, boot_id, expires_ns)`: one row per key;
+//!   a row is live iff `boot_id` is this boot's and `expires_ns` is in the future.
+//! - `leasehold_fences(key PRIMARY KEY, fence)`: the per-key counter, bumped in the granting
+//!   transaction and never deleted, so fences never reset.
+//!
+//! Expiry is judged on `CLOCK_BOOTTIME` (monotonic, counts suspend, shared by all processes of
+//! the machine), read inside the write transaction: wall-clock jumps neither extend nor cut a
+//! lease, and a reboot (new boot id) frees everything. Commits use `synchronous=FULL`, so a
+//! fence handed out survives power loss and is never issued twice.
+//!
+//! Waiting: waiters in the same process are woken by the release itself; across processes
+//! SQLite has no notification, so waiters back off from 1 ms to 50 ms, and never sleep past
+//! the holder's expiry.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, LazyLock, Mutex};
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
+use tokio::sync::watch;
+
+use crate::store::{AcquireRequest, Attempt, Grant, Holder, RenewItem, Watch};
+use crate::{Error, FenceRepeat, FenceToken, Guarantees, Key, LockKind, OwnerToken, Result, Store};
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS leasehold_fences (
+    key   TEXT PRIMARY KEY NOT NULL,
+    fence INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS leasehold_leases (
+    key        TEXT PRIMARY KEY NOT NULL,
+    owner      TEXT NOT NULL,
+    fence      INTEGER NOT NULL,
+    boot_id    TEXT NOT NULL,
+    expires_ns INTEGER NOT NULL
+);";
+
+const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+const BACKOFF_MIN: Duration = Duration::from_millis(1);
+const BACKOFF_MAX: Duration = Duration::from_millis(50);
+
+/// The embedded SQLite lease store.
+#[derive(Debug, Clone)]
+pub struct SqliteStore {
+    path: PathBuf,
+    db: Arc<Mutex<Connection>>,
+    boot_id: Arc<str>,
+}
+
+/// In-process doorbells, per (database file, key): a release rings, waiters in this process
+/// wake at once.
+type Bells = Mutex<HashMap<(PathBuf, Key), watch::Sender<u64>>>;
+static BELLS: LazyLock<Bells> = LazyLock::new(Bells::default);
+
+fn bells() -> std::sync::MutexGuard<'static, HashMap<(PathBuf, Key), watch::Sender<u64>>> {
+    BELLS.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+pub(crate) trait SqlExt<T> {
+    fn sql(self) -> Result<T>;
+}
+
+impl<T> SqlExt<T> for rusqlite::Result<T> {
+    fn sql(self) -> Result<T> {
+        self.map_err(|e| match e.sqlite_error_code() {
+            Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked) => {
+                Error::unavailable(
+                    format!("SQLite database stayed locked for more than {BUSY_TIMEOUT:?}"),
+                    Some(e.into()),
+                )
+            }
+            _ => Error::backend("sqlite", e.to_string(), e),
+        })
+    }
+}
+
+/// Nanoseconds on `CLOCK_BOOTTIME`.
+fn boottime_ns() -> Result<i64> {
+    let ts = nix::time::clock_gettime(nix::time::ClockId::CLOCK_BOOTTIME)
+        .map_err(|e| Error::backend("sqlite", "CLOCK_BOOTTIME unavailable", e))?;
+    Ok(ts.tv_sec() * 1_000_000_000 + ts.tv_nsec())
+}
+
+fn boot_id() -> Result<String> {
+    std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
+        .map(|s| s.trim().to_owned())
+        .map_err(|e| Error::backend("sqlite", "cannot read the boot id", e))
+}
+
+fn ns(d: Duration) -> i64 {
+    i64::try_from(d.as_nanos()).unwrap_or(i64::MAX)
+}
+
+fn remaining(expires_ns: i64, now: i64) -> Duration {
+    Duration::from_nanos(u64::try_from(expires_ns.saturating_sub(now)).unwrap_or(0))
+}
+
+fn parse_owner(s: &str) -> Result<OwnerToken> {
+    s.parse().map_err(|_| Error::Backend {
+        backend: "sqlite",
+        message: format!("corrupt owner token {s:?} in leasehold_leases"),
+        source: None,
+    })
+}
+
+fn fence(v: i64) -> FenceToken {
+    FenceToken::new(u64::try_from(v).unwrap_or(0))
+}
+
+impl SqliteStore {
+    /// Opens (creating if needed) the database at `path` and its tables.
+    ///
+    /// Errors: [`Error::InvalidInput`] for an empty path, [`Error::Unavailable`] when the file
+    /// or its directory cannot be created, opened or written.
+    pub async fn open(path: impl AsRef<Path>) -> Result<Self> {
+        let path = path.as_ref().to_owned();
+        tokio::task::spawn_blocking(move || Self::open_blocking(&path))
+            .await
+            .map_err(|e| Error::backend("sqlite", "open task failed", e))?
+    }
+
+    fn open_blocking(path: &Path) -> Result<Self> {
+        if path.as_os_str().is_empty() {
+            return Err(Error::invalid("sqlite:// URL has an empty path"));
+        }
+        let unavailable = |what: &str, e: Box<dyn std::error::Error + Send + Sync>| {
+            Error::unavailable(
+                format!("cannot {what} SQLite store {}: {e}", path.display()),
+                Some(e),
+            )
+        };
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir)
+                .map_err(|e| unavailable("create the directory of", e.into()))?;
+        }
+        let conn = Connection::open(path).map_err(|e| unavailable("open", e.into()))?;
+        let setup = || -> rusqlite::Result<()> {
+            conn.busy_timeout(BUSY_TIMEOUT)?;
+            let mode: String = conn.query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))?;
+            if !mode.eq_ignore_ascii_case("wal") {
+                return Err(rusqlite::Error::InvalidQuery);
+            }
+            conn.pragma_update(None, "synchronous", "FULL")?;
+            conn.execute_batch(SCHEMA)
+        };
+        setup().map_err(|e| unavailable("initialise", e.into()))?;
+        let boot = boot_id()?;
+        // Rows from earlier boots are dead; dropping them keeps `status` cheap.
+        conn.execute("DELETE FROM leasehold_leases WHERE boot_id <> ?1", [&boot])
+            .map_err(|e| unavailable("write to", e.into()))?;
+        let canon = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_owned());
+        Ok(SqliteStore {
+            path: canon,
+            db: Arc::new(Mutex::new(conn)),
+            boot_id: boot.into(),
+        })
+    }
+
+    /// The database file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    async fn blocking<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&mut Connection, &str) -> Result<T> + Send + 'static,
+    ) -> Result<T> {
+        let db = self.db.clone();
+        let boot = self.boot_id.clone();
+        tokio::task::spawn_blocking(move || {
+            let mut c = db.lock().unwrap_or_else(|p| p.into_inner());
+            f(&mut c, &boot)
+        })
+        .await
+        .map_err(|e| Error::backend("sqlite", "worker thread failed", e))?
+    }
+
+    fn ring(&self, key: &Key) {
+        let mut b = bells();
+        let k = (self.path.clone(), key.clone());
+        if let Some(tx) = b.get(&k) {
+            if tx.receiver_count() == 0 {
+                b.remove(&k);
+            } else {
+                tx.send_modify(|n| *n += 1);
+            }
+        }
+    }
+}
+
+struct SqliteWatch {
+    rx: watch::Receiver<u64>,
+    backoff: Duration,
+}
+
+#[async_trait]
+impl Watch for SqliteWatch {
+    async fn changed(&mut self, until: Instant) {
+        let wake = until.min(Instant::now() + self.backoff);
+        tokio::select! {
+            r = self.rx.changed() => {
+                if r.is_ok() {
+                    self.backoff = BACKOFF_MIN;
+                } else {
+                    // Cannot happen while the map holds the sender; fall back to the timer.
+                    tokio::time::sleep_until(wake.into()).await;
+                }
+            }
+            _ = tokio::time::sleep_until(wake.into()) => {
+                self.backoff = (self.backoff * 2).min(BACKOFF_MAX);
+            }
+        }
+    }
+}
+
+#[async_trait]
+impl Store for SqliteStore {
+    fn guarantees(&self) -> Guarantees {
+        Guarantees {
+            backend: "sqlite",
+            kind: LockKind::Lease,
+            exclusion: "linearizable among the processes of one machine (SQLite write lock, WAL)",
+            store_failure: "the file survives process and machine crashes; a reboot frees every \
+                            lease (boot id); deleting the file resets fences",
+            expiry: "the machine's CLOCK_BOOTTIME, read inside the write transaction",
+            fence: "per-key counter row bumped in the granting transaction, never deleted",
+            fence_repeat: FenceRepeat::Never,
+            waiting: "woken by the release within one process; 1-50 ms backoff across processes, \
+                      never later than the holder's expiry",
+        }
+    }
+
+    async fn try_acquire(&self, req: &AcquireRequest<'_>) -> Result<Attempt> {
+        let (key, owner, ttl) = (req.key.clone(), req.owner.to_string(), ns(req.ttl));
+        let sent = Instant::now();
+        self.blocking(move |c, boot| {
+            let tx = c
+                .transaction_with_behavior(TransactionBehavior::Immediate)
+                .sql()?;
+            let now = boottime_ns()?;
+            let cur: Option<(String, i64)> = tx
+                .query_row(
+                    "SELECT boot_id, expires_ns FROM leasehold_leases WHERE key = ?1",
+                    [key.as_str()],
+                    |r| Ok((r.get(0)?, r.get(1)?)),
+                )
+                .optional()
+                .sql()?;
+            if let Some((b, exp)) = cur
+                && b == boot
+                && exp > now
+            {
+                return Ok(Attempt::Busy {
+                    holder_expires_in: Some(remaining(exp, now)),
+                });
+            }
+            let f: i64 = tx
+                .query_row(
+                    "INSERT INTO leasehold_fences (key, fence) VALUES (?1, 1)
+                     ON CONFLICT (key) DO UPDATE SET fence = fence + 1 RETURNING fence",
+                    [key.as_str()],
+                    |r| r.get(0),
+                )
+                .sql()?;
+            tx.execute(
+                "INSERT INTO leasehold_leases (key, owner, fence, boot_id, expires_ns)
+                 VALUES (?1, ?2, ?3, ?4, ?5)
+                 ON CONFLICT (key) DO UPDATE SET owner = excluded.owner, fence = excluded.fence,
+                     boot_id = excluded.boot_id, expires_ns = excluded.expires_ns",
+                params![key.as_str(), owner, f, boot, now.saturating_add(ttl)],
+            )
+            .sql()?;
+            tx.commit().sql()?;
+            Ok(Attempt::Granted(Grant::new(fence(f), sent)))
+        })
+        .await
+    }
+
+    async fn watch(&self, key: &Key) -> Result<Box<dyn Watch>> {
+        let rx = bells()
+            .entry((self.path.clone(), key.clone()))
+            .or_insert_with(|| watch::Sender::new(0))
+            .subscribe();
+        Ok(Box::new(SqliteWatch {
+            rx,
+            backoff: BACKOFF_MIN,
+        }))
+    }
+
+    async fn renew(&self, key: &Key, owner: &OwnerToken, ttl: Duration) -> Result<bool> {
+        let item = RenewItem {
+            key: key.clone(),
+            owner: *owner,
+            ttl,
+        };
+        Ok(self.renew_many(std::slice::from_ref(&item)).await?[0])
+    }
+
+    async fn renew_many(&self, items: &[RenewItem]) -> Result<Vec<bool>> {
+        let items: Vec<(Key, String, i64)> = items
+            .iter()
+            .map(|i| (i.key.clone(), i.owner.to_string(), ns(i.ttl)))
+            .collect();
+        self.blocking(move |c, boot| {
+            let tx = c
+                .transaction_with_behavior(TransactionBehavior::Immediate)
+                .sql()?;
+            let now = boottime_ns()?;
+            let mut out = Vec::with_capacity(items.len());
+            {
+                let mut st = tx
+                    .prepare_cached(
+                        "UPDATE leasehold_leases SET expires_ns = ?3
+                         WHERE key = ?1 AND owner = ?2 AND boot_id = ?4 AND expires_ns > ?5",
+                    )
+                    .sql()?;
+                for (key, owner, ttl) in &items {
+                    let n = st
+                        .execute(params![
+                            key.as_str(),
+                            owner,
+                            now.saturating_add(*ttl),
+                            boot,
+                            now
+                        ])
+                        .sql()?;
+                    out.push(n == 1);
+                }
+            }
+            tx.commit().sql()?;
+            Ok(out)
+        })
+        .await
+    }
+
+    async fn release(&self, key: &Key, owner: &OwnerToken) -> Result<bool> {
+        let (k, owner) = (key.clone(), owner.to_string());
+        let (deleted, live) = self
+            .blocking(move |c, boot| {
+                let tx = c
+                    .transaction_with_behavior(TransactionBehavior::Immediate)
+                    .sql()?;
+                let now = boottime_ns()?;
+                let row: Option<(String, i64)> = tx
+                    .query_row(
+                        "DELETE FROM leasehold_leases WHERE key = ?1 AND owner = ?2
+                         RETURNING boot_id, expires_ns",
+                        params![k.as_str(), owner],
+                        |r| Ok((r.get(0)?, r.get(1)?)),
+                    )
+                    .optional()
+                    .sql()?;
+                tx.commit().sql()?;
+                Ok(match row {
+                    Some((b, exp)) => (true, b == boot && exp > now),
+                    None => (false, false),
+                })
+            })
+            .await?;
+        if deleted {
+            self.ring(key);
+        }
+        Ok(live)
+    }
+
+    async fn holders(&self, key: Option<&Key>) -> Result<Vec<Holder>> {
+        let key = key.cloned();
+        let rows = self
+            .blocking(move |c, boot| {
+                let now = boottime_ns()?;
+                let mut st = c
+                    .prepare_cached(
+                        "SELECT key, owner, fence, expires_ns FROM leasehold_leases
+                         WHERE boot_id = ?1 AND expires_ns > ?2 AND (?3 IS NULL OR key = ?3)
+                         ORDER BY key",
+                    )
+                    .sql()?;
+                let rows = st
+                    .query_map(params![boot, now, key.as_ref().map(Key::as_str)], |r| {
+                        Ok((
+                            r.get::<_, String>(0)?,
+                            r.get::<_, String>(1)?,
+                            r.get::<_, i64>(2)?,
+                            r.get::<_, i64>(3)?,
+                        ))
+                    })
+                    .sql()?
+                    .collect::<rusqlite::Result<Vec<_>>>()
+                    .sql()?;
+                Ok((rows, now))
+            })
+            .await?;
+        let (rows, now) = rows;
+        rows.into_iter()
+            .map(|(k, o, f, exp)| {
+                Ok(Holder::new(
+                    Key::new(k)?,
+                    parse_owner(&o)?,
+                    fence(f),
+                    Some(remaining(exp, now)),
+                ))
+            })
+            .collect()
+    }
+}

@@ -1,0 +1,109 @@
+//! Resource-side fencing (DESIGN §4): the protected resource, not the lock, rejects a holder
+//! whose lease has ended.
+//!
+//! The protocol, for every resource kind:
+//! 1. **claim**: before its first effect, the holder installs `(key, fence, owner)` on the
+//!    resource. It succeeds iff the fence is greater than the installed one, or equal with the
+//!    same owner (an idempotent re-claim), and the resource is guarded by the same lock key.
+//! 2. **check**: every effect applies iff the installed fence is still exactly this holder's,
+//!    checked atomically with the effect (same transaction, same script).
+//!
+//! Binding the owner makes repeated fences (possible after some store failures, see
+//! [`crate::FenceRepeat`]) harmless: a second holder with the same number is refused.
+
+use std::fmt;
+
+use crate::{Error, FenceToken, Key, OwnerToken, Result};
+
+#[cfg(feature = "sqlite")]
+pub mod sqlite;
+
+/// Environment variables the CLI exports to the child of `leasehold run`.
+pub const ENV_KEY: &str = "LEASEHOLD_KEY";
+/// See [`ENV_KEY`].
+pub const ENV_FENCE: &str = "LEASEHOLD_FENCE";
+/// See [`ENV_KEY`].
+pub const ENV_OWNER: &str = "LEASEHOLD_OWNER";
+
+/// What a fenced resource needs to know about a grant: which lock, which fence, whose.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Fencing {
+    key: Key,
+    token: FenceToken,
+    owner: OwnerToken,
+}
+
+impl Fencing {
+    /// Builds one from its parts (e.g. read back from a request).
+    pub fn new(key: Key, token: FenceToken, owner: OwnerToken) -> Self {
+        Fencing { key, token, owner }
+    }
+
+    /// Reads `LEASEHOLD_KEY`, `LEASEHOLD_FENCE` and `LEASEHOLD_OWNER`, as exported by
+    /// `leasehold run`. Missing or malformed variables are [`Error::InvalidInput`].
+    pub fn from_env() -> Result<Self> {
+        let var = |name: &str| {
+            std::env::var(name)
+                .map_err(|_| Error::invalid(format!("{name} is not set (or not UTF-8)")))
+        };
+        let token = var(ENV_FENCE)?
+            .parse::<u64>()
+            .map_err(|_| Error::invalid(format!("{ENV_FENCE} is not an unsigned integer")))?;
+        Ok(Fencing::new(
+            Key::new(var(ENV_KEY)?)?,
+            FenceToken::new(token),
+            var(ENV_OWNER)?.parse()?,
+        ))
+    }
+
+    /// The lock key the fence belongs to.
+    pub fn key(&self) -> &Key {
+        &self.key
+    }
+
+    /// The fence.
+    pub fn token(&self) -> FenceToken {
+        self.token
+    }
+
+    /// The owner token of the grant.
+    pub fn owner(&self) -> OwnerToken {
+        self.owner
+    }
+}
+
+impl fmt::Display for Fencing {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}#{} ({})", self.key, self.token, self.owner)
+    }
+}
+
+/// What a resource has installed, as read back when refusing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Installed {
+    pub key: String,
+    pub token: u64,
+    pub owner: String,
+}
+
+pub(crate) fn stale(resource: &str, presented: &Fencing, installed: Option<Installed>) -> Error {
+    let installed = match installed {
+        None => "nothing is installed (claim first)".to_string(),
+        Some(i) if i.key != presented.key.as_str() => {
+            format!(
+                "the resource is guarded by lock key {:?}, not {:?}",
+                i.key,
+                presented.key.as_str()
+            )
+        }
+        Some(i) if i.token == presented.token.get() => {
+            format!("fence {} is installed by another owner", i.token)
+        }
+        Some(i) => format!("fence {} is installed", i.token),
+    };
+    Error::StaleFence {
+        resource: resource.to_owned(),
+        presented: presented.token.get(),
+        installed,
+    }
+}

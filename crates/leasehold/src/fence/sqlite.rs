@@ -1,0 +1,147 @@
+//! SQLite fence table: `claim` and `check` inside the caller's transaction.
+//!
+//! ```
+//! # fn main() -> leasehold::Result<()> {
+//! use leasehold::fence::{Fencing, sqlite};
+//! use leasehold::fence::sqlite::rusqlite::{Connection, TransactionBehavior};
+//! # use leasehold::{FenceToken, Key, OwnerToken};
+//! let mut db = Connection::open_in_memory().unwrap();
+//! sqlite::install(&db)?;
+//! db.execute_batch("CREATE TABLE balance (id TEXT PRIMARY KEY, amount INTEGER)").unwrap();
+//! # let fencing = Fencing::new(Key::new("acct:7")?, FenceToken::new(3), OwnerToken::generate()?);
+//! // `fencing` comes from `lease.fencing()` or `Fencing::from_env()`.
+//! let tx = db.transaction_with_behavior(TransactionBehavior::Immediate).unwrap();
+//! sqlite::claim(&tx, "balance/acct:7", &fencing)?;      // once, before the first effect
+//! sqlite::check(&tx, "balance/acct:7", &fencing)?;      // with every effect, same transaction
+//! tx.execute("INSERT OR REPLACE INTO balance VALUES ('acct:7', 100)", []).unwrap();
+//! tx.commit().unwrap();
+//! # Ok(()) }
+//! ```
+//!
+//! Use `BEGIN IMMEDIATE` transactions (as above) so the check and the effect hold the write
+//! lock together. For a table of your own, the one-statement pattern
+//! `UPDATE t SET …, fence = ?tok WHERE id = ?id AND fence <= ?tok` also works, **only** with
+//! stores whose fences never repeat ([`crate::FenceRepeat::Never`]): it cannot tell two
+//! holders with the same token apart.
+
+pub use rusqlite;
+use rusqlite::{Connection, OptionalExtension, params};
+
+use super::{Fencing, Installed, stale};
+use crate::Result;
+use crate::backends::sqlite::SqlExt;
+
+/// The fence table: one row per protected resource.
+pub const SCHEMA: &str = "CREATE TABLE IF NOT EXISTS leasehold_fence (
+    resource TEXT PRIMARY KEY NOT NULL,
+    lock_key TEXT NOT NULL,
+    fence    INTEGER NOT NULL,
+    owner    TEXT NOT NULL
+)";
+
+/// Creates the fence table if it is missing.
+pub fn install(conn: &Connection) -> Result<()> {
+    conn.execute_batch(SCHEMA).sql()
+}
+
+fn installed(conn: &Connection, resource: &str) -> Result<Option<Installed>> {
+    conn.query_row(
+        "SELECT lock_key, fence, owner FROM leasehold_fence WHERE resource = ?1",
+        [resource],
+        |r| {
+            Ok(Installed {
+                key: r.get(0)?,
+                token: r.get::<_, i64>(1)? as u64,
+                owner: r.get(2)?,
+            })
+        },
+    )
+    .optional()
+    .sql()
+}
+
+fn token(f: &Fencing) -> i64 {
+    i64::try_from(f.token().get()).unwrap_or(i64::MAX)
+}
+
+/// Installs `fencing` on `resource`: succeeds iff its fence is greater than the installed one,
+/// or equal with the same owner, and the resource is unclaimed or guarded by the same key.
+/// Otherwise [`crate::Error::StaleFence`]. Call inside the caller's transaction.
+pub fn claim(conn: &Connection, resource: &str, fencing: &Fencing) -> Result<()> {
+    let n = conn
+        .execute(
+            "INSERT INTO leasehold_fence (resource, lock_key, fence, owner) VALUES (?1, ?2, ?3, ?4)
+             ON CONFLICT (resource) DO UPDATE SET fence = excluded.fence, owner = excluded.owner
+             WHERE leasehold_fence.lock_key = excluded.lock_key
+               AND (excluded.fence > leasehold_fence.fence
+                    OR (excluded.fence = leasehold_fence.fence
+                        AND excluded.owner = leasehold_fence.owner))",
+            params![
+                resource,
+                fencing.key().as_str(),
+                token(fencing),
+                fencing.owner().to_string()
+            ],
+        )
+        .sql()?;
+    if n == 1 {
+        Ok(())
+    } else {
+        Err(stale(resource, fencing, installed(conn, resource)?))
+    }
+}
+
+/// Succeeds iff `fencing` is exactly what `resource` has installed; otherwise
+/// [`crate::Error::StaleFence`]. Call in the same transaction as the effect it guards.
+pub fn check(conn: &Connection, resource: &str, fencing: &Fencing) -> Result<()> {
+    match installed(conn, resource)? {
+        Some(i)
+            if i.key == fencing.key().as_str()
+                && i.token == fencing.token().get()
+                && i.owner == fencing.owner().to_string() =>
+        {
+            Ok(())
+        }
+        other => Err(stale(resource, fencing, other)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Error, FenceToken, Key, OwnerToken};
+
+    fn f(key: &str, t: u64, o: OwnerToken) -> Fencing {
+        Fencing::new(Key::new(key).unwrap(), FenceToken::new(t), o)
+    }
+
+    #[test]
+    fn claim_rules() {
+        let db = Connection::open_in_memory().unwrap();
+        install(&db).unwrap();
+        let (a, b) = (
+            OwnerToken::generate().unwrap(),
+            OwnerToken::generate().unwrap(),
+        );
+        let stale = |r: Result<()>| matches!(r, Err(Error::StaleFence { .. }));
+        assert!(
+            stale(check(&db, "r", &f("k", 1, a))),
+            "nothing installed yet"
+        );
+        claim(&db, "r", &f("k", 5, a)).unwrap();
+        check(&db, "r", &f("k", 5, a)).unwrap();
+        claim(&db, "r", &f("k", 5, a)).unwrap(); // idempotent re-claim
+        assert!(
+            stale(claim(&db, "r", &f("k", 5, b))),
+            "same token, other owner"
+        );
+        assert!(stale(claim(&db, "r", &f("k", 4, b))), "older token");
+        assert!(
+            stale(claim(&db, "r", &f("other", 9, b))),
+            "token of another key"
+        );
+        claim(&db, "r", &f("k", 6, b)).unwrap();
+        assert!(stale(check(&db, "r", &f("k", 5, a))), "superseded holder");
+        check(&db, "r", &f("k", 6, b)).unwrap();
+    }
+}

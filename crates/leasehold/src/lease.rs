@@ -1,0 +1,378 @@
+//! A held grant: local deadline, lost signal, renew and release.
+
+use std::future::Future;
+use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
+
+use tokio::sync::watch;
+
+use crate::fence::Fencing;
+use crate::watchdog::Watchdog;
+use crate::{Error, FenceToken, Key, LockKind, LostReason, OwnerToken, Result, Store};
+
+/// How the local deadline is derived from the time a request was sent.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Timing {
+    pub drift: f64,
+    pub margin: Duration,
+}
+
+impl Timing {
+    /// `sent + ttl·(1 − drift) − margin`, never before `sent`.
+    pub fn deadline(&self, sent: Instant, ttl: Duration) -> Instant {
+        sent + ttl.mul_f64(1.0 - self.drift).saturating_sub(self.margin)
+    }
+}
+
+#[derive(Debug, Clone)]
+struct State {
+    /// `None` for session and transaction locks, which have no time limit of their own.
+    deadline: Option<Instant>,
+    /// Latched: once set it never clears.
+    lost: Option<LostReason>,
+}
+
+/// State shared by a [`Lease`], its watchdog entry and its lost-signal futures.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    pub store: Arc<dyn Store>,
+    /// Key, fence and owner of the grant.
+    pub id: Fencing,
+    pub ttl: Duration,
+    pub kind: LockKind,
+    pub timing: Timing,
+    pub op_timeout: Duration,
+    state: watch::Sender<State>,
+}
+
+impl Shared {
+    pub fn new(
+        store: Arc<dyn Store>,
+        id: Fencing,
+        ttl: Duration,
+        kind: LockKind,
+        timing: Timing,
+        op_timeout: Duration,
+        sent: Instant,
+    ) -> Self {
+        let deadline = (kind == LockKind::Lease).then(|| timing.deadline(sent, ttl));
+        Shared {
+            store,
+            id,
+            ttl,
+            kind,
+            timing,
+            op_timeout,
+            state: watch::Sender::new(State {
+                deadline,
+                lost: None,
+            }),
+        }
+    }
+
+    /// The loss cause, latching `DeadlinePassed` if the deadline has gone by.
+    pub fn lost_now(&self) -> Option<LostReason> {
+        let mut out = None;
+        self.state.send_if_modified(|s| {
+            if s.lost.is_none() && s.deadline.is_some_and(|d| Instant::now() >= d) {
+                s.lost = Some(LostReason::DeadlinePassed);
+                out = s.lost.clone();
+                return true;
+            }
+            out = s.lost.clone();
+            false
+        });
+        out
+    }
+
+    /// Latches a loss cause; the first cause wins.
+    pub fn mark_lost(&self, reason: LostReason) {
+        self.state.send_if_modified(|s| {
+            if s.lost.is_some() {
+                return false;
+            }
+            s.lost = Some(reason);
+            true
+        });
+    }
+
+    /// A renewal sent at `sent` was confirmed: move the deadline, unless already lost.
+    pub fn confirm(&self, sent: Instant) -> std::result::Result<(), LostReason> {
+        let mut res = Ok(());
+        self.state.send_if_modified(|s| {
+            if let Some(l) = &s.lost {
+                res = Err(l.clone());
+                return false;
+            }
+            let Some(d) = s.deadline else { return false };
+            if Instant::now() >= d {
+                // The confirmation came too late: anyone asking in between was told "lost",
+                // and lost is never taken back.
+                s.lost = Some(LostReason::DeadlinePassed);
+                res = Err(LostReason::DeadlinePassed);
+                return true;
+            }
+            let nd = self.timing.deadline(sent, self.ttl);
+            if nd > d {
+                s.deadline = Some(nd);
+                return true;
+            }
+            false
+        });
+        res
+    }
+
+    pub fn deadline(&self) -> Option<Instant> {
+        self.state.borrow().deadline
+    }
+
+    /// Resolves when the lease is lost for any cause.
+    pub fn lost(self: &Arc<Self>) -> impl Future<Output = LostReason> + Send + 'static {
+        let me = self.clone();
+        async move {
+            let mut rx = me.state.subscribe();
+            loop {
+                if let Some(r) = me.lost_now() {
+                    return r;
+                }
+                let deadline = rx.borrow_and_update().deadline;
+                match deadline {
+                    Some(d) => {
+                        tokio::select! {
+                            _ = rx.changed() => {}
+                            _ = tokio::time::sleep_until(d.into()) => {}
+                        }
+                    }
+                    None => {
+                        // The sender lives in `me`, so this only returns on a change.
+                        let _ = rx.changed().await;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Watches a session-end future and latches the loss when it fires.
+    pub fn watch_session(self: &Arc<Self>, end: crate::store::SessionEnd) {
+        let weak: Weak<Shared> = Arc::downgrade(self);
+        tokio::spawn(async move {
+            let why = end.await;
+            if let Some(me) = weak.upgrade() {
+                me.mark_lost(LostReason::SessionEnded(why));
+            }
+        });
+    }
+}
+
+/// A grant held by this process.
+///
+/// Dropping a `Lease` without [`Lease::release`] logs a warning and releases it in the
+/// background if a tokio runtime is running (owner-checked, so it can never delete a
+/// successor's grant); otherwise the store's TTL or session end frees the key. `Drop` never
+/// blocks.
+#[derive(Debug)]
+pub struct Lease {
+    shared: Arc<Shared>,
+    watchdog: Option<(Arc<Watchdog>, u64)>,
+    done: bool,
+}
+
+impl Lease {
+    pub(crate) fn new(shared: Arc<Shared>, watchdog: Option<(Arc<Watchdog>, u64)>) -> Self {
+        Lease {
+            shared,
+            watchdog,
+            done: false,
+        }
+    }
+
+    /// The key held.
+    pub fn key(&self) -> &Key {
+        self.shared.id.key()
+    }
+
+    /// This acquisition's owner token.
+    pub fn owner(&self) -> OwnerToken {
+        self.shared.id.owner()
+    }
+
+    /// The fence issued with this grant. Present it to the protected resource.
+    pub fn fence(&self) -> FenceToken {
+        self.shared.id.token()
+    }
+
+    /// What a fenced resource needs: key, fence and owner.
+    pub fn fencing(&self) -> Fencing {
+        self.shared.id.clone()
+    }
+
+    /// The lease length requested.
+    pub fn ttl(&self) -> Duration {
+        self.shared.ttl
+    }
+
+    /// Lease, session or transaction lock.
+    pub fn kind(&self) -> LockKind {
+        self.shared.kind
+    }
+
+    /// The local deadline: `t_sent + ttl·(1 − drift) − margin` of the last confirmed
+    /// acquire/renew. A liveness aid, never a proof of ownership. `None` for session locks.
+    pub fn deadline(&self) -> Option<Instant> {
+        self.shared.deadline()
+    }
+
+    /// Time left before the local deadline (zero once passed); `None` for session locks.
+    pub fn time_left(&self) -> Option<Duration> {
+        self.deadline()
+            .map(|d| d.saturating_duration_since(Instant::now()))
+    }
+
+    /// Whether the lease is known or presumed lost.
+    pub fn is_lost(&self) -> bool {
+        self.shared.lost_now().is_some()
+    }
+
+    /// Whether new work may start: false once lost, and already within `margin` of the local
+    /// deadline, so work stops being admitted *before* authority ends.
+    pub fn admit(&self) -> bool {
+        if self.shared.lost_now().is_some() {
+            return false;
+        }
+        match self.deadline() {
+            Some(d) => Instant::now() + self.shared.timing.margin < d,
+            None => true,
+        }
+    }
+
+    /// Resolves when the lease is lost: local deadline passed without a confirmed renewal,
+    /// renewal answered not-owner, session ended, or released. `'static`, so it can be spawned.
+    pub fn lost(&self) -> impl Future<Output = LostReason> + Send + 'static {
+        self.shared.lost()
+    }
+
+    /// Runs `work`, cancelling it (dropping the future) as soon as the lease is lost.
+    ///
+    /// Cancellation happens at the work's next await point; a fenced resource, not this
+    /// call, is what stops an effect already in flight.
+    pub async fn guard<F: Future>(&self, work: F) -> Result<F::Output> {
+        let lost = self.lost();
+        tokio::select! {
+            biased;
+            reason = lost => Err(Error::Lost { key: self.shared.id.key().to_string(), reason }),
+            out = work => Ok(out),
+        }
+    }
+
+    /// Owner-checked renewal. On success the local deadline moves to
+    /// `t_sent(renew) + ttl·(1 − drift) − margin`. A renewal that times out extends nothing
+    /// ([`Error::UnknownOutcome`]); not-owner marks the lease lost ([`Error::NotOwner`]).
+    pub async fn renew(&self) -> Result<()> {
+        let s = &self.shared;
+        if let Some(reason) = s.lost_now() {
+            return Err(Error::Lost {
+                key: s.id.key().to_string(),
+                reason,
+            });
+        }
+        let sent = Instant::now();
+        let limit = match s.kind {
+            LockKind::Lease => s.op_timeout.min(s.ttl / 3).max(Duration::from_millis(1)),
+            _ => s.op_timeout,
+        };
+        match tokio::time::timeout(limit, s.store.renew(s.id.key(), &s.id.owner(), s.ttl)).await {
+            Err(_) => Err(Error::UnknownOutcome(format!(
+                "renewal of {:?} got no answer within {limit:?}; the local deadline was not extended",
+                s.id.key().as_str()
+            ))),
+            Ok(Err(e)) => Err(e),
+            Ok(Ok(false)) => {
+                s.mark_lost(LostReason::NotOwner);
+                Err(Error::NotOwner {
+                    key: s.id.key().to_string(),
+                })
+            }
+            Ok(Ok(true)) => s.confirm(sent).map_err(|reason| Error::Lost {
+                key: s.id.key().to_string(),
+                reason,
+            }),
+        }
+    }
+
+    /// Owner-checked release. `Ok(true)`: it was still ours. `Ok(false)`: the store says it
+    /// was not (it expired or was taken over), so the critical section may have overlapped
+    /// with another holder's; this is logged as a warning as well as returned.
+    pub async fn release(mut self) -> Result<bool> {
+        self.finish();
+        let s = self.shared.clone();
+        let res =
+            tokio::time::timeout(s.op_timeout, s.store.release(s.id.key(), &s.id.owner())).await;
+        s.mark_lost(LostReason::Released);
+        match res {
+            Err(_) => Err(Error::UnknownOutcome(format!(
+                "release of {:?} got no answer within {:?}; the store's expiry or session end \
+                 will free it",
+                s.id.key().as_str(),
+                s.op_timeout
+            ))),
+            Ok(Ok(false)) => {
+                tracing::warn!(
+                    key = s.id.key().as_str(),
+                    fence = s.id.token().get(),
+                    "released a lease that was no longer ours: the critical section may have \
+                     overlapped with another holder"
+                );
+                Ok(false)
+            }
+            Ok(r) => r,
+        }
+    }
+
+    /// Stops tracking the lease without releasing it: the grant stays in the store until its
+    /// TTL (or session) ends. Used by the CLI's `acquire`, which outlives the process.
+    pub fn detach(mut self) -> Fencing {
+        self.finish();
+        self.fencing()
+    }
+
+    fn finish(&mut self) {
+        self.done = true;
+        if let Some((wd, id)) = self.watchdog.take() {
+            wd.unregister(id);
+        }
+    }
+}
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        if self.done {
+            return;
+        }
+        self.finish();
+        let s = self.shared.clone();
+        let was_lost = s.lost_now();
+        s.mark_lost(LostReason::Released);
+        match tokio::runtime::Handle::try_current() {
+            Ok(rt) => {
+                if was_lost.is_none() {
+                    tracing::warn!(
+                        key = s.id.key().as_str(),
+                        "lease dropped without release(): releasing it in the background"
+                    );
+                }
+                rt.spawn(async move {
+                    let owner = s.id.owner();
+                    let r = tokio::time::timeout(s.op_timeout, s.store.release(s.id.key(), &owner));
+                    if let Ok(Err(e)) = r.await {
+                        tracing::warn!(key = s.id.key().as_str(), error = %e, "background release failed");
+                    }
+                });
+            }
+            Err(_) => tracing::warn!(
+                key = s.id.key().as_str(),
+                "lease dropped without release() and outside a tokio runtime: it stays held \
+                 until the store's expiry or session end"
+            ),
+        }
+    }
+}

@@ -1,0 +1,54 @@
+//! Distributed locks and leases that stay correct when a holder stalls, a store fails over or
+//! the network drops.
+//!
+//! - [`Locker`] acquires a [`Lease`] on a key from a [`Store`]; waiting uses the store's
+//!   notification, and an acquire whose answer never came is reported as unknown and cleaned
+//!   up, never taken for a grant or a refusal.
+//! - Every grant carries an owner token (checked by every renew and release) and a
+//!   [`FenceToken`] that only grows. A lease has a conservative *local deadline*; when it
+//!   passes unconfirmed, or the store says not-owner, [`Lease::lost`] fires and
+//!   [`Lease::guard`] cancels the work.
+//! - A lock alone cannot stop a holder that stalled past its lease from writing. The
+//!   protected resource can: see [`fence`].
+//! - Each store says what it promises under which faults: [`Guarantees`].
+//!
+//! ```
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> leasehold::Result<()> {
+//! # let dir = tempfile::tempdir().unwrap();
+//! # let url = format!("sqlite://{}/locks.db", dir.path().display());
+//! use std::time::Duration;
+//! use leasehold::{Locker, Wait};
+//!
+//! let locker = Locker::connect(&url).await?;
+//! let lease = locker
+//!     .acquire("nightly-report", Duration::from_secs(30))
+//!     .wait(Wait::For(Duration::from_secs(10)))
+//!     .auto_renew(true)
+//!     .await?;
+//! let fence = lease.fence(); // present it to the resource you write to
+//! lease.guard(async { /* the critical section; cancelled if the lease is lost */ }).await?;
+//! assert!(lease.release().await?, "it was still ours");
+//! # let _ = fence; Ok(()) }
+//! ```
+#![deny(missing_docs)]
+
+mod error;
+mod guarantees;
+mod key;
+mod lease;
+mod locker;
+mod store;
+mod token;
+mod watchdog;
+
+pub mod backends;
+pub mod fence;
+
+pub use error::{BoxError, Error, LostReason, Result};
+pub use guarantees::{FenceRepeat, Guarantees, LockKind};
+pub use key::Key;
+pub use lease::Lease;
+pub use locker::{Acquire, DEFAULT_OP_TIMEOUT, Locker, MAX_TTL, Wait};
+pub use store::{AcquireRequest, Attempt, Grant, Holder, RenewItem, SessionEnd, Store, Watch};
+pub use token::{FenceToken, OwnerToken};

@@ -1,0 +1,215 @@
+//! The small async trait every backend implements.
+//!
+//! A store only knows single operations on `(key, owner)`; timing, waiting policy, the lost
+//! signal, auto-renew and unknown-outcome cleanup live in [`crate::Locker`] and
+//! [`crate::Lease`] so that every backend gets the same semantics.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+
+use crate::{Error, FenceToken, Guarantees, Key, OwnerToken, Result};
+
+/// A future that resolves, with a description, when the session carrying a session lock ends.
+pub type SessionEnd = Pin<Box<dyn Future<Output = String> + Send + 'static>>;
+
+/// One acquisition request.
+#[derive(Debug, Clone, Copy)]
+pub struct AcquireRequest<'a> {
+    /// The key.
+    pub key: &'a Key,
+    /// The owner token minted for this acquisition.
+    pub owner: &'a OwnerToken,
+    /// Requested lease length (ignored by session stores).
+    pub ttl: Duration,
+    /// Upper bound for one round trip; an attempt that takes longer has an unknown outcome.
+    pub op_timeout: Duration,
+}
+
+/// A successful grant.
+#[non_exhaustive]
+pub struct Grant {
+    /// The fence issued atomically with the grant.
+    pub fence: FenceToken,
+    /// The instant **before** the request that was granted was sent; the local deadline is
+    /// measured from here.
+    pub sent_at: Instant,
+    /// For session locks: resolves when the session ends. `None` for leases, and for sessions
+    /// that can only end with this process (`flock`).
+    pub session_end: Option<SessionEnd>,
+}
+
+impl Grant {
+    /// A grant of `fence` whose request was sent at `sent_at`.
+    pub fn new(fence: FenceToken, sent_at: Instant) -> Self {
+        Grant {
+            fence,
+            sent_at,
+            session_end: None,
+        }
+    }
+
+    /// Attaches a session-end signal.
+    pub fn with_session_end(mut self, end: SessionEnd) -> Self {
+        self.session_end = Some(end);
+        self
+    }
+}
+
+impl std::fmt::Debug for Grant {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Grant")
+            .field("fence", &self.fence)
+            .field("sent_at", &self.sent_at)
+            .field("session", &self.session_end.is_some())
+            .finish()
+    }
+}
+
+/// The answer to one attempt.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Attempt {
+    /// The key is ours.
+    Granted(Grant),
+    /// Someone else holds the key.
+    Busy {
+        /// How long the current holder's grant still runs, if the store knows: a waiter need
+        /// not wake later than this even if no release notification arrives.
+        holder_expires_in: Option<Duration>,
+    },
+}
+
+/// A lease as seen in the store, for `status`.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[non_exhaustive]
+pub struct Holder {
+    /// The key.
+    pub key: Key,
+    /// Who holds it.
+    pub owner: OwnerToken,
+    /// The fence of the current grant.
+    pub fence: FenceToken,
+    /// Time left by the store's clock; `None` for session locks.
+    #[serde(serialize_with = "ser_ms")]
+    pub expires_in: Option<Duration>,
+}
+
+impl Holder {
+    /// Builds a holder row.
+    pub fn new(
+        key: Key,
+        owner: OwnerToken,
+        fence: FenceToken,
+        expires_in: Option<Duration>,
+    ) -> Self {
+        Holder {
+            key,
+            owner,
+            fence,
+            expires_in,
+        }
+    }
+}
+
+fn ser_ms<S: serde::Serializer>(
+    d: &Option<Duration>,
+    s: S,
+) -> std::result::Result<S::Ok, S::Error> {
+    match d {
+        Some(d) => s.serialize_some(&(d.as_millis() as u64)),
+        None => s.serialize_none(),
+    }
+}
+
+/// One renewal in a batch.
+#[derive(Debug, Clone)]
+pub struct RenewItem {
+    /// The key.
+    pub key: Key,
+    /// The owner that must still hold it.
+    pub owner: OwnerToken,
+    /// The new lease length, counted from when the store applies the renewal.
+    pub ttl: Duration,
+}
+
+/// Something a waiter awaits between attempts. Created **before** the first attempt, so a
+/// release that happens between a refused attempt and the wait is not missed.
+#[async_trait]
+pub trait Watch: Send {
+    /// Returns when the key may have become free (a notification arrived) or at `until`,
+    /// whichever is first. Spurious returns are allowed; missed notifications are not.
+    async fn changed(&mut self, until: Instant);
+}
+
+/// A lock store. Object-safe: the locker holds an `Arc<dyn Store>`.
+///
+/// Every method is a single, atomic, owner-checked operation in the store; none may delete or
+/// extend a grant without comparing the owner token in the same atomic step.
+#[async_trait]
+pub trait Store: Send + Sync + std::fmt::Debug + 'static {
+    /// What this store, as configured, promises.
+    fn guarantees(&self) -> Guarantees;
+
+    /// One attempt: grant (issuing a fence atomically with it) or report busy.
+    async fn try_acquire(&self, req: &AcquireRequest<'_>) -> Result<Attempt>;
+
+    /// Subscribes to changes of `key` (release, expiry) so a waiter can sleep until one.
+    async fn watch(&self, key: &Key) -> Result<Box<dyn Watch>>;
+
+    /// Acquires, waiting until `until` (None: one attempt). The default alternates
+    /// [`Store::try_acquire`] and [`Store::watch`], waking no later than the holder's expiry;
+    /// stores with server-side blocking waits override it.
+    async fn acquire(&self, req: &AcquireRequest<'_>, until: Option<Instant>) -> Result<Attempt> {
+        let mut watch = match until {
+            Some(_) => Some(self.watch(req.key).await?),
+            None => None,
+        };
+        loop {
+            let attempt = tokio::time::timeout(req.op_timeout, self.try_acquire(req))
+                .await
+                .map_err(|_| {
+                    Error::UnknownOutcome(format!(
+                        "acquire of {:?} got no answer within {:?}",
+                        req.key, req.op_timeout
+                    ))
+                })??;
+            let Attempt::Busy { holder_expires_in } = attempt else {
+                return Ok(attempt);
+            };
+            let (Some(until), Some(watch)) = (until, watch.as_mut()) else {
+                return Ok(Attempt::Busy { holder_expires_in });
+            };
+            let now = Instant::now();
+            if now >= until {
+                return Ok(Attempt::Busy { holder_expires_in });
+            }
+            // Wake at the holder's expiry at the latest (plus a millisecond so the store's
+            // clock has passed it), or at the caller's deadline.
+            let wake = holder_expires_in
+                .map(|d| now + d + Duration::from_millis(1))
+                .map_or(until, |w| w.min(until));
+            watch.changed(wake).await;
+        }
+    }
+
+    /// Extends the grant iff `owner` still holds `key`. `Ok(false)`: not ours any more.
+    async fn renew(&self, key: &Key, owner: &OwnerToken, ttl: Duration) -> Result<bool>;
+
+    /// Renews many grants in one round trip where the store allows; answers in input order.
+    async fn renew_many(&self, items: &[RenewItem]) -> Result<Vec<bool>> {
+        let mut out = Vec::with_capacity(items.len());
+        for it in items {
+            out.push(self.renew(&it.key, &it.owner, it.ttl).await?);
+        }
+        Ok(out)
+    }
+
+    /// Deletes the grant iff `owner` still holds `key`; answers whether it was still ours.
+    async fn release(&self, key: &Key, owner: &OwnerToken) -> Result<bool>;
+
+    /// Current holders, of one key or of all keys.
+    async fn holders(&self, key: Option<&Key>) -> Result<Vec<Holder>>;
+}

@@ -1,0 +1,116 @@
+//! Owner tokens and fencing tokens.
+
+use std::fmt;
+use std::str::FromStr;
+
+use crate::{Error, Result};
+
+/// A 128-bit random id minted per acquisition attempt from the OS CSPRNG and never reused.
+///
+/// Every renew and release compares it atomically in the store. Printed as 32 lowercase hex
+/// digits.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct OwnerToken([u8; 16]);
+
+impl OwnerToken {
+    /// Mints a fresh token. Errors only if the OS random source is unavailable.
+    pub fn generate() -> Result<OwnerToken> {
+        let mut b = [0u8; 16];
+        getrandom::fill(&mut b)
+            .map_err(|e| Error::unavailable(format!("OS random source failed: {e}"), None))?;
+        Ok(OwnerToken(b))
+    }
+
+    /// The raw bytes.
+    pub fn as_bytes(&self) -> &[u8; 16] {
+        &self.0
+    }
+}
+
+impl fmt::Display for OwnerToken {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for b in self.0 {
+            write!(f, "{b:02x}")?;
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Debug for OwnerToken {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "OwnerToken({self})")
+    }
+}
+
+impl FromStr for OwnerToken {
+    type Err = Error;
+    /// Parses exactly 32 hex digits (either case).
+    fn from_str(s: &str) -> Result<OwnerToken> {
+        let bad = || Error::invalid(format!("owner token {s:?} is not 32 hex digits"));
+        if s.len() != 32 || !s.is_ascii() {
+            return Err(bad());
+        }
+        let mut b = [0u8; 16];
+        for (i, out) in b.iter_mut().enumerate() {
+            *out = u8::from_str_radix(&s[2 * i..2 * i + 2], 16).map_err(|_| bad())?;
+        }
+        Ok(OwnerToken(b))
+    }
+}
+
+impl serde::Serialize for OwnerToken {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+/// A fencing token: strictly increasing per key across all grants of that key, issued by the
+/// store atomically with the grant, never reset by release or expiry.
+///
+/// What "never" survives depends on the store; see [`crate::Guarantees::fence`].
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug, serde::Serialize)]
+#[serde(transparent)]
+pub struct FenceToken(u64);
+
+impl FenceToken {
+    /// Wraps a raw value (as read back from a resource or an environment variable).
+    pub const fn new(v: u64) -> Self {
+        FenceToken(v)
+    }
+
+    /// The raw value.
+    pub const fn get(self) -> u64 {
+        self.0
+    }
+}
+
+impl fmt::Display for FenceToken {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn owner_round_trip_and_uniqueness() {
+        let a = OwnerToken::generate().unwrap();
+        let b = OwnerToken::generate().unwrap();
+        assert_ne!(a, b);
+        let s = a.to_string();
+        assert_eq!(s.len(), 32);
+        assert_eq!(s.parse::<OwnerToken>().unwrap(), a);
+        assert_eq!(s.to_uppercase().parse::<OwnerToken>().unwrap(), a);
+        for bad in [
+            "",
+            "xyz",
+            &s[..31],
+            &format!("{s}0"),
+            "é5555555555555555555555555555555",
+        ] {
+            assert!(bad.parse::<OwnerToken>().is_err(), "{bad:?}");
+        }
+    }
+}
