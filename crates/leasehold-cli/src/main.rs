@@ -1,1 +1,475 @@
-fn main() {}
+//! `leasehold`: run a command under a fenced lease, and inspect or manage leases by hand.
+
+mod dur;
+
+use std::ffi::OsString;
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use clap::{Args, Parser, Subcommand};
+use leasehold::fence::{ENV_FENCE, ENV_KEY, ENV_OWNER};
+use leasehold::{Error, LockKind, Locker, OwnerToken, Wait};
+use nix::sys::signal::{Signal, killpg};
+use nix::unistd::Pid;
+
+/// sysexits(3) codes, plus our own for a lost lease.
+mod code {
+    pub const USAGE: u8 = 64;
+    pub const UNAVAILABLE: u8 = 69;
+    pub const SOFTWARE: u8 = 70;
+    pub const BUSY: u8 = 75;
+    pub const NOT_OWNER: u8 = 77;
+    pub const LOST: u8 = 79;
+    pub const CANNOT_EXECUTE: u8 = 126;
+    pub const NOT_FOUND: u8 = 127;
+}
+
+const EXIT_CODES: &str = "\
+Exit codes:
+  0    success; for `run`, the command's own exit code (128+N if it died of signal N)
+  64   invalid usage or input (bad key, ttl, duration, store URL, owner token)
+  69   store unavailable, or the outcome of a request is unknown
+  75   busy: the key was not acquired within --wait
+  77   not the owner: renew/release of a lease that is no longer ours
+  79   the lease was lost while the command ran; the command was terminated
+  126  the command could not be executed; 127: the command was not found
+
+Store: --store URL, else $LEASEHOLD_STORE, else sqlite://$XDG_STATE_HOME/leasehold/leasehold.db
+(~/.local/state/leasehold/leasehold.db). URLs: sqlite://PATH, file://DIR.";
+
+/// Distributed locks and leases that stay correct when a holder stalls.
+#[derive(Parser, Debug)]
+#[command(name = "leasehold", version, after_help = EXIT_CODES)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Args, Debug)]
+struct StoreOpt {
+    /// Store URL (sqlite://PATH, file://DIR).
+    #[arg(long, value_name = "URL")]
+    store: Option<String>,
+}
+
+#[derive(Subcommand, Debug)]
+enum Cmd {
+    /// Run CMD while holding KEY: flock(1) for a cluster.
+    ///
+    /// Exports LEASEHOLD_KEY, LEASEHOLD_FENCE and LEASEHOLD_OWNER to the command and renews
+    /// the lease every ttl/3. If the lease is lost, or a renewal cannot be confirmed before
+    /// the local deadline, the command's process group gets SIGTERM, then SIGKILL after
+    /// --grace, and leasehold exits 79. On lease stores the local deadline is placed --grace
+    /// earlier (up to ttl/2), so the SIGKILL lands before the store can hand the key to
+    /// anyone else. SIGINT, SIGTERM and SIGHUP are forwarded to the command's process group.
+    Run {
+        #[command(flatten)]
+        store: StoreOpt,
+        /// Lease length; renewed every ttl/3.
+        #[arg(long, default_value = "30s", value_parser = dur::parse, value_name = "DUR")]
+        ttl: Duration,
+        /// How long to wait for a busy key: a duration or `forever` (default: try once).
+        #[arg(long, default_value = "0", value_parser = parse_wait, value_name = "DUR|forever")]
+        wait: Wait,
+        /// Time between SIGTERM and SIGKILL when the lease is lost.
+        #[arg(long, default_value = "5s", value_parser = dur::parse, value_name = "DUR")]
+        grace: Duration,
+        /// The key to hold.
+        key: String,
+        /// The command and its arguments, after `--`.
+        #[arg(last = true, required = true, value_name = "CMD")]
+        command: Vec<OsString>,
+    },
+    /// Acquire KEY and leave it held until its TTL ends; prints the owner token and fence.
+    Acquire {
+        #[command(flatten)]
+        store: StoreOpt,
+        /// Lease length.
+        #[arg(long, default_value = "30s", value_parser = dur::parse, value_name = "DUR")]
+        ttl: Duration,
+        /// How long to wait for a busy key: a duration or `forever` (default: try once).
+        #[arg(long, default_value = "0", value_parser = parse_wait, value_name = "DUR|forever")]
+        wait: Wait,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+        /// The key.
+        key: String,
+    },
+    /// Extend KEY's lease for another TTL, if OWNER still holds it (else exit 77).
+    Renew {
+        #[command(flatten)]
+        store: StoreOpt,
+        /// New lease length, from now.
+        #[arg(long, default_value = "30s", value_parser = dur::parse, value_name = "DUR")]
+        ttl: Duration,
+        /// The owner token printed by `acquire`.
+        #[arg(long, value_name = "TOKEN")]
+        owner: String,
+        /// The key.
+        key: String,
+    },
+    /// Release KEY if OWNER still holds it (else exit 77, leaving the holder in place).
+    Release {
+        #[command(flatten)]
+        store: StoreOpt,
+        /// The owner token printed by `acquire`.
+        #[arg(long, value_name = "TOKEN")]
+        owner: String,
+        /// The key.
+        key: String,
+    },
+    /// List holders: key, owner, fence, time left.
+    Status {
+        #[command(flatten)]
+        store: StoreOpt,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+        /// Only this key.
+        key: Option<String>,
+    },
+}
+
+fn parse_wait(s: &str) -> Result<Wait, String> {
+    match s {
+        "forever" => Ok(Wait::Forever),
+        _ => dur::parse(s).map(|d| if d.is_zero() { Wait::No } else { Wait::For(d) }),
+    }
+}
+
+/// How a command ends: an exit code and, unless it is a success, one line for stderr.
+struct Exit {
+    code: u8,
+    msg: Option<String>,
+}
+
+impl Exit {
+    fn ok(code: u8) -> Self {
+        Exit { code, msg: None }
+    }
+    fn fail(code: u8, msg: impl Into<String>) -> Self {
+        Exit { code, msg: Some(msg.into()) }
+    }
+}
+
+impl From<Error> for Exit {
+    fn from(e: Error) -> Self {
+        let code = match &e {
+            Error::InvalidInput(_) => code::USAGE,
+            Error::Busy { .. } => code::BUSY,
+            Error::NotOwner { .. } => code::NOT_OWNER,
+            Error::Lost { .. } => code::LOST,
+            _ => code::UNAVAILABLE,
+        };
+        // The whole chain on one line.
+        let mut msg = e.to_string();
+        let mut src = std::error::Error::source(&e);
+        while let Some(cause) = src {
+            let text = cause.to_string();
+            if !msg.contains(&text) {
+                msg = format!("{msg}: {text}");
+            }
+            src = cause.source();
+        }
+        Exit::fail(code, msg.replace('\n', " "))
+    }
+}
+
+fn main() -> ExitCode {
+    std::panic::set_hook(Box::new(|info| {
+        eprintln!("leasehold: internal error: {info}");
+    }));
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => return ExitCode::from(clap_exit(e)),
+    };
+    let _ = tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_max_level(tracing_subscriber::filter::LevelFilter::WARN)
+        .with_target(false)
+        .without_time()
+        .try_init();
+    let rt =
+        match tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build() {
+            Ok(rt) => rt,
+            Err(e) => {
+                eprintln!("leasehold: cannot start the runtime: {e}");
+                return ExitCode::from(code::SOFTWARE);
+            }
+        };
+    let exit = rt.block_on(dispatch(cli.cmd));
+    if let Some(msg) = &exit.msg {
+        eprintln!("leasehold: {msg}");
+    }
+    // Background releases and the like get a moment, never a hang.
+    rt.shutdown_timeout(Duration::from_millis(500));
+    ExitCode::from(exit.code)
+}
+
+/// Help and version go to stdout with 0; every other parse error is one line and 64.
+fn clap_exit(e: clap::Error) -> u8 {
+    use clap::error::ErrorKind;
+    match e.kind() {
+        ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => {
+            let _ = e.print();
+            0
+        }
+        ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
+            eprint!("{}", e.render());
+            code::USAGE
+        }
+        _ => {
+            let text = e.render().to_string();
+            let line: Vec<&str> = text
+                .lines()
+                .map(str::trim)
+                .take_while(|l| !l.starts_with("Usage:") && !l.starts_with("For more information"))
+                .filter(|l| !l.is_empty())
+                .collect();
+            let line = line.join(" ");
+            let line = line.strip_prefix("error: ").unwrap_or(&line);
+            eprintln!("leasehold: {line} (see 'leasehold --help')");
+            code::USAGE
+        }
+    }
+}
+
+fn store_url(opt: StoreOpt) -> Result<String, Exit> {
+    if let Some(s) = opt.store {
+        return Ok(s);
+    }
+    if let Ok(s) = std::env::var("LEASEHOLD_STORE")
+        && !s.is_empty()
+    {
+        return Ok(s);
+    }
+    let state = std::env::var_os("XDG_STATE_HOME")
+        .map(std::path::PathBuf::from)
+        .filter(|p| p.is_absolute())
+        .or_else(|| {
+            std::env::var_os("HOME").map(|h| std::path::PathBuf::from(h).join(".local/state"))
+        })
+        .ok_or_else(|| {
+            Exit::fail(
+                code::USAGE,
+                "no --store, no $LEASEHOLD_STORE, and no $HOME for the default store",
+            )
+        })?;
+    Ok(format!("sqlite://{}", state.join("leasehold").join("leasehold.db").display()))
+}
+
+async fn connect(opt: StoreOpt) -> Result<Locker, Exit> {
+    let url = store_url(opt)?;
+    Ok(Locker::connect(&url).await?)
+}
+
+async fn dispatch(cmd: Cmd) -> Exit {
+    let r = match cmd {
+        Cmd::Run { store, ttl, wait, grace, key, command } => {
+            run(store, ttl, wait, grace, key, command).await
+        }
+        Cmd::Acquire { store, ttl, wait, json, key } => acquire(store, ttl, wait, json, key).await,
+        Cmd::Renew { store, ttl, owner, key } => renew(store, ttl, owner, key).await,
+        Cmd::Release { store, owner, key } => release(store, owner, key).await,
+        Cmd::Status { store, json, key } => status(store, json, key).await,
+    };
+    r.unwrap_or_else(|e| e)
+}
+
+fn parse_owner(s: &str) -> Result<OwnerToken, Exit> {
+    Ok(s.parse::<OwnerToken>()?)
+}
+
+async fn acquire(
+    store: StoreOpt,
+    ttl: Duration,
+    wait: Wait,
+    json: bool,
+    key: String,
+) -> Result<Exit, Exit> {
+    let locker = connect(store).await?;
+    if locker.guarantees().kind != LockKind::Lease {
+        return Err(Exit::fail(
+            code::USAGE,
+            format!(
+                "{}:// locks live only as long as the process holding them; use `leasehold run`",
+                locker.guarantees().backend
+            ),
+        ));
+    }
+    let lease = locker.acquire(&key, ttl).wait(wait).await?;
+    let f = lease.detach();
+    if json {
+        let v = serde_json::json!({
+            "key": f.key().as_str(),
+            "owner": f.owner().to_string(),
+            "fence": f.token().get(),
+            "ttl_ms": ttl.as_millis() as u64,
+        });
+        println!("{v}");
+    } else {
+        println!("owner={}\nfence={}", f.owner(), f.token());
+    }
+    Ok(Exit::ok(0))
+}
+
+async fn renew(store: StoreOpt, ttl: Duration, owner: String, key: String) -> Result<Exit, Exit> {
+    let owner = parse_owner(&owner)?;
+    let locker = connect(store).await?;
+    if locker.renew_by_owner(&key, &owner, ttl).await? {
+        Ok(Exit::ok(0))
+    } else {
+        Err(Error::NotOwner { key }.into())
+    }
+}
+
+async fn release(store: StoreOpt, owner: String, key: String) -> Result<Exit, Exit> {
+    let owner = parse_owner(&owner)?;
+    let locker = connect(store).await?;
+    if locker.release_by_owner(&key, &owner).await? {
+        Ok(Exit::ok(0))
+    } else {
+        Err(Exit::fail(
+            code::NOT_OWNER,
+            format!(
+                "not the owner of {key:?}: the lease expired or was taken over; the current holder, if any, is untouched"
+            ),
+        ))
+    }
+}
+
+async fn status(store: StoreOpt, json: bool, key: Option<String>) -> Result<Exit, Exit> {
+    let locker = connect(store).await?;
+    let holders = locker.holders(key.as_deref()).await?;
+    if json {
+        println!(
+            "{}",
+            serde_json::to_string(&holders)
+                .map_err(|e| Exit::fail(code::SOFTWARE, e.to_string()))?
+        );
+        return Ok(Exit::ok(0));
+    }
+    if holders.is_empty() {
+        eprintln!("no holders");
+        return Ok(Exit::ok(0));
+    }
+    let w = holders.iter().map(|h| h.key.as_str().chars().count()).max().unwrap_or(3).max(3);
+    println!("{:<w$}  {:<32}  {:>8}  TIME LEFT", "KEY", "OWNER", "FENCE");
+    for h in holders {
+        let left = h.expires_in.map_or_else(|| "session".to_string(), dur::human);
+        println!("{:<w$}  {}  {:>8}  {left}", h.key.as_str(), h.owner, h.fence.get());
+    }
+    Ok(Exit::ok(0))
+}
+
+async fn run(
+    store: StoreOpt,
+    ttl: Duration,
+    wait: Wait,
+    grace: Duration,
+    key: String,
+    command: Vec<OsString>,
+) -> Result<Exit, Exit> {
+    use tokio::signal::unix::{SignalKind, signal};
+
+    let locker = connect(store).await?;
+    // Pull the local deadline `grace` earlier (at most to ttl/2) so SIGTERM + grace ends
+    // before the store's expiry.
+    let base = (ttl / 10).min(Duration::from_secs(2));
+    let margin = (base + grace).min(ttl / 2);
+    let lease = locker.acquire(&key, ttl).wait(wait).auto_renew(true).margin(margin).await?;
+
+    let sig = |k| {
+        signal(k)
+            .map_err(|e| Exit::fail(code::SOFTWARE, format!("cannot install signal handler: {e}")))
+    };
+    let (mut int, mut term, mut hup) =
+        (sig(SignalKind::interrupt())?, sig(SignalKind::terminate())?, sig(SignalKind::hangup())?);
+
+    let (prog, args) = command.split_first().expect("clap requires a command");
+    let spawned = tokio::process::Command::new(prog)
+        .args(args)
+        .env(ENV_KEY, lease.key().as_str())
+        .env(ENV_FENCE, lease.fence().to_string())
+        .env(ENV_OWNER, lease.owner().to_string())
+        // Its own process group, so loss terminates everything it started.
+        .process_group(0)
+        .spawn();
+    let mut child = match spawned {
+        Ok(c) => c,
+        Err(e) => {
+            let _ = lease.release().await;
+            let code = if e.kind() == std::io::ErrorKind::NotFound {
+                code::NOT_FOUND
+            } else {
+                code::CANNOT_EXECUTE
+            };
+            return Err(Exit::fail(code, format!("cannot run {}: {e}", prog.to_string_lossy())));
+        }
+    };
+    let pgid = Pid::from_raw(child.id().map(|p| p as i32).unwrap_or(0));
+    let send = |s: Signal| {
+        if pgid.as_raw() > 0 {
+            let _ = killpg(pgid, s);
+        }
+    };
+
+    let lost = lease.lost();
+    tokio::pin!(lost);
+    let mut lost_reason = None;
+    let mut kill_at: Option<Instant> = None;
+    let status = loop {
+        tokio::select! {
+            st = child.wait() => break st,
+            reason = &mut lost, if lost_reason.is_none() => {
+                eprintln!("leasehold: lease on {key:?} lost ({reason}); sending SIGTERM to the command");
+                send(Signal::SIGTERM);
+                lost_reason = Some(reason);
+                kill_at = Some(Instant::now() + grace);
+            }
+            _ = tokio::time::sleep_until(kill_at.unwrap_or_else(Instant::now).into()), if kill_at.is_some() => {
+                eprintln!("leasehold: the command outlived --grace {}; sending SIGKILL", dur::human(grace));
+                send(Signal::SIGKILL);
+                kill_at = None;
+            }
+            _ = int.recv() => send(Signal::SIGINT),
+            _ = term.recv() => send(Signal::SIGTERM),
+            _ = hup.recv() => send(Signal::SIGHUP),
+        }
+    };
+    let status =
+        status.map_err(|e| Exit::fail(code::SOFTWARE, format!("waiting for the command: {e}")))?;
+    if lost_reason.is_some() {
+        // Nothing it started may go on writing without the lease.
+        send(Signal::SIGKILL);
+    }
+    let released = lease.release().await;
+    if let Some(reason) = lost_reason {
+        return Err(Exit::fail(
+            code::LOST,
+            format!("lease on {key:?} lost ({reason}); the command was terminated"),
+        ));
+    }
+    match released {
+        Ok(true) => {}
+        Ok(false) => {
+            return Err(Exit::fail(
+                code::LOST,
+                format!(
+                    "the lease on {key:?} was no longer ours when the command ended: it may have overlapped with another holder"
+                ),
+            ));
+        }
+        Err(e) => {
+            eprintln!("leasehold: warning: release of {key:?} failed ({e}); its TTL will free it")
+        }
+    }
+    use std::os::unix::process::ExitStatusExt;
+    let code = match (status.code(), status.signal()) {
+        (Some(c), _) => c.clamp(0, 255) as u8,
+        (None, Some(sig)) => (128 + sig).clamp(0, 255) as u8,
+        _ => code::SOFTWARE,
+    };
+    Ok(Exit::ok(code))
+}

@@ -13,10 +13,7 @@ use leasehold::{Error, LockKind, Locker, LostReason, OwnerToken, Wait};
 
 /// A key no other scenario run uses.
 pub fn unique_key(name: &str) -> String {
-    format!(
-        "conformance:{name}:{}",
-        OwnerToken::generate().expect("random")
-    )
+    format!("conformance:{name}:{}", OwnerToken::generate().expect("random"))
 }
 
 const LONG: Duration = Duration::from_secs(30);
@@ -37,41 +34,22 @@ pub async fn rejects_bad_input(l: &Locker) {
     let long = "k".repeat(513);
     for key in ["", "nul\0inside", long.as_str()] {
         let r = l.acquire(key, LONG).await;
-        assert!(
-            matches!(r, Err(Error::InvalidInput(_))),
-            "key {key:?}: {r:?}"
-        );
-        let r = l
-            .release_by_owner(key, &OwnerToken::generate().unwrap())
-            .await;
-        assert!(
-            matches!(r, Err(Error::InvalidInput(_))),
-            "release {key:?}: {r:?}"
-        );
+        assert!(matches!(r, Err(Error::InvalidInput(_))), "key {key:?}: {r:?}");
+        let r = l.release_by_owner(key, &OwnerToken::generate().unwrap()).await;
+        assert!(matches!(r, Err(Error::InvalidInput(_))), "release {key:?}: {r:?}");
     }
     let key = unique_key("bad-input");
-    for ttl in [
-        Duration::ZERO,
-        Duration::from_micros(999),
-        leasehold::MAX_TTL + Duration::from_secs(1),
-    ] {
+    for ttl in
+        [Duration::ZERO, Duration::from_micros(999), leasehold::MAX_TTL + Duration::from_secs(1)]
+    {
         let r = l.acquire(&key, ttl).await;
-        assert!(
-            matches!(r, Err(Error::InvalidInput(_))),
-            "ttl {ttl:?}: {r:?}"
-        );
+        assert!(matches!(r, Err(Error::InvalidInput(_))), "ttl {ttl:?}: {r:?}");
     }
     let r = l.acquire(&key, LONG).margin(LONG).await;
-    assert!(
-        matches!(r, Err(Error::InvalidInput(_))),
-        "margin as long as the ttl: {r:?}"
-    );
+    assert!(matches!(r, Err(Error::InvalidInput(_))), "margin as long as the ttl: {r:?}");
     let max = format!("{}{}", key, "é".repeat((512 - key.len()) / 2));
     assert!(max.len() <= 512);
-    let lease = l
-        .acquire(&max, LONG)
-        .await
-        .expect("a 512-byte key is valid");
+    let lease = l.acquire(&max, LONG).await.expect("a 512-byte key is valid");
     assert!(lease.release().await.unwrap());
 }
 
@@ -79,14 +57,8 @@ pub async fn rejects_bad_input(l: &Locker) {
 pub async fn busy_when_held(l: &Locker) {
     let key = unique_key("busy");
     let a = l.acquire(&key, LONG).await.unwrap();
-    assert!(matches!(
-        l.acquire(&key, LONG).await,
-        Err(Error::Busy { .. })
-    ));
-    let r = l
-        .acquire(&key, LONG)
-        .wait(Wait::For(Duration::from_millis(200)))
-        .await;
+    assert!(matches!(l.acquire(&key, LONG).await, Err(Error::Busy { .. })));
+    let r = l.acquire(&key, LONG).wait(Wait::For(Duration::from_millis(200))).await;
     assert!(matches!(r, Err(Error::Busy { .. })), "{r:?}");
     let fence = a.fence();
     assert!(a.release().await.unwrap());
@@ -103,20 +75,12 @@ pub async fn mutual_exclusion_tasks(l: &Locker) {
     let fences = Arc::new(std::sync::Mutex::new(Vec::new()));
     let mut tasks = Vec::new();
     for _ in 0..8 {
-        let (l, key, inside, overlaps, fences) = (
-            l.clone(),
-            key.clone(),
-            inside.clone(),
-            overlaps.clone(),
-            fences.clone(),
-        );
+        let (l, key, inside, overlaps, fences) =
+            (l.clone(), key.clone(), inside.clone(), overlaps.clone(), fences.clone());
         tasks.push(tokio::spawn(async move {
             for _ in 0..25 {
-                let lease = l
-                    .acquire(&key, LONG)
-                    .wait(Wait::For(Duration::from_secs(60)))
-                    .await
-                    .unwrap();
+                let lease =
+                    l.acquire(&key, LONG).wait(Wait::For(Duration::from_secs(60))).await.unwrap();
                 if inside.fetch_add(1, Ordering::SeqCst) != 0 {
                     overlaps.fetch_add(1, Ordering::SeqCst);
                 }
@@ -124,10 +88,7 @@ pub async fn mutual_exclusion_tasks(l: &Locker) {
                 tokio::task::yield_now().await;
                 tokio::time::sleep(Duration::from_micros(200)).await;
                 inside.fetch_sub(1, Ordering::SeqCst);
-                assert!(
-                    lease.release().await.unwrap(),
-                    "release must find the lease ours"
-                );
+                assert!(lease.release().await.unwrap(), "release must find the lease ours");
             }
         }));
     }
@@ -137,17 +98,10 @@ pub async fn mutual_exclusion_tasks(l: &Locker) {
             .expect("mutex scenario timed out")
             .unwrap();
     }
-    assert_eq!(
-        overlaps.load(Ordering::SeqCst),
-        0,
-        "critical sections overlapped"
-    );
+    assert_eq!(overlaps.load(Ordering::SeqCst), 0, "critical sections overlapped");
     let f = fences.lock().unwrap();
     assert_eq!(f.len(), 200);
-    assert!(
-        f.windows(2).all(|w| w[1] > w[0]),
-        "fences not strictly increasing: {f:?}"
-    );
+    assert!(f.windows(2).all(|w| w[1] > w[0]), "fences not strictly increasing: {f:?}");
 }
 
 /// Fences grow across release, drop, expiry (leases) and takeover.
@@ -171,11 +125,7 @@ pub async fn fences_increase(l: &Locker) {
             }
         }
         last = l.acquire(&key, LONG).wait(Wait::For(BOUND)).await.unwrap();
-        assert!(
-            last.fence() > prev,
-            "round {round}: {} after {prev}",
-            last.fence()
-        );
+        assert!(last.fence() > prev, "round {round}: {} after {prev}", last.fence());
         seen.push(last.fence());
     }
     assert!(last.release().await.unwrap());
@@ -201,28 +151,12 @@ pub async fn owner_checked_renew_and_release(l: &Locker) {
     }
     let key = unique_key("owner-expiry");
     let a = l.acquire(&key, Duration::from_millis(200)).await.unwrap();
-    let b = l
-        .acquire(&key, LONG)
-        .wait(Wait::For(BOUND))
-        .await
-        .expect("successor after expiry");
+    let b = l.acquire(&key, LONG).wait(Wait::For(BOUND)).await.expect("successor after expiry");
     assert!(b.fence() > a.fence());
-    assert!(
-        !l.renew_by_owner(&key, &a.owner(), LONG).await.unwrap(),
-        "stale renew must fail"
-    );
-    assert!(
-        !l.release_by_owner(&key, &a.owner()).await.unwrap(),
-        "stale release must fail"
-    );
-    assert!(
-        a.renew().await.is_err(),
-        "the expired lease cannot be renewed"
-    );
-    assert!(
-        !a.release().await.unwrap(),
-        "release reports that it was no longer ours"
-    );
+    assert!(!l.renew_by_owner(&key, &a.owner(), LONG).await.unwrap(), "stale renew must fail");
+    assert!(!l.release_by_owner(&key, &a.owner()).await.unwrap(), "stale release must fail");
+    assert!(a.renew().await.is_err(), "the expired lease cannot be renewed");
+    assert!(!a.release().await.unwrap(), "release reports that it was no longer ours");
     let h = l.holders(Some(&key)).await.unwrap();
     assert_eq!(
         h.iter().map(|h| h.owner).collect::<Vec<_>>(),
@@ -238,11 +172,7 @@ pub async fn renew_answered_not_owner_marks_lost(l: &Locker) {
     let a = l.acquire(&key, LONG).await.unwrap();
     if !is_lease(l) {
         // Session stores cannot be taken from a live holder; a foreign release must fail.
-        assert!(
-            !l.release_by_owner(&key, &OwnerToken::generate().unwrap())
-                .await
-                .unwrap()
-        );
+        assert!(!l.release_by_owner(&key, &OwnerToken::generate().unwrap()).await.unwrap());
         a.renew().await.expect("still held");
         assert!(a.release().await.unwrap());
         return;
@@ -260,11 +190,7 @@ pub async fn renew_answered_not_owner_marks_lost(l: &Locker) {
 pub async fn renew_extends(l: &Locker) {
     let key = unique_key("renew");
     let ttl = Duration::from_millis(800);
-    let a = l
-        .acquire(&key, ttl)
-        .margin(Duration::from_millis(100))
-        .await
-        .unwrap();
+    let a = l.acquire(&key, ttl).margin(Duration::from_millis(100)).await.unwrap();
     if !is_lease(l) {
         a.renew().await.unwrap();
         assert!(a.deadline().is_none());
@@ -300,15 +226,9 @@ pub async fn auto_renew_keeps_lease(l: &Locker) {
     let a = l.acquire(&key, ttl).auto_renew(true).await.unwrap();
     tokio::time::sleep(ttl * 5).await;
     assert!(!a.is_lost(), "auto-renewed lease lost");
-    assert!(matches!(
-        l.acquire(&key, LONG).await,
-        Err(Error::Busy { .. })
-    ));
+    assert!(matches!(l.acquire(&key, LONG).await, Err(Error::Busy { .. })));
     let h = l.holders(Some(&key)).await.unwrap();
-    assert_eq!(
-        h.first().map(|h| (h.owner, h.fence)),
-        Some((a.owner(), a.fence()))
-    );
+    assert_eq!(h.first().map(|h| (h.owner, h.fence)), Some((a.owner(), a.fence())));
     assert!(a.release().await.unwrap());
 }
 
@@ -318,10 +238,7 @@ pub async fn many_leases_auto_renew(l: &Locker) {
     let mut leases = Vec::new();
     for i in 0..300 {
         leases.push(
-            l.acquire(&unique_key(&format!("many-{i}")), ttl)
-                .auto_renew(true)
-                .await
-                .unwrap(),
+            l.acquire(&unique_key(&format!("many-{i}")), ttl).auto_renew(true).await.unwrap(),
         );
     }
     tokio::time::sleep(ttl * 3).await;
@@ -337,28 +254,17 @@ pub async fn many_leases_auto_renew(l: &Locker) {
 pub async fn lost_fires_by_local_deadline(l: &Locker) {
     let key = unique_key("deadline");
     let margin = Duration::from_millis(800);
-    let a = l
-        .acquire(&key, Duration::from_secs(3))
-        .margin(margin)
-        .await
-        .unwrap();
+    let a = l.acquire(&key, Duration::from_secs(3)).margin(margin).await.unwrap();
     let Some(deadline) = a.deadline() else {
         // Session lock: no deadline; it must not fire on its own.
-        assert!(
-            tokio::time::timeout(Duration::from_millis(500), a.lost())
-                .await
-                .is_err()
-        );
+        assert!(tokio::time::timeout(Duration::from_millis(500), a.lost()).await.is_err());
         assert!(a.admit());
         assert!(a.release().await.unwrap());
         return;
     };
     assert!(a.admit());
     tokio::time::sleep_until((deadline - margin / 2).into()).await;
-    assert!(
-        !a.admit(),
-        "admit() must turn false within the margin before the deadline"
-    );
+    assert!(!a.admit(), "admit() must turn false within the margin before the deadline");
     let reason = within("lost()", a.lost()).await;
     assert_eq!(reason, LostReason::DeadlinePassed);
     assert!(Instant::now() >= deadline);
@@ -369,11 +275,8 @@ pub async fn lost_fires_by_local_deadline(l: &Locker) {
         Some(a.owner()),
         "lost() fired after the store expired the lease"
     );
-    let b = l
-        .acquire(&key, LONG)
-        .wait(Wait::For(BOUND))
-        .await
-        .expect("free after the store's expiry");
+    let b =
+        l.acquire(&key, LONG).wait(Wait::For(BOUND)).await.expect("free after the store's expiry");
     assert!(b.fence() > a.fence());
     assert!(b.release().await.unwrap());
 }
@@ -387,21 +290,8 @@ pub async fn guard_cancels_on_loss(l: &Locker) {
         assert!(a.release().await.unwrap());
         return;
     }
-    let r = within(
-        "guard",
-        a.guard(tokio::time::sleep(Duration::from_secs(60))),
-    )
-    .await;
-    assert!(
-        matches!(
-            r,
-            Err(Error::Lost {
-                reason: LostReason::DeadlinePassed,
-                ..
-            })
-        ),
-        "{r:?}"
-    );
+    let r = within("guard", a.guard(tokio::time::sleep(Duration::from_secs(60)))).await;
+    assert!(matches!(r, Err(Error::Lost { reason: LostReason::DeadlinePassed, .. })), "{r:?}");
     let _ = a.release().await;
 }
 
@@ -412,10 +302,7 @@ pub async fn waiter_gets_lease_after_release(l: &Locker) {
     let waiter = {
         let (l, key) = (l.clone(), key.clone());
         tokio::spawn(async move {
-            let b = l
-                .acquire(&key, LONG)
-                .wait(Wait::For(Duration::from_secs(50)))
-                .await;
+            let b = l.acquire(&key, LONG).wait(Wait::For(Duration::from_secs(50))).await;
             (b, Instant::now())
         })
     };
@@ -428,11 +315,7 @@ pub async fn waiter_gets_lease_after_release(l: &Locker) {
     let b = b.expect("waiter acquires after release");
     assert!(b.fence() > fence);
     // Woken by the release, not by the holder's 60 s expiry.
-    assert!(
-        got - released < Duration::from_secs(10),
-        "handoff took {:?}",
-        got - released
-    );
+    assert!(got - released < Duration::from_secs(10), "handoff took {:?}", got - released);
     assert!(b.release().await.unwrap());
 }
 
@@ -447,17 +330,9 @@ pub async fn waiter_gets_lease_after_expiry(l: &Locker) {
     let a = l.acquire(&key, ttl).await.unwrap();
     let fence = a.fence();
     drop(a.detach()); // the holder "crashed": nobody releases
-    let b = l
-        .acquire(&key, LONG)
-        .wait(Wait::For(BOUND))
-        .await
-        .expect("waiter after expiry");
+    let b = l.acquire(&key, LONG).wait(Wait::For(BOUND)).await.expect("waiter after expiry");
     let got = Instant::now();
-    assert!(
-        got - sent >= ttl,
-        "granted {:?} after a {ttl:?} lease was taken",
-        got - sent
-    );
+    assert!(got - sent >= ttl, "granted {:?} after a {ttl:?} lease was taken", got - sent);
     assert!(b.fence() > fence);
     assert!(b.release().await.unwrap());
 }
@@ -506,10 +381,7 @@ pub async fn holders_lists_grant(l: &Locker) {
     let a = l.acquire(&key, LONG).await.unwrap();
     let h = l.holders(Some(&key)).await.unwrap();
     assert_eq!(h.len(), 1);
-    assert_eq!(
-        (&h[0].key.to_string(), h[0].owner, h[0].fence),
-        (&key, a.owner(), a.fence())
-    );
+    assert_eq!((&h[0].key.to_string(), h[0].owner, h[0].fence), (&key, a.owner(), a.fence()));
     match h[0].expires_in {
         Some(left) => assert!(is_lease(l) && left <= LONG),
         None => assert!(!is_lease(l)),

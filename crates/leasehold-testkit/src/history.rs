@@ -24,9 +24,7 @@ pub struct Recorder {
 impl Recorder {
     /// Creates (or appends to) `path`.
     pub fn create(path: &Path) -> std::io::Result<Self> {
-        Ok(Recorder {
-            file: OpenOptions::new().create(true).append(true).open(path)?,
-        })
+        Ok(Recorder { file: OpenOptions::new().create(true).append(true).open(path)? })
     }
 
     /// Records entering the critical section with `fence`.
@@ -80,22 +78,15 @@ pub fn parse(who: &str, text: &str, report: &mut Report) -> Vec<Interval> {
     for line in text.lines() {
         let f: Vec<&str> = line.split(' ').collect();
         let parsed = match f.as_slice() {
-            [kind, t, fence] => t
-                .parse::<i64>()
-                .ok()
-                .zip(fence.parse::<u64>().ok())
-                .map(|p| (*kind, p)),
+            [kind, t, fence] => {
+                t.parse::<i64>().ok().zip(fence.parse::<u64>().ok()).map(|p| (*kind, p))
+            }
             _ => None,
         };
         match (parsed, open) {
             (Some(("enter", p)), None) => open = Some(p),
             (Some(("exit", (t, fence))), Some((enter, f0))) if fence == f0 && t >= enter => {
-                out.push(Interval {
-                    who: who.to_owned(),
-                    enter,
-                    exit: t,
-                    fence,
-                });
+                out.push(Interval { who: who.to_owned(), enter, exit: t, fence });
                 open = None;
             }
             _ => report.malformed.push(format!("{who}: {line:?}")),
@@ -127,10 +118,7 @@ pub fn check_dir(dir: &Path) -> std::io::Result<Report> {
         let p = e?.path();
         if p.extension().is_some_and(|x| x == "hist") {
             let text = std::fs::read_to_string(&p)?;
-            let who = p
-                .file_name()
-                .map(|n| n.to_string_lossy().into_owned())
-                .unwrap_or_default();
+            let who = p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
             all.extend(parse(&who, &text, &mut report));
         }
     }
@@ -162,10 +150,7 @@ mod tests {
 
     #[test]
     fn detects_overlap_and_fence_inversion() {
-        let r = run(&[
-            ("a", "enter 10 2\nexit 40 2\n"),
-            ("b", "enter 30 1\nexit 50 1\n"),
-        ]);
+        let r = run(&[("a", "enter 10 2\nexit 40 2\n"), ("b", "enter 30 1\nexit 50 1\n")]);
         assert_eq!(r.overlaps.len(), 1);
         assert_eq!(r.fence_inversions.len(), 1);
         assert!(!r.ok());

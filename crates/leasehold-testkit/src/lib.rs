@@ -27,9 +27,7 @@ pub async fn sqlite_fixture() -> Fixture {
     let dir = tempfile::tempdir().expect("temp dir");
     let url = format!("sqlite://{}/leases.db", dir.path().display());
     Fixture {
-        locker: leasehold::Locker::connect(&url)
-            .await
-            .expect("open sqlite store"),
+        locker: leasehold::Locker::connect(&url).await.expect("open sqlite store"),
         url,
         guard: Box::new(dir),
     }
@@ -40,9 +38,7 @@ pub async fn file_fixture() -> Fixture {
     let dir = tempfile::tempdir().expect("temp dir");
     let url = format!("file://{}/locks", dir.path().display());
     Fixture {
-        locker: leasehold::Locker::connect(&url)
-            .await
-            .expect("open file store"),
+        locker: leasehold::Locker::connect(&url).await.expect("open file store"),
         url,
         guard: Box::new(dir),
     }

@@ -36,11 +36,7 @@ impl Proc {
             .unwrap_or_else(|e| panic!("cannot start {}: {e}", program.display()));
         let stdin = child.stdin.take();
         let stdout = child.stdout.take().map(|o| BufReader::new(o).lines());
-        Proc {
-            child,
-            stdin,
-            stdout,
-        }
+        Proc { child, stdin, stdout }
     }
 
     fn pid(&self) -> Pid {
@@ -75,9 +71,7 @@ impl Proc {
     /// Sends a line to its stdin.
     pub async fn send(&mut self, line: &str) {
         let i = self.stdin.as_mut().expect("stdin piped");
-        i.write_all(format!("{line}\n").as_bytes())
-            .await
-            .expect("write worker stdin");
+        i.write_all(format!("{line}\n").as_bytes()).await.expect("write worker stdin");
         i.flush().await.expect("flush worker stdin");
     }
 
@@ -121,9 +115,7 @@ pub mod resource {
 
     /// Claims the row for `fencing` (before the first effect).
     pub fn claim(db: &mut Connection, fencing: &Fencing) -> leasehold::Result<()> {
-        let tx = db
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .unwrap();
+        let tx = db.transaction_with_behavior(TransactionBehavior::Immediate).unwrap();
         leasehold::fence::sqlite::claim(&tx, NAME, fencing)?;
         tx.commit().unwrap();
         Ok(())
@@ -136,28 +128,21 @@ pub mod resource {
         fencing: Option<&Fencing>,
         value: &str,
     ) -> leasehold::Result<()> {
-        let tx = db
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .unwrap();
+        let tx = db.transaction_with_behavior(TransactionBehavior::Immediate).unwrap();
         if let Some(f) = fencing {
             leasehold::fence::sqlite::check(&tx, NAME, f)?;
         }
-        tx.execute(
-            "INSERT OR REPLACE INTO data (id, value) VALUES ('row-1', ?1)",
-            [value],
-        )
-        .unwrap();
+        tx.execute("INSERT OR REPLACE INTO data (id, value) VALUES ('row-1', ?1)", [value])
+            .unwrap();
         tx.commit().unwrap();
         Ok(())
     }
 
     /// The row's current value.
     pub fn read(db: &Connection) -> Option<String> {
-        db.query_row("SELECT value FROM data WHERE id = 'row-1'", [], |r| {
-            r.get(0)
-        })
-        .optional()
-        .unwrap()
+        db.query_row("SELECT value FROM data WHERE id = 'row-1'", [], |r| r.get(0))
+            .optional()
+            .unwrap()
     }
 }
 
@@ -194,15 +179,8 @@ pub async fn multi_process_mutex(url: &str, worker: &Path, procs: usize, iters: 
     }
     let report = crate::history::check_dir(dir.path()).unwrap();
     assert_eq!(report.intervals, procs * iters, "{report:?}");
-    assert!(
-        report.ok(),
-        "mutual exclusion violated across processes: {report:#?}"
-    );
-    let n: usize = std::fs::read_to_string(&counter)
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
+    assert!(report.ok(), "mutual exclusion violated across processes: {report:#?}");
+    let n: usize = std::fs::read_to_string(&counter).unwrap().trim().parse().unwrap();
     assert_eq!(n, procs * iters, "lost updates on the shared counter");
 }
 
@@ -309,14 +287,9 @@ pub async fn stalled_session_holder_keeps_lock(locker: &Locker, url: &str, worke
     let ready = holder.line().await;
     assert!(ready.starts_with("ready "), "holder said {ready:?}");
     holder.stop();
-    let r = locker
-        .acquire(&key, Duration::from_secs(30))
-        .wait(Wait::For(Duration::from_secs(2)))
-        .await;
-    assert!(
-        matches!(r, Err(Error::Busy { .. })),
-        "a frozen session holder lost its lock: {r:?}"
-    );
+    let r =
+        locker.acquire(&key, Duration::from_secs(30)).wait(Wait::For(Duration::from_secs(2))).await;
+    assert!(matches!(r, Err(Error::Busy { .. })), "a frozen session holder lost its lock: {r:?}");
     holder.kill().await;
     let lease = locker
         .acquire(&key, Duration::from_secs(30))

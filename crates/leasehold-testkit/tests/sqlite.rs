@@ -20,10 +20,7 @@ async fn stalled_holder_is_fenced_off() {
     let fx = sqlite_fixture().await;
     let r = process::stalled_holder(&fx.locker, &fx.url, worker(), true).await;
     assert!(r.fences.1 > r.fences.0, "{r:?}");
-    assert!(
-        !r.stale_write_accepted,
-        "the resumed holder's stale write got through: {r:?}"
-    );
+    assert!(!r.stale_write_accepted, "the resumed holder's stale write got through: {r:?}");
     assert!(r.holder_said.starts_with("rejected: stale fence"), "{r:?}");
     assert_eq!(r.final_value.as_deref(), Some("successor"), "{r:?}");
 }

@@ -30,7 +30,7 @@ impl fmt::Display for LostReason {
             LostReason::DeadlinePassed => {
                 f.write_str("local deadline passed without a confirmed renewal")
             }
-            LostReason::NotOwner => f.write_str("the store says another owner holds the key"),
+            LostReason::NotOwner => f.write_str("the store says the key is no longer ours"),
             LostReason::SessionEnded(why) => write!(f, "the store session ended: {why}"),
             LostReason::Released => f.write_str("released by its holder"),
         }
@@ -110,17 +110,10 @@ impl Error {
         message: impl Into<String>,
         source: impl Into<BoxError>,
     ) -> Self {
-        Error::Backend {
-            backend,
-            message: message.into(),
-            source: Some(source.into()),
-        }
+        Error::Backend { backend, message: message.into(), source: Some(source.into()) }
     }
 
     pub(crate) fn unavailable(message: impl Into<String>, source: Option<BoxError>) -> Self {
-        Error::Unavailable {
-            message: message.into(),
-            source,
-        }
+        Error::Unavailable { message: message.into(), source }
     }
 }

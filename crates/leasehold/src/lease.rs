@@ -63,10 +63,7 @@ impl Shared {
             kind,
             timing,
             op_timeout,
-            state: watch::Sender::new(State {
-                deadline,
-                lost: None,
-            }),
+            state: watch::Sender::new(State { deadline, lost: None }),
         }
     }
 
@@ -179,11 +176,7 @@ pub struct Lease {
 
 impl Lease {
     pub(crate) fn new(shared: Arc<Shared>, watchdog: Option<(Arc<Watchdog>, u64)>) -> Self {
-        Lease {
-            shared,
-            watchdog,
-            done: false,
-        }
+        Lease { shared, watchdog, done: false }
     }
 
     /// The key held.
@@ -224,8 +217,7 @@ impl Lease {
 
     /// Time left before the local deadline (zero once passed); `None` for session locks.
     pub fn time_left(&self) -> Option<Duration> {
-        self.deadline()
-            .map(|d| d.saturating_duration_since(Instant::now()))
+        self.deadline().map(|d| d.saturating_duration_since(Instant::now()))
     }
 
     /// Whether the lease is known or presumed lost.
@@ -270,10 +262,7 @@ impl Lease {
     pub async fn renew(&self) -> Result<()> {
         let s = &self.shared;
         if let Some(reason) = s.lost_now() {
-            return Err(Error::Lost {
-                key: s.id.key().to_string(),
-                reason,
-            });
+            return Err(Error::Lost { key: s.id.key().to_string(), reason });
         }
         let sent = Instant::now();
         let limit = match s.kind {
@@ -288,25 +277,24 @@ impl Lease {
             Ok(Err(e)) => Err(e),
             Ok(Ok(false)) => {
                 s.mark_lost(LostReason::NotOwner);
-                Err(Error::NotOwner {
-                    key: s.id.key().to_string(),
-                })
+                Err(Error::NotOwner { key: s.id.key().to_string() })
             }
-            Ok(Ok(true)) => s.confirm(sent).map_err(|reason| Error::Lost {
-                key: s.id.key().to_string(),
-                reason,
-            }),
+            Ok(Ok(true)) => s
+                .confirm(sent)
+                .map_err(|reason| Error::Lost { key: s.id.key().to_string(), reason }),
         }
     }
 
     /// Owner-checked release. `Ok(true)`: it was still ours. `Ok(false)`: the store says it
     /// was not (it expired or was taken over), so the critical section may have overlapped
-    /// with another holder's; this is logged as a warning as well as returned.
+    /// with another holder's; unless the loss was already known, this is also logged as a
+    /// warning.
     pub async fn release(mut self) -> Result<bool> {
         self.finish();
         let s = self.shared.clone();
-        let res =
-            tokio::time::timeout(s.op_timeout, s.store.release(s.id.key(), &s.id.owner())).await;
+        let owner = s.id.owner();
+        let known_lost = s.lost_now().is_some();
+        let res = tokio::time::timeout(s.op_timeout, s.store.release(s.id.key(), &owner)).await;
         s.mark_lost(LostReason::Released);
         match res {
             Err(_) => Err(Error::UnknownOutcome(format!(
@@ -315,7 +303,7 @@ impl Lease {
                 s.id.key().as_str(),
                 s.op_timeout
             ))),
-            Ok(Ok(false)) => {
+            Ok(Ok(false)) if !known_lost => {
                 tracing::warn!(
                     key = s.id.key().as_str(),
                     fence = s.id.token().get(),

@@ -44,11 +44,7 @@ impl Locker {
 
     /// Wraps a shared store.
     pub fn from_arc(store: Arc<dyn Store>) -> Self {
-        Locker {
-            watchdog: Watchdog::new(store.clone()),
-            store,
-            op_timeout: DEFAULT_OP_TIMEOUT,
-        }
+        Locker { watchdog: Watchdog::new(store.clone()), store, op_timeout: DEFAULT_OP_TIMEOUT }
     }
 
     /// Opens the store named by `url`: `sqlite://PATH` or `file://DIR` (with their cargo
@@ -103,44 +99,35 @@ impl Locker {
     ) -> Result<bool> {
         let key = Key::new(key)?;
         check_ttl(ttl)?;
-        self.bounded("renewal", self.store.renew(&key, owner, ttl))
-            .await
+        self.bounded("renewal", self.store.renew(&key, owner, ttl)).await
     }
 
     /// Releases a grant identified by key and owner token. `Ok(false)`: not ours any more; the
     /// current holder, if any, is untouched.
     pub async fn release_by_owner(&self, key: &str, owner: &OwnerToken) -> Result<bool> {
         let key = Key::new(key)?;
-        self.bounded("release", self.store.release(&key, owner))
-            .await
+        self.bounded("release", self.store.release(&key, owner)).await
     }
 
     /// Current holders of `key`, or of every key.
     pub async fn holders(&self, key: Option<&str>) -> Result<Vec<Holder>> {
         let key = key.map(Key::new).transpose()?;
-        self.bounded("status", self.store.holders(key.as_ref()))
-            .await
+        self.bounded("status", self.store.holders(key.as_ref())).await
     }
 
     async fn bounded<T>(&self, what: &str, f: impl Future<Output = Result<T>>) -> Result<T> {
-        tokio::time::timeout(self.op_timeout, f)
-            .await
-            .map_err(|_| {
-                Error::UnknownOutcome(format!("{what} got no answer within {:?}", self.op_timeout))
-            })?
+        tokio::time::timeout(self.op_timeout, f).await.map_err(|_| {
+            Error::UnknownOutcome(format!("{what} got no answer within {:?}", self.op_timeout))
+        })?
     }
 }
 
 fn check_ttl(ttl: Duration) -> Result<()> {
     if ttl < Duration::from_millis(1) {
-        return Err(Error::invalid(format!(
-            "ttl must be at least 1ms, got {ttl:?}"
-        )));
+        return Err(Error::invalid(format!("ttl must be at least 1ms, got {ttl:?}")));
     }
     if ttl > MAX_TTL {
-        return Err(Error::invalid(format!(
-            "ttl {ttl:?} is longer than one year"
-        )));
+        return Err(Error::invalid(format!("ttl {ttl:?} is longer than one year")));
     }
     Ok(())
 }
@@ -190,14 +177,9 @@ impl<'a> Acquire<'a> {
         let key = Key::new(self.key)?;
         check_ttl(self.ttl)?;
         if !(0.0..0.5).contains(&self.drift) {
-            return Err(Error::invalid(format!(
-                "drift {} is outside [0, 0.5)",
-                self.drift
-            )));
+            return Err(Error::invalid(format!("drift {} is outside [0, 0.5)", self.drift)));
         }
-        let margin = self
-            .margin
-            .unwrap_or_else(|| (self.ttl / 10).min(Duration::from_secs(2)));
+        let margin = self.margin.unwrap_or_else(|| (self.ttl / 10).min(Duration::from_secs(2)));
         if margin >= self.ttl.mul_f64(1.0 - self.drift) {
             return Err(Error::invalid(format!(
                 "margin {margin:?} leaves no time inside a ttl of {:?}",
@@ -222,19 +204,13 @@ impl<'a> Acquire<'a> {
 
         // From here until an answer is in hand, the store may have granted without us knowing:
         // a drop (cancellation) or an error leaves the guard armed and it cleans up.
-        let mut cleanup = Cleanup {
-            store: Some(store.clone()),
-            key: key.clone(),
-            owner,
-        };
+        let mut cleanup = Cleanup { store: Some(store.clone()), key: key.clone(), owner };
         let attempt = store.acquire(&req, until).await;
         let grant = match attempt {
             Ok(Attempt::Granted(g)) => g,
             Ok(Attempt::Busy { .. }) => {
                 cleanup.disarm();
-                return Err(Error::Busy {
-                    key: key.to_string(),
-                });
+                return Err(Error::Busy { key: key.to_string() });
             }
             Err(e) => {
                 if matches!(e, Error::InvalidInput(_)) {
@@ -244,10 +220,7 @@ impl<'a> Acquire<'a> {
             }
         };
         cleanup.disarm();
-        let timing = Timing {
-            drift: self.drift,
-            margin,
-        };
+        let timing = Timing { drift: self.drift, margin };
         let shared = Arc::new(Shared::new(
             store,
             crate::fence::Fencing::new(key, grant.fence, owner),

@@ -44,11 +44,7 @@ pub struct Grant {
 impl Grant {
     /// A grant of `fence` whose request was sent at `sent_at`.
     pub fn new(fence: FenceToken, sent_at: Instant) -> Self {
-        Grant {
-            fence,
-            sent_at,
-            session_end: None,
-        }
+        Grant { fence, sent_at, session_end: None }
     }
 
     /// Attaches a session-end signal.
@@ -105,12 +101,7 @@ impl Holder {
         fence: FenceToken,
         expires_in: Option<Duration>,
     ) -> Self {
-        Holder {
-            key,
-            owner,
-            fence,
-            expires_in,
-        }
+        Holder { key, owner, fence, expires_in }
     }
 }
 

@@ -103,13 +103,7 @@ mod tests {
         assert_eq!(s.len(), 32);
         assert_eq!(s.parse::<OwnerToken>().unwrap(), a);
         assert_eq!(s.to_uppercase().parse::<OwnerToken>().unwrap(), a);
-        for bad in [
-            "",
-            "xyz",
-            &s[..31],
-            &format!("{s}0"),
-            "é5555555555555555555555555555555",
-        ] {
+        for bad in ["", "xyz", &s[..31], &format!("{s}0"), "é5555555555555555555555555555555"] {
             assert!(bad.parse::<OwnerToken>().is_err(), "{bad:?}");
         }
     }

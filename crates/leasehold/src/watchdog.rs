@@ -43,11 +43,7 @@ impl Drop for Watchdog {
 
 impl Watchdog {
     pub fn new(store: Arc<dyn Store>) -> Arc<Self> {
-        Arc::new(Watchdog {
-            store,
-            registry: Mutex::default(),
-            wake: Arc::new(Notify::new()),
-        })
+        Arc::new(Watchdog { store, registry: Mutex::default(), wake: Arc::new(Notify::new()) })
     }
 
     fn registry(&self) -> std::sync::MutexGuard<'_, Registry> {
@@ -67,11 +63,7 @@ impl Watchdog {
             r.next_id += 1;
             r.entries.insert(
                 id,
-                Entry {
-                    lease: Arc::downgrade(lease),
-                    next_due: sent + interval,
-                    interval,
-                },
+                Entry { lease: Arc::downgrade(lease), next_due: sent + interval, interval },
             );
             spawn = !r.task_running;
             r.task_running = true;
@@ -95,8 +87,7 @@ impl Watchdog {
     fn due(&self) -> Option<(Batch, Option<Instant>)> {
         let now = Instant::now();
         let mut r = self.registry();
-        r.entries
-            .retain(|_, e| e.lease.upgrade().is_some_and(|l| l.lost_now().is_none()));
+        r.entries.retain(|_, e| e.lease.upgrade().is_some_and(|l| l.lost_now().is_none()));
         if r.entries.is_empty() {
             r.task_running = false;
             return None;
@@ -127,11 +118,7 @@ impl Watchdog {
     async fn renew_batch(&self, batch: Batch) {
         let items: Vec<RenewItem> = batch
             .iter()
-            .map(|(_, l)| RenewItem {
-                key: l.id.key().clone(),
-                owner: l.id.owner(),
-                ttl: l.ttl,
-            })
+            .map(|(_, l)| RenewItem { key: l.id.key().clone(), owner: l.id.owner(), ttl: l.ttl })
             .collect();
         let limit = batch
             .iter()

@@ -17,11 +17,8 @@ use tokio::io::AsyncBufReadExt;
 type Res<T> = Result<T, Box<dyn std::error::Error>>;
 
 fn main() {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt =
+        tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     if let Err(e) = rt.block_on(run()) {
         eprintln!("lh-worker: {e}");
         std::process::exit(1);
@@ -30,9 +27,7 @@ fn main() {
 
 async fn run() -> Res<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let (cmd, rest) = args
-        .split_first()
-        .ok_or("usage: lh-worker mutex|hold --opt value …")?;
+    let (cmd, rest) = args.split_first().ok_or("usage: lh-worker mutex|hold --opt value …")?;
     let mut opts = HashMap::new();
     for pair in rest.chunks(2) {
         match pair {
@@ -46,14 +41,8 @@ async fn run() -> Res<()> {
     let locker = Locker::connect(&opt("store")?).await?;
     match cmd.as_str() {
         "mutex" => {
-            mutex(
-                &locker,
-                &opt("key")?,
-                opt("iters")?.parse()?,
-                &opt("history")?,
-                &opt("counter")?,
-            )
-            .await
+            mutex(&locker, &opt("key")?, opt("iters")?.parse()?, &opt("history")?, &opt("counter")?)
+                .await
         }
         "hold" => {
             hold(
@@ -79,10 +68,8 @@ async fn mutex(locker: &Locker, key: &str, iters: usize, history: &str, counter:
         let fence = lease.fence().get();
         rec.enter(fence)?;
         // Read-modify-write with a pause: any overlap loses an update.
-        let n: u64 = std::fs::read_to_string(counter)
-            .ok()
-            .and_then(|s| s.trim().parse().ok())
-            .unwrap_or(0);
+        let n: u64 =
+            std::fs::read_to_string(counter).ok().and_then(|s| s.trim().parse().ok()).unwrap_or(0);
         tokio::time::sleep(Duration::from_millis(1)).await;
         std::fs::write(counter, format!("{}\n", n + 1))?;
         rec.exit(fence)?;
@@ -103,10 +90,7 @@ async fn hold(
     resource_path: &str,
     fenced: bool,
 ) -> Res<()> {
-    let lease = locker
-        .acquire(key, Duration::from_millis(ttl_ms))
-        .auto_renew(true)
-        .await?;
+    let lease = locker.acquire(key, Duration::from_millis(ttl_ms)).auto_renew(true).await?;
     let fencing = lease.fencing();
     let mut db = resource::open(Path::new(resource_path));
     if fenced {

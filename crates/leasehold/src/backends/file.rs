@@ -46,9 +46,7 @@ fn io_err(what: String) -> impl FnOnce(std::io::Error) -> Error {
 
 /// FNV-1a, 64 bit, from a given offset basis: two different bases give 128 bits of name.
 fn fnv(bytes: &[u8], basis: u64) -> u64 {
-    bytes.iter().fold(basis, |h, b| {
-        (h ^ u64::from(*b)).wrapping_mul(0x100_0000_01b3)
-    })
+    bytes.iter().fold(basis, |h, b| (h ^ u64::from(*b)).wrapping_mul(0x100_0000_01b3))
 }
 
 /// File name for a key: safe bytes kept, others `%XX`; long names cut and suffixed with a
@@ -78,11 +76,7 @@ fn file_name(key: &Key) -> String {
 /// Locks `path` exclusively; `None` if busy (non-blocking mode). Retries if the file at the
 /// path was replaced between open and lock.
 fn lock_file(path: &Path, blocking: bool) -> Result<Option<Flock<File>>> {
-    let arg = if blocking {
-        FlockArg::LockExclusive
-    } else {
-        FlockArg::LockExclusiveNonblock
-    };
+    let arg = if blocking { FlockArg::LockExclusive } else { FlockArg::LockExclusiveNonblock };
     loop {
         let f = OpenOptions::new()
             .read(true)
@@ -96,16 +90,10 @@ fn lock_file(path: &Path, blocking: bool) -> Result<Option<Flock<File>>> {
             Err((_, Errno::EWOULDBLOCK)) => return Ok(None),
             Err((_, Errno::EINTR)) => continue,
             Err((_, e)) => {
-                return Err(Error::backend(
-                    "file",
-                    format!("flock {}", path.display()),
-                    e,
-                ));
+                return Err(Error::backend("file", format!("flock {}", path.display()), e));
             }
         };
-        let held = lock
-            .metadata()
-            .map_err(io_err(format!("stat {}", path.display())))?;
+        let held = lock.metadata().map_err(io_err(format!("stat {}", path.display())))?;
         match std::fs::metadata(path) {
             Ok(now) if now.ino() == held.ino() && now.dev() == held.dev() => return Ok(Some(lock)),
             _ => continue,
@@ -180,11 +168,8 @@ fn flocked_inodes() -> Result<Vec<(u64, u64, u64)>> {
         }
         let mut id = f[5].split(':');
         if let (Some(ma), Some(mi), Some(ino)) = (id.next(), id.next(), id.next())
-            && let (Ok(ma), Ok(mi), Ok(ino)) = (
-                u64::from_str_radix(ma, 16),
-                u64::from_str_radix(mi, 16),
-                ino.parse(),
-            )
+            && let (Ok(ma), Ok(mi), Ok(ino)) =
+                (u64::from_str_radix(ma, 16), u64::from_str_radix(mi, 16), ino.parse())
         {
             out.push((ma, mi, ino));
         }
@@ -199,24 +184,14 @@ impl FileStore {
         if dir.as_os_str().is_empty() {
             return Err(Error::invalid("file:// URL has an empty directory"));
         }
-        std::fs::create_dir_all(&dir).map_err(io_err(format!(
-            "cannot create lock directory {}",
-            dir.display()
-        )))?;
-        let meta = std::fs::metadata(&dir).map_err(io_err(format!(
-            "cannot read lock directory {}",
-            dir.display()
-        )))?;
+        std::fs::create_dir_all(&dir)
+            .map_err(io_err(format!("cannot create lock directory {}", dir.display())))?;
+        let meta = std::fs::metadata(&dir)
+            .map_err(io_err(format!("cannot read lock directory {}", dir.display())))?;
         if !meta.is_dir() {
-            return Err(Error::unavailable(
-                format!("{} is not a directory", dir.display()),
-                None,
-            ));
+            return Err(Error::unavailable(format!("{} is not a directory", dir.display()), None));
         }
-        Ok(FileStore {
-            dir,
-            held: Arc::default(),
-        })
+        Ok(FileStore { dir, held: Arc::default() })
     }
 
     fn path(&self, key: &Key) -> PathBuf {
@@ -240,13 +215,7 @@ impl FileStore {
         })
         .await
         .map_err(|e| Error::backend("file", "worker thread failed", e))??;
-        self.held().insert(
-            req.key.clone(),
-            Held {
-                owner: *req.owner,
-                _lock: lock,
-            },
-        );
+        self.held().insert(req.key.clone(), Held { owner: *req.owner, _lock: lock });
         Ok(Attempt::Granted(Grant::new(fence, sent)))
     }
 }
@@ -283,9 +252,7 @@ impl Store for FileStore {
             .map_err(|e| Error::backend("file", "worker thread failed", e))??;
         match lock {
             Some(lock) => self.grant(req, lock, sent).await,
-            None => Ok(Attempt::Busy {
-                holder_expires_in: None,
-            }),
+            None => Ok(Attempt::Busy { holder_expires_in: None }),
         }
     }
 
@@ -307,9 +274,7 @@ impl Store for FileStore {
             .map_err(|e| Error::backend("file", "cannot start a waiting thread", e))?;
         let wait = until.saturating_duration_since(Instant::now());
         match tokio::time::timeout(wait, rx).await {
-            Err(_) => Ok(Attempt::Busy {
-                holder_expires_in: None,
-            }),
+            Err(_) => Ok(Attempt::Busy { holder_expires_in: None }),
             Ok(Err(_)) => Err(Error::Backend {
                 backend: "file",
                 message: "waiting thread ended without an answer".into(),
@@ -317,9 +282,7 @@ impl Store for FileStore {
             }),
             Ok(Ok(Err(e))) => Err(e),
             Ok(Ok(Ok(Some(lock)))) => self.grant(req, lock, sent).await,
-            Ok(Ok(Ok(None))) => Ok(Attempt::Busy {
-                holder_expires_in: None,
-            }),
+            Ok(Ok(Ok(None))) => Ok(Attempt::Busy { holder_expires_in: None }),
         }
     }
 

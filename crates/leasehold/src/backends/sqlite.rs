@@ -154,11 +154,7 @@ impl SqliteStore {
         conn.execute("DELETE FROM leasehold_leases WHERE boot_id <> ?1", [&boot])
             .map_err(|e| unavailable("write to", e.into()))?;
         let canon = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_owned());
-        Ok(SqliteStore {
-            path: canon,
-            db: Arc::new(Mutex::new(conn)),
-            boot_id: boot.into(),
-        })
+        Ok(SqliteStore { path: canon, db: Arc::new(Mutex::new(conn)), boot_id: boot.into() })
     }
 
     /// The database file.
@@ -239,9 +235,7 @@ impl Store for SqliteStore {
         let (key, owner, ttl) = (req.key.clone(), req.owner.to_string(), ns(req.ttl));
         let sent = Instant::now();
         self.blocking(move |c, boot| {
-            let tx = c
-                .transaction_with_behavior(TransactionBehavior::Immediate)
-                .sql()?;
+            let tx = c.transaction_with_behavior(TransactionBehavior::Immediate).sql()?;
             let now = boottime_ns()?;
             let cur: Option<(String, i64)> = tx
                 .query_row(
@@ -255,9 +249,7 @@ impl Store for SqliteStore {
                 && b == boot
                 && exp > now
             {
-                return Ok(Attempt::Busy {
-                    holder_expires_in: Some(remaining(exp, now)),
-                });
+                return Ok(Attempt::Busy { holder_expires_in: Some(remaining(exp, now)) });
             }
             let f: i64 = tx
                 .query_row(
@@ -286,30 +278,19 @@ impl Store for SqliteStore {
             .entry((self.path.clone(), key.clone()))
             .or_insert_with(|| watch::Sender::new(0))
             .subscribe();
-        Ok(Box::new(SqliteWatch {
-            rx,
-            backoff: BACKOFF_MIN,
-        }))
+        Ok(Box::new(SqliteWatch { rx, backoff: BACKOFF_MIN }))
     }
 
     async fn renew(&self, key: &Key, owner: &OwnerToken, ttl: Duration) -> Result<bool> {
-        let item = RenewItem {
-            key: key.clone(),
-            owner: *owner,
-            ttl,
-        };
+        let item = RenewItem { key: key.clone(), owner: *owner, ttl };
         Ok(self.renew_many(std::slice::from_ref(&item)).await?[0])
     }
 
     async fn renew_many(&self, items: &[RenewItem]) -> Result<Vec<bool>> {
-        let items: Vec<(Key, String, i64)> = items
-            .iter()
-            .map(|i| (i.key.clone(), i.owner.to_string(), ns(i.ttl)))
-            .collect();
+        let items: Vec<(Key, String, i64)> =
+            items.iter().map(|i| (i.key.clone(), i.owner.to_string(), ns(i.ttl))).collect();
         self.blocking(move |c, boot| {
-            let tx = c
-                .transaction_with_behavior(TransactionBehavior::Immediate)
-                .sql()?;
+            let tx = c.transaction_with_behavior(TransactionBehavior::Immediate).sql()?;
             let now = boottime_ns()?;
             let mut out = Vec::with_capacity(items.len());
             {
@@ -321,13 +302,7 @@ impl Store for SqliteStore {
                     .sql()?;
                 for (key, owner, ttl) in &items {
                     let n = st
-                        .execute(params![
-                            key.as_str(),
-                            owner,
-                            now.saturating_add(*ttl),
-                            boot,
-                            now
-                        ])
+                        .execute(params![key.as_str(), owner, now.saturating_add(*ttl), boot, now])
                         .sql()?;
                     out.push(n == 1);
                 }
@@ -342,9 +317,7 @@ impl Store for SqliteStore {
         let (k, owner) = (key.clone(), owner.to_string());
         let (deleted, live) = self
             .blocking(move |c, boot| {
-                let tx = c
-                    .transaction_with_behavior(TransactionBehavior::Immediate)
-                    .sql()?;
+                let tx = c.transaction_with_behavior(TransactionBehavior::Immediate).sql()?;
                 let now = boottime_ns()?;
                 let row: Option<(String, i64)> = tx
                     .query_row(
@@ -398,12 +371,7 @@ impl Store for SqliteStore {
         let (rows, now) = rows;
         rows.into_iter()
             .map(|(k, o, f, exp)| {
-                Ok(Holder::new(
-                    Key::new(k)?,
-                    parse_owner(&o)?,
-                    fence(f),
-                    Some(remaining(exp, now)),
-                ))
+                Ok(Holder::new(Key::new(k)?, parse_owner(&o)?, fence(f), Some(remaining(exp, now))))
             })
             .collect()
     }

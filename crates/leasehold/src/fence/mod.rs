@@ -49,11 +49,7 @@ impl Fencing {
         let token = var(ENV_FENCE)?
             .parse::<u64>()
             .map_err(|_| Error::invalid(format!("{ENV_FENCE} is not an unsigned integer")))?;
-        Ok(Fencing::new(
-            Key::new(var(ENV_KEY)?)?,
-            FenceToken::new(token),
-            var(ENV_OWNER)?.parse()?,
-        ))
+        Ok(Fencing::new(Key::new(var(ENV_KEY)?)?, FenceToken::new(token), var(ENV_OWNER)?.parse()?))
     }
 
     /// The lock key the fence belongs to.
@@ -101,9 +97,5 @@ pub(crate) fn stale(resource: &str, presented: &Fencing, installed: Option<Insta
         }
         Some(i) => format!("fence {} is installed", i.token),
     };
-    Error::StaleFence {
-        resource: resource.to_owned(),
-        presented: presented.token.get(),
-        installed,
-    }
+    Error::StaleFence { resource: resource.to_owned(), presented: presented.token.get(), installed }
 }

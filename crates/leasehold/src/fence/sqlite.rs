@@ -48,13 +48,7 @@ fn installed(conn: &Connection, resource: &str) -> Result<Option<Installed>> {
     conn.query_row(
         "SELECT lock_key, fence, owner FROM leasehold_fence WHERE resource = ?1",
         [resource],
-        |r| {
-            Ok(Installed {
-                key: r.get(0)?,
-                token: r.get::<_, i64>(1)? as u64,
-                owner: r.get(2)?,
-            })
-        },
+        |r| Ok(Installed { key: r.get(0)?, token: r.get::<_, i64>(1)? as u64, owner: r.get(2)? }),
     )
     .optional()
     .sql()
@@ -76,19 +70,10 @@ pub fn claim(conn: &Connection, resource: &str, fencing: &Fencing) -> Result<()>
                AND (excluded.fence > leasehold_fence.fence
                     OR (excluded.fence = leasehold_fence.fence
                         AND excluded.owner = leasehold_fence.owner))",
-            params![
-                resource,
-                fencing.key().as_str(),
-                token(fencing),
-                fencing.owner().to_string()
-            ],
+            params![resource, fencing.key().as_str(), token(fencing), fencing.owner().to_string()],
         )
         .sql()?;
-    if n == 1 {
-        Ok(())
-    } else {
-        Err(stale(resource, fencing, installed(conn, resource)?))
-    }
+    if n == 1 { Ok(()) } else { Err(stale(resource, fencing, installed(conn, resource)?)) }
 }
 
 /// Succeeds iff `fencing` is exactly what `resource` has installed; otherwise
@@ -119,27 +104,15 @@ mod tests {
     fn claim_rules() {
         let db = Connection::open_in_memory().unwrap();
         install(&db).unwrap();
-        let (a, b) = (
-            OwnerToken::generate().unwrap(),
-            OwnerToken::generate().unwrap(),
-        );
+        let (a, b) = (OwnerToken::generate().unwrap(), OwnerToken::generate().unwrap());
         let stale = |r: Result<()>| matches!(r, Err(Error::StaleFence { .. }));
-        assert!(
-            stale(check(&db, "r", &f("k", 1, a))),
-            "nothing installed yet"
-        );
+        assert!(stale(check(&db, "r", &f("k", 1, a))), "nothing installed yet");
         claim(&db, "r", &f("k", 5, a)).unwrap();
         check(&db, "r", &f("k", 5, a)).unwrap();
         claim(&db, "r", &f("k", 5, a)).unwrap(); // idempotent re-claim
-        assert!(
-            stale(claim(&db, "r", &f("k", 5, b))),
-            "same token, other owner"
-        );
+        assert!(stale(claim(&db, "r", &f("k", 5, b))), "same token, other owner");
         assert!(stale(claim(&db, "r", &f("k", 4, b))), "older token");
-        assert!(
-            stale(claim(&db, "r", &f("other", 9, b))),
-            "token of another key"
-        );
+        assert!(stale(claim(&db, "r", &f("other", 9, b))), "token of another key");
         claim(&db, "r", &f("k", 6, b)).unwrap();
         assert!(stale(check(&db, "r", &f("k", 5, a))), "superseded holder");
         check(&db, "r", &f("k", 6, b)).unwrap();

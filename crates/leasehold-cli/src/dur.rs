@@ -1,0 +1,80 @@
+//! Durations on the command line: `500ms`, `30s`, `2m`, `1h`, combinations like `1m30s`,
+//! and a bare `0`.
+
+use std::time::Duration;
+
+/// Parses a duration; the error is one line for the user.
+pub fn parse(s: &str) -> Result<Duration, String> {
+    let bad = |why: &str| format!("{s:?} is not a duration ({why}; use e.g. 500ms, 30s, 2m, 1h)");
+    if s == "0" {
+        return Ok(Duration::ZERO);
+    }
+    if s.is_empty() {
+        return Err(bad("empty"));
+    }
+    let mut total = Duration::ZERO;
+    let mut rest = s;
+    while !rest.is_empty() {
+        let digits = rest.find(|c: char| !c.is_ascii_digit() && c != '.').unwrap_or(rest.len());
+        let (num, tail) = rest.split_at(digits);
+        if num.is_empty() {
+            return Err(bad("expected a number"));
+        }
+        let unit_len = tail.find(|c: char| c.is_ascii_digit() || c == '.').unwrap_or(tail.len());
+        let (unit, tail) = tail.split_at(unit_len);
+        let scale = match unit {
+            "ms" => 0.001,
+            "s" => 1.0,
+            "m" => 60.0,
+            "h" => 3600.0,
+            "" => return Err(bad("missing unit")),
+            _ => return Err(bad(&format!("unknown unit {unit:?}"))),
+        };
+        let n: f64 = num.parse().map_err(|_| bad("bad number"))?;
+        let secs = n * scale;
+        if !secs.is_finite() || secs > 1e10 {
+            return Err(bad("too long"));
+        }
+        total += Duration::from_secs_f64(secs);
+        rest = tail;
+    }
+    Ok(total)
+}
+
+/// Human form for tables: `850ms`, `12.3s`, `4m05s`, `2h10m`.
+pub fn human(d: Duration) -> String {
+    let ms = d.as_millis();
+    match ms {
+        0..1_000 => format!("{ms}ms"),
+        1_000..60_000 => format!("{:.1}s", d.as_secs_f64()),
+        60_000..3_600_000 => format!("{}m{:02}s", ms / 60_000, (ms / 1000) % 60),
+        _ => format!("{}h{:02}m", ms / 3_600_000, (ms / 60_000) % 60),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses() {
+        assert_eq!(parse("0"), Ok(Duration::ZERO));
+        assert_eq!(parse("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse("30s"), Ok(Duration::from_secs(30)));
+        assert_eq!(parse("2m"), Ok(Duration::from_secs(120)));
+        assert_eq!(parse("1h"), Ok(Duration::from_secs(3600)));
+        assert_eq!(parse("1m30s"), Ok(Duration::from_secs(90)));
+        assert_eq!(parse("1.5s"), Ok(Duration::from_millis(1500)));
+        for bad in ["", "5", "5x", "s", "ms", "-1s", "1..2s", "forever", "1e400s", "99999999999h"] {
+            assert!(parse(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn humans() {
+        assert_eq!(human(Duration::from_millis(850)), "850ms");
+        assert_eq!(human(Duration::from_millis(12_340)), "12.3s");
+        assert_eq!(human(Duration::from_secs(245)), "4m05s");
+        assert_eq!(human(Duration::from_secs(7800)), "2h10m");
+    }
+}
