@@ -11,6 +11,7 @@
 pub mod conformance;
 pub mod history;
 pub mod process;
+pub mod servers;
 
 /// A store under test plus whatever must live as long as it (a temp dir, a server).
 pub struct Fixture {
@@ -41,6 +42,17 @@ pub async fn file_fixture() -> Fixture {
         locker: leasehold::Locker::connect(&url).await.expect("open file store"),
         url,
         guard: Box::new(dir),
+    }
+}
+
+/// A fixture over a private `redis-server` started for this test.
+pub async fn redis_fixture() -> Fixture {
+    let server = servers::RedisServer::start();
+    let url = server.url();
+    Fixture {
+        locker: leasehold::Locker::connect(&url).await.expect("connect redis"),
+        url,
+        guard: Box::new(server),
     }
 }
 

@@ -6,6 +6,8 @@ use crate::{Error, Result, Store};
 
 #[cfg(feature = "file")]
 pub mod file;
+#[cfg(feature = "redis")]
+pub mod redis;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;
 
@@ -15,6 +17,8 @@ pub const SCHEMES: &[&str] = &[
     "sqlite://PATH",
     #[cfg(feature = "file")]
     "file://DIR",
+    #[cfg(feature = "redis")]
+    "redis://HOST:PORT",
 ];
 
 /// Every scheme leasehold knows, built in or not.
@@ -44,6 +48,8 @@ pub(crate) async fn open(url: &str) -> Result<Arc<dyn Store>> {
         "sqlite" => Ok(Arc::new(sqlite::SqliteStore::open(rest).await?)),
         #[cfg(feature = "file")]
         "file" => Ok(Arc::new(file::FileStore::open(rest)?)),
+        #[cfg(feature = "redis")]
+        "redis" | "rediss" => Ok(Arc::new(redis::RedisStore::connect(url).await?)),
         known if KNOWN.contains(&known) => Err(Error::invalid(format!(
             "the {known}:// store is not available in this build; available: {}",
             SCHEMES.join(", ")

@@ -1,0 +1,173 @@
+//! Private store servers for tests: started on free loopback ports in temp dirs, killed on
+//! drop, and only ever signalled by the test that started them. The machine's shared
+//! services are never touched.
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+
+/// A free TCP port on 127.0.0.1 (bound and released; the caller retries if it is taken).
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0").local_addr().unwrap().port()
+}
+
+fn need(bin: &str) -> String {
+    let found = std::env::var_os("PATH")
+        .into_iter()
+        .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
+        .map(|d| d.join(bin))
+        .find(|p| p.is_file());
+    match found {
+        Some(p) => p.to_string_lossy().into_owned(),
+        None => panic!("{bin} is not installed: run `bash scripts/test`, which installs it"),
+    }
+}
+
+/// A private `redis-server`, no persistence unless asked.
+pub struct RedisServer {
+    port: u16,
+    dir: tempfile::TempDir,
+    extra: Vec<String>,
+    child: Option<Child>,
+}
+
+impl RedisServer {
+    /// Starts one without persistence.
+    pub fn start() -> Self {
+        Self::start_with(&[])
+    }
+
+    /// Starts one with extra `redis-server` arguments (e.g. `["--appendonly", "yes"]`).
+    pub fn start_with(extra: &[&str]) -> Self {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let extra: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
+        let mut s = RedisServer { port: 0, dir, extra, child: None };
+        for _ in 0..10 {
+            s.port = free_port();
+            if s.spawn() {
+                return s;
+            }
+        }
+        panic!("could not start redis-server on a free port");
+    }
+
+    fn spawn(&mut self) -> bool {
+        let mut cmd = Command::new(need("redis-server"));
+        cmd.args([
+            "--port",
+            &self.port.to_string(),
+            "--bind",
+            "127.0.0.1",
+            "--protected-mode",
+            "no",
+        ])
+        .args(["--save", "", "--appendonly", "no", "--daemonize", "no"])
+        .arg("--dir")
+        .arg(self.dir.path())
+        .arg("--logfile")
+        .arg(self.dir.path().join("redis.log"))
+        .args(&self.extra)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+        let child = cmd.spawn().expect("spawn redis-server");
+        self.child = Some(child);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if let Some(c) = self.child.as_mut()
+                && let Ok(Some(_)) = c.try_wait()
+            {
+                self.child = None;
+                return false; // exited: port taken, most likely
+            }
+            if self.ping() {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        self.kill9();
+        false
+    }
+
+    fn ping(&self) -> bool {
+        let Ok(mut s) = TcpStream::connect(("127.0.0.1", self.port)) else { return false };
+        let _ = s.set_read_timeout(Some(Duration::from_millis(500)));
+        let mut buf = [0u8; 64];
+        s.write_all(b"PING\r\n").is_ok()
+            && s.read(&mut buf).map(|n| buf[..n].starts_with(b"+PONG")).unwrap_or(false)
+    }
+
+    /// Its port.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// `redis://127.0.0.1:PORT`.
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    fn pid(&self) -> Pid {
+        Pid::from_raw(self.child.as_ref().expect("server running").id() as i32)
+    }
+
+    /// `kill -9`: the process dies with whatever was not persisted.
+    pub fn kill9(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = kill(Pid::from_raw(c.id() as i32), Signal::SIGCONT);
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// Freezes it (SIGSTOP).
+    pub fn stop(&self) {
+        kill(self.pid(), Signal::SIGSTOP).expect("SIGSTOP");
+    }
+
+    /// Resumes it (SIGCONT).
+    pub fn cont(&self) {
+        kill(self.pid(), Signal::SIGCONT).expect("SIGCONT");
+    }
+
+    /// Kills it and starts it again on the same port and directory.
+    pub fn restart(&mut self) {
+        self.kill9();
+        assert!(self.spawn(), "redis-server did not come back on port {}", self.port);
+    }
+
+    /// Runs `redis-cli -p PORT ARGS…` and returns its stdout, trimmed.
+    pub fn cli(&self, args: &[&str]) -> String {
+        let out = Command::new(need("redis-cli"))
+            .args(["-h", "127.0.0.1", "-p", &self.port.to_string()])
+            .args(args)
+            .output()
+            .expect("run redis-cli");
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    }
+
+    /// Makes this server a replica of `primary` and waits until the link is up.
+    pub fn replicate(&self, primary: &RedisServer) {
+        self.cli(&["REPLICAOF", "127.0.0.1", &primary.port.to_string()]);
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !self.cli(&["INFO", "replication"]).contains("master_link_status:up") {
+            assert!(Instant::now() < deadline, "replica link never came up");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Promotes this replica (`REPLICAOF NO ONE`).
+    pub fn promote(&self) {
+        self.cli(&["REPLICAOF", "NO", "ONE"]);
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        self.kill9();
+    }
+}

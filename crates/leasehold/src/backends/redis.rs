@@ -1,0 +1,632 @@
+//! `redis://[user:pass@]host:port[/db][?prefix=P&wait_replicas=N&wait_timeout=DUR]`: leases
+//! on one Redis server (a multiplexed, auto-reconnecting connection).
+//!
+//! Key layout (prefix default `leasehold:`), inspectable with `redis-cli`:
+//! - `leasehold:{KEY}`: the lease, a string holding the owner token, with a PX expiry;
+//! - `leasehold:{KEY}:fence`: the fence counter, no expiry, bumped by `INCR` in the granting
+//!   script only; while a lease exists its value is the holder's fence;
+//! - channel `leasehold:{KEY}:released`: a release publishes here, waking waiters.
+//!
+//! Both keys share the `{KEY}` hash tag, so they live in one cluster slot.
+//!
+//! Grant, renew, release and batched renewal are Lua scripts (EVALSHA, reloaded on
+//! `NOSCRIPT`), each comparing the owner token atomically. Without persistence and
+//! synchronous replication, a restart or failover can admit a second holder and repeat
+//! fences; `wait_replicas=N` makes each grant wait for N replica acknowledgements (and fail
+//! closed without them), which narrows but does not close that window.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use futures_util::StreamExt;
+use redis::aio::{ConnectionManager, ConnectionManagerConfig, PubSubSink};
+use redis::{Script, Value};
+use tokio::sync::Notify;
+
+use crate::store::{AcquireRequest, Attempt, Grant, Holder, RenewItem, Watch};
+use crate::{Error, FenceRepeat, FenceToken, Guarantees, Key, LockKind, OwnerToken, Result, Store};
+
+const GRANT: &str = r"
+if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+  return {1, redis.call('INCR', KEYS[2])}
+end
+return {0, redis.call('PTTL', KEYS[1])}";
+
+/// Lease without a fence (Redlock instances): `{1}` or `{0, pttl}`.
+pub(crate) const GRANT_NO_FENCE: &str = r"
+if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+  return {1, 0}
+end
+return {0, redis.call('PTTL', KEYS[1])}";
+
+const RENEW_MANY: &str = r"
+local out = {}
+for i, k in ipairs(KEYS) do
+  if redis.call('GET', k) == ARGV[2 * i - 1] then
+    out[i] = redis.call('PEXPIRE', k, ARGV[2 * i])
+  else
+    out[i] = 0
+  end
+end
+return out";
+
+const RELEASE: &str = r"
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  redis.call('DEL', KEYS[1])
+  redis.call('PUBLISH', ARGV[2], '1')
+  return 1
+end
+return 0";
+
+/// Leases renewed per script call; the calls of one batch share one pipelined round trip.
+const RENEW_CHUNK: usize = 1000;
+
+pub(crate) fn redis_err(backend: &'static str, what: &str, e: redis::RedisError) -> Error {
+    let msg = format!("{what}: {e}");
+    if e.is_connection_refusal() {
+        Error::unavailable(msg, Some(e.into()))
+    } else if e.is_io_error() || e.is_timeout() || e.is_connection_dropped() {
+        // The request may have been applied; we cannot tell.
+        Error::UnknownOutcome(msg)
+    } else {
+        Error::backend(backend, msg, e)
+    }
+}
+
+/// Options read from the URL's query string (and removed before the driver sees it).
+#[derive(Debug, Clone)]
+pub(crate) struct Options {
+    pub prefix: String,
+    pub wait_replicas: Option<(u32, Duration)>,
+}
+
+pub(crate) fn parse_query(url: &str) -> Result<(String, Options)> {
+    let (base, query) = url.split_once('?').unwrap_or((url, ""));
+    let mut keep = Vec::new();
+    let mut opts = Options { prefix: "leasehold:".into(), wait_replicas: None };
+    let mut wait_n = None;
+    let mut wait_t = Duration::from_millis(100);
+    for pair in query.split('&').filter(|p| !p.is_empty()) {
+        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+        match k {
+            "prefix" => {
+                if v.contains(['{', '}']) {
+                    return Err(Error::invalid("redis prefix must not contain '{' or '}'"));
+                }
+                opts.prefix = v.to_owned();
+            }
+            "wait_replicas" => {
+                wait_n = Some(v.parse::<u32>().map_err(|_| {
+                    Error::invalid(format!("wait_replicas={v:?} is not a replica count"))
+                })?)
+            }
+            "wait_timeout" => {
+                let ms =
+                    v.strip_suffix("ms").and_then(|n| n.parse::<u64>().ok()).ok_or_else(|| {
+                        Error::invalid(format!("wait_timeout={v:?}: give milliseconds, e.g. 100ms"))
+                    })?;
+                wait_t = Duration::from_millis(ms);
+            }
+            _ => keep.push(pair),
+        }
+    }
+    opts.wait_replicas = wait_n.filter(|n| *n > 0).map(|n| (n, wait_t));
+    let base = if keep.is_empty() { base.to_owned() } else { format!("{base}?{}", keep.join("&")) };
+    Ok((base, opts))
+}
+
+/// Per-key names.
+#[derive(Debug, Clone)]
+pub(crate) struct Names {
+    prefix: String,
+}
+
+impl Names {
+    pub fn lease(&self, key: &Key) -> String {
+        format!("{}{{{}}}", self.prefix, key.as_str())
+    }
+    pub fn fence(&self, key: &Key) -> String {
+        format!("{}{{{}}}:fence", self.prefix, key.as_str())
+    }
+    pub fn channel(&self, key: &Key) -> String {
+        format!("{}{{{}}}:released", self.prefix, key.as_str())
+    }
+    fn key_of(&self, lease: &str) -> Option<Key> {
+        let inner = lease.strip_prefix(&self.prefix)?.strip_prefix('{')?.strip_suffix('}')?;
+        Key::new(inner).ok()
+    }
+}
+
+/// Release notifications: one pub/sub connection per server, shared by every waiter of the
+/// store. Waiters of one key in this process queue on one `Notify`, and a release wakes one
+/// of them, so a handoff costs one attempt, not one per waiter.
+#[derive(Debug)]
+pub(crate) struct Subscriber {
+    client: redis::Client,
+    sink: tokio::sync::Mutex<Option<PubSubSink>>,
+    channels: Channels,
+}
+
+/// Channel name → (waiters' notify, number of waiters).
+type Channels = Arc<Mutex<HashMap<String, (Arc<Notify>, usize)>>>;
+
+impl Subscriber {
+    fn new(client: redis::Client) -> Arc<Self> {
+        Arc::new(Subscriber {
+            client,
+            sink: tokio::sync::Mutex::new(None),
+            channels: Arc::default(),
+        })
+    }
+
+    fn channels(&self) -> std::sync::MutexGuard<'_, HashMap<String, (Arc<Notify>, usize)>> {
+        self.channels.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Connects if needed (resubscribing every channel in use) and returns the sink.
+    async fn sink<'a>(
+        &self,
+        guard: &'a mut tokio::sync::MutexGuard<'_, Option<PubSubSink>>,
+    ) -> Result<&'a mut PubSubSink> {
+        if guard.is_none() {
+            let ps = self
+                .client
+                .get_async_pubsub()
+                .await
+                .map_err(|e| redis_err("redis", "pub/sub connect", e))?;
+            let (mut sink, mut stream) = ps.split();
+            let names: Vec<String> = self.channels().keys().cloned().collect();
+            if !names.is_empty() {
+                sink.subscribe(&names).await.map_err(|e| redis_err("redis", "subscribe", e))?;
+            }
+            let channels = self.channels.clone();
+            tokio::spawn(async move {
+                while let Some(msg) = stream.next().await {
+                    let map = channels.lock().unwrap_or_else(|p| p.into_inner());
+                    if let Some((n, _)) = map.get(msg.get_channel_name()) {
+                        n.notify_one();
+                    }
+                }
+                // Connection gone: wake everyone (they may have missed a release).
+                for (n, _) in channels.lock().unwrap_or_else(|p| p.into_inner()).values() {
+                    n.notify_waiters();
+                    n.notify_one();
+                }
+            });
+            **guard = Some(sink);
+        }
+        Ok(guard.as_mut().expect("just set"))
+    }
+
+    /// Subscribes (confirmed by the server) before returning, so the caller's next attempt
+    /// cannot miss a release.
+    pub async fn watch(self: &Arc<Self>, channel: String) -> Result<SubWatch> {
+        let mut guard = self.sink.lock().await;
+        let (notify, fresh) = {
+            let mut map = self.channels();
+            let e = map.entry(channel.clone()).or_insert_with(|| (Arc::new(Notify::new()), 0));
+            e.1 += 1;
+            (e.0.clone(), e.1 == 1)
+        };
+        let had_conn = guard.is_some();
+        let r = async {
+            let sink = self.sink(&mut guard).await?;
+            if fresh && had_conn {
+                sink.subscribe(&channel).await.map_err(|e| redis_err("redis", "subscribe", e))?;
+            }
+            Ok::<_, Error>(())
+        }
+        .await;
+        if let Err(e) = r {
+            *guard = None;
+            drop(guard);
+            self.forget(&channel);
+            return Err(e);
+        }
+        Ok(SubWatch { notify, channel, sub: self.clone() })
+    }
+
+    fn forget(self: &Arc<Self>, channel: &str) {
+        let last = {
+            let mut map = self.channels();
+            match map.get_mut(channel) {
+                Some(e) if e.1 > 1 => {
+                    e.1 -= 1;
+                    false
+                }
+                Some(_) => {
+                    map.remove(channel);
+                    true
+                }
+                None => false,
+            }
+        };
+        if last && let Ok(rt) = tokio::runtime::Handle::try_current() {
+            let (me, channel) = (self.clone(), channel.to_owned());
+            rt.spawn(async move {
+                // Decided under the sink lock: a watcher that re-subscribed meanwhile wins.
+                let mut guard = me.sink.lock().await;
+                if me.channels().contains_key(&channel) {
+                    return;
+                }
+                if let Some(sink) = guard.as_mut()
+                    && sink.unsubscribe(&channel).await.is_err()
+                {
+                    *guard = None;
+                }
+            });
+        }
+    }
+}
+
+/// A subscription held by one waiter.
+pub(crate) struct SubWatch {
+    notify: Arc<Notify>,
+    channel: String,
+    sub: Arc<Subscriber>,
+}
+
+impl SubWatch {
+    pub async fn changed(&self, until: Instant) {
+        tokio::select! {
+            _ = self.notify.notified() => {}
+            _ = tokio::time::sleep_until(until.into()) => {}
+        }
+    }
+}
+
+impl Drop for SubWatch {
+    fn drop(&mut self) {
+        self.sub.forget(&self.channel);
+    }
+}
+
+#[async_trait]
+impl Watch for SubWatch {
+    async fn changed(&mut self, until: Instant) {
+        SubWatch::changed(self, until).await
+    }
+}
+
+/// One Redis server: connection, scripts, subscriber.
+#[derive(Debug, Clone)]
+pub(crate) struct Node {
+    pub conn: ConnectionManager,
+    pub sub: Arc<Subscriber>,
+    pub addr: String,
+    grant: Arc<Script>,
+    renew_many: Arc<Script>,
+    release: Arc<Script>,
+}
+
+impl Node {
+    pub async fn connect(url: &str, fenced: bool) -> Result<Node> {
+        let client = redis::Client::open(url)
+            .map_err(|e| Error::invalid(format!("bad redis URL {url:?}: {e}")))?;
+        let addr = client.get_connection_info().addr().to_string();
+        let cfg = ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(Duration::from_secs(2)))
+            .set_number_of_retries(2);
+        let conn = client.get_connection_manager_with_config(cfg).await.map_err(|e| {
+            Error::unavailable(format!("cannot connect to redis at {addr}: {e}"), Some(e.into()))
+        })?;
+        Ok(Node {
+            conn,
+            sub: Subscriber::new(client),
+            addr,
+            grant: Arc::new(Script::new(if fenced { GRANT } else { GRANT_NO_FENCE })),
+            renew_many: Arc::new(Script::new(RENEW_MANY)),
+            release: Arc::new(Script::new(RELEASE)),
+        })
+    }
+
+    /// `Ok(Ok(fence))` granted, `Ok(Err(pttl))` busy.
+    pub async fn grant(
+        &self,
+        names: &Names,
+        key: &Key,
+        owner: &OwnerToken,
+        ttl: Duration,
+    ) -> Result<std::result::Result<u64, Option<Duration>>> {
+        let mut c = self.conn.clone();
+        let (ok, n): (i64, i64) = self
+            .grant
+            .key(names.lease(key))
+            .key(names.fence(key))
+            .arg(owner.to_string())
+            .arg(ttl_ms(ttl))
+            .invoke_async(&mut c)
+            .await
+            .map_err(|e| redis_err("redis", &format!("acquire on {}", self.addr), e))?;
+        Ok(if ok == 1 {
+            Ok(n as u64)
+        } else {
+            Err((n >= 0).then(|| Duration::from_millis(n as u64)))
+        })
+    }
+
+    pub async fn renew_many(&self, names: &Names, items: &[RenewItem]) -> Result<Vec<bool>> {
+        let mut out = Vec::with_capacity(items.len());
+        let mut c = self.conn.clone();
+        if items.len() <= RENEW_CHUNK {
+            let mut inv = self.renew_many.prepare_invoke();
+            for it in items {
+                inv.key(names.lease(&it.key)).arg(it.owner.to_string()).arg(ttl_ms(it.ttl));
+            }
+            let r: Vec<i64> = inv
+                .invoke_async(&mut c)
+                .await
+                .map_err(|e| redis_err("redis", &format!("renew on {}", self.addr), e))?;
+            out.extend(r.into_iter().map(|v| v == 1));
+            return Ok(out);
+        }
+        // Many chunks: load once, then pipeline EVALSHA per chunk (one round trip).
+        for attempt in 0..2 {
+            let mut pipe = redis::pipe();
+            for chunk in items.chunks(RENEW_CHUNK) {
+                let cmd = pipe.cmd("EVALSHA").arg(self.renew_many.get_hash()).arg(chunk.len());
+                for it in chunk {
+                    cmd.arg(names.lease(&it.key));
+                }
+                for it in chunk {
+                    cmd.arg(it.owner.to_string()).arg(ttl_ms(it.ttl));
+                }
+            }
+            match pipe.query_async::<Vec<Vec<i64>>>(&mut c).await {
+                Ok(r) => {
+                    out.extend(r.into_iter().flatten().map(|v| v == 1));
+                    return Ok(out);
+                }
+                Err(e) if attempt == 0 && e.code() == Some("NOSCRIPT") => {
+                    self.renew_many
+                        .prepare_invoke()
+                        .load_async(&mut c)
+                        .await
+                        .map_err(|e| redis_err("redis", "script load", e))?;
+                }
+                Err(e) => return Err(redis_err("redis", &format!("renew on {}", self.addr), e)),
+            }
+        }
+        unreachable!("the loop returns")
+    }
+
+    pub async fn release(&self, names: &Names, key: &Key, owner: &OwnerToken) -> Result<bool> {
+        let mut c = self.conn.clone();
+        let n: i64 = self
+            .release
+            .key(names.lease(key))
+            .arg(owner.to_string())
+            .arg(names.channel(key))
+            .invoke_async(&mut c)
+            .await
+            .map_err(|e| redis_err("redis", &format!("release on {}", self.addr), e))?;
+        Ok(n == 1)
+    }
+
+    /// Blocks until `n` replicas acknowledged this connection's writes, or `t`.
+    async fn wait_replicas(&self, n: u32, t: Duration) -> Result<u32> {
+        let mut c = self.conn.clone();
+        redis::cmd("WAIT")
+            .arg(n)
+            .arg(t.as_millis() as u64)
+            .query_async(&mut c)
+            .await
+            .map_err(|e| redis_err("redis", "WAIT", e))
+    }
+
+    pub async fn holders(
+        &self,
+        names: &Names,
+        key: Option<&Key>,
+        fenced: bool,
+    ) -> Result<Vec<Holder>> {
+        let mut c = self.conn.clone();
+        let keys: Vec<String> = match key {
+            Some(k) => vec![names.lease(k)],
+            None => {
+                let pattern = format!("{}{{*}}", glob_escape(&names.prefix));
+                let mut found = Vec::new();
+                let mut cursor = 0u64;
+                loop {
+                    let (next, batch): (u64, Vec<String>) = redis::cmd("SCAN")
+                        .arg(cursor)
+                        .arg("MATCH")
+                        .arg(&pattern)
+                        .arg("COUNT")
+                        .arg(1000)
+                        .query_async(&mut c)
+                        .await
+                        .map_err(|e| redis_err("redis", "SCAN", e))?;
+                    found.extend(batch);
+                    if next == 0 {
+                        break;
+                    }
+                    cursor = next;
+                }
+                found.sort();
+                found.dedup();
+                found
+            }
+        };
+        let mut out = Vec::new();
+        for chunk in keys.chunks(500) {
+            let mut pipe = redis::pipe();
+            for lk in chunk {
+                pipe.get(lk).cmd("PTTL").arg(lk).get(format!("{lk}:fence"));
+            }
+            let vals: Vec<Value> =
+                pipe.query_async(&mut c).await.map_err(|e| redis_err("redis", "status", e))?;
+            for (lk, v) in chunk.iter().zip(vals.chunks(3)) {
+                let owner: Option<String> = redis::from_redis_value(v[0].clone()).ok().flatten();
+                let pttl: i64 = redis::from_redis_value(v[1].clone()).unwrap_or(-2);
+                let fence: u64 = redis::from_redis_value::<Option<u64>>(v[2].clone())
+                    .ok()
+                    .flatten()
+                    .unwrap_or(0);
+                let (Some(owner), Some(key)) = (owner, names.key_of(lk)) else { continue };
+                let Ok(owner) = owner.parse::<OwnerToken>() else { continue };
+                let left = (pttl >= 0).then(|| Duration::from_millis(pttl as u64));
+                out.push(Holder::new(
+                    key,
+                    owner,
+                    FenceToken::new(if fenced { fence } else { 0 }),
+                    left,
+                ));
+            }
+        }
+        Ok(out)
+    }
+}
+
+fn ttl_ms(ttl: Duration) -> u64 {
+    (ttl.as_millis() as u64).max(1)
+}
+
+fn glob_escape(s: &str) -> String {
+    let mut o = String::with_capacity(s.len());
+    for ch in s.chars() {
+        if matches!(ch, '*' | '?' | '[' | ']' | '\\') {
+            o.push('\\');
+        }
+        o.push(ch);
+    }
+    o
+}
+
+/// The single-server Redis lease store.
+#[derive(Debug, Clone)]
+pub struct RedisStore {
+    node: Node,
+    names: Names,
+    wait_replicas: Option<(u32, Duration)>,
+}
+
+impl RedisStore {
+    /// Connects to `url` (`redis://…` with optional `prefix`, `wait_replicas` and
+    /// `wait_timeout` query options). Fails with [`Error::Unavailable`] if the server does not
+    /// answer.
+    pub async fn connect(url: &str) -> Result<Self> {
+        let (base, opts) = parse_query(url)?;
+        let node = Node::connect(&base, true).await?;
+        Ok(RedisStore {
+            node,
+            names: Names { prefix: opts.prefix },
+            wait_replicas: opts.wait_replicas,
+        })
+    }
+
+    /// The key holding `key`'s lease, for operators and tests.
+    pub fn lease_key(&self, key: &Key) -> String {
+        self.names.lease(key)
+    }
+
+    /// The key holding `key`'s fence counter.
+    pub fn fence_key(&self, key: &Key) -> String {
+        self.names.fence(key)
+    }
+}
+
+#[async_trait]
+impl Store for RedisStore {
+    fn guarantees(&self) -> Guarantees {
+        Guarantees {
+            backend: "redis",
+            kind: LockKind::Lease,
+            exclusion: "linearizable while the one server lives (single-threaded script execution)",
+            store_failure: match self.wait_replicas {
+                None => {
+                    "a restart without persistence, or a failover to a replica that missed the \
+                     grant, can admit a second holder and repeat fences; owner-bound fence \
+                     tables reject the repeats"
+                }
+                Some(_) => {
+                    "each grant waits for wait_replicas acknowledgements (or fails closed): a \
+                     failover to an acknowledging replica keeps the grant; asynchronous \
+                     replication can still lose it, and then fences can repeat"
+                }
+            },
+            expiry: "the server's clock (SET PX, PEXPIRE)",
+            fence: "INCR of a per-key counter (no TTL) in the granting script",
+            fence_repeat: FenceRepeat::AfterStoreFailure,
+            waiting: "pub/sub message on release (one waiter woken per process), else the \
+                      holder's PTTL",
+        }
+    }
+
+    async fn try_acquire(&self, req: &AcquireRequest<'_>) -> Result<Attempt> {
+        let sent = Instant::now();
+        match self.node.grant(&self.names, req.key, req.owner, req.ttl).await? {
+            Ok(fence) => {
+                if let Some((n, t)) = self.wait_replicas {
+                    let acked = self.node.wait_replicas(n, t).await?;
+                    if acked < n {
+                        let _ = self.node.release(&self.names, req.key, req.owner).await;
+                        return Err(Error::unavailable(
+                            format!(
+                                "grant acknowledged by {acked} of the {n} replicas required within {t:?}; released it"
+                            ),
+                            None,
+                        ));
+                    }
+                }
+                Ok(Attempt::Granted(Grant::new(FenceToken::new(fence), sent)))
+            }
+            Err(pttl) => Ok(Attempt::Busy { holder_expires_in: pttl }),
+        }
+    }
+
+    async fn watch(&self, key: &Key) -> Result<Box<dyn Watch>> {
+        Ok(Box::new(self.node.sub.watch(self.names.channel(key)).await?))
+    }
+
+    async fn renew(&self, key: &Key, owner: &OwnerToken, ttl: Duration) -> Result<bool> {
+        let item = RenewItem { key: key.clone(), owner: *owner, ttl };
+        Ok(self.node.renew_many(&self.names, std::slice::from_ref(&item)).await?[0])
+    }
+
+    async fn renew_many(&self, items: &[RenewItem]) -> Result<Vec<bool>> {
+        self.node.renew_many(&self.names, items).await
+    }
+
+    async fn release(&self, key: &Key, owner: &OwnerToken) -> Result<bool> {
+        self.node.release(&self.names, key, owner).await
+    }
+
+    async fn holders(&self, key: Option<&Key>) -> Result<Vec<Holder>> {
+        self.node.holders(&self.names, key, true).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn query_options() {
+        let (b, o) = parse_query(
+            "redis://h:1/2?prefix=app:&wait_replicas=1&wait_timeout=50ms&protocol=resp3",
+        )
+        .unwrap();
+        assert_eq!(b, "redis://h:1/2?protocol=resp3");
+        assert_eq!(o.prefix, "app:");
+        assert_eq!(o.wait_replicas, Some((1, Duration::from_millis(50))));
+        assert!(parse_query("redis://h?wait_replicas=x").is_err());
+        assert!(parse_query("redis://h?prefix={x}").is_err());
+        let (b, o) = parse_query("redis://h").unwrap();
+        assert_eq!(
+            (b.as_str(), o.prefix.as_str(), o.wait_replicas),
+            ("redis://h", "leasehold:", None)
+        );
+    }
+
+    #[test]
+    fn names_share_a_hash_tag() {
+        let n = Names { prefix: "leasehold:".into() };
+        let k = Key::new("a}b{c").unwrap();
+        assert_eq!(n.lease(&k), "leasehold:{a}b{c}");
+        assert_eq!(n.fence(&k), "leasehold:{a}b{c}:fence");
+        assert_eq!(n.key_of(&n.lease(&k)), Some(k));
+    }
+}
