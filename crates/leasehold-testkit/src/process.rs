@@ -93,56 +93,107 @@ impl Drop for Proc {
     }
 }
 
-/// The protected resource of the stalled-holder scenario: one row in a SQLite table, with a
-/// leasehold fence table beside it.
+/// The protected resource of the stalled-holder scenario: one value, in a SQLite table
+/// (`sqlite:PATH`) or a Redis key (`redis://…`), with leasehold's fence table or fence hash
+/// beside it.
 pub mod resource {
     use super::*;
+    use leasehold::fence::redis::RedisFence;
 
-    /// The fence-table name of the row.
-    pub const NAME: &str = "data/row-1";
+    /// The resource's name in the fence table / hash.
+    pub const NAME: &str = "row-1";
+    const REDIS_KEY: &str = "{row-1}:value";
 
-    /// Opens (and sets up) the resource database.
-    pub fn open(path: &Path) -> Connection {
-        let db = Connection::open(path).expect("open resource db");
-        db.busy_timeout(Duration::from_secs(10)).unwrap();
-        leasehold::fence::sqlite::install(&db).expect("fence table");
-        db.execute_batch(
-            "CREATE TABLE IF NOT EXISTS data (id TEXT PRIMARY KEY, value TEXT NOT NULL)",
-        )
-        .unwrap();
-        db
+    /// An open resource.
+    pub enum Resource {
+        /// A SQLite database.
+        Sqlite(Connection),
+        /// A Redis server.
+        Redis(RedisFence, leasehold::fence::redis::redis::aio::ConnectionManager),
     }
 
-    /// Claims the row for `fencing` (before the first effect).
-    pub fn claim(db: &mut Connection, fencing: &Fencing) -> leasehold::Result<()> {
-        let tx = db.transaction_with_behavior(TransactionBehavior::Immediate).unwrap();
-        leasehold::fence::sqlite::claim(&tx, NAME, fencing)?;
-        tx.commit().unwrap();
-        Ok(())
-    }
-
-    /// Writes `value`; with `fencing`, only if its fence is still the installed one, checked in
-    /// the same transaction.
-    pub fn write(
-        db: &mut Connection,
-        fencing: Option<&Fencing>,
-        value: &str,
-    ) -> leasehold::Result<()> {
-        let tx = db.transaction_with_behavior(TransactionBehavior::Immediate).unwrap();
-        if let Some(f) = fencing {
-            leasehold::fence::sqlite::check(&tx, NAME, f)?;
-        }
-        tx.execute("INSERT OR REPLACE INTO data (id, value) VALUES ('row-1', ?1)", [value])
+    /// Opens `sqlite:PATH` or `redis://HOST:PORT`, setting up the fence table if needed.
+    pub async fn open(spec: &str) -> Resource {
+        if let Some(path) = spec.strip_prefix("sqlite:") {
+            let db = Connection::open(path).expect("open resource db");
+            db.busy_timeout(Duration::from_secs(10)).unwrap();
+            leasehold::fence::sqlite::install(&db).expect("fence table");
+            db.execute_batch(
+                "CREATE TABLE IF NOT EXISTS data (id TEXT PRIMARY KEY, value TEXT NOT NULL)",
+            )
             .unwrap();
-        tx.commit().unwrap();
-        Ok(())
+            Resource::Sqlite(db)
+        } else {
+            let client = leasehold::fence::redis::redis::Client::open(spec).expect("redis url");
+            let conn = client.get_connection_manager().await.expect("connect resource redis");
+            Resource::Redis(RedisFence::new(conn.clone()), conn)
+        }
     }
 
-    /// The row's current value.
-    pub fn read(db: &Connection) -> Option<String> {
-        db.query_row("SELECT value FROM data WHERE id = 'row-1'", [], |r| r.get(0))
-            .optional()
-            .unwrap()
+    impl Resource {
+        /// Claims the resource for `fencing` (before the first effect).
+        pub async fn claim(&mut self, fencing: &Fencing) -> leasehold::Result<()> {
+            match self {
+                Resource::Sqlite(db) => {
+                    let tx = db.transaction_with_behavior(TransactionBehavior::Immediate).unwrap();
+                    leasehold::fence::sqlite::claim(&tx, NAME, fencing)?;
+                    tx.commit().unwrap();
+                    Ok(())
+                }
+                Resource::Redis(f, _) => f.claim(NAME, fencing).await,
+            }
+        }
+
+        /// Writes `value`; with `fencing`, only if its fence is still the installed one,
+        /// checked atomically with the write.
+        pub async fn write(
+            &mut self,
+            fencing: Option<&Fencing>,
+            value: &str,
+        ) -> leasehold::Result<()> {
+            match (self, fencing) {
+                (Resource::Sqlite(db), fencing) => {
+                    let tx = db.transaction_with_behavior(TransactionBehavior::Immediate).unwrap();
+                    if let Some(f) = fencing {
+                        leasehold::fence::sqlite::check(&tx, NAME, f)?;
+                    }
+                    tx.execute(
+                        "INSERT OR REPLACE INTO data (id, value) VALUES ('row-1', ?1)",
+                        [value],
+                    )
+                    .unwrap();
+                    tx.commit().unwrap();
+                    Ok(())
+                }
+                (Resource::Redis(f, _), Some(fencing)) => {
+                    f.set(NAME, fencing, REDIS_KEY, value).await
+                }
+                (Resource::Redis(_, conn), None) => {
+                    let _: () = leasehold::fence::redis::redis::cmd("SET")
+                        .arg(REDIS_KEY)
+                        .arg(value)
+                        .query_async(conn)
+                        .await
+                        .expect("plain SET");
+                    Ok(())
+                }
+            }
+        }
+
+        /// The current value.
+        pub async fn read(&mut self) -> Option<String> {
+            match self {
+                Resource::Sqlite(db) => db
+                    .query_row("SELECT value FROM data WHERE id = 'row-1'", [], |r| r.get(0))
+                    .optional()
+                    .unwrap(),
+                Resource::Redis(_, conn) => leasehold::fence::redis::redis::cmd("GET")
+                    .arg(REDIS_KEY)
+                    .query_async(conn)
+                    .await
+                    .expect("GET"),
+            }
+        }
     }
 }
 
@@ -205,11 +256,10 @@ pub async fn stalled_holder(
     locker: &Locker,
     url: &str,
     worker: &Path,
+    resource_spec: &str,
     fenced: bool,
 ) -> StallReport {
-    let dir = tempfile::tempdir().unwrap();
-    let db_path = dir.path().join("resource.db");
-    let mut db = resource::open(&db_path);
+    let mut res = resource::open(resource_spec).await;
     let key = unique_key("stalled");
     let ttl = Duration::from_millis(1000);
     let mut holder = Proc::spawn(
@@ -223,7 +273,7 @@ pub async fn stalled_holder(
             "--ttl-ms",
             &ttl.as_millis().to_string(),
             "--resource",
-            db_path.to_str().unwrap(),
+            resource_spec,
             "--fenced",
             if fenced { "1" } else { "0" },
         ],
@@ -244,15 +294,15 @@ pub async fn stalled_holder(
     assert!(lease.fence().get() > holder_fence);
     let fencing = lease.fencing();
     if fenced {
-        resource::claim(&mut db, &fencing).expect("successor claims");
+        res.claim(&fencing).await.expect("successor claims");
     }
-    resource::write(&mut db, fenced.then_some(&fencing), "successor").expect("successor writes");
+    res.write(fenced.then_some(&fencing), "successor").await.expect("successor writes");
 
     holder.cont();
     holder.send("write").await;
     let said = holder.line().await;
     assert_eq!(holder.wait().await, 0, "holder worker failed");
-    let final_value = resource::read(&db);
+    let final_value = res.read().await;
     assert!(lease.release().await.unwrap());
     StallReport {
         stale_write_accepted: said == "accepted",
@@ -266,7 +316,7 @@ pub async fn stalled_holder(
 /// and its death hands the lock over promptly.
 pub async fn stalled_session_holder_keeps_lock(locker: &Locker, url: &str, worker: &Path) {
     let dir = tempfile::tempdir().unwrap();
-    let db_path = dir.path().join("resource.db");
+    let spec = format!("sqlite:{}", dir.path().join("resource.db").display());
     let key = unique_key("stalled-session");
     let mut holder = Proc::spawn(
         worker,
@@ -279,7 +329,7 @@ pub async fn stalled_session_holder_keeps_lock(locker: &Locker, url: &str, worke
             "--ttl-ms",
             "500",
             "--resource",
-            db_path.to_str().unwrap(),
+            &spec,
             "--fenced",
             "1",
         ],

@@ -66,6 +66,7 @@ impl RedisServer {
             "no",
         ])
         .args(["--save", "", "--appendonly", "no", "--daemonize", "no"])
+        .args(["--repl-diskless-sync-delay", "0"])
         .arg("--dir")
         .arg(self.dir.path())
         .arg("--logfile")
@@ -158,6 +159,12 @@ impl RedisServer {
             assert!(Instant::now() < deadline, "replica link never came up");
             std::thread::sleep(Duration::from_millis(20));
         }
+    }
+
+    /// Cuts this replica off its primary while keeping it a replica (it points at a free port
+    /// where nothing listens), as a partition between them would.
+    pub fn detach(&self) {
+        self.cli(&["REPLICAOF", "127.0.0.1", &free_port().to_string()]);
     }
 
     /// Promotes this replica (`REPLICAOF NO ONE`).

@@ -1,5 +1,164 @@
-//! The conformance suite and the process-level scenarios on a private Redis server.
+//! The conformance suite and the process-level scenarios on private Redis servers.
 
-use leasehold_testkit::{conformance_suite, redis_fixture};
+use std::path::Path;
+use std::time::Duration;
+
+use leasehold::fence::redis::RedisFence;
+use leasehold::{Error, Locker, Wait};
+use leasehold_testkit::servers::RedisServer;
+use leasehold_testkit::{conformance_suite, process, redis_fixture};
 
 conformance_suite!(redis_fixture());
+
+fn worker() -> &'static Path {
+    Path::new(env!("CARGO_BIN_EXE_lh-worker"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn multi_process_mutual_exclusion() {
+    let fx = redis_fixture().await;
+    process::multi_process_mutex(&fx.url, worker(), 4, 40).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stalled_holder_is_fenced_off() {
+    let fx = redis_fixture().await;
+    let resource = RedisServer::start();
+    let r = process::stalled_holder(&fx.locker, &fx.url, worker(), &resource.url(), true).await;
+    assert!(r.fences.1 > r.fences.0, "{r:?}");
+    assert!(!r.stale_write_accepted, "the resumed holder's stale write got through: {r:?}");
+    assert!(r.holder_said.starts_with("rejected: stale fence"), "{r:?}");
+    assert_eq!(r.final_value.as_deref(), Some("successor"), "{r:?}");
+}
+
+/// The control: without the fenced script the stale write lands.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stalled_holder_without_fencing_overwrites_successor() {
+    let fx = redis_fixture().await;
+    let resource = RedisServer::start();
+    let r = process::stalled_holder(&fx.locker, &fx.url, worker(), &resource.url(), false).await;
+    assert!(r.stale_write_accepted, "{r:?}");
+    assert_eq!(r.final_value.as_deref(), Some("holder-stale"), "{r:?}");
+}
+
+/// The keys as an operator sees them with redis-cli: owner token and PTTL on the lease key,
+/// the fence on its counter; a stale release leaves the successor's key in place.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn key_layout_is_inspectable() {
+    let server = RedisServer::start();
+    let l = Locker::connect(&format!("{}?prefix=app:", server.url())).await.unwrap();
+    let a = l.acquire("job", Duration::from_secs(30)).await.unwrap();
+    assert_eq!(server.cli(&["GET", "app:{job}"]), a.owner().to_string());
+    let pttl: u64 = server.cli(&["PTTL", "app:{job}"]).parse().unwrap();
+    assert!(pttl > 20_000 && pttl <= 30_000, "{pttl}");
+    assert_eq!(server.cli(&["GET", "app:{job}:fence"]), a.fence().to_string());
+    assert_eq!(server.cli(&["TTL", "app:{job}:fence"]), "-1", "the fence counter never expires");
+    let stale = a.owner();
+    assert!(a.release().await.unwrap());
+    let b = l.acquire("job", Duration::from_secs(30)).await.unwrap();
+    assert!(!l.release_by_owner("job", &stale).await.unwrap());
+    assert_eq!(server.cli(&["GET", "app:{job}"]), b.owner().to_string());
+    assert!(b.release().await.unwrap());
+}
+
+/// Fenced scripts: claims are owner- and key-bound, effects run only for the current claim,
+/// and fences compare as exact decimals (no float rounding above 2^53).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fenced_scripts() {
+    use leasehold::fence::Fencing;
+    use leasehold::{FenceToken, Key, OwnerToken};
+    let server = RedisServer::start();
+    let mut res = RedisFence::connect(&server.url()).await.unwrap();
+    let f =
+        |k: &str, t: u64, o: OwnerToken| Fencing::new(Key::new(k).unwrap(), FenceToken::new(t), o);
+    let (a, b) = (OwnerToken::generate().unwrap(), OwnerToken::generate().unwrap());
+    let stale = |r: leasehold::Result<()>| matches!(r, Err(Error::StaleFence { .. }));
+    let big = (1u64 << 53) + 1;
+    assert!(stale(res.set("r", &f("k", 5, a), "{r}:v", "x").await), "unclaimed");
+    res.claim("r", &f("k", big, a)).await.unwrap();
+    res.claim("r", &f("k", big, a)).await.unwrap();
+    assert!(stale(res.claim("r", &f("k", big, b)).await), "same token, other owner");
+    assert!(stale(res.claim("r", &f("k", big - 1, b)).await), "one less than 2^53+1");
+    assert!(stale(res.claim("r", &f("other", big + 1, b)).await), "another key's token");
+    assert!(stale(res.claim("r", &f("k", 0, b)).await), "no fence");
+    res.set("r", &f("k", big, a), "{r}:v", "from-a").await.unwrap();
+    assert_eq!(res.incr_by("r", &f("k", big, a), "{r}:n", 3).await.unwrap(), 3);
+    res.hset("r", &f("k", big, a), "{r}:h", "field", "1").await.unwrap();
+    res.claim("r", &f("k", big + 1, b)).await.unwrap();
+    let r = res.set("r", &f("k", big, a), "{r}:v", "stale").await;
+    match r {
+        Err(Error::StaleFence { installed, .. }) => {
+            assert!(installed.contains(&(big + 1).to_string()), "{installed}")
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(server.cli(&["GET", "{r}:v"]), "from-a");
+}
+
+/// Failover honesty (DESIGN §5): a replica that missed the grant is promoted; a second holder
+/// is admitted, and its fence repeats the first holder's. The owner-bound fenced resource
+/// still accepts effects from only one of them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failover_admits_a_second_holder_but_fencing_keeps_one_writer() {
+    let mut primary = RedisServer::start();
+    let replica = RedisServer::start();
+    replica.replicate(&primary);
+    let resource = RedisServer::start();
+    let mut res = RedisFence::connect(&resource.url()).await.unwrap();
+
+    let on_primary = Locker::connect(&primary.url()).await.unwrap();
+    // Earlier grants replicate, so the replica's fence counter is not empty.
+    let warm = on_primary.acquire("acct", Duration::from_secs(30)).await.unwrap();
+    assert!(warm.release().await.unwrap());
+    tokio::time::sleep(Duration::from_millis(300)).await;
+
+    // The replication link is down (a partition between primary and replica: here the
+    // replica points at an address where nothing listens), so the replica misses the next
+    // grant; then the primary dies and the replica is promoted.
+    replica.detach();
+    let first = on_primary.acquire("acct", Duration::from_secs(30)).await.unwrap();
+    res.claim("acct", &first.fencing()).await.unwrap();
+    res.set("acct", &first.fencing(), "{acct}:balance", "100").await.unwrap();
+    primary.kill9();
+    replica.promote();
+
+    let on_replica = Locker::connect(&replica.url()).await.unwrap();
+    let second = on_replica
+        .acquire("acct", Duration::from_secs(30))
+        .wait(Wait::For(Duration::from_secs(10)))
+        .await
+        .expect("the promoted replica never saw the first grant: a second holder is admitted");
+    assert!(!first.is_lost(), "the first holder has no way to know yet");
+    assert_eq!(second.fence(), first.fence(), "the unreplicated INCR is lost: the fence repeats");
+
+    // Two holders, one fence number: the resource accepts only the first.
+    let claim = res.claim("acct", &second.fencing()).await;
+    assert!(matches!(claim, Err(Error::StaleFence { .. })), "{claim:?}");
+    let write = res.set("acct", &second.fencing(), "{acct}:balance", "0").await;
+    assert!(matches!(write, Err(Error::StaleFence { .. })), "{write:?}");
+    res.set("acct", &first.fencing(), "{acct}:balance", "90").await.unwrap();
+    assert_eq!(resource.cli(&["GET", "{acct}:balance"]), "90");
+    drop(first.detach());
+    assert!(second.release().await.unwrap());
+}
+
+/// `wait_replicas`: with a live replica grants go through; with none, acquire fails closed
+/// and leaves nothing behind.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wait_replicas_fails_closed() {
+    let primary = RedisServer::start();
+    let l = Locker::connect(&format!("{}?wait_replicas=1&wait_timeout=100ms", primary.url()))
+        .await
+        .unwrap();
+    let r = l.acquire("k", Duration::from_secs(30)).await;
+    assert!(matches!(r, Err(Error::Unavailable { .. })), "{r:?}");
+    assert_eq!(
+        primary.cli(&["EXISTS", "leasehold:{k}"]),
+        "0",
+        "the unacknowledged grant was released"
+    );
+    let replica = RedisServer::start();
+    replica.replicate(&primary);
+    let lease = l.acquire("k", Duration::from_secs(30)).await.expect("acknowledged by the replica");
+    assert!(lease.release().await.unwrap());
+}

@@ -18,7 +18,9 @@ async fn multi_process_mutual_exclusion() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stalled_holder_is_fenced_off() {
     let fx = sqlite_fixture().await;
-    let r = process::stalled_holder(&fx.locker, &fx.url, worker(), true).await;
+    let dir = tempfile::tempdir().unwrap();
+    let res = format!("sqlite:{}", dir.path().join("resource.db").display());
+    let r = process::stalled_holder(&fx.locker, &fx.url, worker(), &res, true).await;
     assert!(r.fences.1 > r.fences.0, "{r:?}");
     assert!(!r.stale_write_accepted, "the resumed holder's stale write got through: {r:?}");
     assert!(r.holder_said.starts_with("rejected: stale fence"), "{r:?}");
@@ -30,7 +32,9 @@ async fn stalled_holder_is_fenced_off() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stalled_holder_without_fencing_overwrites_successor() {
     let fx = sqlite_fixture().await;
-    let r = process::stalled_holder(&fx.locker, &fx.url, worker(), false).await;
+    let dir = tempfile::tempdir().unwrap();
+    let res = format!("sqlite:{}", dir.path().join("resource.db").display());
+    let r = process::stalled_holder(&fx.locker, &fx.url, worker(), &res, false).await;
     assert!(r.stale_write_accepted, "{r:?}");
     assert_eq!(r.final_value.as_deref(), Some("holder-stale"), "{r:?}");
 }

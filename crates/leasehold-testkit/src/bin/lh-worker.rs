@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! lh-worker mutex --store URL --key K --iters N --history FILE --counter FILE
-//! lh-worker hold  --store URL --key K --ttl-ms N --resource DB --fenced 0|1
+//! lh-worker hold  --store URL --key K --ttl-ms N --resource sqlite:PATH|redis://… --fenced 0|1
 //! ```
 
 use std::collections::HashMap;
@@ -92,16 +92,16 @@ async fn hold(
 ) -> Res<()> {
     let lease = locker.acquire(key, Duration::from_millis(ttl_ms)).auto_renew(true).await?;
     let fencing = lease.fencing();
-    let mut db = resource::open(Path::new(resource_path));
+    let mut res = resource::open(resource_path).await;
     if fenced {
-        resource::claim(&mut db, &fencing)?;
+        res.claim(&fencing).await?;
     }
-    resource::write(&mut db, fenced.then_some(&fencing), "holder-first")?;
+    res.write(fenced.then_some(&fencing), "holder-first").await?;
     println!("ready {}", lease.fence());
     let mut stdin = tokio::io::BufReader::new(tokio::io::stdin()).lines();
     while let Some(line) = stdin.next_line().await? {
         if line == "write" {
-            match resource::write(&mut db, fenced.then_some(&fencing), "holder-stale") {
+            match res.write(fenced.then_some(&fencing), "holder-stale").await {
                 Ok(()) => println!("accepted"),
                 Err(e) => println!("rejected: {e}"),
             }

@@ -15,6 +15,8 @@ use std::fmt;
 
 use crate::{Error, FenceToken, Key, OwnerToken, Result};
 
+#[cfg(feature = "redis")]
+pub mod redis;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;
 
@@ -80,6 +82,20 @@ pub(crate) struct Installed {
     pub key: String,
     pub token: u64,
     pub owner: String,
+}
+
+/// Fence 0 means "this store issued no fence" (see [`crate::FenceRepeat::NoFence`]): such a
+/// grant cannot claim a fenced resource.
+#[cfg_attr(not(any(feature = "sqlite", feature = "redis")), allow(dead_code))]
+pub(crate) fn require_token(resource: &str, fencing: &Fencing) -> Result<()> {
+    if fencing.token.get() == 0 {
+        return Err(Error::StaleFence {
+            resource: resource.to_owned(),
+            presented: 0,
+            installed: "this grant carries no fence (its store issues none)".into(),
+        });
+    }
+    Ok(())
 }
 
 pub(crate) fn stale(resource: &str, presented: &Fencing, installed: Option<Installed>) -> Error {

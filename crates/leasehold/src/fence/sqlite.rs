@@ -62,6 +62,7 @@ fn token(f: &Fencing) -> i64 {
 /// or equal with the same owner, and the resource is unclaimed or guarded by the same key.
 /// Otherwise [`crate::Error::StaleFence`]. Call inside the caller's transaction.
 pub fn claim(conn: &Connection, resource: &str, fencing: &Fencing) -> Result<()> {
+    super::require_token(resource, fencing)?;
     let n = conn
         .execute(
             "INSERT INTO leasehold_fence (resource, lock_key, fence, owner) VALUES (?1, ?2, ?3, ?4)
@@ -113,6 +114,7 @@ mod tests {
         assert!(stale(claim(&db, "r", &f("k", 5, b))), "same token, other owner");
         assert!(stale(claim(&db, "r", &f("k", 4, b))), "older token");
         assert!(stale(claim(&db, "r", &f("other", 9, b))), "token of another key");
+        assert!(stale(claim(&db, "r", &f("k", 0, b))), "a grant without fence");
         claim(&db, "r", &f("k", 6, b)).unwrap();
         assert!(stale(check(&db, "r", &f("k", 5, a))), "superseded holder");
         check(&db, "r", &f("k", 6, b)).unwrap();
