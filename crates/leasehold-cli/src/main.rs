@@ -358,7 +358,8 @@ async fn status(store: StoreOpt, json: bool, key: Option<String>) -> Result<Exit
     println!("{:<w$}  {:<32}  {:>8}  TIME LEFT", "KEY", "OWNER", "FENCE");
     for h in holders {
         let left = h.expires_in.map_or_else(|| "session".to_string(), dur::human);
-        println!("{:<w$}  {}  {:>8}  {left}", h.key.as_str(), h.owner, h.fence.get());
+        let fence = h.fence.map_or_else(|| "-".to_string(), |f| f.to_string());
+        println!("{:<w$}  {}  {fence:>8}  {left}", h.key.as_str(), h.owner);
     }
     Ok(Exit::ok(0))
 }

@@ -56,6 +56,38 @@ pub async fn redis_fixture() -> Fixture {
     }
 }
 
+/// A fence source for tests: an in-process counter, so strictly increasing only within one
+/// process. Real deployments use a shared, durable source.
+#[derive(Debug, Default)]
+pub struct LocalFenceSource(std::sync::atomic::AtomicU64);
+
+#[async_trait::async_trait]
+impl leasehold::backends::redlock::FenceSource for LocalFenceSource {
+    async fn next(&self, _key: &leasehold::Key) -> leasehold::Result<leasehold::FenceToken> {
+        Ok(leasehold::FenceToken::new(self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1))
+    }
+}
+
+/// `redlock://` URL over these servers.
+pub fn redlock_url(servers: &[servers::RedisServer]) -> String {
+    let hosts: Vec<String> = servers.iter().map(|s| format!("127.0.0.1:{}", s.port())).collect();
+    format!("redlock://{}", hosts.join(","))
+}
+
+/// A fixture over `n` private Redis servers combined by Redlock, with a [`LocalFenceSource`]
+/// when `fenced`.
+pub async fn redlock_fixture(n: usize, fenced: bool) -> Fixture {
+    let servers: Vec<servers::RedisServer> =
+        (0..n).map(|_| servers::RedisServer::start()).collect();
+    let url = redlock_url(&servers);
+    let mut store =
+        leasehold::backends::redlock::RedlockStore::connect(&url).await.expect("connect redlock");
+    if fenced {
+        store = store.with_fence_source(std::sync::Arc::new(LocalFenceSource::default()));
+    }
+    Fixture { locker: leasehold::Locker::new(store), url, guard: Box::new(servers) }
+}
+
 /// Generates one `#[tokio::test]` per conformance scenario, each on a fresh fixture made by
 /// `$fixture` (an expression evaluating to a future of [`Fixture`]).
 #[macro_export]

@@ -86,8 +86,9 @@ pub struct Holder {
     pub key: Key,
     /// Who holds it.
     pub owner: OwnerToken,
-    /// The fence of the current grant.
-    pub fence: FenceToken,
+    /// The fence of the current grant; `None` when the store does not know it (Redlock with
+    /// an external fence source).
+    pub fence: Option<FenceToken>,
     /// Time left by the store's clock; `None` for session locks.
     #[serde(serialize_with = "ser_ms")]
     pub expires_in: Option<Duration>,
@@ -98,7 +99,7 @@ impl Holder {
     pub fn new(
         key: Key,
         owner: OwnerToken,
-        fence: FenceToken,
+        fence: Option<FenceToken>,
         expires_in: Option<Duration>,
     ) -> Self {
         Holder { key, owner, fence, expires_in }

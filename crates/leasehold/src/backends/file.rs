@@ -333,7 +333,7 @@ impl Store for FileStore {
                 if let Some((fence, Some((owner, k)))) = parse(&text)
                     && let Ok(k) = Key::new(k)
                 {
-                    out.push(Holder::new(k, owner, FenceToken::new(fence), None));
+                    out.push(Holder::new(k, owner, Some(FenceToken::new(fence)), None));
                 }
             }
             out.sort_by(|a, b| a.key.cmp(&b.key));

@@ -8,6 +8,8 @@ use crate::{Error, Result, Store};
 pub mod file;
 #[cfg(feature = "redis")]
 pub mod redis;
+#[cfg(feature = "redis")]
+pub mod redlock;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;
 
@@ -19,6 +21,8 @@ pub const SCHEMES: &[&str] = &[
     "file://DIR",
     #[cfg(feature = "redis")]
     "redis://HOST:PORT",
+    #[cfg(feature = "redis")]
+    "redlock://H1:P1,H2:P2,H3:P3",
 ];
 
 /// Every scheme leasehold knows, built in or not.
@@ -50,6 +54,8 @@ pub(crate) async fn open(url: &str) -> Result<Arc<dyn Store>> {
         "file" => Ok(Arc::new(file::FileStore::open(rest)?)),
         #[cfg(feature = "redis")]
         "redis" | "rediss" => Ok(Arc::new(redis::RedisStore::connect(url).await?)),
+        #[cfg(feature = "redis")]
+        "redlock" => Ok(Arc::new(redlock::RedlockStore::connect(url).await?)),
         known if KNOWN.contains(&known) => Err(Error::invalid(format!(
             "the {known}:// store is not available in this build; available: {}",
             SCHEMES.join(", ")

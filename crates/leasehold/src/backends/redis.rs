@@ -124,6 +124,9 @@ pub(crate) struct Names {
 }
 
 impl Names {
+    pub fn new(prefix: String) -> Self {
+        Names { prefix }
+    }
     pub fn lease(&self, key: &Key) -> String {
         format!("{}{{{}}}", self.prefix, key.as_str())
     }
@@ -471,7 +474,7 @@ impl Node {
                 out.push(Holder::new(
                     key,
                     owner,
-                    FenceToken::new(if fenced { fence } else { 0 }),
+                    Some(FenceToken::new(if fenced { fence } else { 0 })),
                     left,
                 ));
             }

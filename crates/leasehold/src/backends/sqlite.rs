@@ -371,7 +371,12 @@ impl Store for SqliteStore {
         let (rows, now) = rows;
         rows.into_iter()
             .map(|(k, o, f, exp)| {
-                Ok(Holder::new(Key::new(k)?, parse_owner(&o)?, fence(f), Some(remaining(exp, now))))
+                Ok(Holder::new(
+                    Key::new(k)?,
+                    parse_owner(&o)?,
+                    Some(fence(f)),
+                    Some(remaining(exp, now)),
+                ))
             })
             .collect()
     }

@@ -1,0 +1,317 @@
+//! `redlock://host1:port,host2:port,host3:port[,…][?prefix=P&drift=F]`: the Redlock
+//! algorithm over N independent Redis instances.
+//!
+//! A grant needs a majority (N/2+1) of instances to accept `SET NX PX` within the TTL; its
+//! validity is `ttl − elapsed − (drift·ttl + 2 ms)`. A failed quorum is released on every
+//! instance (owner-checked). Exclusion holds only **assuming bounded clock drift and process
+//! pauses**; an instance that restarts without fsync'd persistence can re-grant a key
+//! a majority still believes held.
+//!
+//! Redlock issues no fence of its own: grants carry fence 0, which fenced resources refuse,
+//! unless a [`FenceSource`] is attached; validity is re-checked after the fence arrives.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+
+use super::redis::{Names, Node, SubWatch, parse_query};
+use crate::store::{AcquireRequest, Attempt, Grant, Holder, RenewItem, Watch};
+use crate::{Error, FenceRepeat, FenceToken, Guarantees, Key, LockKind, OwnerToken, Result, Store};
+
+/// Issues fences for a store that has none (Redlock). Must be strictly increasing per key
+/// across all clients, e.g. a database sequence or an etcd revision.
+#[async_trait]
+pub trait FenceSource: Send + Sync + std::fmt::Debug + 'static {
+    /// The next fence for `key`.
+    async fn next(&self, key: &Key) -> Result<FenceToken>;
+}
+
+/// One instance slot: connected, or to be (re)connected on use.
+#[derive(Debug)]
+struct Slot {
+    url: String,
+    node: tokio::sync::Mutex<Option<Node>>,
+}
+
+impl Slot {
+    async fn node(&self) -> Result<Node> {
+        let mut g = self.node.lock().await;
+        if let Some(n) = g.as_ref() {
+            return Ok(n.clone());
+        }
+        let n = Node::connect(&self.url, false).await?;
+        *g = Some(n.clone());
+        Ok(n)
+    }
+}
+
+/// The Redlock store.
+#[derive(Debug, Clone)]
+pub struct RedlockStore {
+    slots: Arc<Vec<Slot>>,
+    names: Names,
+    drift: f64,
+    fences: Option<Arc<dyn FenceSource>>,
+}
+
+impl RedlockStore {
+    /// Connects to every instance listed; at least a majority must answer.
+    pub async fn connect(url: &str) -> Result<Self> {
+        let (base, opts) = parse_query(url)?;
+        let hosts = base.strip_prefix("redlock://").unwrap_or(&base);
+        let mut drift = 0.01;
+        if let Some((_, q)) = url.split_once('?') {
+            for pair in q.split('&') {
+                if let Some(v) = pair.strip_prefix("drift=") {
+                    drift =
+                        v.parse::<f64>().ok().filter(|d| (0.0..0.5).contains(d)).ok_or_else(
+                            || Error::invalid(format!("drift={v:?} is not in [0, 0.5)")),
+                        )?;
+                }
+            }
+        }
+        let hosts = hosts.split('?').next().unwrap_or("");
+        let urls: Vec<String> = hosts
+            .split(',')
+            .filter(|h| !h.is_empty())
+            .map(|h| format!("redis://{}", h.trim_end_matches('/')))
+            .collect();
+        if urls.len() < 3 {
+            return Err(Error::invalid(format!(
+                "redlock needs at least 3 instances, got {} in {url:?}",
+                urls.len()
+            )));
+        }
+        let slots: Vec<Slot> =
+            urls.into_iter().map(|url| Slot { url, node: tokio::sync::Mutex::new(None) }).collect();
+        let store = RedlockStore {
+            slots: Arc::new(slots),
+            names: Names::new(opts.prefix),
+            drift,
+            fences: None,
+        };
+        let up = futures_util::future::join_all(store.slots.iter().map(|s| s.node()))
+            .await
+            .into_iter()
+            .filter(Result::is_ok)
+            .count();
+        if up < store.quorum() {
+            return Err(Error::unavailable(
+                format!("only {up} of {} redlock instances answered", store.slots.len()),
+                None,
+            ));
+        }
+        Ok(store)
+    }
+
+    /// Attaches a fence source: grants then carry its fences.
+    pub fn with_fence_source(mut self, source: Arc<dyn FenceSource>) -> Self {
+        self.fences = Some(source);
+        self
+    }
+
+    fn quorum(&self) -> usize {
+        self.slots.len() / 2 + 1
+    }
+
+    /// Time one instance may take: a tenth of the TTL, between 5 ms and 1 s.
+    fn per_node(ttl: Duration) -> Duration {
+        (ttl / 10).clamp(Duration::from_millis(5), Duration::from_secs(1))
+    }
+
+    fn drift_of(&self, ttl: Duration) -> Duration {
+        ttl.mul_f64(self.drift) + Duration::from_millis(2)
+    }
+
+    /// Runs `op` on every instance in parallel, each bounded by `limit`.
+    async fn on_all<T, F, Fut>(&self, limit: Duration, op: F) -> Vec<Result<T>>
+    where
+        F: Fn(Node) -> Fut,
+        Fut: std::future::Future<Output = Result<T>>,
+    {
+        let op = &op;
+        futures_util::future::join_all(self.slots.iter().map(|s| async move {
+            let node = s.node().await?;
+            tokio::time::timeout(limit, op(node))
+                .await
+                .unwrap_or_else(|_| Err(Error::UnknownOutcome(format!("{} did not answer", s.url))))
+        }))
+        .await
+    }
+
+    async fn release_all(&self, key: &Key, owner: &OwnerToken) -> usize {
+        let names = &self.names;
+        self.on_all(Duration::from_secs(1), |n| async move { n.release(names, key, owner).await })
+            .await
+            .into_iter()
+            .filter(|r| matches!(r, Ok(true)))
+            .count()
+    }
+}
+
+struct MultiWatch(Vec<SubWatch>);
+
+#[async_trait]
+impl Watch for MultiWatch {
+    async fn changed(&mut self, until: Instant) {
+        let waits = self.0.iter().map(|w| Box::pin(w.changed(until)));
+        futures_util::future::select_all(waits).await;
+        // Random jitter so clients that split a vote do not retry in lockstep.
+        let mut b = [0u8; 1];
+        if getrandom::fill(&mut b).is_ok() {
+            let jitter = Duration::from_micros(u64::from(b[0]) * 12); // 0–3 ms
+            tokio::time::sleep_until((Instant::now() + jitter).min(until).into()).await;
+        }
+    }
+}
+
+#[async_trait]
+impl Store for RedlockStore {
+    fn guarantees(&self) -> Guarantees {
+        Guarantees {
+            backend: "redlock",
+            kind: LockKind::Lease,
+            exclusion: "a majority of independent instances, assuming bounded clock drift and \
+                        process pauses",
+            store_failure: "survives the loss of a minority; an instance that restarts without \
+                            fsync'd persistence can re-grant a key and break exclusion",
+            expiry: "each instance's TTL, minus the client's elapsed time and drift",
+            fence: if self.fences.is_some() {
+                "the attached fence source, validity re-checked after it answers"
+            } else {
+                "none (fence 0, refused by fenced resources); attach a FenceSource"
+            },
+            fence_repeat: if self.fences.is_some() {
+                FenceRepeat::AfterStoreFailure
+            } else {
+                FenceRepeat::NoFence
+            },
+            waiting: "pub/sub on every instance, plus random jitter, else the holders' PTTL",
+        }
+    }
+
+    async fn try_acquire(&self, req: &AcquireRequest<'_>) -> Result<Attempt> {
+        let sent = Instant::now();
+        let names = &self.names;
+        let answers = self
+            .on_all(Self::per_node(req.ttl), |n| async move {
+                n.grant(names, req.key, req.owner, req.ttl).await
+            })
+            .await;
+        let granted = answers.iter().filter(|a| matches!(a, Ok(Ok(_)))).count();
+        let mut busy_pttls: Vec<Duration> =
+            answers.iter().filter_map(|a| if let Ok(Err(p)) = a { *p } else { None }).collect();
+        let failed = answers.iter().filter(|a| a.is_err()).count();
+        let drift = self.drift_of(req.ttl);
+        let valid = |now: Instant| {
+            req.ttl.saturating_sub(now - sent).saturating_sub(drift) > Duration::ZERO
+        };
+        if granted >= self.quorum() && valid(Instant::now()) {
+            let fence = match &self.fences {
+                None => FenceToken::new(0),
+                Some(src) => match src.next(req.key).await {
+                    Ok(f) if valid(Instant::now()) => f,
+                    outcome => {
+                        self.release_all(req.key, req.owner).await;
+                        return Err(outcome.err().unwrap_or_else(|| {
+                            Error::unavailable(
+                                "the fence arrived after the grant's validity ended; released",
+                                None,
+                            )
+                        }));
+                    }
+                },
+            };
+            return Ok(Attempt::Granted(Grant::new(fence, sent)));
+        }
+        self.release_all(req.key, req.owner).await;
+        if failed > self.slots.len() - self.quorum() {
+            return Err(Error::unavailable(
+                format!(
+                    "only {} of {} redlock instances answered",
+                    self.slots.len() - failed,
+                    self.slots.len()
+                ),
+                None,
+            ));
+        }
+        // The key frees on a majority when the quorum-th shortest remaining TTL runs out.
+        busy_pttls.sort();
+        Ok(Attempt::Busy {
+            holder_expires_in: busy_pttls.get(self.quorum().saturating_sub(granted + 1)).copied(),
+        })
+    }
+
+    async fn watch(&self, key: &Key) -> Result<Box<dyn Watch>> {
+        let mut subs = Vec::new();
+        for s in self.slots.iter() {
+            if let Ok(n) = s.node().await
+                && let Ok(w) = n.sub.watch(self.names.channel(key)).await
+            {
+                subs.push(w);
+            }
+        }
+        if subs.len() < self.quorum() {
+            return Err(Error::unavailable("could not subscribe on a majority of instances", None));
+        }
+        Ok(Box::new(MultiWatch(subs)))
+    }
+
+    async fn renew(&self, key: &Key, owner: &OwnerToken, ttl: Duration) -> Result<bool> {
+        let item = RenewItem { key: key.clone(), owner: *owner, ttl };
+        Ok(self.renew_many(std::slice::from_ref(&item)).await?[0])
+    }
+
+    async fn renew_many(&self, items: &[RenewItem]) -> Result<Vec<bool>> {
+        let sent = Instant::now();
+        let ttl = items.iter().map(|i| i.ttl).min().unwrap_or_default();
+        let names = &self.names;
+        let answers = self
+            .on_all(Self::per_node(ttl), |n| async move { n.renew_many(names, items).await })
+            .await;
+        let ok_nodes: Vec<&Vec<bool>> = answers.iter().filter_map(|a| a.as_ref().ok()).collect();
+        if ok_nodes.len() < self.quorum() {
+            return Err(Error::unavailable(
+                "fewer than a majority of instances answered the renewal",
+                None,
+            ));
+        }
+        let in_time =
+            ttl.saturating_sub(sent.elapsed()).saturating_sub(self.drift_of(ttl)) > Duration::ZERO;
+        Ok((0..items.len())
+            .map(|i| {
+                in_time
+                    && ok_nodes.iter().filter(|v| v.get(i) == Some(&true)).count() >= self.quorum()
+            })
+            .collect())
+    }
+
+    async fn release(&self, key: &Key, owner: &OwnerToken) -> Result<bool> {
+        Ok(self.release_all(key, owner).await >= self.quorum())
+    }
+
+    async fn holders(&self, key: Option<&Key>) -> Result<Vec<Holder>> {
+        let names = &self.names;
+        let answers = self
+            .on_all(Duration::from_secs(2), |n| async move { n.holders(names, key, false).await })
+            .await;
+        let mut votes: std::collections::HashMap<(Key, OwnerToken), Vec<Option<Duration>>> =
+            Default::default();
+        for h in answers.into_iter().flatten().flatten() {
+            votes.entry((h.key.clone(), h.owner)).or_default().push(h.expires_in);
+        }
+        let mut out: Vec<Holder> = votes
+            .into_iter()
+            .filter(|(_, v)| v.len() >= self.quorum())
+            .map(|((k, o), mut left)| {
+                left.sort();
+                // The instances never see an external source's fences.
+                let fence = self.fences.is_none().then_some(FenceToken::new(0));
+                Holder::new(k, o, fence, left.first().copied().flatten())
+            })
+            .collect();
+        out.sort_by(|a, b| a.key.cmp(&b.key));
+        Ok(out)
+    }
+}
