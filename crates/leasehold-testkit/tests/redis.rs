@@ -162,3 +162,26 @@ async fn wait_replicas_fails_closed() {
     let lease = l.acquire("k", Duration::from_secs(30)).await.expect("acknowledged by the replica");
     assert!(lease.release().await.unwrap());
 }
+
+/// DESIGN §3: an acquire whose answer does not come back is reported as unknown, and the
+/// owner-conditional cleanup removes the grant once the server answers again, long before
+/// its TTL: no orphan blocks others.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unknown_acquire_is_cleaned_up() {
+    let server = RedisServer::start();
+    let l =
+        Locker::connect(&server.url()).await.unwrap().with_op_timeout(Duration::from_millis(300));
+    server.stop();
+    let r = l.acquire("job", Duration::from_secs(120)).await;
+    assert!(matches!(r, Err(Error::UnknownOutcome(_))), "{r:?}");
+    server.cont();
+    // The frozen server still executes the queued grant when it resumes; the cleanup then
+    // deletes it (owner-checked).
+    let other = Locker::connect(&server.url()).await.unwrap();
+    let lease = other
+        .acquire("job", Duration::from_secs(30))
+        .wait(Wait::For(Duration::from_secs(20)))
+        .await
+        .expect("the orphan was cleaned up well before its 120 s TTL");
+    assert!(lease.release().await.unwrap());
+}

@@ -315,14 +315,26 @@ impl Node {
         let conn = client.get_connection_manager_with_config(cfg).await.map_err(|e| {
             Error::unavailable(format!("cannot connect to redis at {addr}: {e}"), Some(e.into()))
         })?;
-        Ok(Node {
+        let node = Node {
             conn,
             sub: Subscriber::new(client),
             addr,
             grant: Arc::new(Script::new(if fenced { GRANT } else { GRANT_NO_FENCE })),
             renew_many: Arc::new(Script::new(RENEW_MANY)),
             release: Arc::new(Script::new(RELEASE)),
-        })
+        };
+        // Load the scripts now: otherwise the first EVALSHA of each costs a NOSCRIPT round
+        // trip. (After a server restart redis-rs reloads them on NOSCRIPT.)
+        let mut c = node.conn.clone();
+        for s in [&node.grant, &node.renew_many, &node.release] {
+            s.prepare_invoke().load_async(&mut c).await.map_err(|e| {
+                Error::unavailable(
+                    format!("cannot load scripts on redis at {}: {e}", node.addr),
+                    Some(e.into()),
+                )
+            })?;
+        }
+        Ok(node)
     }
 
     /// `Ok(Ok(fence))` granted, `Ok(Err(pttl))` busy.
