@@ -91,6 +91,30 @@ pub async fn busy_when_held(l: &Locker) {
     assert!(b.release().await.unwrap());
 }
 
+/// A waiter that gives up must leave nothing behind that could block the next acquirer,
+/// even for a moment (an abandoned blocking wait that grabs the lock on release would).
+pub async fn abandoned_wait_does_not_block_others(l: &Locker) {
+    let key = unique_key("abandoned-wait");
+    for round in 0..10 {
+        let a = l.acquire(&key, LONG).await.unwrap();
+        let r = l.acquire(&key, LONG).wait(Wait::For(Duration::from_millis(20))).await;
+        assert!(matches!(r, Err(Error::Busy { .. })), "{r:?}");
+        // And one cancelled mid-wait.
+        let waiter = {
+            let (l, key) = (l.clone(), key.clone());
+            tokio::spawn(async move { l.acquire(&key, LONG).wait(Wait::For(LONG)).await })
+        };
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        waiter.abort();
+        let _ = waiter.await;
+        assert!(a.release().await.unwrap());
+        // Right after the release, one attempt must get the key.
+        let c = l.acquire(&key, LONG).await;
+        let c = c.unwrap_or_else(|e| panic!("round {round}: a free key answered {e}"));
+        assert!(c.release().await.unwrap());
+    }
+}
+
 /// 8 tasks × 25 iterations on one key: never two inside, fences increase in entry order.
 pub async fn mutual_exclusion_tasks(l: &Locker) {
     let key = Arc::new(unique_key("mutex"));

@@ -94,7 +94,7 @@ pub async fn redlock_fixture(n: usize, fenced: bool) -> Fixture {
 macro_rules! conformance_suite {
     ($fixture:expr) => {
         $crate::conformance_suite!(@tests $fixture;
-            rejects_bad_input, busy_when_held, mutual_exclusion_tasks, fences_increase,
+            rejects_bad_input, busy_when_held, abandoned_wait_does_not_block_others, mutual_exclusion_tasks, fences_increase,
             owner_checked_renew_and_release, renew_answered_not_owner_marks_lost, renew_extends,
             auto_renew_keeps_lease, many_leases_auto_renew, lost_fires_by_local_deadline,
             guard_cancels_on_loss, waiter_gets_lease_after_release,

@@ -109,8 +109,13 @@ async fn failover_admits_a_second_holder_but_fencing_keeps_one_writer() {
     let on_primary = Locker::connect(&primary.url()).await.unwrap();
     // Earlier grants replicate, so the replica's fence counter is not empty.
     let warm = on_primary.acquire("acct", Duration::from_secs(30)).await.unwrap();
+    let warm_fence = warm.fence().to_string();
     assert!(warm.release().await.unwrap());
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    let start = std::time::Instant::now();
+    while replica.cli(&["GET", "leasehold:{acct}:fence"]) != warm_fence {
+        assert!(start.elapsed() < Duration::from_secs(20), "replication never caught up");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
 
     // The replication link is down (a partition between primary and replica: here the
     // replica points at an address where nothing listens), so the replica misses the next

@@ -6,20 +6,30 @@
 //! hold `fence\nowner\nkey`; the fence is read, incremented, written and fsynced while the
 //! lock is held, so it increases across grants, releases and crashes of the holder.
 //!
-//! Local file systems only (flock over NFS is emulated or absent). Waiting is a blocking
-//! `flock` in a thread: the kernel wakes the waiter on release, no polling.
+//! Local file systems only (flock over NFS is emulated or absent).
+//!
+//! Waiting uses inotify, one instance per store: attempts open the lock file read-only (no
+//! event), a holder also keeps a read-write descriptor that it closes right after unlocking,
+//! and that `IN_CLOSE_WRITE` wakes the waiters. A dying holder's descriptors are closed by the
+//! kernel in no set order (and the close event precedes the lock's removal), so a waiter
+//! whose attempt after an event fails retries after 2 ms, backing off to 1 s. A waiter that
+//! gives up holds nothing, so it can never make a free key look busy.
 
 use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
 use std::io::Read;
+use std::os::fd::{AsFd, AsRawFd, RawFd};
 use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use nix::errno::Errno;
 use nix::fcntl::{Flock, FlockArg};
+use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify, WatchDescriptor};
+use tokio::io::unix::AsyncFd;
+use tokio::sync::watch;
 
 use crate::store::{AcquireRequest, Attempt, Grant, Holder, Watch};
 use crate::{Error, FenceRepeat, FenceToken, Guarantees, Key, LockKind, OwnerToken, Result, Store};
@@ -32,12 +42,16 @@ const MAX_STEM: usize = 200;
 pub struct FileStore {
     dir: PathBuf,
     held: Arc<Mutex<HashMap<Key, Held>>>,
+    hub: Arc<Mutex<Option<Arc<Hub>>>>,
 }
 
+/// A held lock. Field order matters: dropping unlocks first, then closes the writer, whose
+/// `IN_CLOSE_WRITE` tells waiters the key is free.
 #[derive(Debug)]
 struct Held {
     owner: OwnerToken,
     _lock: Flock<File>,
+    _writer: File,
 }
 
 fn io_err(what: String) -> impl FnOnce(std::io::Error) -> Error {
@@ -73,19 +87,31 @@ fn file_name(key: &Key) -> String {
     s
 }
 
-/// Locks `path` exclusively; `None` if busy (non-blocking mode). Retries if the file at the
-/// path was replaced between open and lock.
-fn lock_file(path: &Path, blocking: bool) -> Result<Option<Flock<File>>> {
-    let arg = if blocking { FlockArg::LockExclusive } else { FlockArg::LockExclusiveNonblock };
-    loop {
-        let f = OpenOptions::new()
-            .read(true)
+/// Creates the lock file if it is missing (the only time anyone but a holder writes it).
+fn ensure_file(path: &Path) -> Result<()> {
+    if !path.exists() {
+        OpenOptions::new()
             .write(true)
             .create(true)
             .truncate(false)
             .open(path)
+            .map_err(io_err(format!("cannot create lock file {}", path.display())))?;
+    }
+    Ok(())
+}
+
+fn same_file(a: &std::fs::Metadata, b: &std::fs::Metadata) -> bool {
+    a.ino() == b.ino() && a.dev() == b.dev()
+}
+
+/// Tries to lock `path` exclusively through a read-only descriptor (closing it makes no
+/// `IN_CLOSE_WRITE`); `None` if busy. Retries if the file was replaced meanwhile.
+fn lock_file(path: &Path) -> Result<Option<Flock<File>>> {
+    loop {
+        ensure_file(path)?;
+        let f = File::open(path)
             .map_err(io_err(format!("cannot open lock file {}", path.display())))?;
-        let lock = match Flock::lock(f, arg) {
+        let lock = match Flock::lock(f, FlockArg::LockExclusiveNonblock) {
             Ok(l) => l,
             Err((_, Errno::EWOULDBLOCK)) => return Ok(None),
             Err((_, Errno::EINTR)) => continue,
@@ -95,7 +121,7 @@ fn lock_file(path: &Path, blocking: bool) -> Result<Option<Flock<File>>> {
         };
         let held = lock.metadata().map_err(io_err(format!("stat {}", path.display())))?;
         match std::fs::metadata(path) {
-            Ok(now) if now.ino() == held.ino() && now.dev() == held.dev() => return Ok(Some(lock)),
+            Ok(now) if same_file(&now, &held) => return Ok(Some(lock)),
             _ => continue,
         }
     }
@@ -116,14 +142,10 @@ fn parse(content: &str) -> Option<(u64, Option<(OwnerToken, String)>)> {
 }
 
 /// Bumps the fence stored in a locked file and records the new owner.
-fn bump_fence(
-    lock: &mut Flock<File>,
-    path: &Path,
-    key: &Key,
-    owner: &OwnerToken,
-) -> Result<FenceToken> {
+fn bump_fence(writer: &File, path: &Path, key: &Key, owner: &OwnerToken) -> Result<FenceToken> {
     let mut content = String::new();
-    (&**lock)
+    let mut reader = writer;
+    reader
         .read_to_string(&mut content)
         .map_err(io_err(format!("cannot read lock file {}", path.display())))?;
     let Some((last, _)) = parse(&content) else {
@@ -140,9 +162,9 @@ fn bump_fence(
     let next = last + 1;
     let body = format!("{next}\n{owner}\n{}", key.as_str());
     let w = || -> std::io::Result<()> {
-        lock.write_all_at(body.as_bytes(), 0)?;
-        lock.set_len(body.len() as u64)?;
-        lock.sync_data()
+        writer.write_all_at(body.as_bytes(), 0)?;
+        writer.set_len(body.len() as u64)?;
+        writer.sync_data()
     };
     w().map_err(io_err(format!("cannot write lock file {}", path.display())))?;
     Ok(FenceToken::new(next))
@@ -191,7 +213,7 @@ impl FileStore {
         if !meta.is_dir() {
             return Err(Error::unavailable(format!("{} is not a directory", dir.display()), None));
         }
-        Ok(FileStore { dir, held: Arc::default() })
+        Ok(FileStore { dir, held: Arc::default(), hub: Arc::default() })
     }
 
     fn path(&self, key: &Key) -> PathBuf {
@@ -202,30 +224,185 @@ impl FileStore {
         self.held.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Turns a locked file into a grant: bump the fence, remember the lock.
+    /// Turns a locked file into a grant: bump the fence through a writer, remember both.
     async fn grant(
         &self,
         req: &AcquireRequest<'_>,
-        mut lock: Flock<File>,
+        lock: Flock<File>,
         sent: Instant,
     ) -> Result<Attempt> {
         let (path, key, owner) = (self.path(req.key), req.key.clone(), *req.owner);
-        let (fence, lock) = tokio::task::spawn_blocking(move || {
-            bump_fence(&mut lock, &path, &key, &owner).map(|f| (f, lock))
+        let (fence, lock, writer) = tokio::task::spawn_blocking(move || {
+            let writer = OpenOptions::new()
+                .read(true)
+                .write(true)
+                .open(&path)
+                .map_err(io_err(format!("cannot open lock file {}", path.display())))?;
+            let (w, l) = (writer.metadata(), lock.metadata());
+            if !matches!((&w, &l), (Ok(w), Ok(l)) if same_file(w, l)) {
+                return Err(Error::unavailable(
+                    format!("lock file {} was replaced", path.display()),
+                    None,
+                ));
+            }
+            bump_fence(&writer, &path, &key, &owner).map(|f| (f, lock, writer))
         })
         .await
         .map_err(|e| Error::backend("file", "worker thread failed", e))??;
-        self.held().insert(req.key.clone(), Held { owner: *req.owner, _lock: lock });
+        self.held()
+            .insert(req.key.clone(), Held { owner: *req.owner, _lock: lock, _writer: writer });
         Ok(Attempt::Granted(Grant::new(fence, sent)))
+    }
+
+    fn hub(&self) -> Result<Arc<Hub>> {
+        let mut g = self.hub.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(h) = g.as_ref() {
+            return Ok(h.clone());
+        }
+        let h = Hub::start()?;
+        *g = Some(h.clone());
+        Ok(h)
     }
 }
 
-struct NoWatch;
+/// One inotify instance per store, shared by its waiters.
+#[derive(Debug)]
+struct Hub {
+    ino: AsyncFd<InotifyFd>,
+    paths: Mutex<Watched>,
+}
+
+/// Watched lock file → (inotify watch, generation counter, number of waiters).
+type Watched = HashMap<PathBuf, (WatchDescriptor, watch::Sender<u64>, usize)>;
+
+#[derive(Debug)]
+struct InotifyFd(Inotify);
+
+impl AsRawFd for InotifyFd {
+    fn as_raw_fd(&self) -> RawFd {
+        self.0.as_fd().as_raw_fd()
+    }
+}
+
+impl Hub {
+    fn start() -> Result<Arc<Hub>> {
+        let ino = Inotify::init(InitFlags::IN_NONBLOCK | InitFlags::IN_CLOEXEC)
+            .map_err(|e| Error::backend("file", "inotify_init", e))?;
+        // SAFETY: `InotifyFd` owns the inotify descriptor for its whole life and always
+        // returns that same fd.
+        let ino = unsafe { AsyncFd::register(InotifyFd(ino)) }
+            .map_err(|e| Error::backend("file", "inotify fd", e.into_parts().1))?;
+        let hub = Arc::new(Hub { ino, paths: Mutex::default() });
+        tokio::spawn(dispatch(Arc::downgrade(&hub)));
+        Ok(hub)
+    }
+
+    fn paths(&self) -> std::sync::MutexGuard<'_, Watched> {
+        self.paths.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn subscribe(self: &Arc<Self>, path: &Path) -> Result<FileWatch> {
+        ensure_file(path)?;
+        let mut p = self.paths();
+        let rx = match p.get_mut(path) {
+            Some(e) => {
+                e.2 += 1;
+                e.1.subscribe()
+            }
+            None => {
+                let wd = self
+                    .ino
+                    .get_ref()
+                    .0
+                    .add_watch(path, AddWatchFlags::IN_CLOSE_WRITE)
+                    .map_err(|e| {
+                        Error::backend("file", format!("inotify watch on {}", path.display()), e)
+                    })?;
+                let tx = watch::Sender::new(0);
+                let rx = tx.subscribe();
+                p.insert(path.to_owned(), (wd, tx, 1));
+                rx
+            }
+        };
+        Ok(FileWatch { rx, hub: self.clone(), path: path.to_owned(), backoff: BACKOFF_MAX })
+    }
+
+    fn unsubscribe(&self, path: &Path) {
+        let mut p = self.paths();
+        if let Some(e) = p.get_mut(path) {
+            e.2 -= 1;
+            if e.2 == 0 {
+                let _ = self.ino.get_ref().0.rm_watch(e.0);
+                p.remove(path);
+            }
+        }
+    }
+}
+
+/// Reads inotify events and bumps the counters of the files they name. Ends within a second
+/// of the store being dropped.
+async fn dispatch(hub: Weak<Hub>) {
+    loop {
+        let Some(h) = hub.upgrade() else { return };
+        let Ok(Ok(mut guard)) =
+            tokio::time::timeout(Duration::from_secs(1), h.ino.readable()).await
+        else {
+            continue;
+        };
+        match guard.try_io(|fd| fd.get_ref().0.read_events().map_err(std::io::Error::from)) {
+            Ok(Ok(events)) => {
+                let p = h.paths();
+                for ev in events {
+                    let overflow = ev.mask.contains(AddWatchFlags::IN_Q_OVERFLOW);
+                    for (wd, tx, _) in p.values() {
+                        if overflow || *wd == ev.wd {
+                            tx.send_modify(|n| *n += 1);
+                        }
+                    }
+                }
+            }
+            Ok(Err(e)) => {
+                tracing::warn!(error = %e, "reading inotify events failed");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            Err(_would_block) => {}
+        }
+    }
+}
+
+const BACKOFF_MIN: Duration = Duration::from_millis(2);
+const BACKOFF_MAX: Duration = Duration::from_secs(1);
+
+struct FileWatch {
+    rx: watch::Receiver<u64>,
+    hub: Arc<Hub>,
+    path: PathBuf,
+    backoff: Duration,
+}
+
+impl Drop for FileWatch {
+    fn drop(&mut self) {
+        self.hub.unsubscribe(&self.path);
+    }
+}
 
 #[async_trait]
-impl Watch for NoWatch {
+impl Watch for FileWatch {
     async fn changed(&mut self, until: Instant) {
-        tokio::time::sleep_until(until.into()).await;
+        let wake = until.min(Instant::now() + self.backoff);
+        tokio::select! {
+            r = self.rx.changed() => {
+                // After an event, retry soon if the attempt still fails (the kernel sends the
+                // close event before it removes a dying holder's lock).
+                self.backoff = BACKOFF_MIN;
+                if r.is_err() {
+                    tokio::time::sleep_until(wake.into()).await;
+                }
+            }
+            _ = tokio::time::sleep_until(wake.into()) => {
+                self.backoff = (self.backoff * 2).min(BACKOFF_MAX);
+            }
+        }
     }
 }
 
@@ -240,14 +417,14 @@ impl Store for FileStore {
             expiry: "session: the holding process's open file, no TTL",
             fence: "counter in the lock file, written and fsynced under the lock",
             fence_repeat: FenceRepeat::Never,
-            waiting: "blocking flock(2) in a thread, woken by the kernel",
+            waiting: "inotify close-write event on release; 2 ms-1 s backoff after a holder's death",
         }
     }
 
     async fn try_acquire(&self, req: &AcquireRequest<'_>) -> Result<Attempt> {
         let sent = Instant::now();
         let path = self.path(req.key);
-        let lock = tokio::task::spawn_blocking(move || lock_file(&path, false))
+        let lock = tokio::task::spawn_blocking(move || lock_file(&path))
             .await
             .map_err(|e| Error::backend("file", "worker thread failed", e))??;
         match lock {
@@ -256,39 +433,13 @@ impl Store for FileStore {
         }
     }
 
-    async fn acquire(&self, req: &AcquireRequest<'_>, until: Option<Instant>) -> Result<Attempt> {
-        let first = self.try_acquire(req).await?;
-        let (Attempt::Busy { .. }, Some(until)) = (&first, until) else {
-            return Ok(first);
-        };
-        let sent = Instant::now();
-        let path = self.path(req.key);
-        let (tx, rx) = tokio::sync::oneshot::channel();
-        // The thread blocks in flock until the holder lets go. If we stop waiting first, the
-        // thread's send fails when it finally gets the lock, and dropping it unlocks at once.
-        std::thread::Builder::new()
-            .name("leasehold-flock".into())
-            .spawn(move || {
-                let _ = tx.send(lock_file(&path, true));
-            })
-            .map_err(|e| Error::backend("file", "cannot start a waiting thread", e))?;
-        let wait = until.saturating_duration_since(Instant::now());
-        match tokio::time::timeout(wait, rx).await {
-            Err(_) => Ok(Attempt::Busy { holder_expires_in: None }),
-            Ok(Err(_)) => Err(Error::Backend {
-                backend: "file",
-                message: "waiting thread ended without an answer".into(),
-                source: None,
-            }),
-            Ok(Ok(Err(e))) => Err(e),
-            Ok(Ok(Ok(Some(lock)))) => self.grant(req, lock, sent).await,
-            Ok(Ok(Ok(None))) => Ok(Attempt::Busy { holder_expires_in: None }),
-        }
-    }
-
-    async fn watch(&self, _key: &Key) -> Result<Box<dyn Watch>> {
-        // Waiting is done by `acquire` with a blocking flock; this is never needed.
-        Ok(Box::new(NoWatch))
+    async fn watch(&self, key: &Key) -> Result<Box<dyn Watch>> {
+        let hub = self.hub()?;
+        let path = self.path(key);
+        let w = tokio::task::spawn_blocking(move || hub.subscribe(&path))
+            .await
+            .map_err(|e| Error::backend("file", "worker thread failed", e))??;
+        Ok(Box::new(w))
     }
 
     async fn renew(&self, key: &Key, owner: &OwnerToken, _ttl: Duration) -> Result<bool> {
