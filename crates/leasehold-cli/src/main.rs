@@ -1,5 +1,6 @@
 //! `leasehold`: run a command under a fenced lease, and inspect or manage leases by hand.
 
+mod bench;
 mod dur;
 
 use std::ffi::OsString;
@@ -118,6 +119,37 @@ enum Cmd {
         owner: String,
         /// The key.
         key: String,
+    },
+    /// Measure the store against a baseline in the same run (raw client, peer crate).
+    ///
+    /// Scenarios: uncontended (one task, acquire + release), handoff (--tasks contenders on
+    /// one key), many-keys (64 tasks, own keys, one connection), hold-many (--leases leases
+    /// with auto-renew). On redis:// the baselines are the raw redis-rs client doing the same
+    /// round trips, redis-benchmark, and (built with --features peers) the rslock crate.
+    Bench {
+        #[command(flatten)]
+        store: StoreOpt,
+        /// Which scenario.
+        #[arg(long, value_enum, default_value = "all")]
+        scenario: bench::Scenario,
+        /// Contending tasks in the handoff scenario.
+        #[arg(long, default_value_t = 8)]
+        tasks: usize,
+        /// Length of each measurement.
+        #[arg(long, default_value = "3s", value_parser = dur::parse, value_name = "DUR")]
+        duration: Duration,
+        /// Repetitions; figures are medians over runs.
+        #[arg(long, default_value_t = 3)]
+        runs: usize,
+        /// Leases held in the hold-many scenario.
+        #[arg(long, default_value_t = 100_000)]
+        leases: usize,
+        /// Directory for bench.json.
+        #[arg(long, value_name = "DIR")]
+        out: Option<std::path::PathBuf>,
+        /// Print JSON instead of the table.
+        #[arg(long)]
+        json: bool,
     },
     /// List holders: key, owner, fence, time left.
     Status {
@@ -273,6 +305,9 @@ async fn dispatch(cmd: Cmd) -> Exit {
         Cmd::Renew { store, ttl, owner, key } => renew(store, ttl, owner, key).await,
         Cmd::Release { store, owner, key } => release(store, owner, key).await,
         Cmd::Status { store, json, key } => status(store, json, key).await,
+        Cmd::Bench { store, scenario, tasks, duration, runs, leases, out, json } => {
+            bench_cmd(store, scenario, tasks, duration, runs, leases, out, json).await
+        }
     };
     r.unwrap_or_else(|e| e)
 }
@@ -360,6 +395,43 @@ async fn status(store: StoreOpt, json: bool, key: Option<String>) -> Result<Exit
         let left = h.expires_in.map_or_else(|| "session".to_string(), dur::human);
         let fence = h.fence.map_or_else(|| "-".to_string(), |f| f.to_string());
         println!("{:<w$}  {}  {fence:>8}  {left}", h.key.as_str(), h.owner);
+    }
+    Ok(Exit::ok(0))
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn bench_cmd(
+    store: StoreOpt,
+    scenario: bench::Scenario,
+    tasks: usize,
+    duration: Duration,
+    runs: usize,
+    leases: usize,
+    out: Option<std::path::PathBuf>,
+    json: bool,
+) -> Result<Exit, Exit> {
+    if tasks == 0 || runs == 0 || leases == 0 || duration.is_zero() {
+        return Err(Exit::fail(
+            code::USAGE,
+            "--tasks, --runs, --leases and --duration must be positive",
+        ));
+    }
+    let url = store_url(store)?;
+    let settings = bench::Settings { url, scenario, tasks, duration, runs, leases };
+    let report = bench::run(settings)
+        .await
+        .map_err(|e| Exit::fail(code::UNAVAILABLE, format!("bench: {e}")))?;
+    if let Some(dir) = out {
+        std::fs::create_dir_all(&dir)
+            .and_then(|_| std::fs::write(dir.join("bench.json"), format!("{report:#}\n")))
+            .map_err(|e| {
+                Exit::fail(code::UNAVAILABLE, format!("cannot write {}: {e}", dir.display()))
+            })?;
+    }
+    if json {
+        println!("{report:#}");
+    } else {
+        print!("{}", bench::table(&report));
     }
     Ok(Exit::ok(0))
 }

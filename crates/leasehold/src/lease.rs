@@ -171,12 +171,20 @@ impl Shared {
 pub struct Lease {
     shared: Arc<Shared>,
     watchdog: Option<(Arc<Watchdog>, u64)>,
+    local: Option<(Arc<crate::local::Local>, Arc<crate::local::LocalKey>)>,
     done: bool,
 }
 
 impl Lease {
-    pub(crate) fn new(shared: Arc<Shared>, watchdog: Option<(Arc<Watchdog>, u64)>) -> Self {
-        Lease { shared, watchdog, done: false }
+    pub(crate) fn new(
+        shared: Arc<Shared>,
+        watchdog: Option<(Arc<Watchdog>, u64)>,
+        local: Option<(Arc<crate::local::Local>, Arc<crate::local::LocalKey>)>,
+    ) -> Self {
+        if let Some((_, lk)) = &local {
+            lk.set_holder(&shared);
+        }
+        Lease { shared, watchdog, local, done: false }
     }
 
     /// The key held.
@@ -296,6 +304,7 @@ impl Lease {
         let known_lost = s.lost_now().is_some();
         let res = tokio::time::timeout(s.op_timeout, s.store.release(s.id.key(), &owner)).await;
         s.mark_lost(LostReason::Released);
+        self.leave_local();
         match res {
             Err(_) => Err(Error::UnknownOutcome(format!(
                 "release of {:?} got no answer within {:?}; the store's expiry or session end \
@@ -320,6 +329,7 @@ impl Lease {
     /// TTL (or session) ends. Used by the CLI's `acquire`, which outlives the process.
     pub fn detach(mut self) -> Fencing {
         self.finish();
+        self.leave_local();
         self.fencing()
     }
 
@@ -327,6 +337,14 @@ impl Lease {
         self.done = true;
         if let Some((wd, id)) = self.watchdog.take() {
             wd.unregister(id);
+        }
+    }
+
+    /// Lets the next local waiter of this key go to the store.
+    fn leave_local(&mut self) {
+        if let Some((local, lk)) = self.local.take() {
+            lk.clear_holder(&self.shared);
+            local.tidy(&lk);
         }
     }
 }
@@ -340,6 +358,7 @@ impl Drop for Lease {
         let s = self.shared.clone();
         let was_lost = s.lost_now();
         s.mark_lost(LostReason::Released);
+        let local = self.local.take();
         match tokio::runtime::Handle::try_current() {
             Ok(rt) => {
                 if was_lost.is_none() {
@@ -354,13 +373,23 @@ impl Drop for Lease {
                     if let Ok(Err(e)) = r.await {
                         tracing::warn!(key = s.id.key().as_str(), error = %e, "background release failed");
                     }
+                    if let Some((local, lk)) = local {
+                        lk.clear_holder(&s);
+                        local.tidy(&lk);
+                    }
                 });
             }
-            Err(_) => tracing::warn!(
-                key = s.id.key().as_str(),
-                "lease dropped without release() and outside a tokio runtime: it stays held \
-                 until the store's expiry or session end"
-            ),
+            Err(_) => {
+                tracing::warn!(
+                    key = s.id.key().as_str(),
+                    "lease dropped without release() and outside a tokio runtime: it stays held \
+                     until the store's expiry or session end"
+                );
+                if let Some((local, lk)) = local {
+                    lk.clear_holder(&s);
+                    local.tidy(&lk);
+                }
+            }
         }
     }
 }

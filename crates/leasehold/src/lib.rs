@@ -37,6 +37,7 @@ mod error;
 mod guarantees;
 mod key;
 mod lease;
+mod local;
 mod locker;
 mod store;
 mod token;

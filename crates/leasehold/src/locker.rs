@@ -33,6 +33,7 @@ pub enum Wait {
 pub struct Locker {
     store: Arc<dyn Store>,
     watchdog: Arc<Watchdog>,
+    local: Arc<crate::local::Local>,
     op_timeout: Duration,
 }
 
@@ -44,7 +45,12 @@ impl Locker {
 
     /// Wraps a shared store.
     pub fn from_arc(store: Arc<dyn Store>) -> Self {
-        Locker { watchdog: Watchdog::new(store.clone()), store, op_timeout: DEFAULT_OP_TIMEOUT }
+        Locker {
+            watchdog: Watchdog::new(store.clone()),
+            store,
+            local: Arc::default(),
+            op_timeout: DEFAULT_OP_TIMEOUT,
+        }
     }
 
     /// Opens the store named by `url`: `sqlite://PATH` or `file://DIR` (with their cargo
@@ -202,6 +208,25 @@ impl<'a> Acquire<'a> {
             op_timeout: locker.op_timeout,
         };
 
+        // Waiters of this locker queue per key; only the head asks the store, and not while
+        // another lease of this locker holds the key.
+        let lk = locker.local.get(&key);
+        let turn = match until {
+            None => None,
+            Some(until) => {
+                let Ok(turn) = tokio::time::timeout_at(until.into(), lk.queue.lock()).await else {
+                    locker.local.tidy(&lk);
+                    return Err(Error::Busy { key: key.to_string() });
+                };
+                if !lk.wait_not_held(until).await {
+                    drop(turn);
+                    locker.local.tidy(&lk);
+                    return Err(Error::Busy { key: key.to_string() });
+                }
+                Some(turn)
+            }
+        };
+
         // From here until an answer is in hand, the store may have granted without us knowing:
         // a drop (cancellation) or an error leaves the guard armed and it cleans up.
         let mut cleanup = Cleanup { store: Some(store.clone()), key: key.clone(), owner };
@@ -210,12 +235,14 @@ impl<'a> Acquire<'a> {
             Ok(Attempt::Granted(g)) => g,
             Ok(Attempt::Busy { .. }) => {
                 cleanup.disarm();
+                locker.local.tidy(&lk);
                 return Err(Error::Busy { key: key.to_string() });
             }
             Err(e) => {
                 if matches!(e, Error::InvalidInput(_)) {
                     cleanup.disarm();
                 }
+                locker.local.tidy(&lk);
                 return Err(e);
             }
         };
@@ -237,7 +264,10 @@ impl<'a> Acquire<'a> {
             let id = locker.watchdog.register(&shared, grant.sent_at);
             (locker.watchdog.clone(), id)
         });
-        Ok(Lease::new(shared, watchdog))
+        let lease = Lease::new(shared, watchdog, Some((locker.local.clone(), lk.clone())));
+        // Only now, with this lease registered as the local holder, may the next waiter look.
+        drop(turn);
+        Ok(lease)
     }
 }
 

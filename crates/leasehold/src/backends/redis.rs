@@ -153,7 +153,18 @@ pub(crate) struct Subscriber {
 }
 
 /// Channel name → (waiters' notify, number of waiters).
-type Channels = Arc<Mutex<HashMap<String, (Arc<Notify>, usize)>>>;
+type Channels = Arc<Mutex<HashMap<String, Channel>>>;
+
+/// One subscribed channel.
+#[derive(Debug)]
+struct Channel {
+    notify: Arc<Notify>,
+    waiters: usize,
+    /// When `waiters` last dropped to zero.
+    idle_since: Instant,
+    /// A sweeper task is pending for this channel.
+    sweeping: bool,
+}
 
 impl Subscriber {
     fn new(client: redis::Client) -> Arc<Self> {
@@ -164,7 +175,7 @@ impl Subscriber {
         })
     }
 
-    fn channels(&self) -> std::sync::MutexGuard<'_, HashMap<String, (Arc<Notify>, usize)>> {
+    fn channels(&self) -> std::sync::MutexGuard<'_, HashMap<String, Channel>> {
         self.channels.lock().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -188,14 +199,14 @@ impl Subscriber {
             tokio::spawn(async move {
                 while let Some(msg) = stream.next().await {
                     let map = channels.lock().unwrap_or_else(|p| p.into_inner());
-                    if let Some((n, _)) = map.get(msg.get_channel_name()) {
-                        n.notify_one();
+                    if let Some(c) = map.get(msg.get_channel_name()) {
+                        c.notify.notify_one();
                     }
                 }
                 // Connection gone: wake everyone (they may have missed a release).
-                for (n, _) in channels.lock().unwrap_or_else(|p| p.into_inner()).values() {
-                    n.notify_waiters();
-                    n.notify_one();
+                for c in channels.lock().unwrap_or_else(|p| p.into_inner()).values() {
+                    c.notify.notify_waiters();
+                    c.notify.notify_one();
                 }
             });
             **guard = Some(sink);
@@ -209,9 +220,16 @@ impl Subscriber {
         let mut guard = self.sink.lock().await;
         let (notify, fresh) = {
             let mut map = self.channels();
-            let e = map.entry(channel.clone()).or_insert_with(|| (Arc::new(Notify::new()), 0));
-            e.1 += 1;
-            (e.0.clone(), e.1 == 1)
+            // A lingering entry (no waiters) is still subscribed: only a new one needs SUBSCRIBE.
+            let fresh = !map.contains_key(&channel);
+            let e = map.entry(channel.clone()).or_insert_with(|| Channel {
+                notify: Arc::new(Notify::new()),
+                waiters: 0,
+                idle_since: Instant::now(),
+                sweeping: false,
+            });
+            e.waiters += 1;
+            (e.notify.clone(), fresh)
         };
         let had_conn = guard.is_some();
         let r = async {
@@ -231,38 +249,69 @@ impl Subscriber {
         Ok(SubWatch { notify, channel, sub: self.clone() })
     }
 
+    /// One waiter fewer on `channel`. The subscription lingers for [`LINGER`] after its last
+    /// waiter leaves, so keys with steady contention do not pay SUBSCRIBE + UNSUBSCRIBE on
+    /// every handoff.
     fn forget(self: &Arc<Self>, channel: &str) {
-        let last = {
+        let sweep = {
             let mut map = self.channels();
             match map.get_mut(channel) {
-                Some(e) if e.1 > 1 => {
-                    e.1 -= 1;
-                    false
-                }
-                Some(_) => {
-                    map.remove(channel);
-                    true
+                Some(e) => {
+                    e.waiters = e.waiters.saturating_sub(1);
+                    if e.waiters == 0 {
+                        e.idle_since = Instant::now();
+                    }
+                    let start = e.waiters == 0 && !e.sweeping;
+                    e.sweeping |= start;
+                    start
                 }
                 None => false,
             }
         };
-        if last && let Ok(rt) = tokio::runtime::Handle::try_current() {
-            let (me, channel) = (self.clone(), channel.to_owned());
-            rt.spawn(async move {
-                // Decided under the sink lock: a watcher that re-subscribed meanwhile wins.
-                let mut guard = me.sink.lock().await;
-                if me.channels().contains_key(&channel) {
-                    return;
-                }
-                if let Some(sink) = guard.as_mut()
-                    && sink.unsubscribe(&channel).await.is_err()
-                {
-                    *guard = None;
-                }
-            });
+        if sweep && let Ok(rt) = tokio::runtime::Handle::try_current() {
+            rt.spawn(sweep_channel(Arc::downgrade(self), channel.to_owned()));
         }
     }
 }
+
+/// Unsubscribes `channel` once it has had no waiter for [`LINGER`] in a row.
+async fn sweep_channel(sub: std::sync::Weak<Subscriber>, channel: String) {
+    loop {
+        let due = {
+            let Some(me) = sub.upgrade() else { return };
+            let map = me.channels();
+            match map.get(&channel) {
+                Some(e) => e.idle_since + LINGER,
+                None => return,
+            }
+        };
+        tokio::time::sleep_until(due.into()).await;
+        let Some(me) = sub.upgrade() else { return };
+        // Decided under the sink lock: a watcher that came back meanwhile wins.
+        let mut guard = me.sink.lock().await;
+        {
+            let mut map = me.channels();
+            let Some(e) = map.get_mut(&channel) else { return };
+            if e.waiters > 0 {
+                e.sweeping = false; // the next drop to zero starts a new sweeper
+                return;
+            }
+            if e.idle_since.elapsed() < LINGER {
+                continue; // used again meanwhile: look later
+            }
+            map.remove(&channel);
+        }
+        if let Some(sink) = guard.as_mut()
+            && sink.unsubscribe(&channel).await.is_err()
+        {
+            *guard = None;
+        }
+        return;
+    }
+}
+
+/// How long an idle subscription stays.
+const LINGER: Duration = Duration::from_secs(1);
 
 /// A subscription held by one waiter.
 pub(crate) struct SubWatch {

@@ -1,0 +1,971 @@
+//! `leasehold bench`: leasehold measured side by side with a baseline in the same run.
+//!
+//! Every scenario runs `--runs` times; within a run the contenders alternate order, and the
+//! figures reported are medians over runs (throughput) and percentiles over all samples
+//! (latency). Ratios compare contenders measured in the same run, never absolute times.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use hdrhistogram::Histogram;
+use leasehold::{Locker, OwnerToken, Wait};
+use serde_json::{Value, json};
+
+use crate::dur;
+
+/// Which scenarios to run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Scenario {
+    /// One task, acquire + release of one free key, back to back.
+    Uncontended,
+    /// `--tasks` tasks contending for one key with an empty critical section.
+    Handoff,
+    /// 64 tasks, each on its own key, over one connection.
+    ManyKeys,
+    /// `--leases` leases held with auto-renew on one connection.
+    HoldMany,
+    /// All of the above.
+    All,
+}
+
+/// Settings of one bench invocation.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub url: String,
+    pub scenario: Scenario,
+    pub tasks: usize,
+    pub duration: Duration,
+    pub runs: usize,
+    pub leases: usize,
+}
+
+const TTL: Duration = Duration::from_secs(30);
+
+/// What leasehold sends to Redis: scripts and (un)subscriptions.
+const LEASEHOLD_REQUESTS: &[&str] = &[
+    "evalsha",
+    "eval",
+    "evalsha_ro",
+    "eval_ro",
+    "subscribe",
+    "unsubscribe",
+    "script|load",
+    "ping",
+];
+/// What rslock sends: a plain SET NX PX to lock, a script to unlock.
+#[cfg(feature = "peers")]
+const RSLOCK_REQUESTS: &[&str] = &["set", "eval", "evalsha"];
+
+fn hist() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, 60_000_000, 3).expect("valid histogram bounds")
+}
+
+fn us(d: Duration) -> u64 {
+    (d.as_micros() as u64).clamp(1, 60_000_000)
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    v.sort_by(|a, b| a.total_cmp(b));
+    let m = v.len() / 2;
+    if v.len() % 2 == 1 { v[m] } else { (v[m - 1] + v[m]) / 2.0 }
+}
+
+/// Latency summary in microseconds.
+fn pct(h: &Histogram<u64>) -> Value {
+    if h.is_empty() {
+        return Value::Null;
+    }
+    json!({
+        "p50": h.value_at_quantile(0.5), "p90": h.value_at_quantile(0.9),
+        "p99": h.value_at_quantile(0.99), "p99_9": h.value_at_quantile(0.999),
+        "max": h.max(), "samples": h.len(),
+    })
+}
+
+fn pct_text(v: &Value) -> String {
+    if v.is_null() {
+        return "-".into();
+    }
+    format!("{}/{}/{}/{}/{}", v["p50"], v["p90"], v["p99"], v["p99_9"], v["max"])
+}
+
+/// One contender's results over all runs of a scenario.
+#[derive(Default)]
+struct Tally {
+    per_run: Vec<f64>,
+    handoffs_per_run: Vec<f64>,
+    acquire: Option<Histogram<u64>>,
+    release: Option<Histogram<u64>>,
+    handoff: Option<Histogram<u64>>,
+    commands_per_acq: Vec<f64>,
+}
+
+impl Tally {
+    fn add(&mut self, r: RunResult) {
+        self.per_run.push(r.ops as f64 / r.elapsed.as_secs_f64());
+        if let Some(h) = r.handoffs {
+            self.handoffs_per_run.push(h as f64 / r.elapsed.as_secs_f64());
+        }
+        for (mine, theirs) in [
+            (&mut self.acquire, r.acquire),
+            (&mut self.release, r.release),
+            (&mut self.handoff, r.handoff),
+        ] {
+            match (mine.as_mut(), theirs) {
+                (Some(m), Some(t)) => m.add(t).expect("same bounds"),
+                (None, Some(t)) => *mine = Some(t),
+                _ => {}
+            }
+        }
+        if let Some(c) = r.commands {
+            self.commands_per_acq.push(c as f64 / r.ops.max(1) as f64);
+        }
+    }
+
+    fn json(&self, name: &str) -> Value {
+        json!({
+            "contender": name,
+            "ops_per_s_median": median(self.per_run.clone()).round(),
+            "ops_per_s_runs": self.per_run.iter().map(|v| v.round()).collect::<Vec<_>>(),
+            "handoffs_per_s_median": if self.handoffs_per_run.is_empty() { Value::Null } else { json!(median(self.handoffs_per_run.clone()).round()) },
+            "handoffs_per_s_runs": if self.handoffs_per_run.is_empty() { Value::Null } else { json!(self.handoffs_per_run.iter().map(|v| v.round()).collect::<Vec<_>>()) },
+            "acquire_us": self.acquire.as_ref().map_or(Value::Null, pct),
+            "release_us": self.release.as_ref().map_or(Value::Null, pct),
+            "handoff_us": self.handoff.as_ref().map_or(Value::Null, pct),
+            "store_commands_per_acquisition": if self.commands_per_acq.is_empty() {
+                Value::Null
+            } else {
+                json!((median(self.commands_per_acq.clone()) * 100.0).round() / 100.0)
+            },
+        })
+    }
+}
+
+struct RunResult {
+    ops: u64,
+    /// Acquisitions by a different task than the previous holder (handoff scenario).
+    handoffs: Option<u64>,
+    elapsed: Duration,
+    acquire: Option<Histogram<u64>>,
+    release: Option<Histogram<u64>>,
+    handoff: Option<Histogram<u64>>,
+    /// Store commands the server processed during the run (Redis INFO), if known.
+    commands: Option<u64>,
+}
+
+type BenchResult<T> = Result<T, String>;
+
+/// What a Redis URL points at, for baselines.
+struct RedisSide {
+    #[cfg_attr(not(feature = "peers"), allow(dead_code))]
+    url: String,
+    host: String,
+    port: u16,
+    conn: redis::aio::ConnectionManager,
+}
+
+impl RedisSide {
+    async fn connect(url: &str) -> BenchResult<Self> {
+        let base = url.split('?').next().unwrap_or(url).to_string();
+        let client = redis::Client::open(base.as_str()).map_err(|e| e.to_string())?;
+        let (host, port) = match client.get_connection_info().addr() {
+            redis::ConnectionAddr::Tcp(h, p) => (h.clone(), *p),
+            other => return Err(format!("unsupported redis address {other:?}")),
+        };
+        let conn = client.get_connection_manager().await.map_err(|e| e.to_string())?;
+        Ok(RedisSide { url: base, host, port, conn })
+    }
+
+    /// Calls of the named commands so far (INFO commandstats). Commands a script runs
+    /// internally are counted under their own names, so passing only what a client sends
+    /// counts client requests.
+    async fn calls(&self, names: &[&str]) -> BenchResult<u64> {
+        let mut c = self.conn.clone();
+        let info: String = redis::cmd("INFO")
+            .arg("commandstats")
+            .query_async(&mut c)
+            .await
+            .map_err(|e| e.to_string())?;
+        let mut total = 0;
+        for line in info.lines() {
+            let Some(rest) = line.strip_prefix("cmdstat_") else { continue };
+            let Some((name, stats)) = rest.split_once(':') else { continue };
+            if names.contains(&name) {
+                total += stats
+                    .split(',')
+                    .find_map(|kv| kv.strip_prefix("calls="))
+                    .and_then(|v| v.parse::<u64>().ok())
+                    .unwrap_or(0);
+            }
+        }
+        Ok(total)
+    }
+
+    async fn version(&self) -> String {
+        let mut c = self.conn.clone();
+        let info: String =
+            redis::cmd("INFO").arg("server").query_async(&mut c).await.unwrap_or_default();
+        info.lines()
+            .find_map(|l| l.strip_prefix("redis_version:"))
+            .unwrap_or("?")
+            .trim()
+            .to_string()
+    }
+}
+
+/// Progress on stderr (drawn only on a terminal).
+struct Progress(indicatif::ProgressBar);
+
+impl Progress {
+    fn new(total: u64) -> Self {
+        let bar = indicatif::ProgressBar::new(total);
+        bar.set_style(
+            indicatif::ProgressStyle::with_template("{bar:30} {pos}/{len} {msg}")
+                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+        );
+        Progress(bar)
+    }
+    fn step(&self, msg: String) {
+        self.0.set_message(msg);
+        self.0.inc(1);
+    }
+}
+
+/// Runs the bench; returns the report as JSON and prints a table.
+pub async fn run(s: Settings) -> BenchResult<Value> {
+    let locker = Locker::connect(&s.url).await.map_err(|e| e.to_string())?;
+    let redis_side =
+        if s.url.starts_with("redis://") { Some(RedisSide::connect(&s.url).await?) } else { None };
+    let all = s.scenario == Scenario::All;
+    let want = |sc: Scenario| all || s.scenario == sc;
+    let scenarios: Vec<Scenario> =
+        [Scenario::Uncontended, Scenario::Handoff, Scenario::ManyKeys, Scenario::HoldMany]
+            .into_iter()
+            .filter(|sc| want(*sc))
+            .collect();
+    let progress = Progress::new((scenarios.len() * s.runs) as u64);
+    let mut report = json!({
+        "store": s.url,
+        "backend": locker.guarantees().backend,
+        "runs": s.runs,
+        "duration_s": s.duration.as_secs_f64(),
+        "server_version": match &redis_side { Some(r) => json!(r.version().await), None => Value::Null },
+        "machine": machine(),
+        "scenarios": {},
+    });
+    for sc in scenarios {
+        let v = match sc {
+            Scenario::Uncontended => {
+                uncontended(&s, &locker, redis_side.as_ref(), &progress).await?
+            }
+            Scenario::Handoff => handoff(&s, &locker, redis_side.as_ref(), &progress).await?,
+            Scenario::ManyKeys => many_keys(&s, &locker, redis_side.as_ref(), &progress).await?,
+            Scenario::HoldMany => hold_many(&s, &locker, redis_side.as_ref(), &progress).await?,
+            Scenario::All => unreachable!("expanded above"),
+        };
+        report["scenarios"][name(sc)] = v;
+    }
+    progress.0.finish_and_clear();
+    Ok(report)
+}
+
+fn name(sc: Scenario) -> &'static str {
+    match sc {
+        Scenario::Uncontended => "uncontended",
+        Scenario::Handoff => "handoff",
+        Scenario::ManyKeys => "many-keys",
+        Scenario::HoldMany => "hold-many",
+        Scenario::All => "all",
+    }
+}
+
+fn machine() -> Value {
+    let cpu = std::fs::read_to_string("/proc/cpuinfo").ok().and_then(|c| {
+        c.lines()
+            .find_map(|l| l.strip_prefix("model name"))
+            .map(|m| m.trim_start_matches([' ', '\t', ':']).to_string())
+    });
+    json!({
+        "cpus": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0),
+        "cpu": cpu,
+        "kernel": std::fs::read_to_string("/proc/sys/kernel/osrelease").ok().map(|s| s.trim().to_string()),
+    })
+}
+
+fn unique(prefix: &str) -> String {
+    format!("bench:{prefix}:{}", OwnerToken::generate().map(|o| o.to_string()).unwrap_or_default())
+}
+
+// ---------------------------------------------------------------- uncontended
+
+async fn uncontended(
+    s: &Settings,
+    locker: &Locker,
+    redis: Option<&RedisSide>,
+    p: &Progress,
+) -> BenchResult<Value> {
+    let mut lh = Tally::default();
+    let mut raw = Tally::default();
+    #[cfg_attr(not(feature = "peers"), allow(unused_mut))]
+    let mut peer = Tally::default();
+    // Warm up connections and script caches.
+    lh_cycles(locker, &unique("warm"), Duration::from_millis(200)).await?;
+    if let Some(r) = redis {
+        raw_cycles(r, &unique("warm"), Duration::from_millis(200)).await?;
+    }
+    for run in 0..s.runs {
+        p.step(format!("uncontended run {}/{}", run + 1, s.runs));
+        let key = unique("u");
+        let order_flip = run % 2 == 1;
+        for turn in 0..2 {
+            if (turn == 0) != order_flip {
+                lh.add(lh_cycles(locker, &key, s.duration).await?);
+            } else if let Some(r) = redis {
+                raw.add(raw_cycles(r, &key, s.duration).await?);
+            }
+        }
+        #[cfg(feature = "peers")]
+        if let Some(r) = redis {
+            peer.add(peers::rslock_cycles(&r.url, &key, s.duration).await?);
+        }
+    }
+    let mut rows = vec![lh.json("leasehold")];
+    let mut v = json!({ "what": "one task: acquire + release of one free key, back to back" });
+    if redis.is_some() {
+        rows.push(
+            raw.json("raw redis-rs: SET NX PX + EVALSHA compare-and-delete, same connection kind"),
+        );
+        let ratio = median(raw.per_run.clone()) / median(lh.per_run.clone());
+        v["leasehold_time_per_cycle_vs_raw"] = json!((ratio * 1000.0).round() / 1000.0);
+        // Per-run ratios, pairing the two contenders of the same run.
+        let per_run: Vec<f64> = raw
+            .per_run
+            .iter()
+            .zip(&lh.per_run)
+            .map(|(r, l)| ((r / l) * 1000.0).round() / 1000.0)
+            .collect();
+        v["per_run_ratios"] = json!(per_run);
+    }
+    if !peer.per_run.is_empty() {
+        rows.push(peer.json("rslock 0.10 (lock + unlock)"));
+    }
+    v["contenders"] = json!(rows);
+    Ok(v)
+}
+
+async fn lh_cycles(locker: &Locker, key: &str, d: Duration) -> BenchResult<RunResult> {
+    let (mut acq, mut rel) = (hist(), hist());
+    let start = Instant::now();
+    let mut n = 0;
+    while start.elapsed() < d {
+        let t0 = Instant::now();
+        let lease = locker.acquire(key, TTL).await.map_err(|e| e.to_string())?;
+        let t1 = Instant::now();
+        if !lease.release().await.map_err(|e| e.to_string())? {
+            return Err("release found the lease not ours".into());
+        }
+        let t2 = Instant::now();
+        acq.record(us(t1 - t0)).ok();
+        rel.record(us(t2 - t1)).ok();
+        n += 1;
+    }
+    Ok(RunResult {
+        ops: n,
+        handoffs: None,
+        elapsed: start.elapsed(),
+        acquire: Some(acq),
+        release: Some(rel),
+        handoff: None,
+        commands: None,
+    })
+}
+
+const RAW_RELEASE: &str = r"
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0";
+
+async fn raw_cycles(r: &RedisSide, key: &str, d: Duration) -> BenchResult<RunResult> {
+    let mut c = r.conn.clone();
+    let release = redis::Script::new(RAW_RELEASE);
+    let (mut acq, mut rel) = (hist(), hist());
+    let start = Instant::now();
+    let mut n = 0;
+    let raw_key = format!("{key}:raw");
+    while start.elapsed() < d {
+        let owner = OwnerToken::generate().map_err(|e| e.to_string())?.to_string();
+        let t0 = Instant::now();
+        let ok: Option<String> = redis::cmd("SET")
+            .arg(&raw_key)
+            .arg(&owner)
+            .arg("NX")
+            .arg("PX")
+            .arg(TTL.as_millis() as u64)
+            .query_async(&mut c)
+            .await
+            .map_err(|e| e.to_string())?;
+        if ok.is_none() {
+            return Err("raw SET NX found the key held".into());
+        }
+        let t1 = Instant::now();
+        let deleted: i64 = release
+            .key(&raw_key)
+            .arg(&owner)
+            .invoke_async(&mut c)
+            .await
+            .map_err(|e| e.to_string())?;
+        if deleted != 1 {
+            return Err("raw release found the key not ours".into());
+        }
+        let t2 = Instant::now();
+        acq.record(us(t1 - t0)).ok();
+        rel.record(us(t2 - t1)).ok();
+        n += 1;
+    }
+    Ok(RunResult {
+        ops: n,
+        handoffs: None,
+        elapsed: start.elapsed(),
+        acquire: Some(acq),
+        release: Some(rel),
+        handoff: None,
+        commands: None,
+    })
+}
+
+// ---------------------------------------------------------------- handoff
+
+async fn handoff(
+    s: &Settings,
+    locker: &Locker,
+    redis: Option<&RedisSide>,
+    p: &Progress,
+) -> BenchResult<Value> {
+    let mut lh = Tally::default();
+    #[cfg_attr(not(feature = "peers"), allow(unused_mut))]
+    let mut peer = Tally::default();
+    for run in 0..s.runs {
+        p.step(format!("handoff run {}/{}", run + 1, s.runs));
+        let before = match redis {
+            Some(r) => Some(r.calls(LEASEHOLD_REQUESTS).await?),
+            None => None,
+        };
+        let mut r = lh_handoff(locker, &unique("h"), s.tasks, s.duration).await?;
+        if let (Some(rs), Some(b)) = (redis, before) {
+            r.commands = Some(rs.calls(LEASEHOLD_REQUESTS).await?.saturating_sub(b));
+        }
+        lh.add(r);
+        #[cfg(feature = "peers")]
+        if let Some(rs) = redis {
+            let b = rs.calls(RSLOCK_REQUESTS).await?;
+            let mut r = peers::rslock_handoff(&rs.url, &unique("h"), s.tasks, s.duration).await?;
+            r.commands = Some(rs.calls(RSLOCK_REQUESTS).await?.saturating_sub(b));
+            peer.add(r);
+        }
+    }
+    let mut rows = vec![lh.json("leasehold (wait forever, notified)")];
+    let mut v = json!({
+        "what": format!("{} tasks on one key, empty critical section. A handoff is an acquisition by another task than the previous holder; handoff wait runs from the holder calling release to the next waiter's acquire returning. Store commands are client requests (INFO commandstats)", s.tasks),
+    });
+    if !peer.per_run.is_empty() {
+        rows.push(peer.json("rslock 0.10 (acquire_no_guard: retries with 0-200 ms sleeps)"));
+        let ratio = median(lh.handoffs_per_run.clone()) / median(peer.handoffs_per_run.clone());
+        v["leasehold_handoffs_vs_peer"] = json!((ratio * 10.0).round() / 10.0);
+    }
+    v["contenders"] = json!(rows);
+    Ok(v)
+}
+
+async fn lh_handoff(
+    locker: &Locker,
+    key: &str,
+    tasks: usize,
+    d: Duration,
+) -> BenchResult<RunResult> {
+    let base = Instant::now();
+    let deadline = base + d;
+    // Nanoseconds since `base` at which the current holder started its release (0: none).
+    let released_at = Arc::new(AtomicU64::new(0));
+    let last_holder = Arc::new(AtomicU64::new(u64::MAX));
+    let mut handles = Vec::new();
+    for task in 0..tasks as u64 {
+        let (locker, key, released_at, last_holder) =
+            (locker.clone(), key.to_string(), released_at.clone(), last_holder.clone());
+        handles.push(tokio::spawn(async move {
+            let (mut acq, mut hand) = (hist(), hist());
+            let (mut n, mut changes) = (0u64, 0u64);
+            while Instant::now() < deadline {
+                let t0 = base.elapsed().as_nanos() as u64;
+                let wait =
+                    deadline.saturating_duration_since(Instant::now()) + Duration::from_secs(2);
+                let lease = match locker.acquire(&key, TTL).wait(Wait::For(wait)).await {
+                    Ok(l) => l,
+                    Err(leasehold::Error::Busy { .. }) => break,
+                    Err(e) => return Err(e.to_string()),
+                };
+                let got = base.elapsed().as_nanos() as u64;
+                acq.record(((got - t0) / 1000).max(1)).ok();
+                let rel = released_at.load(Ordering::SeqCst);
+                if rel > t0 && got >= rel {
+                    hand.record(((got - rel) / 1000).max(1)).ok();
+                }
+                n += 1;
+                if last_holder.swap(task, Ordering::SeqCst) != task {
+                    changes += 1;
+                }
+                released_at.store(base.elapsed().as_nanos() as u64, Ordering::SeqCst);
+                if !lease.release().await.map_err(|e| e.to_string())? {
+                    return Err("release found the lease not ours".into());
+                }
+            }
+            Ok::<_, String>((n, changes, acq, hand))
+        }));
+    }
+    let (mut ops, mut changes, mut acq, mut hand) = (0, 0, hist(), hist());
+    for h in handles {
+        let (n, c, a, hd) = h.await.map_err(|e| e.to_string())??;
+        ops += n;
+        changes += c;
+        acq.add(a).ok();
+        hand.add(hd).ok();
+    }
+    Ok(RunResult {
+        ops,
+        handoffs: Some(changes),
+        elapsed: base.elapsed(),
+        acquire: Some(acq),
+        release: None,
+        handoff: Some(hand),
+        commands: None,
+    })
+}
+
+// ---------------------------------------------------------------- many keys
+
+async fn many_keys(
+    s: &Settings,
+    locker: &Locker,
+    redis: Option<&RedisSide>,
+    p: &Progress,
+) -> BenchResult<Value> {
+    const TASKS: usize = 64;
+    let mut lh = Tally::default();
+    let mut rb = Vec::new();
+    for run in 0..s.runs {
+        p.step(format!("many-keys run {}/{}", run + 1, s.runs));
+        let flip = run % 2 == 1;
+        for turn in 0..2 {
+            if (turn == 0) != flip {
+                lh.add(lh_many(locker, TASKS, s.duration).await?);
+            } else if let Some(r) = redis {
+                rb.push(redis_benchmark(r, s.duration).await?);
+            }
+        }
+    }
+    let mut v = json!({
+        "what": format!("{TASKS} tasks, each acquiring and releasing its own key, all over one multiplexed connection"),
+        "contenders": [lh.json("leasehold")],
+    });
+    if !rb.is_empty() {
+        let rb_med = median(rb.clone());
+        let lh_med = median(lh.per_run.clone());
+        v["redis_benchmark"] = json!({
+            "command": "redis-benchmark -c 50 -P 16 -r 1000000 SET bench:rb:__rand_int__ v NX PX 30000",
+            "ops_per_s_median": rb_med.round(),
+            "ops_per_s_runs": rb.iter().map(|v| v.round()).collect::<Vec<_>>(),
+        });
+        // A cycle is two commands: compare with half of redis-benchmark's ops/s.
+        v["leasehold_cycles_vs_half_redis_benchmark"] =
+            json!(((lh_med / (rb_med / 2.0)) * 1000.0).round() / 1000.0);
+    }
+    Ok(v)
+}
+
+async fn lh_many(locker: &Locker, tasks: usize, d: Duration) -> BenchResult<RunResult> {
+    let start = Instant::now();
+    let mut handles = Vec::new();
+    for _ in 0..tasks {
+        let (locker, key) = (locker.clone(), unique("mk"));
+        handles.push(tokio::spawn(async move {
+            let mut acq = hist();
+            let mut n = 0u64;
+            while start.elapsed() < d {
+                let t0 = Instant::now();
+                let lease = locker.acquire(&key, TTL).await.map_err(|e| e.to_string())?;
+                acq.record(us(t0.elapsed())).ok();
+                lease.release().await.map_err(|e| e.to_string())?;
+                n += 1;
+            }
+            Ok::<_, String>((n, acq))
+        }));
+    }
+    let (mut ops, mut acq) = (0, hist());
+    for h in handles {
+        let (n, a) = h.await.map_err(|e| e.to_string())??;
+        ops += n;
+        acq.add(a).ok();
+    }
+    Ok(RunResult {
+        ops,
+        handoffs: None,
+        elapsed: start.elapsed(),
+        acquire: Some(acq),
+        release: None,
+        handoff: None,
+        commands: None,
+    })
+}
+
+/// `redis-benchmark` doing `SET … NX PX` with 50 clients and 16-deep pipelines, for about
+/// `d`. Returns requests per second.
+async fn redis_benchmark(r: &RedisSide, d: Duration) -> BenchResult<f64> {
+    // Size the request count from a short probe so the run lasts about `d`.
+    let probe = run_redis_benchmark(r, 100_000).await?;
+    let n = ((probe * d.as_secs_f64()) as u64).clamp(100_000, 50_000_000);
+    run_redis_benchmark(r, n).await
+}
+
+async fn run_redis_benchmark(r: &RedisSide, n: u64) -> BenchResult<f64> {
+    let out = tokio::process::Command::new("redis-benchmark")
+        .args(["-h", &r.host, "-p", &r.port.to_string(), "-c", "50", "-P", "16", "-r", "1000000"])
+        .args([
+            "-n",
+            &n.to_string(),
+            "-q",
+            "SET",
+            "bench:rb:__rand_int__",
+            "v",
+            "NX",
+            "PX",
+            "30000",
+        ])
+        .output()
+        .await
+        .map_err(|e| format!("cannot run redis-benchmark (package redis-tools): {e}"))?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    // The last line with "requests per second" holds the final figure.
+    text.split(['\r', '\n'])
+        .rfind(|l| l.contains("requests per second"))
+        .and_then(|l| l.split(':').nth(1))
+        .and_then(|l| l.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .ok_or_else(|| format!("cannot read redis-benchmark output: {text}"))
+}
+
+// ---------------------------------------------------------------- hold many
+
+async fn hold_many(
+    s: &Settings,
+    locker: &Locker,
+    redis: Option<&RedisSide>,
+    p: &Progress,
+) -> BenchResult<Value> {
+    let ttl = Duration::from_secs(3);
+    let mut runs = Vec::new();
+    for run in 0..s.runs {
+        p.step(format!("hold-many run {}/{} ({} leases)", run + 1, s.runs, s.leases));
+        let rss_before = rss_bytes();
+        let prefix = unique("hm");
+        let t0 = Instant::now();
+        let leases = acquire_many(locker, &prefix, s.leases, ttl).await?;
+        let acquire_s = t0.elapsed().as_secs_f64();
+        let rss_held = rss_bytes();
+        // Hold for at least three TTLs, sampling how long ago random leases were renewed.
+        let hold = s.duration.max(ttl * 3);
+        let mut oldest_renewal = Duration::ZERO;
+        let mut samples = 0u64;
+        let end = Instant::now() + hold;
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64 ^ (run as u64);
+        while Instant::now() < end {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            if let Some(r) = redis {
+                let mut pipe = redis::pipe();
+                let mut keys = Vec::new();
+                for _ in 0..50 {
+                    seed ^= seed << 13;
+                    seed ^= seed >> 7;
+                    seed ^= seed << 17;
+                    let i = (seed % leases.len() as u64) as usize;
+                    keys.push(i);
+                    pipe.cmd("PTTL").arg(format!("leasehold:{{{}}}", leases[i].key().as_str()));
+                }
+                let mut c = r.conn.clone();
+                let pttls: Vec<i64> = pipe.query_async(&mut c).await.map_err(|e| e.to_string())?;
+                for p in pttls {
+                    samples += 1;
+                    let left = Duration::from_millis(p.max(0) as u64);
+                    oldest_renewal = oldest_renewal.max(ttl.saturating_sub(left));
+                }
+            }
+        }
+        let lost = leases.iter().filter(|l| l.is_lost()).count();
+        let rss_end = rss_bytes();
+        release_many(leases).await?;
+        runs.push(json!({
+            "leases": s.leases,
+            "acquire_all_s": (acquire_s * 100.0).round() / 100.0,
+            "held_s": hold.as_secs_f64(),
+            "lost": lost,
+            "oldest_renewal_seen_ms": if samples > 0 { json!(oldest_renewal.as_millis() as u64) } else { Value::Null },
+            "pttl_samples": samples,
+            "renew_interval_ms": (ttl / 3).as_millis() as u64,
+            "rss_mb_before": rss_before.map(|b| b / 1_000_000),
+            "rss_mb_holding": rss_held.map(|b| b / 1_000_000),
+            "rss_mb_end": rss_end.map(|b| b / 1_000_000),
+        }));
+    }
+    Ok(json!({
+        "what": format!("{} leases, ttl {}, auto-renew every ttl/3 (batched: one round trip per tick)", s.leases, dur::human(ttl)),
+        "runs": runs,
+    }))
+}
+
+async fn acquire_many(
+    locker: &Locker,
+    prefix: &str,
+    n: usize,
+    ttl: Duration,
+) -> BenchResult<Vec<leasehold::Lease>> {
+    const PAR: usize = 64;
+    let mut handles = Vec::new();
+    for t in 0..PAR {
+        let (locker, prefix) = (locker.clone(), prefix.to_string());
+        handles.push(tokio::spawn(async move {
+            let mut out = Vec::new();
+            for i in (t..n).step_by(PAR) {
+                let lease = locker
+                    .acquire(&format!("{prefix}:{i}"), ttl)
+                    .auto_renew(true)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                out.push(lease);
+            }
+            Ok::<_, String>(out)
+        }));
+    }
+    let mut all = Vec::with_capacity(n);
+    for h in handles {
+        all.extend(h.await.map_err(|e| e.to_string())??);
+    }
+    Ok(all)
+}
+
+async fn release_many(leases: Vec<leasehold::Lease>) -> BenchResult<()> {
+    let mut chunks: Vec<Vec<leasehold::Lease>> = (0..64).map(|_| Vec::new()).collect();
+    for (i, l) in leases.into_iter().enumerate() {
+        chunks[i % 64].push(l);
+    }
+    let handles: Vec<_> = chunks
+        .into_iter()
+        .map(|c| {
+            tokio::spawn(async move {
+                for l in c {
+                    l.release().await.map_err(|e| e.to_string())?;
+                }
+                Ok::<_, String>(())
+            })
+        })
+        .collect();
+    for h in handles {
+        h.await.map_err(|e| e.to_string())??;
+    }
+    Ok(())
+}
+
+fn rss_bytes() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let kb: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()?;
+    Some(kb * 1024)
+}
+
+// ---------------------------------------------------------------- output
+
+/// A plain-text table of a report.
+pub fn table(r: &Value) -> String {
+    let mut out = String::new();
+    out.push_str(&format!(
+        "store {} ({} {}) · {} runs × {} s · throughput = median over runs · latency µs p50/p90/p99/p99.9/max over all samples\n",
+        r["store"].as_str().unwrap_or("?"),
+        r["backend"].as_str().unwrap_or("?"),
+        r["server_version"].as_str().unwrap_or(""),
+        r["runs"],
+        r["duration_s"],
+    ));
+    let Some(scs) = r["scenarios"].as_object() else { return out };
+    for (name, sc) in scs {
+        out.push_str(&format!("\n[{name}] {}\n", sc["what"].as_str().unwrap_or("")));
+        if let Some(rows) = sc["contenders"].as_array() {
+            for c in rows {
+                out.push_str(&format!("  {}\n", c["contender"].as_str().unwrap_or("?")));
+                out.push_str(&format!(
+                    "      acquisitions/s {} (runs {})",
+                    c["ops_per_s_median"], c["ops_per_s_runs"]
+                ));
+                if !c["handoffs_per_s_median"].is_null() {
+                    out.push_str(&format!(
+                        "  handoffs/s {} (runs {})",
+                        c["handoffs_per_s_median"], c["handoffs_per_s_runs"]
+                    ));
+                }
+                for (k, label) in [
+                    ("acquire_us", "acquire"),
+                    ("release_us", "release"),
+                    ("handoff_us", "handoff wait"),
+                ] {
+                    if !c[k].is_null() {
+                        out.push_str(&format!("  {label} {}", pct_text(&c[k])));
+                    }
+                }
+                if !c["store_commands_per_acquisition"].is_null() {
+                    out.push_str(&format!(
+                        "  store requests/acquisition {}",
+                        c["store_commands_per_acquisition"]
+                    ));
+                }
+                out.push('\n');
+            }
+        }
+        for (k, label) in [
+            ("leasehold_time_per_cycle_vs_raw", "leasehold time per cycle ÷ raw client's"),
+            ("leasehold_handoffs_vs_peer", "leasehold handoffs/s ÷ peer's"),
+            (
+                "leasehold_cycles_vs_half_redis_benchmark",
+                "leasehold cycles/s ÷ (redis-benchmark ops/s ÷ 2)",
+            ),
+        ] {
+            if !sc[k].is_null() {
+                out.push_str(&format!("  → {label}: {}\n", sc[k]));
+            }
+        }
+        if !sc["per_run_ratios"].is_null() {
+            out.push_str(&format!("    per-run ratios: {}\n", sc["per_run_ratios"]));
+        }
+        if !sc["redis_benchmark"].is_null() {
+            let rb = &sc["redis_benchmark"];
+            out.push_str(&format!(
+                "  redis-benchmark: {} ops/s (runs {}) — {}\n",
+                rb["ops_per_s_median"],
+                rb["ops_per_s_runs"],
+                rb["command"].as_str().unwrap_or("")
+            ));
+        }
+        if let Some(runs) = sc["runs"].as_array() {
+            for (i, run) in runs.iter().enumerate() {
+                out.push_str(&format!(
+                    "  run {}: {} leases acquired in {} s, held {} s: lost {}, oldest renewal seen {} ms (renew interval {} ms, {} samples), RSS {} MB before → {} MB holding → {} MB at end\n",
+                    i + 1, run["leases"], run["acquire_all_s"], run["held_s"], run["lost"], run["oldest_renewal_seen_ms"],
+                    run["renew_interval_ms"], run["pttl_samples"], run["rss_mb_before"], run["rss_mb_holding"], run["rss_mb_end"],
+                ));
+            }
+        }
+    }
+    out
+}
+
+#[cfg(feature = "peers")]
+mod peers {
+    //! The peer crate, driven the way its documentation shows.
+    use super::*;
+    use rslock::LockManager;
+
+    pub async fn rslock_cycles(url: &str, key: &str, d: Duration) -> BenchResult<RunResult> {
+        let lm = LockManager::new(vec![url.to_string()]);
+        let (mut acq, mut rel) = (hist(), hist());
+        let key = format!("{key}:rslock");
+        let start = Instant::now();
+        let mut n = 0;
+        while start.elapsed() < d {
+            let t0 = Instant::now();
+            let lock = lm.lock(key.as_bytes(), TTL).await.map_err(|e| e.to_string())?;
+            let t1 = Instant::now();
+            lm.unlock(&lock).await;
+            let t2 = Instant::now();
+            acq.record(us(t1 - t0)).ok();
+            rel.record(us(t2 - t1)).ok();
+            n += 1;
+        }
+        Ok(RunResult {
+            ops: n,
+            handoffs: None,
+            elapsed: start.elapsed(),
+            acquire: Some(acq),
+            release: Some(rel),
+            handoff: None,
+            commands: None,
+        })
+    }
+
+    pub async fn rslock_handoff(
+        url: &str,
+        key: &str,
+        tasks: usize,
+        d: Duration,
+    ) -> BenchResult<RunResult> {
+        let lm = LockManager::new(vec![url.to_string()]);
+        let base = Instant::now();
+        let deadline = base + d;
+        let released_at = Arc::new(AtomicU64::new(0));
+        let last_holder = Arc::new(AtomicU64::new(u64::MAX));
+        let mut handles = Vec::new();
+        for task in 0..tasks as u64 {
+            let (lm, key, released_at, last_holder) =
+                (lm.clone(), key.to_string(), released_at.clone(), last_holder.clone());
+            handles.push(tokio::spawn(async move {
+                let (mut acq, mut hand) = (hist(), hist());
+                let (mut n, mut changes) = (0u64, 0u64);
+                while Instant::now() < deadline {
+                    let t0 = base.elapsed().as_nanos() as u64;
+                    let lock = match tokio::time::timeout(
+                        deadline.saturating_duration_since(Instant::now()) + Duration::from_secs(2),
+                        lm.acquire_no_guard(key.as_bytes(), TTL),
+                    )
+                    .await
+                    {
+                        Ok(Ok(l)) => l,
+                        Ok(Err(e)) => return Err(e.to_string()),
+                        Err(_) => break,
+                    };
+                    let got = base.elapsed().as_nanos() as u64;
+                    acq.record(((got - t0) / 1000).max(1)).ok();
+                    let rel = released_at.load(Ordering::SeqCst);
+                    if rel > t0 && got >= rel {
+                        hand.record(((got - rel) / 1000).max(1)).ok();
+                    }
+                    n += 1;
+                    if last_holder.swap(task, Ordering::SeqCst) != task {
+                        changes += 1;
+                    }
+                    released_at.store(base.elapsed().as_nanos() as u64, Ordering::SeqCst);
+                    lm.unlock(&lock).await;
+                }
+                Ok::<_, String>((n, changes, acq, hand))
+            }));
+        }
+        let (mut ops, mut changes, mut acq, mut hand) = (0, 0, hist(), hist());
+        for h in handles {
+            let (n, c, a, hd) = h.await.map_err(|e| e.to_string())??;
+            ops += n;
+            changes += c;
+            acq.add(a).ok();
+            hand.add(hd).ok();
+        }
+        Ok(RunResult {
+            ops,
+            handoffs: Some(changes),
+            elapsed: base.elapsed(),
+            acquire: Some(acq),
+            release: None,
+            handoff: Some(hand),
+            commands: None,
+        })
+    }
+}
