@@ -309,6 +309,7 @@ async fn uncontended(
     p: &Progress,
 ) -> BenchResult<Value> {
     let mut lh = Tally::default();
+    let mut direct = Tally::default();
     let mut raw = Tally::default();
     #[cfg_attr(not(feature = "peers"), allow(unused_mut))]
     let mut peer = Tally::default();
@@ -332,6 +333,7 @@ async fn uncontended(
         if let Some(r) = redis {
             peer.add(peers::rslock_cycles(&r.url, &key, s.duration).await?);
         }
+        direct.add(direct_cycles(locker, &key, s.duration).await?);
     }
     let mut rows = vec![lh.json("leasehold")];
     let mut v = json!({ "what": "one task: acquire + release of one free key, back to back" });
@@ -350,6 +352,7 @@ async fn uncontended(
             .collect();
         v["per_run_ratios"] = json!(per_run);
     }
+    rows.push(direct.json("leasehold store trait alone (no Locker/Lease): try_acquire + release"));
     if !peer.per_run.is_empty() {
         rows.push(peer.json("rslock 0.10 (lock + unlock)"));
     }
@@ -379,6 +382,29 @@ async fn lh_cycles(locker: &Locker, key: &str, d: Duration) -> BenchResult<RunRe
         elapsed: start.elapsed(),
         acquire: Some(acq),
         release: Some(rel),
+        handoff: None,
+        commands: None,
+    })
+}
+
+async fn direct_cycles(locker: &Locker, key: &str, d: Duration) -> BenchResult<RunResult> {
+    let store = locker.store().clone();
+    let k = leasehold::Key::new(format!("{key}:direct")).unwrap();
+    let start = Instant::now();
+    let mut n = 0;
+    while start.elapsed() < d {
+        let owner = OwnerToken::generate().unwrap();
+        let req = leasehold::AcquireRequest { key: &k, owner: &owner, ttl: TTL, op_timeout: TTL };
+        let _ = store.try_acquire(&req).await.map_err(|e| e.to_string())?;
+        store.release(&k, &owner).await.map_err(|e| e.to_string())?;
+        n += 1;
+    }
+    Ok(RunResult {
+        ops: n,
+        handoffs: None,
+        elapsed: start.elapsed(),
+        acquire: None,
+        release: None,
         handoff: None,
         commands: None,
     })
@@ -649,8 +675,8 @@ async fn run_redis_benchmark(r: &RedisSide, n: u64) -> BenchResult<f64> {
     // The last line with "requests per second" holds the final figure.
     text.split(['\r', '\n'])
         .rfind(|l| l.contains("requests per second"))
-        .and_then(|l| l.split(':').nth(1))
-        .and_then(|l| l.split_whitespace().next())
+        .and_then(|l| l.split(" requests per second").next())
+        .and_then(|l| l.split_whitespace().next_back())
         .and_then(|n| n.parse().ok())
         .ok_or_else(|| format!("cannot read redis-benchmark output: {text}"))
 }

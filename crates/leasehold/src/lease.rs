@@ -4,7 +4,7 @@ use std::future::Future;
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
-use tokio::sync::watch;
+use tokio::sync::Notify;
 
 use crate::fence::Fencing;
 use crate::watchdog::Watchdog;
@@ -42,7 +42,10 @@ pub(crate) struct Shared {
     pub kind: LockKind,
     pub timing: Timing,
     pub op_timeout: Duration,
-    state: watch::Sender<State>,
+    state: std::sync::Mutex<State>,
+    /// Woken when `state.lost` is set. (A moved deadline wakes nobody: a `lost()` future that
+    /// wakes at the old deadline re-reads the new one.)
+    lost_notify: Notify,
 }
 
 impl Shared {
@@ -63,87 +66,83 @@ impl Shared {
             kind,
             timing,
             op_timeout,
-            state: watch::Sender::new(State { deadline, lost: None }),
+            state: std::sync::Mutex::new(State { deadline, lost: None }),
+            lost_notify: Notify::new(),
         }
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// The loss cause, latching `DeadlinePassed` if the deadline has gone by.
     pub fn lost_now(&self) -> Option<LostReason> {
-        let mut out = None;
-        self.state.send_if_modified(|s| {
-            if s.lost.is_none() && s.deadline.is_some_and(|d| Instant::now() >= d) {
-                s.lost = Some(LostReason::DeadlinePassed);
-                out = s.lost.clone();
-                return true;
-            }
-            out = s.lost.clone();
-            false
-        });
-        out
+        let mut s = self.state();
+        if s.lost.is_none() && s.deadline.is_some_and(|d| Instant::now() >= d) {
+            s.lost = Some(LostReason::DeadlinePassed);
+            drop(s);
+            self.lost_notify.notify_waiters();
+            return Some(LostReason::DeadlinePassed);
+        }
+        s.lost.clone()
     }
 
     /// Latches a loss cause; the first cause wins.
     pub fn mark_lost(&self, reason: LostReason) {
-        self.state.send_if_modified(|s| {
-            if s.lost.is_some() {
-                return false;
-            }
+        let mut s = self.state();
+        if s.lost.is_none() {
             s.lost = Some(reason);
-            true
-        });
+            drop(s);
+            self.lost_notify.notify_waiters();
+        }
     }
 
     /// A renewal sent at `sent` was confirmed: move the deadline, unless already lost.
     pub fn confirm(&self, sent: Instant) -> std::result::Result<(), LostReason> {
-        let mut res = Ok(());
-        self.state.send_if_modified(|s| {
-            if let Some(l) = &s.lost {
-                res = Err(l.clone());
-                return false;
-            }
-            let Some(d) = s.deadline else { return false };
-            if Instant::now() >= d {
-                // The confirmation came too late: anyone asking in between was told "lost",
-                // and lost is never taken back.
-                s.lost = Some(LostReason::DeadlinePassed);
-                res = Err(LostReason::DeadlinePassed);
-                return true;
-            }
-            let nd = self.timing.deadline(sent, self.ttl);
-            if nd > d {
-                s.deadline = Some(nd);
-                return true;
-            }
-            false
-        });
-        res
+        let mut s = self.state();
+        if let Some(l) = &s.lost {
+            return Err(l.clone());
+        }
+        let Some(d) = s.deadline else { return Ok(()) };
+        if Instant::now() >= d {
+            // The confirmation came too late: anyone asking in between was told "lost",
+            // and lost is never taken back.
+            s.lost = Some(LostReason::DeadlinePassed);
+            drop(s);
+            self.lost_notify.notify_waiters();
+            return Err(LostReason::DeadlinePassed);
+        }
+        let nd = self.timing.deadline(sent, self.ttl);
+        if nd > d {
+            s.deadline = Some(nd);
+        }
+        Ok(())
     }
 
     pub fn deadline(&self) -> Option<Instant> {
-        self.state.borrow().deadline
+        self.state().deadline
     }
 
     /// Resolves when the lease is lost for any cause.
     pub fn lost(self: &Arc<Self>) -> impl Future<Output = LostReason> + Send + 'static {
         let me = self.clone();
         async move {
-            let mut rx = me.state.subscribe();
             loop {
+                // Register before checking, so a loss between the check and the wait wakes us.
+                let woken = me.lost_notify.notified();
+                tokio::pin!(woken);
+                woken.as_mut().enable();
                 if let Some(r) = me.lost_now() {
                     return r;
                 }
-                let deadline = rx.borrow_and_update().deadline;
-                match deadline {
+                match me.deadline() {
                     Some(d) => {
                         tokio::select! {
-                            _ = rx.changed() => {}
+                            _ = woken => {}
                             _ = tokio::time::sleep_until(d.into()) => {}
                         }
                     }
-                    None => {
-                        // The sender lives in `me`, so this only returns on a change.
-                        let _ = rx.changed().await;
-                    }
+                    None => woken.await,
                 }
             }
         }

@@ -36,6 +36,12 @@ impl Local {
         self.keys.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// The entry of `key` if some waiter made one. Holders register only there, so a key
+    /// nobody waits on costs nothing here.
+    pub fn existing(&self, key: &Key) -> Option<Arc<LocalKey>> {
+        self.map().get(key).cloned()
+    }
+
     pub fn get(&self, key: &Key) -> Arc<LocalKey> {
         self.map()
             .entry(key.clone())

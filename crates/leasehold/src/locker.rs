@@ -210,21 +210,29 @@ impl<'a> Acquire<'a> {
 
         // Waiters of this locker queue per key; only the head asks the store, and not while
         // another lease of this locker holds the key.
-        let lk = locker.local.get(&key);
-        let turn = match until {
-            None => None,
-            Some(until) => {
-                let Ok(turn) = tokio::time::timeout_at(until.into(), lk.queue.lock()).await else {
-                    locker.local.tidy(&lk);
+        let lk = match until {
+            Some(_) => Some(locker.local.get(&key)),
+            None => locker.local.existing(&key),
+        };
+        let tidy = |lk: &Option<Arc<crate::local::LocalKey>>| {
+            if let Some(lk) = lk {
+                locker.local.tidy(lk);
+            }
+        };
+        let turn = match (until, lk.as_ref()) {
+            (Some(until), Some(l)) => {
+                let Ok(turn) = tokio::time::timeout_at(until.into(), l.queue.lock()).await else {
+                    tidy(&lk);
                     return Err(Error::Busy { key: key.to_string() });
                 };
-                if !lk.wait_not_held(until).await {
+                if !l.wait_not_held(until).await {
                     drop(turn);
-                    locker.local.tidy(&lk);
+                    tidy(&lk);
                     return Err(Error::Busy { key: key.to_string() });
                 }
                 Some(turn)
             }
+            _ => None,
         };
 
         // From here until an answer is in hand, the store may have granted without us knowing:
@@ -235,14 +243,16 @@ impl<'a> Acquire<'a> {
             Ok(Attempt::Granted(g)) => g,
             Ok(Attempt::Busy { .. }) => {
                 cleanup.disarm();
-                locker.local.tidy(&lk);
+                drop(turn);
+                tidy(&lk);
                 return Err(Error::Busy { key: key.to_string() });
             }
             Err(e) => {
                 if matches!(e, Error::InvalidInput(_)) {
                     cleanup.disarm();
                 }
-                locker.local.tidy(&lk);
+                drop(turn);
+                tidy(&lk);
                 return Err(e);
             }
         };
@@ -264,7 +274,7 @@ impl<'a> Acquire<'a> {
             let id = locker.watchdog.register(&shared, grant.sent_at);
             (locker.watchdog.clone(), id)
         });
-        let lease = Lease::new(shared, watchdog, Some((locker.local.clone(), lk.clone())));
+        let lease = Lease::new(shared, watchdog, lk.clone().map(|lk| (locker.local.clone(), lk)));
         // Only now, with this lease registered as the local holder, may the next waiter look.
         drop(turn);
         Ok(lease)
