@@ -311,22 +311,32 @@ async fn uncontended(
     let mut lh = Tally::default();
     let mut direct = Tally::default();
     let mut raw = Tally::default();
+    let mut raw_fenced = Tally::default();
     #[cfg_attr(not(feature = "peers"), allow(unused_mut))]
     let mut peer = Tally::default();
     // Warm up connections and script caches.
     lh_cycles(locker, &unique("warm"), Duration::from_millis(200)).await?;
     if let Some(r) = redis {
-        raw_cycles(r, &unique("warm"), Duration::from_millis(200)).await?;
+        raw_cycles(r, &unique("warm"), Duration::from_millis(200), false).await?;
+        raw_cycles(r, &unique("warm"), Duration::from_millis(200), true).await?;
     }
     for run in 0..s.runs {
         p.step(format!("uncontended run {}/{}", run + 1, s.runs));
         let key = unique("u");
-        let order_flip = run % 2 == 1;
-        for turn in 0..2 {
-            if (turn == 0) != order_flip {
-                lh.add(lh_cycles(locker, &key, s.duration).await?);
-            } else if let Some(r) = redis {
-                raw.add(raw_cycles(r, &key, s.duration).await?);
+        // Rotate the order of the three so none always goes first.
+        for turn in 0..3 {
+            match (turn + run) % 3 {
+                0 => lh.add(lh_cycles(locker, &key, s.duration).await?),
+                1 => {
+                    if let Some(r) = redis {
+                        raw.add(raw_cycles(r, &key, s.duration, false).await?);
+                    }
+                }
+                _ => {
+                    if let Some(r) = redis {
+                        raw_fenced.add(raw_cycles(r, &key, s.duration, true).await?);
+                    }
+                }
             }
         }
         #[cfg(feature = "peers")]
@@ -341,16 +351,23 @@ async fn uncontended(
         rows.push(
             raw.json("raw redis-rs: SET NX PX + EVALSHA compare-and-delete, same connection kind"),
         );
-        let ratio = median(raw.per_run.clone()) / median(lh.per_run.clone());
-        v["leasehold_time_per_cycle_vs_raw"] = json!((ratio * 1000.0).round() / 1000.0);
-        // Per-run ratios, pairing the two contenders of the same run.
-        let per_run: Vec<f64> = raw
-            .per_run
-            .iter()
-            .zip(&lh.per_run)
-            .map(|(r, l)| ((r / l) * 1000.0).round() / 1000.0)
-            .collect();
+        // Pair the contenders of each run; the headline is the median of those ratios.
+        let paired = |base: &Tally| -> Vec<f64> {
+            base.per_run
+                .iter()
+                .zip(&lh.per_run)
+                .map(|(b, l)| ((b / l) * 1000.0).round() / 1000.0)
+                .collect()
+        };
+        let per_run = paired(&raw);
+        v["leasehold_time_per_cycle_vs_raw"] = json!(median(per_run.clone()));
         v["per_run_ratios"] = json!(per_run);
+        rows.push(raw_fenced.json(
+            "raw redis-rs with leasehold's fenced grant script (SET NX PX + INCR) + EVALSHA compare-and-delete",
+        ));
+        let fenced_runs = paired(&raw_fenced);
+        v["leasehold_time_per_cycle_vs_raw_fenced"] = json!(median(fenced_runs.clone()));
+        v["per_run_ratios_fenced"] = json!(fenced_runs);
     }
     rows.push(direct.json("leasehold store trait alone (no Locker/Lease): try_acquire + release"));
     if !peer.per_run.is_empty() {
@@ -410,31 +427,54 @@ async fn direct_cycles(locker: &Locker, key: &str, d: Duration) -> BenchResult<R
     })
 }
 
+const RAW_FENCED_GRANT: &str = r"
+if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+  return {1, redis.call('INCR', KEYS[2])}
+end
+return {0, redis.call('PTTL', KEYS[1])}";
+
 const RAW_RELEASE: &str = r"
 if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
 return 0";
 
-async fn raw_cycles(r: &RedisSide, key: &str, d: Duration) -> BenchResult<RunResult> {
+/// Raw redis-rs: plain `SET NX PX` (or, `fenced`, the same grant script leasehold uses:
+/// SET NX PX + INCR of a fence counter), then EVALSHA compare-and-delete.
+async fn raw_cycles(r: &RedisSide, key: &str, d: Duration, fenced: bool) -> BenchResult<RunResult> {
     let mut c = r.conn.clone();
     let release = redis::Script::new(RAW_RELEASE);
+    let grant = redis::Script::new(RAW_FENCED_GRANT);
     let (mut acq, mut rel) = (hist(), hist());
     let start = Instant::now();
     let mut n = 0;
     let raw_key = format!("{key}:raw");
+    let fence_key = format!("{key}:raw:fence");
     while start.elapsed() < d {
         let owner = OwnerToken::generate().map_err(|e| e.to_string())?.to_string();
         let t0 = Instant::now();
-        let ok: Option<String> = redis::cmd("SET")
-            .arg(&raw_key)
-            .arg(&owner)
-            .arg("NX")
-            .arg("PX")
-            .arg(TTL.as_millis() as u64)
-            .query_async(&mut c)
-            .await
-            .map_err(|e| e.to_string())?;
-        if ok.is_none() {
-            return Err("raw SET NX found the key held".into());
+        let granted = if fenced {
+            let (ok, _fence): (i64, i64) = grant
+                .key(&raw_key)
+                .key(&fence_key)
+                .arg(&owner)
+                .arg(TTL.as_millis() as u64)
+                .invoke_async(&mut c)
+                .await
+                .map_err(|e| e.to_string())?;
+            ok == 1
+        } else {
+            let ok: Option<String> = redis::cmd("SET")
+                .arg(&raw_key)
+                .arg(&owner)
+                .arg("NX")
+                .arg("PX")
+                .arg(TTL.as_millis() as u64)
+                .query_async(&mut c)
+                .await
+                .map_err(|e| e.to_string())?;
+            ok.is_some()
+        };
+        if !granted {
+            return Err("raw grant found the key held".into());
         }
         let t1 = Instant::now();
         let deleted: i64 = release
@@ -861,7 +901,14 @@ pub fn table(r: &Value) -> String {
             }
         }
         for (k, label) in [
-            ("leasehold_time_per_cycle_vs_raw", "leasehold time per cycle ÷ raw client's"),
+            (
+                "leasehold_time_per_cycle_vs_raw",
+                "leasehold time per cycle ÷ raw client's (SET NX PX), median of per-run ratios",
+            ),
+            (
+                "leasehold_time_per_cycle_vs_raw_fenced",
+                "leasehold time per cycle ÷ raw client's with the same fenced grant script",
+            ),
             ("leasehold_handoffs_vs_peer", "leasehold handoffs/s ÷ peer's"),
             (
                 "leasehold_cycles_vs_half_redis_benchmark",
@@ -872,8 +919,12 @@ pub fn table(r: &Value) -> String {
                 out.push_str(&format!("  → {label}: {}\n", sc[k]));
             }
         }
-        if !sc["per_run_ratios"].is_null() {
-            out.push_str(&format!("    per-run ratios: {}\n", sc["per_run_ratios"]));
+        for (k, label) in
+            [("per_run_ratios", "vs SET NX PX"), ("per_run_ratios_fenced", "vs same fenced grant")]
+        {
+            if !sc[k].is_null() {
+                out.push_str(&format!("    per-run ratios {label}: {}\n", sc[k]));
+            }
         }
         if !sc["redis_benchmark"].is_null() {
             let rb = &sc["redis_benchmark"];
