@@ -534,7 +534,11 @@ async fn handoff(
     }
     let mut rows = vec![lh.json("leasehold (wait forever, notified)")];
     let mut v = json!({
-        "what": format!("{} tasks on one key, empty critical section. A handoff is an acquisition by another task than the previous holder; handoff wait runs from the holder calling release to the next waiter's acquire returning. Store commands are client requests (INFO commandstats)", s.tasks),
+        "what": format!(
+            "{} tasks on one key, empty critical section. A handoff is an acquisition by another task than the previous holder; handoff wait runs from the holder calling release to the next waiter's acquire returning.{}",
+            s.tasks,
+            if redis.is_some() { " Store requests are client requests counted by INFO commandstats." } else { "" }
+        ),
     });
     if !peer.per_run.is_empty() {
         rows.push(peer.json("rslock 0.10 (acquire_no_guard: retries with 0-200 ms sleeps)"));
@@ -859,10 +863,10 @@ fn rss_bytes() -> Option<u64> {
 pub fn table(r: &Value) -> String {
     let mut out = String::new();
     out.push_str(&format!(
-        "store {} ({} {}) · {} runs × {} s · throughput = median over runs · latency µs p50/p90/p99/p99.9/max over all samples\n",
+        "store {} ({}{}) · {} runs × {} s · throughput = median over runs · latency µs p50/p90/p99/p99.9/max over all samples\n",
         r["store"].as_str().unwrap_or("?"),
         r["backend"].as_str().unwrap_or("?"),
-        r["server_version"].as_str().unwrap_or(""),
+        r["server_version"].as_str().map(|v| format!(" {v}")).unwrap_or_default(),
         r["runs"],
         r["duration_s"],
     ));
@@ -937,10 +941,20 @@ pub fn table(r: &Value) -> String {
         }
         if let Some(runs) = sc["runs"].as_array() {
             for (i, run) in runs.iter().enumerate() {
+                let renewal = if run["oldest_renewal_seen_ms"].is_null() {
+                    "no PTTL sampling on this store".to_string()
+                } else {
+                    format!(
+                        "oldest renewal seen {} ms (renew interval {} ms, {} samples)",
+                        run["oldest_renewal_seen_ms"],
+                        run["renew_interval_ms"],
+                        run["pttl_samples"]
+                    )
+                };
                 out.push_str(&format!(
-                    "  run {}: {} leases acquired in {} s, held {} s: lost {}, oldest renewal seen {} ms (renew interval {} ms, {} samples), RSS {} MB before → {} MB holding → {} MB at end\n",
-                    i + 1, run["leases"], run["acquire_all_s"], run["held_s"], run["lost"], run["oldest_renewal_seen_ms"],
-                    run["renew_interval_ms"], run["pttl_samples"], run["rss_mb_before"], run["rss_mb_holding"], run["rss_mb_end"],
+                    "  run {}: {} leases acquired in {} s, held {} s: lost {}, {renewal}, RSS {} MB before → {} MB holding → {} MB at end\n",
+                    i + 1, run["leases"], run["acquire_all_s"], run["held_s"], run["lost"],
+                    run["rss_mb_before"], run["rss_mb_holding"], run["rss_mb_end"],
                 ));
             }
         }
