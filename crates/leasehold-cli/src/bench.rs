@@ -4,6 +4,7 @@
 //! figures reported are medians over runs (throughput) and percentiles over all samples
 //! (latency). Ratios compare contenders measured in the same run, never absolute times.
 
+use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -315,10 +316,13 @@ async fn uncontended(
     #[cfg_attr(not(feature = "peers"), allow(unused_mut))]
     let mut peer = Tally::default();
     // Warm up connections and script caches.
-    lh_cycles(locker, &unique("warm"), Duration::from_millis(200)).await?;
-    if let Some(r) = redis {
-        raw_cycles(r, &unique("warm"), Duration::from_millis(200), false).await?;
-        raw_cycles(r, &unique("warm"), Duration::from_millis(200), true).await?;
+    let lh_c = Leasehold(locker.clone());
+    let raw_c = redis.map(|r| (Raw::new(r, false), Raw::new(r, true)));
+    let warm = Duration::from_millis(200);
+    cycles(&lh_c, &unique("warm"), warm).await?;
+    if let Some((plain, fenced)) = &raw_c {
+        cycles(plain, &unique("warm"), warm).await?;
+        cycles(fenced, &unique("warm"), warm).await?;
     }
     for run in 0..s.runs {
         p.step(format!("uncontended run {}/{}", run + 1, s.runs));
@@ -326,24 +330,27 @@ async fn uncontended(
         // Rotate the order of the three so none always goes first.
         for turn in 0..3 {
             match (turn + run) % 3 {
-                0 => lh.add(lh_cycles(locker, &key, s.duration).await?),
+                0 => lh.add(cycles(&lh_c, &key, s.duration).await?),
                 1 => {
-                    if let Some(r) = redis {
-                        raw.add(raw_cycles(r, &key, s.duration, false).await?);
+                    if let Some((plain, _)) = &raw_c {
+                        raw.add(cycles(plain, &format!("{key}:raw"), s.duration).await?);
                     }
                 }
                 _ => {
-                    if let Some(r) = redis {
-                        raw_fenced.add(raw_cycles(r, &key, s.duration, true).await?);
+                    if let Some((_, fenced)) = &raw_c {
+                        raw_fenced
+                            .add(cycles(fenced, &format!("{key}:raw-fenced"), s.duration).await?);
                     }
                 }
             }
         }
         #[cfg(feature = "peers")]
         if let Some(r) = redis {
-            peer.add(peers::rslock_cycles(&r.url, &key, s.duration).await?);
+            let rs = peers::Rslock(rslock::LockManager::new(vec![r.url.clone()]));
+            peer.add(cycles(&rs, &format!("{key}:rslock"), s.duration).await?);
         }
-        direct.add(direct_cycles(locker, &key, s.duration).await?);
+        let direct_c = StoreOnly(locker.store().clone());
+        direct.add(cycles(&direct_c, &format!("{key}:direct"), s.duration).await?);
     }
     let mut rows = vec![lh.json("leasehold")];
     let mut v = json!({ "what": "one task: acquire + release of one free key, back to back" });
@@ -377,54 +384,60 @@ async fn uncontended(
     Ok(v)
 }
 
-async fn lh_cycles(locker: &Locker, key: &str, d: Duration) -> BenchResult<RunResult> {
-    let (mut acq, mut rel) = (hist(), hist());
-    let start = Instant::now();
-    let mut n = 0;
-    while start.elapsed() < d {
-        let t0 = Instant::now();
-        let lease = locker.acquire(key, TTL).await.map_err(|e| e.to_string())?;
-        let t1 = Instant::now();
-        if !lease.release().await.map_err(|e| e.to_string())? {
-            return Err("release found the lease not ours".into());
-        }
-        let t2 = Instant::now();
-        acq.record(us(t1 - t0)).ok();
-        rel.record(us(t2 - t1)).ok();
-        n += 1;
-    }
-    Ok(RunResult {
-        ops: n,
-        handoffs: None,
-        elapsed: start.elapsed(),
-        acquire: Some(acq),
-        release: Some(rel),
-        handoff: None,
-        commands: None,
-    })
+/// One way of taking and giving back a key; the same loops measure every contender.
+trait Contender: Clone + Send + Sync + 'static {
+    type Guard: Send;
+    /// Takes `key`, waiting up to `wait` (zero: one attempt). `Ok(None)`: not granted.
+    fn acquire(
+        &self,
+        key: &str,
+        wait: Duration,
+    ) -> impl Future<Output = BenchResult<Option<Self::Guard>>> + Send;
+    /// Gives it back; an error if it was no longer ours.
+    fn release(&self, guard: Self::Guard) -> impl Future<Output = BenchResult<()>> + Send;
 }
 
-async fn direct_cycles(locker: &Locker, key: &str, d: Duration) -> BenchResult<RunResult> {
-    let store = locker.store().clone();
-    let k = leasehold::Key::new(format!("{key}:direct")).unwrap();
-    let start = Instant::now();
-    let mut n = 0;
-    while start.elapsed() < d {
-        let owner = OwnerToken::generate().unwrap();
-        let req = leasehold::AcquireRequest { key: &k, owner: &owner, ttl: TTL, op_timeout: TTL };
-        let _ = store.try_acquire(&req).await.map_err(|e| e.to_string())?;
-        store.release(&k, &owner).await.map_err(|e| e.to_string())?;
-        n += 1;
+/// leasehold through `Locker` and `Lease`.
+#[derive(Clone)]
+struct Leasehold(Locker);
+
+impl Contender for Leasehold {
+    type Guard = leasehold::Lease;
+    async fn acquire(&self, key: &str, wait: Duration) -> BenchResult<Option<leasehold::Lease>> {
+        let w = if wait.is_zero() { Wait::No } else { Wait::For(wait) };
+        match self.0.acquire(key, TTL).wait(w).await {
+            Ok(l) => Ok(Some(l)),
+            Err(leasehold::Error::Busy { .. }) => Ok(None),
+            Err(e) => Err(e.to_string()),
+        }
     }
-    Ok(RunResult {
-        ops: n,
-        handoffs: None,
-        elapsed: start.elapsed(),
-        acquire: None,
-        release: None,
-        handoff: None,
-        commands: None,
-    })
+    async fn release(&self, lease: leasehold::Lease) -> BenchResult<()> {
+        match lease.release().await {
+            Ok(true) => Ok(()),
+            Ok(false) => Err("release found the lease not ours".into()),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+}
+
+/// leasehold's store trait called directly: no `Locker`, no `Lease` (one attempt only).
+#[derive(Clone)]
+struct StoreOnly(Arc<dyn leasehold::Store>);
+
+impl Contender for StoreOnly {
+    type Guard = (leasehold::Key, OwnerToken);
+    async fn acquire(&self, key: &str, _wait: Duration) -> BenchResult<Option<Self::Guard>> {
+        let k = leasehold::Key::new(key).map_err(|e| e.to_string())?;
+        let owner = OwnerToken::generate().map_err(|e| e.to_string())?;
+        let req = leasehold::AcquireRequest { key: &k, owner: &owner, ttl: TTL, op_timeout: TTL };
+        match self.0.try_acquire(&req).await.map_err(|e| e.to_string())? {
+            leasehold::Attempt::Granted(_) => Ok(Some((k, owner))),
+            _ => Ok(None),
+        }
+    }
+    async fn release(&self, (k, owner): Self::Guard) -> BenchResult<()> {
+        self.0.release(&k, &owner).await.map(|_| ()).map_err(|e| e.to_string())
+    }
 }
 
 const RAW_FENCED_GRANT: &str = r"
@@ -438,23 +451,36 @@ if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) 
 return 0";
 
 /// Raw redis-rs: plain `SET NX PX` (or, `fenced`, the same grant script leasehold uses:
-/// SET NX PX + INCR of a fence counter), then EVALSHA compare-and-delete.
-async fn raw_cycles(r: &RedisSide, key: &str, d: Duration, fenced: bool) -> BenchResult<RunResult> {
-    let mut c = r.conn.clone();
-    let release = redis::Script::new(RAW_RELEASE);
-    let grant = redis::Script::new(RAW_FENCED_GRANT);
-    let (mut acq, mut rel) = (hist(), hist());
-    let start = Instant::now();
-    let mut n = 0;
-    let raw_key = format!("{key}:raw");
-    let fence_key = format!("{key}:raw:fence");
-    while start.elapsed() < d {
+/// SET NX PX + INCR of a fence counter), then EVALSHA compare-and-delete (one attempt only).
+#[derive(Clone)]
+struct Raw {
+    conn: redis::aio::ConnectionManager,
+    fenced: bool,
+    grant: Arc<redis::Script>,
+    release: Arc<redis::Script>,
+}
+
+impl Raw {
+    fn new(r: &RedisSide, fenced: bool) -> Self {
+        Raw {
+            conn: r.conn.clone(),
+            fenced,
+            grant: Arc::new(redis::Script::new(RAW_FENCED_GRANT)),
+            release: Arc::new(redis::Script::new(RAW_RELEASE)),
+        }
+    }
+}
+
+impl Contender for Raw {
+    type Guard = (String, String);
+    async fn acquire(&self, key: &str, _wait: Duration) -> BenchResult<Option<Self::Guard>> {
+        let mut c = self.conn.clone();
         let owner = OwnerToken::generate().map_err(|e| e.to_string())?.to_string();
-        let t0 = Instant::now();
-        let granted = if fenced {
-            let (ok, _fence): (i64, i64) = grant
-                .key(&raw_key)
-                .key(&fence_key)
+        let granted = if self.fenced {
+            let (ok, _fence): (i64, i64) = self
+                .grant
+                .key(key)
+                .key(format!("{key}:fence"))
                 .arg(&owner)
                 .arg(TTL.as_millis() as u64)
                 .invoke_async(&mut c)
@@ -463,7 +489,7 @@ async fn raw_cycles(r: &RedisSide, key: &str, d: Duration, fenced: bool) -> Benc
             ok == 1
         } else {
             let ok: Option<String> = redis::cmd("SET")
-                .arg(&raw_key)
+                .arg(key)
                 .arg(&owner)
                 .arg("NX")
                 .arg("PX")
@@ -473,22 +499,33 @@ async fn raw_cycles(r: &RedisSide, key: &str, d: Duration, fenced: bool) -> Benc
                 .map_err(|e| e.to_string())?;
             ok.is_some()
         };
-        if !granted {
-            return Err("raw grant found the key held".into());
-        }
-        let t1 = Instant::now();
-        let deleted: i64 = release
-            .key(&raw_key)
+        Ok(granted.then(|| (key.to_owned(), owner)))
+    }
+    async fn release(&self, (key, owner): Self::Guard) -> BenchResult<()> {
+        let mut c = self.conn.clone();
+        let deleted: i64 = self
+            .release
+            .key(&key)
             .arg(&owner)
             .invoke_async(&mut c)
             .await
             .map_err(|e| e.to_string())?;
-        if deleted != 1 {
-            return Err("raw release found the key not ours".into());
-        }
-        let t2 = Instant::now();
+        if deleted == 1 { Ok(()) } else { Err("raw release found the key not ours".into()) }
+    }
+}
+
+/// Back-to-back acquire + release of a free `key` for `d`.
+async fn cycles<C: Contender>(c: &C, key: &str, d: Duration) -> BenchResult<RunResult> {
+    let (mut acq, mut rel) = (hist(), hist());
+    let start = Instant::now();
+    let mut n = 0;
+    while start.elapsed() < d {
+        let t0 = Instant::now();
+        let g = c.acquire(key, Duration::ZERO).await?.ok_or("a free key was busy")?;
+        let t1 = Instant::now();
+        c.release(g).await?;
         acq.record(us(t1 - t0)).ok();
-        rel.record(us(t2 - t1)).ok();
+        rel.record(us(t1.elapsed())).ok();
         n += 1;
     }
     Ok(RunResult {
@@ -519,7 +556,8 @@ async fn handoff(
             Some(r) => Some(r.calls(LEASEHOLD_REQUESTS).await?),
             None => None,
         };
-        let mut r = lh_handoff(locker, &unique("h"), s.tasks, s.duration).await?;
+        let mut r =
+            handoff_run(&Leasehold(locker.clone()), &unique("h"), s.tasks, s.duration).await?;
         if let (Some(rs), Some(b)) = (redis, before) {
             r.commands = Some(rs.calls(LEASEHOLD_REQUESTS).await?.saturating_sub(b));
         }
@@ -527,7 +565,8 @@ async fn handoff(
         #[cfg(feature = "peers")]
         if let Some(rs) = redis {
             let b = rs.calls(RSLOCK_REQUESTS).await?;
-            let mut r = peers::rslock_handoff(&rs.url, &unique("h"), s.tasks, s.duration).await?;
+            let peer_c = peers::Rslock(rslock::LockManager::new(vec![rs.url.clone()]));
+            let mut r = handoff_run(&peer_c, &unique("h"), s.tasks, s.duration).await?;
             r.commands = Some(rs.calls(RSLOCK_REQUESTS).await?.saturating_sub(b));
             peer.add(r);
         }
@@ -549,21 +588,22 @@ async fn handoff(
     Ok(v)
 }
 
-async fn lh_handoff(
-    locker: &Locker,
+/// `tasks` tasks taking turns on `key` for `d`, each acquiring with a wait.
+async fn handoff_run<C: Contender>(
+    c: &C,
     key: &str,
     tasks: usize,
     d: Duration,
 ) -> BenchResult<RunResult> {
     let base = Instant::now();
     let deadline = base + d;
-    // Nanoseconds since `base` at which the current holder started its release (0: none).
+    // Nanoseconds since `base` at which the current holder started its release.
     let released_at = Arc::new(AtomicU64::new(0));
     let last_holder = Arc::new(AtomicU64::new(u64::MAX));
     let mut handles = Vec::new();
     for task in 0..tasks as u64 {
-        let (locker, key, released_at, last_holder) =
-            (locker.clone(), key.to_string(), released_at.clone(), last_holder.clone());
+        let (c, key, released_at, last_holder) =
+            (c.clone(), key.to_string(), released_at.clone(), last_holder.clone());
         handles.push(tokio::spawn(async move {
             let (mut acq, mut hand) = (hist(), hist());
             let (mut n, mut changes) = (0u64, 0u64);
@@ -571,11 +611,7 @@ async fn lh_handoff(
                 let t0 = base.elapsed().as_nanos() as u64;
                 let wait =
                     deadline.saturating_duration_since(Instant::now()) + Duration::from_secs(2);
-                let lease = match locker.acquire(&key, TTL).wait(Wait::For(wait)).await {
-                    Ok(l) => l,
-                    Err(leasehold::Error::Busy { .. }) => break,
-                    Err(e) => return Err(e.to_string()),
-                };
+                let Some(guard) = c.acquire(&key, wait).await? else { break };
                 let got = base.elapsed().as_nanos() as u64;
                 acq.record(((got - t0) / 1000).max(1)).ok();
                 let rel = released_at.load(Ordering::SeqCst);
@@ -587,18 +623,16 @@ async fn lh_handoff(
                     changes += 1;
                 }
                 released_at.store(base.elapsed().as_nanos() as u64, Ordering::SeqCst);
-                if !lease.release().await.map_err(|e| e.to_string())? {
-                    return Err("release found the lease not ours".into());
-                }
+                c.release(guard).await?;
             }
             Ok::<_, String>((n, changes, acq, hand))
         }));
     }
     let (mut ops, mut changes, mut acq, mut hand) = (0, 0, hist(), hist());
     for h in handles {
-        let (n, c, a, hd) = h.await.map_err(|e| e.to_string())??;
+        let (n, ch, a, hd) = h.await.map_err(|e| e.to_string())??;
         ops += n;
-        changes += c;
+        changes += ch;
         acq.add(a).ok();
         hand.add(hd).ok();
     }
@@ -968,95 +1002,25 @@ mod peers {
     use super::*;
     use rslock::LockManager;
 
-    pub async fn rslock_cycles(url: &str, key: &str, d: Duration) -> BenchResult<RunResult> {
-        let lm = LockManager::new(vec![url.to_string()]);
-        let (mut acq, mut rel) = (hist(), hist());
-        let key = format!("{key}:rslock");
-        let start = Instant::now();
-        let mut n = 0;
-        while start.elapsed() < d {
-            let t0 = Instant::now();
-            let lock = lm.lock(key.as_bytes(), TTL).await.map_err(|e| e.to_string())?;
-            let t1 = Instant::now();
-            lm.unlock(&lock).await;
-            let t2 = Instant::now();
-            acq.record(us(t1 - t0)).ok();
-            rel.record(us(t2 - t1)).ok();
-            n += 1;
-        }
-        Ok(RunResult {
-            ops: n,
-            handoffs: None,
-            elapsed: start.elapsed(),
-            acquire: Some(acq),
-            release: Some(rel),
-            handoff: None,
-            commands: None,
-        })
-    }
+    /// rslock: `lock` (3 tries, 0-200 ms apart) for one attempt, `acquire_no_guard` (loops on
+    /// `lock`) to wait, `unlock` to release.
+    #[derive(Clone)]
+    pub struct Rslock(pub LockManager);
 
-    pub async fn rslock_handoff(
-        url: &str,
-        key: &str,
-        tasks: usize,
-        d: Duration,
-    ) -> BenchResult<RunResult> {
-        let lm = LockManager::new(vec![url.to_string()]);
-        let base = Instant::now();
-        let deadline = base + d;
-        let released_at = Arc::new(AtomicU64::new(0));
-        let last_holder = Arc::new(AtomicU64::new(u64::MAX));
-        let mut handles = Vec::new();
-        for task in 0..tasks as u64 {
-            let (lm, key, released_at, last_holder) =
-                (lm.clone(), key.to_string(), released_at.clone(), last_holder.clone());
-            handles.push(tokio::spawn(async move {
-                let (mut acq, mut hand) = (hist(), hist());
-                let (mut n, mut changes) = (0u64, 0u64);
-                while Instant::now() < deadline {
-                    let t0 = base.elapsed().as_nanos() as u64;
-                    let lock = match tokio::time::timeout(
-                        deadline.saturating_duration_since(Instant::now()) + Duration::from_secs(2),
-                        lm.acquire_no_guard(key.as_bytes(), TTL),
-                    )
-                    .await
-                    {
-                        Ok(Ok(l)) => l,
-                        Ok(Err(e)) => return Err(e.to_string()),
-                        Err(_) => break,
-                    };
-                    let got = base.elapsed().as_nanos() as u64;
-                    acq.record(((got - t0) / 1000).max(1)).ok();
-                    let rel = released_at.load(Ordering::SeqCst);
-                    if rel > t0 && got >= rel {
-                        hand.record(((got - rel) / 1000).max(1)).ok();
-                    }
-                    n += 1;
-                    if last_holder.swap(task, Ordering::SeqCst) != task {
-                        changes += 1;
-                    }
-                    released_at.store(base.elapsed().as_nanos() as u64, Ordering::SeqCst);
-                    lm.unlock(&lock).await;
-                }
-                Ok::<_, String>((n, changes, acq, hand))
-            }));
+    impl Contender for Rslock {
+        type Guard = rslock::Lock;
+        async fn acquire(&self, key: &str, wait: Duration) -> BenchResult<Option<rslock::Lock>> {
+            if wait.is_zero() {
+                return self.0.lock(key.as_bytes(), TTL).await.map(Some).map_err(|e| e.to_string());
+            }
+            match tokio::time::timeout(wait, self.0.acquire_no_guard(key.as_bytes(), TTL)).await {
+                Ok(r) => r.map(Some).map_err(|e| e.to_string()),
+                Err(_) => Ok(None),
+            }
         }
-        let (mut ops, mut changes, mut acq, mut hand) = (0, 0, hist(), hist());
-        for h in handles {
-            let (n, c, a, hd) = h.await.map_err(|e| e.to_string())??;
-            ops += n;
-            changes += c;
-            acq.add(a).ok();
-            hand.add(hd).ok();
+        async fn release(&self, lock: rslock::Lock) -> BenchResult<()> {
+            self.0.unlock(&lock).await;
+            Ok(())
         }
-        Ok(RunResult {
-            ops,
-            handoffs: Some(changes),
-            elapsed: base.elapsed(),
-            acquire: Some(acq),
-            release: None,
-            handoff: Some(hand),
-            commands: None,
-        })
     }
 }

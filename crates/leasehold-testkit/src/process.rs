@@ -197,6 +197,54 @@ pub mod resource {
     }
 }
 
+/// Starts an `lh-worker hold` process: it acquires `key`, claims and writes the resource, says
+/// `ready FENCE`, and on `write` writes again and says `accepted` or `rejected: …`.
+fn spawn_holder(
+    worker: &Path,
+    url: &str,
+    key: &str,
+    ttl_ms: u64,
+    resource: &str,
+    fenced: bool,
+) -> Proc {
+    let ttl = ttl_ms.to_string();
+    let fenced = if fenced { "1" } else { "0" };
+    Proc::spawn(
+        worker,
+        &[
+            "hold",
+            "--store",
+            url,
+            "--key",
+            key,
+            "--ttl-ms",
+            &ttl,
+            "--resource",
+            resource,
+            "--fenced",
+            fenced,
+        ],
+    )
+}
+
+/// Asserts the fenced run's outcome: the resumed holder's write was refused and the
+/// successor's value stands.
+#[track_caller]
+pub fn assert_stale_write_rejected(r: &StallReport) {
+    assert!(r.fences.1 > r.fences.0, "{r:?}");
+    assert!(!r.stale_write_accepted, "the resumed holder's stale write got through: {r:?}");
+    assert!(r.holder_said.starts_with("rejected: stale fence"), "{r:?}");
+    assert_eq!(r.final_value.as_deref(), Some("successor"), "{r:?}");
+}
+
+/// Asserts the control's outcome: without fencing the stale write landed over the
+/// successor's, so the fenced assertion above is able to fail.
+#[track_caller]
+pub fn assert_stale_write_accepted(r: &StallReport) {
+    assert!(r.stale_write_accepted, "{r:?}");
+    assert_eq!(r.final_value.as_deref(), Some("holder-stale"), "{r:?}");
+}
+
 /// `procs` worker processes × `iters` critical sections on one key: the recorded history must
 /// show no overlap, fences increasing in time order, and no lost update on a shared counter.
 pub async fn multi_process_mutex(url: &str, worker: &Path, procs: usize, iters: usize) {
@@ -262,22 +310,7 @@ pub async fn stalled_holder(
     let mut res = resource::open(resource_spec).await;
     let key = unique_key("stalled");
     let ttl = Duration::from_millis(1000);
-    let mut holder = Proc::spawn(
-        worker,
-        &[
-            "hold",
-            "--store",
-            url,
-            "--key",
-            &key,
-            "--ttl-ms",
-            &ttl.as_millis().to_string(),
-            "--resource",
-            resource_spec,
-            "--fenced",
-            if fenced { "1" } else { "0" },
-        ],
-    );
+    let mut holder = spawn_holder(worker, url, &key, ttl.as_millis() as u64, resource_spec, fenced);
     let ready = holder.line().await;
     let holder_fence: u64 = ready
         .strip_prefix("ready ")
@@ -318,22 +351,7 @@ pub async fn stalled_session_holder_keeps_lock(locker: &Locker, url: &str, worke
     let dir = tempfile::tempdir().unwrap();
     let spec = format!("sqlite:{}", dir.path().join("resource.db").display());
     let key = unique_key("stalled-session");
-    let mut holder = Proc::spawn(
-        worker,
-        &[
-            "hold",
-            "--store",
-            url,
-            "--key",
-            &key,
-            "--ttl-ms",
-            "500",
-            "--resource",
-            &spec,
-            "--fenced",
-            "1",
-        ],
-    );
+    let mut holder = spawn_holder(worker, url, &key, 500, &spec, true);
     let ready = holder.line().await;
     assert!(ready.starts_with("ready "), "holder said {ready:?}");
     holder.stop();
