@@ -36,7 +36,8 @@ Exit codes:
   126  the command could not be executed; 127: the command was not found
 
 Store: --store URL, else $LEASEHOLD_STORE, else sqlite://$XDG_STATE_HOME/leasehold/leasehold.db
-(~/.local/state/leasehold/leasehold.db). URLs: sqlite://PATH, file://DIR.";
+(~/.local/state/leasehold/leasehold.db). URLs: sqlite://PATH, file://DIR,
+redis://HOST:PORT[/DB][?prefix=P&wait_replicas=N&wait_timeout=100ms], redlock://H1:P1,H2:P2,H3:P3.";
 
 /// Distributed locks and leases that stay correct when a holder stalls.
 #[derive(Parser, Debug)]
@@ -48,7 +49,7 @@ struct Cli {
 
 #[derive(Args, Debug)]
 struct StoreOpt {
-    /// Store URL (sqlite://PATH, file://DIR).
+    /// Store URL (sqlite://PATH, file://DIR, redis://HOST:PORT, redlock://H1:P1,H2:P2,H3:P3).
     #[arg(long, value_name = "URL")]
     store: Option<String>,
 }
