@@ -56,6 +56,17 @@ pub async fn redis_fixture() -> Fixture {
     }
 }
 
+/// A fixture over a private TLS-only `redis-server`, reached with `rediss://…?tls_ca=`.
+pub async fn redis_tls_fixture() -> Fixture {
+    let server = servers::RedisServer::start_tls();
+    let url = server.url();
+    Fixture {
+        locker: leasehold::Locker::connect(&url).await.expect("connect rediss"),
+        url,
+        guard: Box::new(server),
+    }
+}
+
 /// A fence source for tests: an in-process counter, so strictly increasing only within one
 /// process. Real deployments use a shared, durable source.
 #[derive(Debug, Default)]

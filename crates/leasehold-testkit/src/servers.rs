@@ -32,6 +32,7 @@ pub struct RedisServer {
     port: u16,
     dir: tempfile::TempDir,
     extra: Vec<String>,
+    tls: bool,
     child: Option<Child>,
 }
 
@@ -43,9 +44,22 @@ impl RedisServer {
 
     /// Starts one with extra `redis-server` arguments (e.g. `["--appendonly", "yes"]`).
     pub fn start_with(extra: &[&str]) -> Self {
+        Self::start_inner(extra, false)
+    }
+
+    /// Starts one that speaks only TLS, with a certificate for 127.0.0.1 signed by a CA made
+    /// for it (`ca.crt` in its directory; [`RedisServer::url`] names it with `tls_ca`).
+    pub fn start_tls() -> Self {
+        Self::start_inner(&[], true)
+    }
+
+    fn start_inner(extra: &[&str], tls: bool) -> Self {
         let dir = tempfile::tempdir().expect("temp dir");
+        if tls {
+            make_certs(dir.path());
+        }
         let extra: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
-        let mut s = RedisServer { port: 0, dir, extra, child: None };
+        let mut s = RedisServer { port: 0, dir, extra, tls, child: None };
         for _ in 0..10 {
             s.port = free_port();
             if s.spawn() {
@@ -57,24 +71,36 @@ impl RedisServer {
 
     fn spawn(&mut self) -> bool {
         let mut cmd = Command::new(need("redis-server"));
-        cmd.args([
-            "--port",
-            &self.port.to_string(),
-            "--bind",
-            "127.0.0.1",
-            "--protected-mode",
-            "no",
-        ])
-        .args(["--save", "", "--appendonly", "no", "--daemonize", "no"])
-        .args(["--repl-diskless-sync-delay", "0"])
-        .arg("--dir")
-        .arg(self.dir.path())
-        .arg("--logfile")
-        .arg(self.dir.path().join("redis.log"))
-        .args(&self.extra)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null());
+        if self.tls {
+            let d = self.dir.path();
+            cmd.args([
+                "--port",
+                "0",
+                "--tls-port",
+                &self.port.to_string(),
+                "--tls-auth-clients",
+                "no",
+            ])
+            .arg("--tls-cert-file")
+            .arg(d.join("server.crt"))
+            .arg("--tls-key-file")
+            .arg(d.join("server.key"))
+            .arg("--tls-ca-cert-file")
+            .arg(d.join("ca.crt"));
+        } else {
+            cmd.args(["--port", &self.port.to_string()]);
+        }
+        cmd.args(["--bind", "127.0.0.1", "--protected-mode", "no"])
+            .args(["--save", "", "--appendonly", "no", "--daemonize", "no"])
+            .args(["--repl-diskless-sync-delay", "0"])
+            .arg("--dir")
+            .arg(self.dir.path())
+            .arg("--logfile")
+            .arg(self.dir.path().join("redis.log"))
+            .args(&self.extra)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
         let child = cmd.spawn().expect("spawn redis-server");
         self.child = Some(child);
         let deadline = Instant::now() + Duration::from_secs(10);
@@ -95,6 +121,9 @@ impl RedisServer {
     }
 
     fn ping(&self) -> bool {
+        if self.tls {
+            return self.cli(&["PING"]) == "PONG";
+        }
         let Ok(mut s) = TcpStream::connect(("127.0.0.1", self.port)) else { return false };
         let _ = s.set_read_timeout(Some(Duration::from_millis(500)));
         let mut buf = [0u8; 64];
@@ -107,9 +136,18 @@ impl RedisServer {
         self.port
     }
 
-    /// `redis://127.0.0.1:PORT`.
+    /// `redis://127.0.0.1:PORT`, or `rediss://127.0.0.1:PORT?tls_ca=…/ca.crt` for TLS.
     pub fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}", self.port)
+        if self.tls {
+            format!("rediss://127.0.0.1:{}?tls_ca={}", self.port, self.ca().display())
+        } else {
+            format!("redis://127.0.0.1:{}", self.port)
+        }
+    }
+
+    /// The CA certificate of a TLS server.
+    pub fn ca(&self) -> std::path::PathBuf {
+        self.dir.path().join("ca.crt")
     }
 
     fn pid(&self) -> Pid {
@@ -143,11 +181,18 @@ impl RedisServer {
 
     /// Runs `redis-cli -p PORT ARGS…` and returns its stdout, trimmed.
     pub fn cli(&self, args: &[&str]) -> String {
-        let out = Command::new(need("redis-cli"))
-            .args(["-h", "127.0.0.1", "-p", &self.port.to_string()])
-            .args(args)
-            .output()
-            .expect("run redis-cli");
+        // Bounded: a client that never gets an answer must not hang the test.
+        let mut cmd = Command::new(need("timeout"));
+        cmd.arg("10").arg(need("redis-cli")).args([
+            "-h",
+            "127.0.0.1",
+            "-p",
+            &self.port.to_string(),
+        ]);
+        if self.tls {
+            cmd.arg("--tls").arg("--cacert").arg(self.ca());
+        }
+        let out = cmd.args(args).output().expect("run redis-cli");
         String::from_utf8_lossy(&out.stdout).trim().to_string()
     }
 
@@ -171,6 +216,50 @@ impl RedisServer {
     pub fn promote(&self) {
         self.cli(&["REPLICAOF", "NO", "ONE"]);
     }
+}
+
+/// A CA and a server certificate for 127.0.0.1 signed by it, made with `openssl`.
+fn make_certs(dir: &std::path::Path) {
+    let ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"];
+    let run = |args: &[&str]| {
+        let out = Command::new(need("openssl"))
+            .args(args)
+            .current_dir(dir)
+            .output()
+            .expect("run openssl");
+        assert!(out.status.success(), "openssl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    };
+    run(&[
+        &["req", "-x509", "-new"][..],
+        &ec,
+        &["-keyout", "ca.key", "-out", "ca.crt", "-days", "2", "-subj", "/CN=leasehold test CA"],
+    ]
+    .concat());
+    run(&[
+        &["req", "-new"][..],
+        &ec,
+        &["-keyout", "server.key", "-out", "server.csr", "-subj", "/CN=127.0.0.1"],
+    ]
+    .concat());
+    std::fs::write(dir.join("ext"), "subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\n")
+        .unwrap();
+    run(&[
+        "x509",
+        "-req",
+        "-in",
+        "server.csr",
+        "-CA",
+        "ca.crt",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-out",
+        "server.crt",
+        "-days",
+        "2",
+        "-extfile",
+        "ext",
+    ]);
 }
 
 impl Drop for RedisServer {

@@ -105,6 +105,7 @@ impl Error {
         Error::InvalidInput(msg.into())
     }
 
+    #[cfg_attr(not(any(feature = "sqlite", feature = "file", feature = "redis")), allow(dead_code))]
     pub(crate) fn backend(
         backend: &'static str,
         message: impl Into<String>,

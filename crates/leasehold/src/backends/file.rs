@@ -179,6 +179,7 @@ fn dev_parts(dev: u64) -> (u64, u64) {
 
 /// `(major, minor, inode)` of every file with an exclusive `flock` on it, from `/proc/locks`
 /// (read-only: probing with our own lock could make a concurrent acquirer see "busy").
+/// Best effort: the file is not a consistent snapshot while locks come and go.
 fn flocked_inodes() -> Result<Vec<(u64, u64, u64)>> {
     let text = std::fs::read_to_string("/proc/locks")
         .map_err(io_err("cannot read /proc/locks".to_string()))?;
@@ -459,8 +460,13 @@ impl Store for FileStore {
     async fn holders(&self, key: Option<&Key>) -> Result<Vec<Holder>> {
         let dir = self.dir.clone();
         let only = key.map(|k| self.path(k));
+        // Locks of this process are known exactly; other processes' come from /proc/locks.
+        let ours: Vec<PathBuf> = self.held().keys().map(|k| self.path(k)).collect();
         tokio::task::spawn_blocking(move || {
-            let locked = flocked_inodes()?;
+            // /proc/locks is produced in chunks and is no snapshot: under churn an entry can be
+            // skipped. Two reads make a miss much less likely, not impossible.
+            let mut locked = flocked_inodes()?;
+            locked.extend(flocked_inodes()?);
             let paths: Vec<PathBuf> = match only {
                 Some(p) => vec![p],
                 None => std::fs::read_dir(&dir)
@@ -475,7 +481,7 @@ impl Store for FileStore {
                     continue;
                 };
                 let (ma, mi) = dev_parts(meta.dev());
-                if !locked.contains(&(ma, mi, meta.ino())) {
+                if !ours.contains(&p) && !locked.contains(&(ma, mi, meta.ino())) {
                     continue;
                 }
                 let Ok(text) = std::fs::read_to_string(&p) else {

@@ -21,6 +21,8 @@ pub const SCHEMES: &[&str] = &[
     "file://DIR",
     #[cfg(feature = "redis")]
     "redis://HOST:PORT",
+    #[cfg(feature = "redis-tls")]
+    "rediss://HOST:PORT[?tls_ca=PEM]",
     #[cfg(feature = "redis")]
     "redlock://H1:P1,H2:P2,H3:P3",
 ];
@@ -41,7 +43,7 @@ const KNOWN: &[&str] = &[
 
 /// Opens a store from its URL.
 pub(crate) async fn open(url: &str) -> Result<Arc<dyn Store>> {
-    let Some((scheme, rest)) = url.split_once("://") else {
+    let Some((scheme, _)) = url.split_once("://") else {
         return Err(Error::invalid(format!(
             "store URL {url:?} has no scheme; expected one of {}",
             SCHEMES.join(", ")
@@ -49,15 +51,13 @@ pub(crate) async fn open(url: &str) -> Result<Arc<dyn Store>> {
     };
     match scheme {
         #[cfg(feature = "sqlite")]
-        "sqlite" => Ok(Arc::new(sqlite::SqliteStore::open(rest).await?)),
+        "sqlite" => Ok(Arc::new(sqlite::SqliteStore::open(&url["sqlite://".len()..]).await?)),
         #[cfg(feature = "file")]
-        "file" => Ok(Arc::new(file::FileStore::open(rest)?)),
+        "file" => Ok(Arc::new(file::FileStore::open(&url["file://".len()..])?)),
         #[cfg(feature = "redis")]
         "redis" => Ok(Arc::new(redis::RedisStore::connect(url).await?)),
-        "rediss" => Err(Error::invalid(
-            "rediss:// (TLS) is not supported by this build yet; use redis:// over a trusted \
-             network or a TLS tunnel",
-        )),
+        #[cfg(feature = "redis-tls")]
+        "rediss" => Ok(Arc::new(redis::RedisStore::connect(url).await?)),
         #[cfg(feature = "redis")]
         "redlock" => Ok(Arc::new(redlock::RedlockStore::connect(url).await?)),
         known if KNOWN.contains(&known) => Err(Error::invalid(format!(

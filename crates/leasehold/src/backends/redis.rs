@@ -1,5 +1,7 @@
 //! `redis://[user:pass@]host:port[/db][?prefix=P&wait_replicas=N&wait_timeout=DUR]`: leases
-//! on one Redis server (a multiplexed, auto-reconnecting connection).
+//! on one Redis server (a multiplexed, auto-reconnecting connection). `rediss://` (feature
+//! `redis-tls`) is the same over TLS, verified against the system roots or, with
+//! `tls_ca=PATH`, against that PEM CA certificate.
 //!
 //! Key layout (prefix default `leasehold:`), inspectable with `redis-cli`:
 //! - `leasehold:{KEY}`: the lease, a string holding the owner token, with a PX expiry;
@@ -80,12 +82,14 @@ pub(crate) fn redis_err(backend: &'static str, what: &str, e: redis::RedisError)
 pub(crate) struct Options {
     pub prefix: String,
     pub wait_replicas: Option<(u32, Duration)>,
+    /// PEM file of the CA that signed the server's certificate (`rediss://` only).
+    pub tls_ca: Option<std::path::PathBuf>,
 }
 
 pub(crate) fn parse_query(url: &str) -> Result<(String, Options)> {
     let (base, query) = url.split_once('?').unwrap_or((url, ""));
     let mut keep = Vec::new();
-    let mut opts = Options { prefix: "leasehold:".into(), wait_replicas: None };
+    let mut opts = Options { prefix: "leasehold:".into(), wait_replicas: None, tls_ca: None };
     let mut wait_n = None;
     let mut wait_t = Duration::from_millis(100);
     for pair in query.split('&').filter(|p| !p.is_empty()) {
@@ -97,6 +101,7 @@ pub(crate) fn parse_query(url: &str) -> Result<(String, Options)> {
                 }
                 opts.prefix = v.to_owned();
             }
+            "tls_ca" => opts.tls_ca = Some(v.into()),
             "wait_replicas" => {
                 wait_n = Some(v.parse::<u32>().map_err(|_| {
                     Error::invalid(format!("wait_replicas={v:?} is not a replica count"))
@@ -354,9 +359,21 @@ pub(crate) struct Node {
 }
 
 impl Node {
-    pub async fn connect(url: &str, fenced: bool) -> Result<Node> {
-        let client = redis::Client::open(url)
-            .map_err(|e| Error::invalid(format!("bad redis URL {url:?}: {e}")))?;
+    pub async fn connect(
+        url: &str,
+        fenced: bool,
+        tls_ca: Option<&std::path::Path>,
+    ) -> Result<Node> {
+        let client = match tls_ca {
+            None => redis::Client::open(url),
+            Some(ca) => {
+                let pem = std::fs::read(ca).map_err(|e| {
+                    Error::invalid(format!("cannot read tls_ca {}: {e}", ca.display()))
+                })?;
+                tls_client(url, pem)
+            }
+        }
+        .map_err(|e| Error::invalid(format!("bad redis URL {url:?}: {e}")))?;
         let addr = client.get_connection_info().addr().to_string();
         let cfg = ConnectionManagerConfig::new()
             .set_connection_timeout(Some(Duration::from_secs(2)))
@@ -544,6 +561,22 @@ impl Node {
     }
 }
 
+#[cfg(feature = "redis-tls")]
+fn tls_client(url: &str, root_cert: Vec<u8>) -> redis::RedisResult<redis::Client> {
+    redis::Client::build_with_tls(
+        url,
+        redis::TlsCertificates { client_tls: None, root_cert: Some(root_cert) },
+    )
+}
+
+#[cfg(not(feature = "redis-tls"))]
+fn tls_client(_url: &str, _root_cert: Vec<u8>) -> redis::RedisResult<redis::Client> {
+    Err(redis::RedisError::from((
+        redis::ErrorKind::InvalidClientConfig,
+        "tls_ca needs leasehold's redis-tls feature",
+    )))
+}
+
 fn ttl_ms(ttl: Duration) -> u64 {
     (ttl.as_millis() as u64).max(1)
 }
@@ -573,7 +606,10 @@ impl RedisStore {
     /// answer.
     pub async fn connect(url: &str) -> Result<Self> {
         let (base, opts) = parse_query(url)?;
-        let node = Node::connect(&base, true).await?;
+        if base.starts_with("rediss://") && !cfg!(feature = "redis-tls") {
+            return Err(Error::invalid("rediss:// (TLS) needs leasehold's redis-tls feature"));
+        }
+        let node = Node::connect(&base, true, opts.tls_ca.as_deref()).await?;
         Ok(RedisStore {
             node,
             names: Names { prefix: opts.prefix },

@@ -40,7 +40,7 @@ impl Slot {
         if let Some(n) = g.as_ref() {
             return Ok(n.clone());
         }
-        let n = Node::connect(&self.url, false).await?;
+        let n = Node::connect(&self.url, false, None).await?;
         *g = Some(n.clone());
         Ok(n)
     }

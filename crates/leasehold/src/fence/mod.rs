@@ -77,6 +77,7 @@ impl fmt::Display for Fencing {
 }
 
 /// What a resource has installed, as read back when refusing.
+#[cfg_attr(not(any(feature = "sqlite", feature = "redis")), allow(dead_code))]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Installed {
     pub key: String,
@@ -98,6 +99,7 @@ pub(crate) fn require_token(resource: &str, fencing: &Fencing) -> Result<()> {
     Ok(())
 }
 
+#[cfg_attr(not(any(feature = "sqlite", feature = "redis")), allow(dead_code))]
 pub(crate) fn stale(resource: &str, presented: &Fencing, installed: Option<Installed>) -> Error {
     let installed = match installed {
         None => "nothing is installed (claim first)".to_string(),
