@@ -146,6 +146,7 @@ impl Tally {
     }
 }
 
+#[derive(Default)]
 struct RunResult {
     ops: u64,
     /// Acquisitions by a different task than the previous holder (handoff scenario).
@@ -530,12 +531,10 @@ async fn cycles<C: Contender>(c: &C, key: &str, d: Duration) -> BenchResult<RunR
     }
     Ok(RunResult {
         ops: n,
-        handoffs: None,
         elapsed: start.elapsed(),
         acquire: Some(acq),
         release: Some(rel),
-        handoff: None,
-        commands: None,
+        ..Default::default()
     })
 }
 
@@ -641,9 +640,8 @@ async fn handoff_run<C: Contender>(
         handoffs: Some(changes),
         elapsed: base.elapsed(),
         acquire: Some(acq),
-        release: None,
         handoff: Some(hand),
-        commands: None,
+        ..Default::default()
     })
 }
 
@@ -712,15 +710,7 @@ async fn lh_many(locker: &Locker, tasks: usize, d: Duration) -> BenchResult<RunR
         ops += n;
         acq.add(a).ok();
     }
-    Ok(RunResult {
-        ops,
-        handoffs: None,
-        elapsed: start.elapsed(),
-        acquire: Some(acq),
-        release: None,
-        handoff: None,
-        commands: None,
-    })
+    Ok(RunResult { ops, elapsed: start.elapsed(), acquire: Some(acq), ..Default::default() })
 }
 
 /// `redis-benchmark` doing `SET … NX PX` with 50 clients and 16-deep pipelines, for about

@@ -23,48 +23,35 @@ pub struct Fixture {
     pub guard: Box<dyn std::any::Any + Send>,
 }
 
+async fn fixture(url: String, guard: impl std::any::Any + Send) -> Fixture {
+    let locker = leasehold::Locker::connect(&url)
+        .await
+        .unwrap_or_else(|e| panic!("cannot open the store at {url}: {e}"));
+    Fixture { locker, url, guard: Box::new(guard) }
+}
+
 /// A fixture over a fresh SQLite file in a temp dir.
 pub async fn sqlite_fixture() -> Fixture {
     let dir = tempfile::tempdir().expect("temp dir");
-    let url = format!("sqlite://{}/leases.db", dir.path().display());
-    Fixture {
-        locker: leasehold::Locker::connect(&url).await.expect("open sqlite store"),
-        url,
-        guard: Box::new(dir),
-    }
+    fixture(format!("sqlite://{}/leases.db", dir.path().display()), dir).await
 }
 
 /// A fixture over a fresh `flock` directory in a temp dir.
 pub async fn file_fixture() -> Fixture {
     let dir = tempfile::tempdir().expect("temp dir");
-    let url = format!("file://{}/locks", dir.path().display());
-    Fixture {
-        locker: leasehold::Locker::connect(&url).await.expect("open file store"),
-        url,
-        guard: Box::new(dir),
-    }
+    fixture(format!("file://{}/locks", dir.path().display()), dir).await
 }
 
 /// A fixture over a private `redis-server` started for this test.
 pub async fn redis_fixture() -> Fixture {
     let server = servers::RedisServer::start();
-    let url = server.url();
-    Fixture {
-        locker: leasehold::Locker::connect(&url).await.expect("connect redis"),
-        url,
-        guard: Box::new(server),
-    }
+    fixture(server.url(), server).await
 }
 
 /// A fixture over a private TLS-only `redis-server`, reached with `rediss://…?tls_ca=`.
 pub async fn redis_tls_fixture() -> Fixture {
     let server = servers::RedisServer::start_tls();
-    let url = server.url();
-    Fixture {
-        locker: leasehold::Locker::connect(&url).await.expect("connect rediss"),
-        url,
-        guard: Box::new(server),
-    }
+    fixture(server.url(), server).await
 }
 
 /// A fence source for tests: an in-process counter, so strictly increasing only within one
