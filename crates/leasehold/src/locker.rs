@@ -210,29 +210,13 @@ impl<'a> Acquire<'a> {
 
         // Waiters of this locker queue per key; only the head asks the store, and not while
         // another lease of this locker holds the key.
-        let lk = match until {
-            Some(_) => Some(locker.local.get(&key)),
-            None => locker.local.existing(&key),
-        };
-        let tidy = |lk: &Option<Arc<crate::local::LocalKey>>| {
-            if let Some(lk) = lk {
-                locker.local.tidy(lk);
-            }
-        };
-        let turn = match (until, lk.as_ref()) {
-            (Some(until), Some(l)) => {
-                let Ok(turn) = tokio::time::timeout_at(until.into(), l.queue.lock()).await else {
-                    tidy(&lk);
-                    return Err(Error::Busy { key: key.to_string() });
-                };
-                if !l.wait_not_held(until).await {
-                    drop(turn);
-                    tidy(&lk);
-                    return Err(Error::Busy { key: key.to_string() });
-                }
-                Some(turn)
-            }
-            _ => None,
+        let slot = match until {
+            None => locker.local.peek(&key),
+            Some(until) => locker
+                .local
+                .wait_turn(&key, until)
+                .await
+                .ok_or_else(|| Error::Busy { key: key.to_string() })?,
         };
 
         // From here until an answer is in hand, the store may have granted without us knowing:
@@ -243,16 +227,12 @@ impl<'a> Acquire<'a> {
             Ok(Attempt::Granted(g)) => g,
             Ok(Attempt::Busy { .. }) => {
                 cleanup.disarm();
-                drop(turn);
-                tidy(&lk);
                 return Err(Error::Busy { key: key.to_string() });
             }
             Err(e) => {
                 if matches!(e, Error::InvalidInput(_)) {
                     cleanup.disarm();
                 }
-                drop(turn);
-                tidy(&lk);
                 return Err(e);
             }
         };
@@ -274,9 +254,9 @@ impl<'a> Acquire<'a> {
             let id = locker.watchdog.register(&shared, grant.sent_at);
             (locker.watchdog.clone(), id)
         });
-        let lease = Lease::new(shared, watchdog, lk.clone().map(|lk| (locker.local.clone(), lk)));
+        let lease = Lease::new(shared, watchdog, slot.registration());
         // Only now, with this lease registered as the local holder, may the next waiter look.
-        drop(turn);
+        drop(slot);
         Ok(lease)
     }
 }
