@@ -616,16 +616,6 @@ impl RedisStore {
             wait_replicas: opts.wait_replicas,
         })
     }
-
-    /// The key holding `key`'s lease, for operators and tests.
-    pub fn lease_key(&self, key: &Key) -> String {
-        self.names.lease(key)
-    }
-
-    /// The key holding `key`'s fence counter.
-    pub fn fence_key(&self, key: &Key) -> String {
-        self.names.fence(key)
-    }
 }
 
 #[async_trait]
