@@ -54,6 +54,16 @@ struct StoreOpt {
     store: Option<String>,
 }
 
+#[derive(Args, Debug)]
+struct GrantOpt {
+    /// Lease length (`run` renews it every ttl/3).
+    #[arg(long, default_value = "30s", value_parser = dur::parse, value_name = "DUR")]
+    ttl: Duration,
+    /// How long to wait for a busy key: a duration or `forever` (default: try once).
+    #[arg(long, default_value = "0", value_parser = parse_wait, value_name = "DUR|forever")]
+    wait: Wait,
+}
+
 #[derive(Subcommand, Debug)]
 enum Cmd {
     /// Run CMD while holding KEY: flock(1) for a cluster.
@@ -67,12 +77,8 @@ enum Cmd {
     Run {
         #[command(flatten)]
         store: StoreOpt,
-        /// Lease length; renewed every ttl/3.
-        #[arg(long, default_value = "30s", value_parser = dur::parse, value_name = "DUR")]
-        ttl: Duration,
-        /// How long to wait for a busy key: a duration or `forever` (default: try once).
-        #[arg(long, default_value = "0", value_parser = parse_wait, value_name = "DUR|forever")]
-        wait: Wait,
+        #[command(flatten)]
+        grant: GrantOpt,
         /// Time between SIGTERM and SIGKILL when the lease is lost.
         #[arg(long, default_value = "5s", value_parser = dur::parse, value_name = "DUR")]
         grace: Duration,
@@ -86,12 +92,8 @@ enum Cmd {
     Acquire {
         #[command(flatten)]
         store: StoreOpt,
-        /// Lease length.
-        #[arg(long, default_value = "30s", value_parser = dur::parse, value_name = "DUR")]
-        ttl: Duration,
-        /// How long to wait for a busy key: a duration or `forever` (default: try once).
-        #[arg(long, default_value = "0", value_parser = parse_wait, value_name = "DUR|forever")]
-        wait: Wait,
+        #[command(flatten)]
+        grant: GrantOpt,
         /// Print JSON.
         #[arg(long)]
         json: bool,
@@ -299,10 +301,10 @@ async fn connect(opt: StoreOpt) -> Result<Locker, Exit> {
 
 async fn dispatch(cmd: Cmd) -> Exit {
     let r = match cmd {
-        Cmd::Run { store, ttl, wait, grace, key, command } => {
-            run(store, ttl, wait, grace, key, command).await
+        Cmd::Run { store, grant, grace, key, command } => {
+            run(store, grant, grace, key, command).await
         }
-        Cmd::Acquire { store, ttl, wait, json, key } => acquire(store, ttl, wait, json, key).await,
+        Cmd::Acquire { store, grant, json, key } => acquire(store, grant, json, key).await,
         Cmd::Renew { store, ttl, owner, key } => renew(store, ttl, owner, key).await,
         Cmd::Release { store, owner, key } => release(store, owner, key).await,
         Cmd::Status { store, json, key } => status(store, json, key).await,
@@ -319,8 +321,7 @@ fn parse_owner(s: &str) -> Result<OwnerToken, Exit> {
 
 async fn acquire(
     store: StoreOpt,
-    ttl: Duration,
-    wait: Wait,
+    GrantOpt { ttl, wait }: GrantOpt,
     json: bool,
     key: String,
 ) -> Result<Exit, Exit> {
@@ -439,8 +440,7 @@ async fn bench_cmd(
 
 async fn run(
     store: StoreOpt,
-    ttl: Duration,
-    wait: Wait,
+    GrantOpt { ttl, wait }: GrantOpt,
     grace: Duration,
     key: String,
     command: Vec<OsString>,
