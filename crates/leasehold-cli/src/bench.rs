@@ -186,25 +186,44 @@ impl RedisSide {
     /// internally are counted under their own names, so passing only what a client sends
     /// counts client requests.
     async fn calls(&self, names: &[&str]) -> BenchResult<u64> {
+        Ok(self.stats(names).await?.0)
+    }
+
+    /// Calls of the named commands so far and the server time they took, in µs.
+    async fn stats(&self, names: &[&str]) -> BenchResult<(u64, u64)> {
         let mut c = self.conn.clone();
         let info: String = redis::cmd("INFO")
             .arg("commandstats")
             .query_async(&mut c)
             .await
             .map_err(|e| e.to_string())?;
-        let mut total = 0;
+        let (mut calls, mut usec) = (0, 0);
         for line in info.lines() {
             let Some(rest) = line.strip_prefix("cmdstat_") else { continue };
             let Some((name, stats)) = rest.split_once(':') else { continue };
             if names.contains(&name) {
-                total += stats
-                    .split(',')
-                    .find_map(|kv| kv.strip_prefix("calls="))
-                    .and_then(|v| v.parse::<u64>().ok())
-                    .unwrap_or(0);
+                for kv in stats.split(',') {
+                    if let Some(v) = kv.strip_prefix("calls=") {
+                        calls += v.parse::<u64>().unwrap_or(0);
+                    } else if let Some(v) = kv.strip_prefix("usec=") {
+                        usec += v.parse::<u64>().unwrap_or(0);
+                    }
+                }
             }
         }
-        Ok(total)
+        Ok((calls, usec))
+    }
+
+    /// Runs `f` and returns its result with the server µs per call of `names` during it.
+    async fn timed<T>(
+        &self,
+        names: &[&str],
+        f: impl Future<Output = BenchResult<T>>,
+    ) -> BenchResult<(T, f64)> {
+        let (c0, u0) = self.stats(names).await?;
+        let out = f.await?;
+        let (c1, u1) = self.stats(names).await?;
+        Ok((out, (u1 - u0) as f64 / (c1 - c0).max(1) as f64))
     }
 
     async fn version(&self) -> String {
@@ -314,6 +333,8 @@ async fn uncontended(
     let mut direct = Tally::default();
     let mut raw = Tally::default();
     let mut raw_fenced = Tally::default();
+    // Server time per request (INFO commandstats), to show what the fenced grant costs.
+    let (mut lh_server_us, mut raw_set_us) = (Vec::new(), Vec::new());
     #[cfg_attr(not(feature = "peers"), allow(unused_mut))]
     let mut peer = Tally::default();
     // Warm up connections and script caches.
@@ -331,10 +352,22 @@ async fn uncontended(
         // Rotate the order of the three so none always goes first.
         for turn in 0..3 {
             match (turn + run) % 3 {
-                0 => lh.add(cycles(&lh_c, &key, s.duration).await?),
+                0 => match redis {
+                    Some(r) => {
+                        let (res, us) =
+                            r.timed(&["evalsha"], cycles(&lh_c, &key, s.duration)).await?;
+                        lh_server_us.push(us);
+                        lh.add(res);
+                    }
+                    None => lh.add(cycles(&lh_c, &key, s.duration).await?),
+                },
                 1 => {
-                    if let Some((plain, _)) = &raw_c {
-                        raw.add(cycles(plain, &format!("{key}:raw"), s.duration).await?);
+                    if let (Some((plain, _)), Some(r)) = (&raw_c, redis) {
+                        let raw_key = format!("{key}:raw");
+                        let (res, us) =
+                            r.timed(&["set"], cycles(plain, &raw_key, s.duration)).await?;
+                        raw_set_us.push(us);
+                        raw.add(res);
                     }
                 }
                 _ => {
@@ -376,6 +409,10 @@ async fn uncontended(
         let fenced_runs = paired(&raw_fenced);
         v["leasehold_time_per_cycle_vs_raw_fenced"] = json!(median(fenced_runs.clone()));
         v["per_run_ratios_fenced"] = json!(fenced_runs);
+        v["server_us_per_request"] = json!({
+            "leasehold_evalsha": (median(lh_server_us.clone()) * 100.0).round() / 100.0,
+            "raw_set": (median(raw_set_us.clone()) * 100.0).round() / 100.0,
+        });
     }
     rows.push(direct.json("leasehold store trait alone (no Locker/Lease): try_acquire + release"));
     if !peer.per_run.is_empty() {
@@ -686,31 +723,27 @@ async fn many_keys(
     Ok(v)
 }
 
+/// `tasks` tasks, each running [`cycles`] on its own key at the same time.
 async fn lh_many(locker: &Locker, tasks: usize, d: Duration) -> BenchResult<RunResult> {
-    let start = Instant::now();
-    let mut handles = Vec::new();
-    for _ in 0..tasks {
-        let (locker, key) = (locker.clone(), unique("mk"));
-        handles.push(tokio::spawn(async move {
-            let mut acq = hist();
-            let mut n = 0u64;
-            while start.elapsed() < d {
-                let t0 = Instant::now();
-                let lease = locker.acquire(&key, TTL).await.map_err(|e| e.to_string())?;
-                acq.record(us(t0.elapsed())).ok();
-                lease.release().await.map_err(|e| e.to_string())?;
-                n += 1;
-            }
-            Ok::<_, String>((n, acq))
-        }));
-    }
-    let (mut ops, mut acq) = (0, hist());
+    let handles: Vec<_> = (0..tasks)
+        .map(|_| {
+            let c = Leasehold(locker.clone());
+            tokio::spawn(async move { cycles(&c, &unique("mk"), d).await })
+        })
+        .collect();
+    let mut total =
+        RunResult { acquire: Some(hist()), release: Some(hist()), ..Default::default() };
     for h in handles {
-        let (n, a) = h.await.map_err(|e| e.to_string())??;
-        ops += n;
-        acq.add(a).ok();
+        let r = h.await.map_err(|e| e.to_string())??;
+        total.ops += r.ops;
+        total.elapsed = total.elapsed.max(r.elapsed);
+        for (sum, part) in [(&mut total.acquire, r.acquire), (&mut total.release, r.release)] {
+            if let (Some(s), Some(p)) = (sum.as_mut(), part) {
+                s.add(p).ok();
+            }
+        }
     }
-    Ok(RunResult { ops, elapsed: start.elapsed(), acquire: Some(acq), ..Default::default() })
+    Ok(total)
 }
 
 /// `redis-benchmark` doing `SET … NX PX` with 50 clients and 16-deep pipelines, for about
@@ -953,6 +986,13 @@ pub fn table(r: &Value) -> String {
             if !sc[k].is_null() {
                 out.push_str(&format!("    per-run ratios {label}: {}\n", sc[k]));
             }
+        }
+        if !sc["server_us_per_request"].is_null() {
+            let u = &sc["server_us_per_request"];
+            out.push_str(&format!(
+                "  server time per request (INFO commandstats, median over runs): leasehold EVALSHA (grant or release) {} µs, raw bare SET {} µs\n",
+                u["leasehold_evalsha"], u["raw_set"]
+            ));
         }
         if !sc["redis_benchmark"].is_null() {
             let rb = &sc["redis_benchmark"];
