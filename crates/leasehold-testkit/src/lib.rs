@@ -54,6 +54,57 @@ pub async fn redis_tls_fixture() -> Fixture {
     fixture(server.url(), server).await
 }
 
+/// The PostgreSQL the SQL tests use: `$LEASEHOLD_TEST_POSTGRES`, else the machine's server
+/// (`postgres://postgres@127.0.0.1:5432/test`). Each fixture works in a schema of its own.
+pub fn postgres_base() -> String {
+    std::env::var("LEASEHOLD_TEST_POSTGRES")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into())
+}
+
+/// A schema created for one test, dropped (with everything in it) when this is dropped.
+pub struct PgSchema {
+    /// Its name.
+    pub name: String,
+}
+
+impl PgSchema {
+    /// A fresh, unique schema name (created by the store on first use).
+    pub fn new() -> PgSchema {
+        let t = leasehold::OwnerToken::generate().expect("random").to_string();
+        PgSchema { name: format!("lh_test_{}", &t[..12]) }
+    }
+}
+
+impl Default for PgSchema {
+    fn default() -> Self {
+        PgSchema::new()
+    }
+}
+
+impl Drop for PgSchema {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("psql")
+            .arg(postgres_base())
+            .args(["-q", "-c", &format!("DROP SCHEMA IF EXISTS {} CASCADE", self.name)])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status();
+    }
+}
+
+/// A fixture over a lease table in a fresh schema of [`postgres_base`].
+pub async fn postgres_fixture() -> Fixture {
+    let schema = PgSchema::new();
+    fixture(format!("{}?schema={}", postgres_base(), schema.name), schema).await
+}
+
+/// A fixture over session advisory locks on [`postgres_base`] (fence sequence in a fresh
+/// schema).
+pub async fn postgres_session_fixture() -> Fixture {
+    let schema = PgSchema::new();
+    fixture(format!("{}?mode=session&schema={}", postgres_base(), schema.name), schema).await
+}
+
 /// A fence source for tests: an in-process counter, so strictly increasing only within one
 /// process. Real deployments use a shared, durable source.
 #[derive(Debug, Default)]

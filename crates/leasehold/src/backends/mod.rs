@@ -4,8 +4,14 @@ use std::sync::Arc;
 
 use crate::{Error, Result, Store};
 
+#[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
+pub(crate) mod bell;
 #[cfg(feature = "file")]
 pub mod file;
+#[cfg(feature = "mysql")]
+pub mod mysql;
+#[cfg(feature = "postgres")]
+pub mod postgres;
 #[cfg(feature = "redis")]
 pub mod redis;
 #[cfg(feature = "redis")]
@@ -25,6 +31,10 @@ pub const SCHEMES: &[&str] = &[
     "rediss://HOST:PORT[?tls_ca=PEM]",
     #[cfg(feature = "redis")]
     "redlock://H1:P1,H2:P2,H3:P3",
+    #[cfg(feature = "postgres")]
+    "postgres://USER@HOST:PORT/DB[?mode=lease|session]",
+    #[cfg(feature = "mysql")]
+    "mysql://USER@HOST:PORT/DB[?mode=lease|session]",
 ];
 
 /// Every scheme leasehold knows, built in or not.
@@ -60,6 +70,10 @@ pub(crate) async fn open(url: &str) -> Result<Arc<dyn Store>> {
         "rediss" => Ok(Arc::new(redis::RedisStore::connect(url).await?)),
         #[cfg(feature = "redis")]
         "redlock" => Ok(Arc::new(redlock::RedlockStore::connect(url).await?)),
+        #[cfg(feature = "postgres")]
+        "postgres" | "postgresql" => postgres::connect(url).await,
+        #[cfg(feature = "mysql")]
+        "mysql" => mysql::connect(url).await,
         known if KNOWN.contains(&known) => Err(Error::invalid(format!(
             "the {known}:// store is not available in this build; available: {}",
             SCHEMES.join(", ")

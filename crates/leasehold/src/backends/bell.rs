@@ -1,0 +1,90 @@
+//! Per-key doorbells inside one process: a release (or a store notification) rings the key,
+//! and every [`BellWatch`] on it wakes. Rings are counted, so a ring between a refused
+//! attempt and the wait is never missed.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use tokio::sync::watch;
+
+use crate::Key;
+
+/// The doorbells of one store (or one scope shared by several stores).
+#[derive(Debug, Default)]
+pub(crate) struct Bells(Mutex<HashMap<String, watch::Sender<u64>>>);
+
+impl Bells {
+    fn map(&self) -> std::sync::MutexGuard<'_, HashMap<String, watch::Sender<u64>>> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// A receiver that sees every later ring of `key`.
+    pub fn subscribe(&self, key: &Key) -> watch::Receiver<u64> {
+        self.map().entry(key.as_str().to_owned()).or_insert_with(|| watch::Sender::new(0)).subscribe()
+    }
+
+    /// Wakes the watchers of `key`, if any (and forgets the key if none is left).
+    pub fn ring(&self, key: &str) {
+        let mut map = self.map();
+        let Some(tx) = map.get(key) else { return };
+        if tx.receiver_count() == 0 {
+            map.remove(key);
+        } else {
+            tx.send_modify(|n| *n += 1);
+        }
+    }
+
+    /// Wakes every watcher (after a lost notification channel: each must look again).
+    pub fn ring_all(&self) {
+        let mut map = self.map();
+        map.retain(|_, tx| tx.receiver_count() > 0);
+        for tx in map.values() {
+            tx.send_modify(|n| *n += 1);
+        }
+    }
+}
+
+/// Waits for a ring, or for a timer. With `backoff`, the timer also fires after a short,
+/// doubling interval: for stores whose releases in other processes ring nothing here.
+pub(crate) struct BellWatch {
+    rx: watch::Receiver<u64>,
+    backoff: Option<(Duration, Duration, Duration)>,
+}
+
+impl BellWatch {
+    /// Rings only (the store delivers every release as a ring).
+    pub fn notified(rx: watch::Receiver<u64>) -> Self {
+        BellWatch { rx, backoff: None }
+    }
+
+    /// Rings, plus a poll every `min`, doubling up to `max` while nothing rings.
+    pub fn polling(rx: watch::Receiver<u64>, min: Duration, max: Duration) -> Self {
+        BellWatch { rx, backoff: Some((min, max, min)) }
+    }
+
+    /// Returns at a ring, at the backoff timer, or at `until`.
+    pub async fn wait(&mut self, until: Instant) {
+        let wake = match self.backoff {
+            Some((_, _, cur)) => until.min(Instant::now() + cur),
+            None => until,
+        };
+        tokio::select! {
+            r = self.rx.changed() => {
+                if r.is_err() {
+                    // The sender went away (cannot happen while we hold a receiver); use
+                    // the timer.
+                    tokio::time::sleep_until(wake.into()).await;
+                }
+                if let Some((min, _, cur)) = self.backoff.as_mut() {
+                    *cur = *min;
+                }
+            }
+            _ = tokio::time::sleep_until(wake.into()) => {
+                if let Some((_, max, cur)) = self.backoff.as_mut() {
+                    *cur = (*cur * 2).min(*max);
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,1045 @@
+//! PostgreSQL, three lock forms on one server:
+//!
+//! - `postgres://USER@HOST:PORT/DB[?mode=lease&schema=S&table=T]` (the default): a **lease
+//!   table**. Grant, renew and release are one statement each; expiry is decided by the
+//!   database's `now()` (no client clock takes part); the per-row fence counter is bumped by
+//!   the granting statement only and the row is never deleted, so fences never go back.
+//!   Waiters `LISTEN` on one channel per table (release does `pg_notify`) and wake no later
+//!   than the holder's expiry. Many leases renew in one `UPDATE … FROM unnest(…)`.
+//! - `postgres://…?mode=session[&prefix=P&fence=sequence|none&heartbeat=5000ms]`: a
+//!   **session advisory lock** on `hashtextextended(P || KEY, 0)`, so psql or any other client
+//!   takes the same lock with `SELECT pg_advisory_lock(hashtextextended('KEY', 0))`. Each
+//!   lock holds a **dedicated** connection, returned to this store's idle list only after
+//!   `pg_advisory_unlock` answered true; a failed unlock, an error, a cancelled acquire or a
+//!   failed heartbeat closes the connection instead (the server then drops the lock), and
+//!   the end of that connection fires the lease's `lost()`. Waiting is the server's own
+//!   blocking `pg_advisory_lock` under `lock_timeout` (FIFO in the lock manager). The fence,
+//!   unless `fence=none`, is `nextval` of the sequence `S.leasehold_fence`, taken in the
+//!   granting statement.
+//! - [`with_xact_lock`], [`xact_lock`], [`try_xact_lock`]: the **transaction** form,
+//!   `pg_advisory_xact_lock` inside the caller's transaction; the lock ends with it.
+//!
+//! `pgbouncer=transaction` in the URL declares a PgBouncer in transaction-pooling mode:
+//! session locks are then refused (they would stay with a server connection other clients
+//! reuse), the lease table and the transaction form work. Connections are plain TCP
+//! (`sslmode=require` is refused by the driver).
+
+use std::collections::{HashMap, HashSet};
+use std::future::poll_fn;
+use std::sync::{Arc, Mutex, Weak};
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use tokio::sync::watch;
+use tokio::task::AbortHandle;
+use tokio_postgres::error::SqlState;
+use tokio_postgres::{AsyncMessage, Client, Config, NoTls, Statement, Transaction};
+
+use super::bell::{BellWatch, Bells};
+use crate::store::{AcquireRequest, Attempt, Grant, Holder, RenewItem, SessionEnd, Watch};
+use crate::{Error, FenceRepeat, FenceToken, Guarantees, Key, LockKind, OwnerToken, Result, Store};
+
+pub use tokio_postgres;
+
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+const RENEW_CHUNK: usize = 5000;
+
+/// Maps a driver error. A server error is a plain backend error; a broken connection in the
+/// middle of a request leaves its outcome unknown.
+fn pg_err(what: &str, e: tokio_postgres::Error) -> Error {
+    let msg = format!("postgres {what}: {e}");
+    if e.code().is_some() {
+        Error::backend("postgres", msg, e)
+    } else {
+        Error::UnknownOutcome(msg)
+    }
+}
+
+fn ms(d: Duration) -> i64 {
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX).max(1)
+}
+
+fn left(ms: i64) -> Duration {
+    Duration::from_millis(u64::try_from(ms).unwrap_or(0))
+}
+
+/// A SQL identifier we accept in options: letters, digits, `_`, not starting with a digit.
+fn ident(what: &str, v: &str) -> Result<String> {
+    let ok = !v.is_empty()
+        && v.len() <= 63
+        && !v.starts_with(|c: char| c.is_ascii_digit())
+        && v.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+    if ok {
+        Ok(v.to_owned())
+    } else {
+        Err(Error::invalid(format!(
+            "{what}={v:?}: use 1-63 ASCII letters, digits or '_', not starting with a digit"
+        )))
+    }
+}
+
+/// Which lock form a `postgres://` URL asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// The lease table (default).
+    Lease,
+    /// Session advisory locks on dedicated connections.
+    Session,
+}
+
+/// Options read from the URL's query string (removed before the driver sees it).
+#[derive(Debug, Clone)]
+pub(crate) struct Options {
+    pub mode: Mode,
+    pub schema: String,
+    pub table: String,
+    pub prefix: String,
+    pub fence: bool,
+    pub heartbeat: Duration,
+    pub pgbouncer_transaction: bool,
+}
+
+pub(crate) fn parse_url(url: &str) -> Result<(Config, Options)> {
+    let (base, query) = url.split_once('?').unwrap_or((url, ""));
+    let mut keep = Vec::new();
+    let mut o = Options {
+        mode: Mode::Lease,
+        schema: "public".into(),
+        table: "leasehold_leases".into(),
+        prefix: String::new(),
+        fence: true,
+        heartbeat: Duration::from_secs(5),
+        pgbouncer_transaction: false,
+    };
+    for pair in query.split('&').filter(|p| !p.is_empty()) {
+        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+        match k {
+            "mode" => {
+                o.mode = match v {
+                    "lease" => Mode::Lease,
+                    "session" => Mode::Session,
+                    _ => {
+                        return Err(Error::invalid(format!(
+                            "mode={v:?}: expected lease or session (the transaction form is a \
+                             library API: leasehold::backends::postgres::with_xact_lock)"
+                        )));
+                    }
+                }
+            }
+            "schema" => o.schema = ident("schema", v)?,
+            "table" => o.table = ident("table", v)?,
+            "prefix" => o.prefix = v.to_owned(),
+            "fence" => {
+                o.fence = match v {
+                    "sequence" => true,
+                    "none" => false,
+                    _ => return Err(Error::invalid(format!("fence={v:?}: expected sequence or none"))),
+                }
+            }
+            "heartbeat" => {
+                o.heartbeat = v
+                    .strip_suffix("ms")
+                    .and_then(|n| n.parse::<u64>().ok())
+                    .filter(|n| *n > 0)
+                    .map(Duration::from_millis)
+                    .ok_or_else(|| {
+                        Error::invalid(format!("heartbeat={v:?}: give milliseconds, e.g. 5000ms"))
+                    })?
+            }
+            "pgbouncer" => {
+                o.pgbouncer_transaction = match v {
+                    "transaction" => true,
+                    "session" | "none" => false,
+                    _ => {
+                        return Err(Error::invalid(format!(
+                            "pgbouncer={v:?}: expected transaction, session or none"
+                        )));
+                    }
+                }
+            }
+            _ => keep.push(pair),
+        }
+    }
+    let base = if keep.is_empty() { base.to_owned() } else { format!("{base}?{}", keep.join("&")) };
+    let mut cfg: Config = base
+        .parse()
+        .map_err(|e| Error::invalid(format!("bad postgres URL {base:?}: {e}")))?;
+    if cfg.get_connect_timeout().is_none() {
+        cfg.connect_timeout(CONNECT_TIMEOUT);
+    }
+    if cfg.get_application_name().is_none() {
+        cfg.application_name("leasehold");
+    }
+    Ok((cfg, o))
+}
+
+/// One connection and the task that drives it. Dropping it closes the socket at once (the
+/// driver task is aborted), so the server ends the session and drops its locks.
+struct PgConn {
+    client: Client,
+    driver: AbortHandle,
+    ended: watch::Receiver<Option<String>>,
+}
+
+impl Drop for PgConn {
+    fn drop(&mut self) {
+        self.driver.abort();
+    }
+}
+
+impl PgConn {
+    async fn open(cfg: &Config, on_notify: Option<Arc<Bells>>) -> Result<PgConn> {
+        let (client, mut conn) = cfg.connect(NoTls).await.map_err(|e| {
+            Error::unavailable(format!("cannot connect to postgres: {e}"), Some(e.into()))
+        })?;
+        let (tx, ended) = watch::channel(None);
+        let task = tokio::spawn(async move {
+            let why = loop {
+                match poll_fn(|cx| conn.poll_message(cx)).await {
+                    Some(Ok(AsyncMessage::Notification(n))) => {
+                        if let Some(bells) = &on_notify {
+                            bells.ring(n.payload());
+                        }
+                    }
+                    Some(Ok(_)) => {}
+                    Some(Err(e)) => break format!("postgres connection failed: {e}"),
+                    None => break "postgres connection closed".to_owned(),
+                }
+            };
+            let _ = tx.send(Some(why));
+        });
+        Ok(PgConn { client, driver: task.abort_handle(), ended })
+    }
+
+    fn alive(&self) -> bool {
+        !self.client.is_closed() && self.ended.borrow().is_none()
+    }
+
+    /// Resolves, with a reason, when the connection ends (or is dropped).
+    fn end_signal(&self) -> SessionEnd {
+        let mut rx = self.ended.clone();
+        Box::pin(async move {
+            match rx.wait_for(|r| r.is_some()).await {
+                Ok(r) => r.clone().unwrap_or_default(),
+                Err(_) => "postgres connection closed by leasehold".to_owned(),
+            }
+        })
+    }
+
+    fn kill(&self) {
+        self.driver.abort();
+    }
+}
+
+async fn create_schema(client: &Client, schema: &str, ddl: &str) -> Result<()> {
+    // Concurrent CREATE … IF NOT EXISTS can fail on the catalog's unique index: serialize the
+    // installers with a transaction advisory lock.
+    let sql = format!(
+        "BEGIN; SELECT pg_advisory_xact_lock(hashtextextended('leasehold:install', 0));
+         CREATE SCHEMA IF NOT EXISTS \"{schema}\"; {ddl}; COMMIT;"
+    );
+    client.batch_execute(&sql).await.map_err(|e| pg_err("creating the lease schema", e))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Lease table
+
+struct LeaseConn {
+    pg: PgConn,
+    grant: Statement,
+    renew: Statement,
+    renew_many: Statement,
+    release: Statement,
+    holders: Statement,
+}
+
+struct Listener {
+    cfg: Config,
+    channel: String,
+    bells: Arc<Bells>,
+    conn: tokio::sync::Mutex<Option<PgConn>>,
+}
+
+impl Listener {
+    /// Makes sure a listening connection is up; a new one rings every bell, since releases
+    /// may have gone unseen while there was none.
+    async fn ensure(&self) -> Result<()> {
+        let mut conn = self.conn.lock().await;
+        if conn.as_ref().is_some_and(PgConn::alive) {
+            return Ok(());
+        }
+        let c = PgConn::open(&self.cfg, Some(self.bells.clone())).await?;
+        c.client
+            .batch_execute(&format!("LISTEN \"{}\"", self.channel))
+            .await
+            .map_err(|e| pg_err("LISTEN", e))?;
+        *conn = Some(c);
+        drop(conn);
+        self.bells.ring_all();
+        Ok(())
+    }
+
+    fn alive(&self) -> bool {
+        self.conn.try_lock().map(|c| c.as_ref().is_some_and(PgConn::alive)).unwrap_or(true)
+    }
+}
+
+/// The lease-table store (`mode=lease`).
+pub struct PgLeaseStore {
+    cfg: Config,
+    table: String,
+    channel: String,
+    conn: tokio::sync::Mutex<Option<Arc<LeaseConn>>>,
+    listener: Arc<Listener>,
+}
+
+impl std::fmt::Debug for PgLeaseStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PgLeaseStore").field("table", &self.table).finish()
+    }
+}
+
+impl PgLeaseStore {
+    async fn open(cfg: Config, o: &Options) -> Result<Self> {
+        let table = format!("\"{}\".\"{}\"", o.schema, o.table);
+        // One notification channel per table; channel names are identifiers (63 bytes).
+        let mut channel = format!("leasehold:{}.{}", o.schema, o.table);
+        channel.truncate(63);
+        let bells = Arc::new(Bells::default());
+        let store = PgLeaseStore {
+            listener: Arc::new(Listener {
+                cfg: cfg.clone(),
+                channel: channel.clone(),
+                bells,
+                conn: Default::default(),
+            }),
+            cfg,
+            table,
+            channel,
+            conn: Default::default(),
+        };
+        let ddl = format!(
+            "CREATE TABLE IF NOT EXISTS {} (
+                key        text PRIMARY KEY,
+                owner      text,
+                fence      bigint NOT NULL,
+                expires_at timestamptz NOT NULL
+            )",
+            store.table
+        );
+        let setup = PgConn::open(&store.cfg, None).await?;
+        create_schema(&setup.client, &o.schema, &ddl).await?;
+        drop(setup);
+        store.conn().await?;
+        Ok(store)
+    }
+
+    /// The live connection, reconnecting (and re-preparing) after a failure.
+    async fn conn(&self) -> Result<Arc<LeaseConn>> {
+        let mut slot = self.conn.lock().await;
+        if let Some(c) = slot.as_ref().filter(|c| c.pg.alive()) {
+            return Ok(c.clone());
+        }
+        let pg = PgConn::open(&self.cfg, None).await?;
+        let t = &self.table;
+        let prep = |sql: String| {
+            let client = &pg.client;
+            async move { client.prepare(&sql).await.map_err(|e| pg_err("prepare", e)) }
+        };
+        let grant = prep(format!(
+            "WITH g AS (
+               INSERT INTO {t} AS l (key, owner, fence, expires_at)
+               VALUES ($1, $2, 1, now() + $3::bigint * interval '1 millisecond')
+               ON CONFLICT (key) DO UPDATE
+                 SET owner = excluded.owner, fence = l.fence + 1, expires_at = excluded.expires_at
+                 WHERE l.owner IS NULL OR l.expires_at <= now()
+               RETURNING l.fence)
+             SELECT fence, 0::bigint FROM g
+             UNION ALL
+             SELECT NULL::bigint, COALESCE((SELECT GREATEST(0, ceil(extract(epoch FROM l.expires_at - now()) * 1000))::bigint
+                                            FROM {t} l WHERE l.key = $1), 0)
+             WHERE NOT EXISTS (SELECT 1 FROM g)"
+        ))
+        .await?;
+        let renew = prep(format!(
+            "UPDATE {t} SET expires_at = now() + $3::bigint * interval '1 millisecond'
+             WHERE key = $1 AND owner = $2 AND expires_at > now()"
+        ))
+        .await?;
+        let renew_many = prep(format!(
+            "UPDATE {t} l SET expires_at = now() + x.ms * interval '1 millisecond'
+             FROM unnest($1::text[], $2::text[], $3::bigint[]) AS x(key, owner, ms)
+             WHERE l.key = x.key AND l.owner = x.owner AND l.expires_at > now()
+             RETURNING l.key, l.owner"
+        ))
+        .await?;
+        let release = prep(format!(
+            "WITH old AS (SELECT key, expires_at FROM {t} WHERE key = $1 AND owner = $2 FOR UPDATE),
+                  upd AS (UPDATE {t} l SET owner = NULL, expires_at = now() FROM old
+                          WHERE l.key = old.key RETURNING old.expires_at > now() AS live)
+             SELECT live, pg_notify($3, $1) FROM upd"
+        ))
+        .await?;
+        let holders = prep(format!(
+            "SELECT key, owner, fence,
+                    GREATEST(0, ceil(extract(epoch FROM expires_at - now()) * 1000))::bigint
+             FROM {t} WHERE owner IS NOT NULL AND expires_at > now()
+               AND ($1::text IS NULL OR key = $1) ORDER BY key"
+        ))
+        .await?;
+        let c = Arc::new(LeaseConn { pg, grant, renew, renew_many, release, holders });
+        *slot = Some(c.clone());
+        Ok(c)
+    }
+}
+
+struct PgWatch {
+    rx: BellWatch,
+    listener: Arc<Listener>,
+}
+
+#[async_trait]
+impl Watch for PgWatch {
+    async fn changed(&mut self, until: Instant) {
+        if !self.listener.alive() {
+            // No notifications while the listener is down: reconnect, or poll.
+            if self.listener.ensure().await.is_err() {
+                let wake = until.min(Instant::now() + Duration::from_millis(100));
+                tokio::time::sleep_until(wake.into()).await;
+                return;
+            }
+        }
+        self.rx.wait(until).await;
+    }
+}
+
+#[async_trait]
+impl Store for PgLeaseStore {
+    fn guarantees(&self) -> Guarantees {
+        Guarantees {
+            backend: "postgres",
+            kind: LockKind::Lease,
+            exclusion: "linearizable (one row per key, updated under its row lock)",
+            store_failure: "a committed grant survives a crash (synchronous_commit=on); \
+                            promoting an asynchronous standby can lose recent grants, admit a \
+                            second holder and repeat fences (owner-bound fence tables reject \
+                            the repeats); synchronous replication keeps them",
+            expiry: "the database's now(); no client clock takes part",
+            fence: "per-row counter bumped by the granting statement; rows are never deleted",
+            fence_repeat: FenceRepeat::AfterStoreFailure,
+            waiting: "LISTEN/NOTIFY on release, else the holder's expiry",
+        }
+    }
+
+    async fn try_acquire(&self, req: &AcquireRequest<'_>) -> Result<Attempt> {
+        let c = self.conn().await?;
+        let sent = Instant::now();
+        let row = c
+            .pg
+            .client
+            .query_one(&c.grant, &[&req.key.as_str(), &req.owner.to_string(), &ms(req.ttl)])
+            .await
+            .map_err(|e| pg_err("grant", e))?;
+        match row.get::<_, Option<i64>>(0) {
+            Some(f) => Ok(Attempt::Granted(Grant::new(FenceToken::new(f as u64), sent))),
+            None => Ok(Attempt::Busy { holder_expires_in: Some(left(row.get(1))) }),
+        }
+    }
+
+    async fn watch(&self, key: &Key) -> Result<Box<dyn Watch>> {
+        // Subscribe first, then make sure LISTEN is in force: a release after this point
+        // rings the bell.
+        let rx = self.listener.bells.subscribe(key);
+        self.listener.ensure().await?;
+        Ok(Box::new(PgWatch { rx: BellWatch::notified(rx), listener: self.listener.clone() }))
+    }
+
+    async fn renew(&self, key: &Key, owner: &OwnerToken, ttl: Duration) -> Result<bool> {
+        let c = self.conn().await?;
+        let n = c
+            .pg
+            .client
+            .execute(&c.renew, &[&key.as_str(), &owner.to_string(), &ms(ttl)])
+            .await
+            .map_err(|e| pg_err("renew", e))?;
+        Ok(n == 1)
+    }
+
+    async fn renew_many(&self, items: &[RenewItem]) -> Result<Vec<bool>> {
+        let c = self.conn().await?;
+        let mut out = Vec::with_capacity(items.len());
+        for chunk in items.chunks(RENEW_CHUNK) {
+            let keys: Vec<&str> = chunk.iter().map(|i| i.key.as_str()).collect();
+            let owners: Vec<String> = chunk.iter().map(|i| i.owner.to_string()).collect();
+            let ttls: Vec<i64> = chunk.iter().map(|i| ms(i.ttl)).collect();
+            let rows = c
+                .pg
+                .client
+                .query(&c.renew_many, &[&keys, &owners, &ttls])
+                .await
+                .map_err(|e| pg_err("renew", e))?;
+            let done: HashSet<(String, String)> =
+                rows.iter().map(|r| (r.get(0), r.get(1))).collect();
+            out.extend(
+                chunk.iter().zip(owners).map(|(i, o)| done.contains(&(i.key.to_string(), o))),
+            );
+        }
+        Ok(out)
+    }
+
+    async fn release(&self, key: &Key, owner: &OwnerToken) -> Result<bool> {
+        let c = self.conn().await?;
+        let rows = c
+            .pg
+            .client
+            .query(&c.release, &[&key.as_str(), &owner.to_string(), &self.channel])
+            .await
+            .map_err(|e| pg_err("release", e))?;
+        // Waiters of this process wake without waiting for the notification's round trip.
+        self.listener.bells.ring(key.as_str());
+        Ok(rows.first().is_some_and(|r| r.get::<_, bool>(0)))
+    }
+
+    async fn holders(&self, key: Option<&Key>) -> Result<Vec<Holder>> {
+        let c = self.conn().await?;
+        let rows = c
+            .pg
+            .client
+            .query(&c.holders, &[&key.map(Key::as_str)])
+            .await
+            .map_err(|e| pg_err("holders", e))?;
+        rows.iter()
+            .map(|r| {
+                Ok(Holder::new(
+                    Key::new(r.get::<_, String>(0))?,
+                    r.get::<_, String>(1).parse()?,
+                    Some(FenceToken::new(r.get::<_, i64>(2) as u64)),
+                    Some(left(r.get(3))),
+                ))
+            })
+            .collect()
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Session advisory locks
+
+/// The advisory-lock key of a string, as the server computes it.
+const LOCK_ID: &str = "hashtextextended($1, 0)";
+/// Locks one session connection carries at most.
+const PER_CONN: usize = 64;
+
+/// A session connection of this store. It carries the locks named in `keys` (held, or
+/// reserved by a request in flight); no statement of anyone else ever runs on it.
+struct SessionConn {
+    pg: PgConn,
+    try_grant: Statement,
+    wait_grant: Statement,
+    verify: Statement,
+    ping: Statement,
+    unlock: Statement,
+    keys: Mutex<HashSet<String>>,
+}
+
+impl SessionConn {
+    async fn open(cfg: &Config, seq: Option<&str>) -> Result<SessionConn> {
+        let pg = PgConn::open(cfg, None).await?;
+        let fence = seq.map_or("0::bigint".to_owned(), |s| format!("nextval('{s}')"));
+        let prep = |sql: String| {
+            let client = &pg.client;
+            async move { client.prepare(&sql).await.map_err(|e| pg_err("prepare", e)) }
+        };
+        let try_grant = prep(format!(
+            "SELECT CASE WHEN pg_try_advisory_lock({LOCK_ID}) THEN {fence} ELSE -1 END"
+        ))
+        .await?;
+        let wait_grant = prep(format!(
+            "WITH c AS MATERIALIZED (SELECT set_config('lock_timeout', $2, false) AS v),
+                  g AS MATERIALIZED (SELECT pg_advisory_lock({LOCK_ID}) AS l FROM c)
+             SELECT {fence} FROM g"
+        ))
+        .await?;
+        let verify = prep(format!(
+            "SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted
+                 AND pid = pg_backend_pid() AND objsubid = 1
+                 AND ((classid::bigint << 32) | objid::bigint) = {LOCK_ID})"
+        ))
+        .await?;
+        let ping = prep("SELECT 1".to_owned()).await?;
+        let unlock = prep(format!("SELECT pg_advisory_unlock({LOCK_ID})")).await?;
+        Ok(SessionConn { pg, try_grant, wait_grant, verify, ping, unlock, keys: Mutex::default() })
+    }
+
+    fn keys(&self) -> std::sync::MutexGuard<'_, HashSet<String>> {
+        self.keys.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+struct Held {
+    key: Key,
+    fence: u64,
+    conn: Arc<SessionConn>,
+}
+
+/// Keys whose abandoned requests are still being undone, so a release in this process can
+/// wait until no abandoned request can grab the lock it frees.
+#[derive(Default)]
+struct Undoing {
+    keys: Mutex<HashMap<String, usize>>,
+    done: tokio::sync::Notify,
+}
+
+impl Undoing {
+    fn start(&self, name: &str) {
+        *self.keys.lock().unwrap_or_else(|p| p.into_inner()).entry(name.to_owned()).or_default() +=
+            1;
+    }
+
+    fn finish(&self, name: &str) {
+        let mut keys = self.keys.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(n) = keys.get_mut(name) {
+            *n -= 1;
+            if *n == 0 {
+                keys.remove(name);
+            }
+        }
+        drop(keys);
+        self.done.notify_waiters();
+    }
+
+    async fn settled(&self, name: &str, limit: Duration) {
+        let _ = tokio::time::timeout(limit, async {
+            loop {
+                let done = self.done.notified();
+                if !self.keys.lock().unwrap_or_else(|p| p.into_inner()).contains_key(name) {
+                    return;
+                }
+                done.await;
+            }
+        })
+        .await;
+    }
+}
+
+/// The session advisory-lock store (`mode=session`).
+pub struct PgSessionStore {
+    cfg: Config,
+    prefix: String,
+    seq: Option<String>,
+    heartbeat: Duration,
+    conns: Mutex<Vec<Arc<SessionConn>>>,
+    held: Mutex<HashMap<OwnerToken, Held>>,
+    undoing: Arc<Undoing>,
+}
+
+impl std::fmt::Debug for PgSessionStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PgSessionStore").field("prefix", &self.prefix).finish()
+    }
+}
+
+/// A lock request in flight on a session connection. If it is abandoned (the acquire future
+/// dropped, a timeout, an error), the request is undone on that same connection: a blocking
+/// wait is cancelled, then `pg_advisory_unlock` runs after it, so a lock the server granted
+/// after we stopped listening is freed at once, and the other locks on the connection are
+/// untouched.
+struct InFlight {
+    conn: Option<Arc<SessionConn>>,
+    name: String,
+    waiting: bool,
+    undoing: Arc<Undoing>,
+}
+
+impl InFlight {
+    fn conn(&self) -> &Arc<SessionConn> {
+        self.conn.as_ref().expect("connection present until settled")
+    }
+
+    /// The request was answered: keep the reservation (granted) or drop it (busy).
+    fn settle(mut self, granted: bool) -> Arc<SessionConn> {
+        let conn = self.conn.take().expect("settled once");
+        if !granted {
+            conn.keys().remove(&self.name);
+        }
+        conn
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        let Some(conn) = self.conn.take() else { return };
+        let Ok(rt) = tokio::runtime::Handle::try_current() else {
+            conn.pg.kill();
+            return;
+        };
+        let (name, waiting, undoing) = (self.name.clone(), self.waiting, self.undoing.clone());
+        undoing.start(&name);
+        rt.spawn(async move {
+            if waiting {
+                let _ = conn.pg.client.cancel_token().cancel_query(NoTls).await;
+            }
+            // Runs after the abandoned request on the same connection.
+            let undone = tokio::time::timeout(
+                Duration::from_secs(10),
+                conn.pg.client.query_one(&conn.unlock, &[&name]),
+            )
+            .await;
+            if !matches!(undone, Ok(Ok(_))) {
+                conn.pg.kill();
+            }
+            conn.keys().remove(&name);
+            undoing.finish(&name);
+        });
+    }
+}
+
+impl PgSessionStore {
+    async fn open(cfg: Config, o: &Options) -> Result<Self> {
+        if o.pgbouncer_transaction {
+            return Err(Error::invalid(
+                "mode=session refused: behind PgBouncer in transaction pooling a session \
+                 advisory lock stays on a server connection that other clients then reuse; \
+                 use mode=lease or the transaction form (with_xact_lock)",
+            ));
+        }
+        let seq = o.fence.then(|| format!("\"{}\".leasehold_fence", o.schema));
+        let store = PgSessionStore {
+            cfg,
+            prefix: o.prefix.clone(),
+            seq,
+            heartbeat: o.heartbeat,
+            conns: Mutex::default(),
+            held: Mutex::default(),
+            undoing: Arc::default(),
+        };
+        let pg = PgConn::open(&store.cfg, None).await?;
+        if let Some(seq) = &store.seq {
+            create_schema(&pg.client, &o.schema, &format!("CREATE SEQUENCE IF NOT EXISTS {seq}"))
+                .await?;
+        }
+        Ok(store)
+    }
+
+    fn lock_name(&self, key: &Key) -> String {
+        format!("{}{}", self.prefix, key.as_str())
+    }
+
+    fn held(&self) -> std::sync::MutexGuard<'_, HashMap<OwnerToken, Held>> {
+        self.held.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn conns(&self) -> std::sync::MutexGuard<'_, Vec<Arc<SessionConn>>> {
+        self.conns.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    async fn new_conn(&self) -> Result<Arc<SessionConn>> {
+        let conn = Arc::new(SessionConn::open(&self.cfg, self.seq.as_deref()).await?);
+        tokio::spawn(heartbeat(Arc::downgrade(&conn), self.heartbeat));
+        Ok(conn)
+    }
+
+    /// A connection to ask for `name` on, with `name` reserved on it. A connection never
+    /// carries the same name twice (advisory locks are re-entrant within a session, so a
+    /// second grant there would not exclude anything). `exclusive`: a connection carrying
+    /// nothing else, taken out of the shared list (a blocking wait stalls its connection).
+    async fn reserve(&self, name: &str, exclusive: bool) -> Result<InFlight> {
+        let found = {
+            let mut conns = self.conns();
+            conns.retain(|c| c.pg.alive());
+            let pick = conns.iter().position(|c| {
+                let keys = c.keys();
+                if exclusive { keys.is_empty() } else { keys.len() < PER_CONN && !keys.contains(name) }
+            });
+            match pick {
+                Some(i) if exclusive => Some(conns.swap_remove(i)),
+                Some(i) => Some(conns[i].clone()),
+                None => None,
+            }
+        };
+        let conn = match found {
+            Some(c) => c,
+            None => {
+                let c = self.new_conn().await?;
+                if !exclusive {
+                    self.conns().push(c.clone());
+                }
+                c
+            }
+        };
+        conn.keys().insert(name.to_owned());
+        Ok(InFlight {
+            conn: Some(conn),
+            name: name.to_owned(),
+            waiting: exclusive,
+            undoing: self.undoing.clone(),
+        })
+    }
+
+    /// Gives a connection back to the shared list (after a wait), closing surplus empty ones.
+    fn give_back(&self, conn: Arc<SessionConn>) {
+        let mut conns = self.conns();
+        let empty = conns.iter().filter(|c| c.keys().is_empty()).count();
+        if conn.pg.alive() && (!conn.keys().is_empty() || empty < 2) {
+            conns.push(conn);
+        }
+    }
+
+    async fn grant(&self, req: &AcquireRequest<'_>, wait: Option<Duration>) -> Result<Attempt> {
+        let name = self.lock_name(req.key);
+        let flight = self.reserve(&name, wait.is_some()).await?;
+        let sent = Instant::now();
+        let c = flight.conn();
+        let res = match wait {
+            None => c.pg.client.query_one(&c.try_grant, &[&name]).await,
+            Some(t) => {
+                // 0 means "no timeout" to the server: what an unbounded wait asks.
+                let t = if t.as_millis() >= i32::MAX as u128 { 0 } else { ms(t) };
+                c.pg.client.query_one(&c.wait_grant, &[&name, &format!("{t}ms")]).await
+            }
+        };
+        let fence: i64 = match res {
+            Ok(row) => row.get(0),
+            Err(e) if e.code() == Some(&SqlState::LOCK_NOT_AVAILABLE) => -1,
+            // Dropping the flight undoes whatever the server did.
+            Err(e) => return Err(pg_err("advisory lock", e)),
+        };
+        let waited = flight.waiting;
+        let conn = flight.settle(fence >= 0);
+        if waited {
+            self.give_back(conn.clone());
+        }
+        if fence < 0 {
+            return Ok(Attempt::Busy { holder_expires_in: None });
+        }
+        let end = conn.pg.end_signal();
+        self.held().insert(*req.owner, Held { key: req.key.clone(), fence: fence as u64, conn });
+        Ok(Attempt::Granted(Grant::new(FenceToken::new(fence as u64), sent).with_session_end(end)))
+    }
+}
+
+/// Pings a connection carrying locks every `every`; a failed or slow ping closes it, which
+/// fires `lost()` of every lease on it (through their session ends) before the server could
+/// notice the client gone and hand the locks to someone else.
+async fn heartbeat(conn: Weak<SessionConn>, every: Duration) {
+    loop {
+        tokio::time::sleep(every).await;
+        let Some(c) = conn.upgrade() else { return };
+        if !c.pg.alive() {
+            return;
+        }
+        if c.keys().is_empty() {
+            continue;
+        }
+        let ok = tokio::time::timeout(every, c.pg.client.query_one(&c.ping, &[])).await;
+        if !matches!(ok, Ok(Ok(_))) {
+            tracing::warn!("postgres session heartbeat failed: closing the connection");
+            c.pg.kill();
+            return;
+        }
+    }
+}
+
+#[async_trait]
+impl Store for PgSessionStore {
+    fn guarantees(&self) -> Guarantees {
+        Guarantees {
+            backend: "postgres-session",
+            kind: LockKind::Session,
+            exclusion: "linearizable (the server's lock manager)",
+            store_failure: "a server restart or the end of the holder's connection releases \
+                            the lock; the holder's lost() fires when that connection ends or a \
+                            heartbeat fails",
+            expiry: "session: held while the holder's connection lives (heartbeat pings it)",
+            fence: if self.seq.is_some() {
+                "nextval of the sequence leasehold_fence, in the granting statement"
+            } else {
+                "none (fence=none)"
+            },
+            fence_repeat: if self.seq.is_some() {
+                FenceRepeat::AfterStoreFailure
+            } else {
+                FenceRepeat::NoFence
+            },
+            waiting: "server-side blocking pg_advisory_lock under lock_timeout (FIFO)",
+        }
+    }
+
+    async fn try_acquire(&self, req: &AcquireRequest<'_>) -> Result<Attempt> {
+        self.grant(req, None).await
+    }
+
+    async fn watch(&self, _key: &Key) -> Result<Box<dyn Watch>> {
+        Ok(Box::new(NoWatch))
+    }
+
+    async fn acquire(&self, req: &AcquireRequest<'_>, until: Option<Instant>) -> Result<Attempt> {
+        let no_answer = || Error::UnknownOutcome(format!("acquire of {:?} got no answer", req.key));
+        let wait = until.map(|u| u.saturating_duration_since(Instant::now()));
+        match wait {
+            Some(w) if !w.is_zero() => {
+                tokio::time::timeout(w + req.op_timeout, self.grant(req, Some(w)))
+                    .await
+                    .map_err(|_| no_answer())?
+            }
+            _ => tokio::time::timeout(req.op_timeout, self.grant(req, None))
+                .await
+                .map_err(|_| no_answer())?,
+        }
+    }
+
+    async fn renew(&self, key: &Key, owner: &OwnerToken, _ttl: Duration) -> Result<bool> {
+        let conn = match self.held().get(owner) {
+            Some(h) if h.key == *key => h.conn.clone(),
+            _ => return Ok(false),
+        };
+        let row = conn
+            .pg
+            .client
+            .query_one(&conn.verify, &[&self.lock_name(key)])
+            .await
+            .map_err(|e| pg_err("verifying the lock", e))?;
+        Ok(row.get(0))
+    }
+
+    async fn release(&self, key: &Key, owner: &OwnerToken) -> Result<bool> {
+        let held = {
+            let mut map = self.held();
+            match map.get(owner) {
+                Some(h) if h.key == *key => map.remove(owner),
+                _ => None,
+            }
+        };
+        // Session locks belong to a connection of this process; anyone else's are not ours.
+        let Some(h) = held else { return Ok(false) };
+        let name = self.lock_name(key);
+        // An abandoned request for this key must not grab what we free.
+        self.undoing.settled(&name, Duration::from_secs(10)).await;
+        match h.conn.pg.client.query_one(&h.conn.unlock, &[&name]).await {
+            Ok(row) if row.get::<_, bool>(0) => {
+                h.conn.keys().remove(&name);
+                Ok(true)
+            }
+            // Not held any more, or no answer: the connection is closed, never reused.
+            Ok(_) => {
+                h.conn.pg.kill();
+                Ok(false)
+            }
+            Err(e) => {
+                h.conn.pg.kill();
+                Err(pg_err("advisory unlock", e))
+            }
+        }
+    }
+
+    async fn holders(&self, key: Option<&Key>) -> Result<Vec<Holder>> {
+        let mut out: Vec<Holder> = self
+            .held()
+            .iter()
+            .filter(|(_, h)| key.is_none_or(|k| *k == h.key))
+            .map(|(o, h)| Holder::new(h.key.clone(), *o, Some(FenceToken::new(h.fence)), None))
+            .collect();
+        if let Some(key) = key
+            && out.is_empty()
+        {
+            // Held by another process? The server knows its session, not its owner token.
+            let pg = PgConn::open(&self.cfg, None).await?;
+            let row = pg
+                .client
+                .query_one(
+                    &format!(
+                        "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted
+                           AND objsubid = 1
+                           AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
+                           AND ((classid::bigint << 32) | objid::bigint) = {LOCK_ID}"
+                    ),
+                    &[&self.lock_name(key)],
+                )
+                .await
+                .map_err(|e| pg_err("holders", e))?;
+            if row.get::<_, i64>(0) > 0 {
+                return Err(Error::Busy { key: key.to_string() });
+            }
+        }
+        out.sort_by(|a, b| a.key.cmp(&b.key));
+        Ok(out)
+    }
+}
+
+struct NoWatch;
+
+#[async_trait]
+impl Watch for NoWatch {
+    async fn changed(&mut self, until: Instant) {
+        tokio::time::sleep_until(until.into()).await;
+    }
+}
+
+/// Opens a `postgres://` store in the form its URL asks for.
+pub async fn connect(url: &str) -> Result<Arc<dyn Store>> {
+    let (cfg, o) = parse_url(url)?;
+    Ok(match o.mode {
+        Mode::Lease => Arc::new(PgLeaseStore::open(cfg, &o).await?),
+        Mode::Session => Arc::new(PgSessionStore::open(cfg, &o).await?),
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Transaction locks
+
+/// Takes `pg_advisory_xact_lock(hashtextextended(KEY, 0))` in `tx`, waiting on the server
+/// (bounded by the session's `lock_timeout`, if set). The lock ends when `tx` commits or rolls
+/// back; there is no release call and nothing to leak into a pool.
+pub async fn xact_lock(tx: &Transaction<'_>, key: &Key) -> Result<()> {
+    tx.execute(&format!("SELECT pg_advisory_xact_lock({LOCK_ID})::text"), &[&key.as_str()])
+        .await
+        .map_err(|e| match e.code() {
+            Some(c) if *c == SqlState::LOCK_NOT_AVAILABLE => Error::Busy { key: key.to_string() },
+            _ => pg_err("pg_advisory_xact_lock", e),
+        })?;
+    Ok(())
+}
+
+/// Like [`xact_lock`] without waiting: `Ok(false)` when another session or transaction holds
+/// the key.
+pub async fn try_xact_lock(tx: &Transaction<'_>, key: &Key) -> Result<bool> {
+    let row = tx
+        .query_one(&format!("SELECT pg_try_advisory_xact_lock({LOCK_ID})"), &[&key.as_str()])
+        .await
+        .map_err(|e| pg_err("pg_try_advisory_xact_lock", e))?;
+    Ok(row.get(0))
+}
+
+/// Runs `work` in a new transaction on `client` that first takes the transaction lock on
+/// `key` (waiting at most `wait`, via `SET LOCAL lock_timeout`; `None` waits as long as the
+/// server lets it). Commits if `work` returns `Ok`, rolls back otherwise; either way the lock
+/// ends with the transaction. [`Error::Busy`] if the wait ran out.
+pub async fn with_xact_lock<T, E>(
+    client: &mut Client,
+    key: &Key,
+    wait: Option<Duration>,
+    work: impl AsyncFnOnce(&Transaction<'_>) -> std::result::Result<T, E>,
+) -> std::result::Result<T, E>
+where
+    E: From<Error>,
+{
+    let tx = client.transaction().await.map_err(|e| pg_err("BEGIN", e))?;
+    if let Some(w) = wait {
+        let w = if w.is_zero() { 1 } else { ms(w) };
+        tx.batch_execute(&format!("SET LOCAL lock_timeout = '{w}ms'"))
+            .await
+            .map_err(|e| pg_err("SET LOCAL lock_timeout", e))?;
+    }
+    xact_lock(&tx, key).await?;
+    let out = work(&tx).await;
+    match out {
+        Ok(v) => {
+            tx.commit().await.map_err(|e| pg_err("COMMIT", e))?;
+            Ok(v)
+        }
+        Err(e) => {
+            // Dropping the transaction rolls it back; say so explicitly to surface errors.
+            let _ = tx.rollback().await;
+            Err(e)
+        }
+    }
+}
