@@ -105,6 +105,70 @@ pub async fn postgres_session_fixture() -> Fixture {
     fixture(format!("{}?mode=session&schema={}", postgres_base(), schema.name), schema).await
 }
 
+/// The MySQL/MariaDB server the SQL tests use: `$LEASEHOLD_TEST_MYSQL` (a URL without the
+/// database), else the machine's server (`mysql://root@127.0.0.1:3306`).
+pub fn mysql_server() -> String {
+    std::env::var("LEASEHOLD_TEST_MYSQL").unwrap_or_else(|_| "mysql://root@127.0.0.1:3306".into())
+}
+
+fn mysql_cli(sql: &str) -> std::io::Result<std::process::ExitStatus> {
+    // Host and port from the URL; the machine's server takes root without a password.
+    let rest = mysql_server();
+    let rest = rest.trim_start_matches("mysql://");
+    let (user, hostport) = rest.split_once('@').unwrap_or(("root", rest));
+    let (host, port) = hostport.split_once(':').unwrap_or((hostport, "3306"));
+    std::process::Command::new("mariadb")
+        .args(["-u", user, "-h", host, "-P", port.trim_end_matches('/'), "-e", sql])
+        .stdout(std::process::Stdio::null())
+        .status()
+}
+
+/// A database created for one test, dropped when this is dropped.
+pub struct MyDatabase {
+    /// Its name.
+    pub name: String,
+}
+
+impl MyDatabase {
+    /// Creates a fresh, unique database.
+    pub fn new() -> MyDatabase {
+        let t = leasehold::OwnerToken::generate().expect("random").to_string();
+        let name = format!("lh_test_{}", &t[..12]);
+        let st = mysql_cli(&format!("CREATE DATABASE {name}")).expect("run the mariadb client");
+        assert!(st.success(), "cannot create database {name} on {}", mysql_server());
+        MyDatabase { name }
+    }
+
+    /// The store URL for this database, with `query` appended.
+    pub fn url(&self, query: &str) -> String {
+        format!("{}/{}{query}", mysql_server(), self.name)
+    }
+}
+
+impl Default for MyDatabase {
+    fn default() -> Self {
+        MyDatabase::new()
+    }
+}
+
+impl Drop for MyDatabase {
+    fn drop(&mut self) {
+        let _ = mysql_cli(&format!("DROP DATABASE IF EXISTS {}", self.name));
+    }
+}
+
+/// A fixture over a lease table in a fresh database of [`mysql_server`].
+pub async fn mysql_fixture() -> Fixture {
+    let db = MyDatabase::new();
+    fixture(db.url(""), db).await
+}
+
+/// A fixture over `GET_LOCK` session locks (fence table in a fresh database).
+pub async fn mysql_session_fixture() -> Fixture {
+    let db = MyDatabase::new();
+    fixture(db.url("?mode=session"), db).await
+}
+
 /// A fence source for tests: an in-process counter, so strictly increasing only within one
 /// process. Real deployments use a shared, durable source.
 #[derive(Debug, Default)]

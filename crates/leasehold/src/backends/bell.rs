@@ -6,9 +6,11 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use async_trait::async_trait;
 use tokio::sync::watch;
 
 use crate::Key;
+use crate::store::Watch;
 
 /// The doorbells of one store (or one scope shared by several stores).
 #[derive(Debug, Default)]
@@ -86,5 +88,22 @@ impl BellWatch {
                 }
             }
         }
+    }
+}
+
+#[async_trait]
+impl Watch for BellWatch {
+    async fn changed(&mut self, until: Instant) {
+        self.wait(until).await;
+    }
+}
+
+/// For stores that wait inside the server (their `acquire` is overridden): sleeps to `until`.
+pub(crate) struct SleepWatch;
+
+#[async_trait]
+impl Watch for SleepWatch {
+    async fn changed(&mut self, until: Instant) {
+        tokio::time::sleep_until(until.into()).await;
     }
 }

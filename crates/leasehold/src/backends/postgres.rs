@@ -869,7 +869,7 @@ impl Store for PgSessionStore {
     }
 
     async fn watch(&self, _key: &Key) -> Result<Box<dyn Watch>> {
-        Ok(Box::new(NoWatch))
+        Ok(Box::new(super::bell::SleepWatch))
     }
 
     async fn acquire(&self, req: &AcquireRequest<'_>, until: Option<Instant>) -> Result<Attempt> {
@@ -962,15 +962,6 @@ impl Store for PgSessionStore {
         }
         out.sort_by(|a, b| a.key.cmp(&b.key));
         Ok(out)
-    }
-}
-
-struct NoWatch;
-
-#[async_trait]
-impl Watch for NoWatch {
-    async fn changed(&mut self, until: Instant) {
-        tokio::time::sleep_until(until.into()).await;
     }
 }
 
