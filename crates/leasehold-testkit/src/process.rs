@@ -110,10 +110,35 @@ pub mod resource {
         Sqlite(Connection),
         /// A Redis server.
         Redis(RedisFence, leasehold::fence::redis::redis::aio::ConnectionManager),
+        /// A PostgreSQL schema (the one `search_path` names).
+        Postgres(leasehold::fence::postgres::tokio_postgres::Client),
+        /// A MySQL/MariaDB database.
+        Mysql(leasehold::fence::mysql::mysql_async::Conn),
     }
 
-    /// Opens `sqlite:PATH` or `redis://HOST:PORT`, setting up the fence table if needed.
+    const DATA: &str = "CREATE TABLE IF NOT EXISTS data (id VARCHAR(64) PRIMARY KEY, value TEXT NOT NULL)";
+
+    /// Opens `sqlite:PATH`, `redis://HOST:PORT`, `postgres://…?options=-csearch_path%3DS` or
+    /// `mysql://…/DB`, setting up the fence table if needed.
     pub async fn open(spec: &str) -> Resource {
+        if spec.starts_with("postgres") {
+            use leasehold::fence::postgres::tokio_postgres;
+            let (db, conn) =
+                tokio_postgres::connect(spec, tokio_postgres::NoTls).await.expect("resource pg");
+            tokio::spawn(conn);
+            let path: String = db.query_one("SHOW search_path", &[]).await.unwrap().get(0);
+            db.batch_execute(&format!("CREATE SCHEMA IF NOT EXISTS {path}")).await.unwrap();
+            leasehold::fence::postgres::install(&db).await.expect("fence table");
+            db.batch_execute(DATA).await.unwrap();
+            return Resource::Postgres(db);
+        }
+        if spec.starts_with("mysql") {
+            use leasehold::fence::mysql::mysql_async::{self, prelude::Queryable};
+            let mut db = mysql_async::Conn::from_url(spec).await.expect("resource mysql");
+            leasehold::fence::mysql::install(&mut db).await.expect("fence table");
+            db.query_drop(DATA).await.unwrap();
+            return Resource::Mysql(db);
+        }
         if let Some(path) = spec.strip_prefix("sqlite:") {
             let db = Connection::open(path).expect("open resource db");
             db.busy_timeout(Duration::from_secs(10)).unwrap();
@@ -141,6 +166,18 @@ pub mod resource {
                     Ok(())
                 }
                 Resource::Redis(f, _) => f.claim(NAME, fencing).await,
+                Resource::Postgres(db) => {
+                    let tx = db.transaction().await.unwrap();
+                    leasehold::fence::postgres::claim(&tx, NAME, fencing).await?;
+                    tx.commit().await.unwrap();
+                    Ok(())
+                }
+                Resource::Mysql(db) => {
+                    let mut tx = db.start_transaction(Default::default()).await.unwrap();
+                    leasehold::fence::mysql::claim(&mut tx, NAME, fencing).await?;
+                    tx.commit().await.unwrap();
+                    Ok(())
+                }
             }
         }
 
@@ -168,6 +205,33 @@ pub mod resource {
                 (Resource::Redis(f, _), Some(fencing)) => {
                     f.set(NAME, fencing, REDIS_KEY, value).await
                 }
+                (Resource::Postgres(db), fencing) => {
+                    let tx = db.transaction().await.unwrap();
+                    if let Some(f) = fencing {
+                        leasehold::fence::postgres::check(&tx, NAME, f).await?;
+                    }
+                    tx.execute(
+                        "INSERT INTO data (id, value) VALUES ('row-1', $1)
+                         ON CONFLICT (id) DO UPDATE SET value = excluded.value",
+                        &[&value],
+                    )
+                    .await
+                    .unwrap();
+                    tx.commit().await.unwrap();
+                    Ok(())
+                }
+                (Resource::Mysql(db), fencing) => {
+                    use leasehold::fence::mysql::mysql_async::prelude::Queryable;
+                    let mut tx = db.start_transaction(Default::default()).await.unwrap();
+                    if let Some(f) = fencing {
+                        leasehold::fence::mysql::check(&mut tx, NAME, f).await?;
+                    }
+                    tx.exec_drop("REPLACE INTO data (id, value) VALUES ('row-1', ?)", (value,))
+                        .await
+                        .unwrap();
+                    tx.commit().await.unwrap();
+                    Ok(())
+                }
                 (Resource::Redis(_, conn), None) => {
                     let _: () = leasehold::fence::redis::redis::cmd("SET")
                         .arg(REDIS_KEY)
@@ -187,6 +251,15 @@ pub mod resource {
                     .query_row("SELECT value FROM data WHERE id = 'row-1'", [], |r| r.get(0))
                     .optional()
                     .unwrap(),
+                Resource::Postgres(db) => db
+                    .query_opt("SELECT value FROM data WHERE id = 'row-1'", &[])
+                    .await
+                    .unwrap()
+                    .map(|r| r.get(0)),
+                Resource::Mysql(db) => {
+                    use leasehold::fence::mysql::mysql_async::prelude::Queryable;
+                    db.query_first("SELECT value FROM data WHERE id = 'row-1'").await.unwrap()
+                }
                 Resource::Redis(_, conn) => leasehold::fence::redis::redis::cmd("GET")
                     .arg(REDIS_KEY)
                     .query_async(conn)

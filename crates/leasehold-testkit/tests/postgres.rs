@@ -1,4 +1,13 @@
-//! The conformance suite on PostgreSQL: the lease table and session advisory locks.
+//! PostgreSQL: the conformance suite for the lease table and session advisory locks, the
+//! process-level scenarios, backend termination, pool hygiene, interop with other clients,
+//! the transaction form and the fence table.
+
+use std::path::Path;
+use std::time::Duration;
+
+use leasehold::backends::postgres::{self as pg, tokio_postgres};
+use leasehold::{Error, Key, Locker, Wait};
+use leasehold_testkit::{PgSchema, postgres_base, postgres_fixture, postgres_session_fixture, process};
 
 mod lease {
     use leasehold_testkit::{conformance_suite, postgres_fixture};
@@ -8,4 +17,334 @@ mod lease {
 mod session {
     use leasehold_testkit::{conformance_suite, postgres_session_fixture};
     conformance_suite!(postgres_session_fixture());
+}
+
+fn worker() -> &'static Path {
+    Path::new(env!("CARGO_BIN_EXE_lh-worker"))
+}
+
+async fn client() -> tokio_postgres::Client {
+    let (c, conn) = tokio_postgres::connect(&postgres_base(), tokio_postgres::NoTls).await.unwrap();
+    tokio::spawn(conn);
+    c
+}
+
+/// Backends holding the advisory lock of `key` (as leasehold and psql compute it).
+async fn lock_pids(c: &tokio_postgres::Client, key: &str) -> Vec<i32> {
+    c.query(
+        "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted AND objsubid = 1
+           AND ((classid::bigint << 32) | objid::bigint) = hashtextextended($1, 0)",
+        &[&key],
+    )
+    .await
+    .unwrap()
+    .iter()
+    .map(|r| r.get(0))
+    .collect()
+}
+
+fn resource_spec(schema: &PgSchema) -> String {
+    format!("{}?options=-csearch_path%3D{}_res", postgres_base(), schema.name)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn multi_process_mutual_exclusion_lease() {
+    let fx = postgres_fixture().await;
+    process::multi_process_mutex(&fx.url, worker(), 4, 40).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn multi_process_mutual_exclusion_session() {
+    let fx = postgres_session_fixture().await;
+    process::multi_process_mutex(&fx.url, worker(), 4, 40).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stalled_holder_is_fenced_off() {
+    let fx = postgres_fixture().await;
+    let res = PgSchema::new();
+    let spec = resource_spec(&res);
+    let r = process::stalled_holder(&fx.locker, &fx.url, worker(), &spec, true).await;
+    process::assert_stale_write_rejected(&r);
+    drop_schema(&format!("{}_res", res.name)).await;
+}
+
+/// The control: without the fence table's check the stale write lands.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stalled_holder_without_fencing_overwrites_successor() {
+    let fx = postgres_fixture().await;
+    let res = PgSchema::new();
+    let spec = resource_spec(&res);
+    let r = process::stalled_holder(&fx.locker, &fx.url, worker(), &spec, false).await;
+    process::assert_stale_write_accepted(&r);
+    drop_schema(&format!("{}_res", res.name)).await;
+}
+
+async fn drop_schema(name: &str) {
+    client().await.batch_execute(&format!("DROP SCHEMA IF EXISTS {name} CASCADE")).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stalled_session_holder_keeps_its_lock() {
+    let fx = postgres_session_fixture().await;
+    process::stalled_session_holder_keeps_lock(&fx.locker, &fx.url, worker()).await;
+}
+
+/// The lease table as an operator reads it with psql; a stale release leaves the
+/// successor's row.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lease_table_is_inspectable() {
+    let fx = postgres_fixture().await;
+    let schema = fx.url.split("schema=").nth(1).unwrap().to_owned();
+    let c = client().await;
+    let a = fx.locker.acquire("job", Duration::from_secs(30)).await.unwrap();
+    let row = c
+        .query_one(
+            &format!(
+                "SELECT owner, fence, extract(epoch FROM expires_at - now())::float8
+                 FROM {schema}.leasehold_leases WHERE key = 'job'"
+            ),
+            &[],
+        )
+        .await
+        .unwrap();
+    assert_eq!(row.get::<_, String>(0), a.owner().to_string());
+    assert_eq!(row.get::<_, i64>(1) as u64, a.fence().get());
+    let left: f64 = row.get(2);
+    assert!(left > 20.0 && left <= 30.0, "{left}");
+    let stale = a.owner();
+    assert!(a.release().await.unwrap());
+    let b = fx.locker.acquire("job", Duration::from_secs(30)).await.unwrap();
+    assert!(!fx.locker.release_by_owner("job", &stale).await.unwrap());
+    let owner: String = c
+        .query_one(&format!("SELECT owner FROM {schema}.leasehold_leases WHERE key = 'job'"), &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(owner, b.owner().to_string());
+    assert!(b.release().await.unwrap());
+}
+
+/// `pg_terminate_backend` on a session holder's backend: `lost()` fires and the lock is free.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn terminated_backend_fires_lost_and_frees_the_lock() {
+    let fx = postgres_session_fixture().await;
+    let c = client().await;
+    let key = leasehold_testkit::conformance::unique_key("terminate");
+    let a = fx.locker.acquire(&key, Duration::from_secs(30)).await.unwrap();
+    let pids = lock_pids(&c, &key).await;
+    assert_eq!(pids.len(), 1, "the lock is on exactly one backend");
+    assert!(a.admit());
+    c.execute("SELECT pg_terminate_backend($1)", &[&pids[0]]).await.unwrap();
+    tokio::time::timeout(Duration::from_secs(5), a.lost())
+        .await
+        .expect("lost() fires when the holder's backend is terminated");
+    assert!(!a.admit());
+    let b = fx
+        .locker
+        .acquire(&key, Duration::from_secs(30))
+        .wait(Wait::For(Duration::from_secs(5)))
+        .await
+        .expect("the lock is free once its session ended");
+    assert!(b.release().await.unwrap());
+    assert!(!a.release().await.unwrap_or(false));
+}
+
+/// The lease table does not depend on one connection: a terminated backend is replaced and
+/// auto-renew keeps the lease.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lease_survives_a_terminated_connection() {
+    let app = format!("lh_term_{}", &leasehold::OwnerToken::generate().unwrap().to_string()[..8]);
+    let schema = PgSchema::new();
+    let url = format!("{}?schema={}&application_name={app}", postgres_base(), schema.name);
+    let l = Locker::connect(&url).await.unwrap();
+    let ttl = Duration::from_millis(1500);
+    let a = l.acquire("k", ttl).auto_renew(true).await.unwrap();
+    let c = client().await;
+    let n: i64 = c
+        .query_one(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = $1",
+            &[&app],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert!(n >= 1);
+    tokio::time::sleep(ttl * 2).await;
+    assert!(!a.is_lost(), "renewal went on over a new connection");
+    assert!(a.release().await.unwrap());
+}
+
+/// Nothing leaks into the connections the store keeps: after releases, dropped leases and
+/// abandoned acquires, its open backends hold no advisory lock.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn session_locks_do_not_leak_into_kept_connections() {
+    let app = format!("lh_leak_{}", &leasehold::OwnerToken::generate().unwrap().to_string()[..8]);
+    let schema = PgSchema::new();
+    let url = format!("{}?mode=session&schema={}&application_name={app}", postgres_base(), schema.name);
+    let l = Locker::connect(&url).await.unwrap();
+    for i in 0..20 {
+        let key = format!("leak-{i}");
+        let a = l.acquire(&key, Duration::from_secs(30)).await.unwrap();
+        if i % 2 == 0 {
+            assert!(a.release().await.unwrap());
+        } else {
+            drop(a); // released in the background
+        }
+        let held = l.acquire("leak-held", Duration::from_secs(30)).await.unwrap();
+        let w = {
+            let l = l.clone();
+            tokio::spawn(async move {
+                l.acquire("leak-held", Duration::from_secs(30)).wait(Wait::Forever).await
+            })
+        };
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        w.abort();
+        let _ = w.await;
+        assert!(held.release().await.unwrap());
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let c = client().await;
+    let row = c
+        .query_one(
+            "SELECT count(DISTINCT a.pid), count(l.pid) FROM pg_stat_activity a
+             LEFT JOIN pg_locks l ON l.pid = a.pid AND l.locktype = 'advisory'
+             WHERE a.application_name = $1",
+            &[&app],
+        )
+        .await
+        .unwrap();
+    let (conns, locks): (i64, i64) = (row.get(0), row.get(1));
+    assert!(conns >= 1, "the store keeps its connections open");
+    assert_eq!(locks, 0, "an advisory lock stayed behind on a kept connection");
+}
+
+/// psql (or any client) and leasehold take the very same lock.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn session_lock_interoperates_with_plain_sql() {
+    let fx = postgres_session_fixture().await;
+    let c = client().await;
+    let key = leasehold_testkit::conformance::unique_key("interop");
+    let a = fx.locker.acquire(&key, Duration::from_secs(30)).await.unwrap();
+    let got: bool = c
+        .query_one("SELECT pg_try_advisory_lock(hashtextextended($1, 0))", &[&key])
+        .await
+        .unwrap()
+        .get(0);
+    assert!(!got, "plain SQL got a lock leasehold holds");
+    assert!(a.release().await.unwrap());
+    let got: bool = c
+        .query_one("SELECT pg_try_advisory_lock(hashtextextended($1, 0))", &[&key])
+        .await
+        .unwrap()
+        .get(0);
+    assert!(got);
+    let r = fx.locker.acquire(&key, Duration::from_secs(30)).await;
+    assert!(matches!(r, Err(Error::Busy { .. })), "{r:?}");
+    let r = fx.locker.holders(Some(&key)).await;
+    assert!(matches!(r, Err(Error::Busy { .. })), "a foreign holder is reported: {r:?}");
+    c.execute("SELECT pg_advisory_unlock(hashtextextended($1, 0))", &[&key]).await.unwrap();
+    let b = fx.locker.acquire(&key, Duration::from_secs(30)).await.unwrap();
+    assert!(b.release().await.unwrap());
+}
+
+/// The transaction form excludes session holders and ends with its transaction.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn transaction_lock_ends_with_the_transaction() {
+    let fx = postgres_session_fixture().await;
+    let key = Key::new(leasehold_testkit::conformance::unique_key("xact")).unwrap();
+    let mut c = client().await;
+    let lease = fx.locker.acquire(key.as_str(), Duration::from_secs(30)).await.unwrap();
+    let r: Result<(), Error> =
+        pg::with_xact_lock(&mut c, &key, Some(Duration::from_millis(200)), async |_tx| Ok(())).await;
+    assert!(matches!(r, Err(Error::Busy { .. })), "{r:?}");
+    assert!(lease.release().await.unwrap());
+
+    let l2 = fx.locker.clone();
+    let k2 = key.clone();
+    let v = pg::with_xact_lock(&mut c, &key, None, async |tx| {
+        let inside = l2.acquire(k2.as_str(), Duration::from_secs(30)).await;
+        assert!(matches!(inside, Err(Error::Busy { .. })), "held during the transaction");
+        let n: i32 = tx.query_one("SELECT 41 + 1", &[]).await.unwrap().get(0);
+        Ok::<_, Error>(n)
+    })
+    .await
+    .unwrap();
+    assert_eq!(v, 42);
+    let after = fx.locker.acquire(key.as_str(), Duration::from_secs(30)).await.unwrap();
+    assert!(after.release().await.unwrap());
+
+    // An error rolls back and frees the lock too.
+    let r: Result<(), Error> = pg::with_xact_lock(&mut c, &key, None, async |tx| {
+        assert!(pg::try_xact_lock(tx, &key).await?, "re-entrant inside its own transaction");
+        Err(Error::Busy { key: "work failed".into() })
+    })
+    .await;
+    assert!(r.is_err());
+    let after = fx.locker.acquire(key.as_str(), Duration::from_secs(30)).await.unwrap();
+    assert!(after.release().await.unwrap());
+}
+
+/// The fence table's rules, and the one-statement fence-column pattern on a user table.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fence_table_and_fence_column() {
+    use leasehold::fence::{Fencing, postgres as fence};
+    use leasehold::{FenceToken, OwnerToken};
+    let schema = PgSchema::new();
+    let (mut c, conn) = tokio_postgres::connect(
+        &format!("{}?options=-csearch_path%3D{}", postgres_base(), schema.name),
+        tokio_postgres::NoTls,
+    )
+    .await
+    .unwrap();
+    tokio::spawn(conn);
+    c.batch_execute(&format!("CREATE SCHEMA {}", schema.name)).await.unwrap();
+    fence::install(&c).await.unwrap();
+    let f = |k: &str, t: u64, o: OwnerToken| Fencing::new(Key::new(k).unwrap(), FenceToken::new(t), o);
+    let (a, b) = (OwnerToken::generate().unwrap(), OwnerToken::generate().unwrap());
+    let stale = |r: leasehold::Result<()>| matches!(r, Err(Error::StaleFence { .. }));
+    assert!(stale(fence::check(&c, "r", &f("k", 1, a)).await), "nothing installed yet");
+    fence::claim(&c, "r", &f("k", 5, a)).await.unwrap();
+    fence::claim(&c, "r", &f("k", 5, a)).await.unwrap();
+    assert!(stale(fence::claim(&c, "r", &f("k", 5, b)).await), "same token, other owner");
+    assert!(stale(fence::claim(&c, "r", &f("k", 4, b)).await), "older token");
+    assert!(stale(fence::claim(&c, "r", &f("other", 9, b)).await), "another key's token");
+    assert!(stale(fence::claim(&c, "r", &f("k", 0, b)).await), "no fence");
+    let tx = c.transaction().await.unwrap();
+    fence::check(&tx, "r", &f("k", 5, a)).await.unwrap();
+    tx.commit().await.unwrap();
+    fence::claim(&c, "r", &f("k", 6, b)).await.unwrap();
+    assert!(stale(fence::check(&c, "r", &f("k", 5, a)).await), "superseded holder");
+
+    // The fence column on a table of one's own: newer or equal fences write, older do not.
+    c.batch_execute("CREATE TABLE acct (id int PRIMARY KEY, v text, fence bigint NOT NULL DEFAULT 0);
+                     INSERT INTO acct VALUES (1, 'init', 0)")
+        .await
+        .unwrap();
+    let write = async |c: &tokio_postgres::Client, v: &str, tok: i64| {
+        c.execute("UPDATE acct SET v = $1, fence = $2 WHERE id = 1 AND fence <= $2", &[&v, &tok])
+            .await
+            .unwrap()
+    };
+    assert_eq!(write(&c, "from-7", 7).await, 1);
+    assert_eq!(write(&c, "from-6", 6).await, 0, "an older fence is refused");
+    assert_eq!(write(&c, "again-7", 7).await, 1);
+    let v: String = c.query_one("SELECT v FROM acct WHERE id = 1", &[]).await.unwrap().get(0);
+    assert_eq!(v, "again-7");
+}
+
+/// Options: PgBouncer in transaction pooling refuses session locks with a reason; typos are
+/// refused, not ignored.
+#[tokio::test]
+async fn url_options_are_checked() {
+    let base = postgres_base();
+    let e = Locker::connect(&format!("{base}?mode=session&pgbouncer=transaction")).await.unwrap_err();
+    assert!(e.to_string().contains("PgBouncer"), "{e}");
+    assert!(Locker::connect(&format!("{base}?pgbouncer=transaction")).await.is_ok());
+    let e = Locker::connect(&format!("{base}?mode=sesion")).await.unwrap_err();
+    assert!(matches!(e, Error::InvalidInput(_)), "{e}");
+    let e = Locker::connect(&format!("{base}?schema=a;drop")).await.unwrap_err();
+    assert!(matches!(e, Error::InvalidInput(_)), "{e}");
+    let e = Locker::connect("postgres://postgres@127.0.0.1:1/test").await.unwrap_err();
+    assert!(matches!(e, Error::Unavailable { .. }), "{e}");
 }

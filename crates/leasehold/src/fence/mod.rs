@@ -17,6 +17,10 @@ use crate::{Error, FenceToken, Key, OwnerToken, Result};
 
 #[cfg(feature = "redis")]
 pub mod redis;
+#[cfg(feature = "mysql")]
+pub mod mysql;
+#[cfg(feature = "postgres")]
+pub mod postgres;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;
 
@@ -77,7 +81,7 @@ impl fmt::Display for Fencing {
 }
 
 /// What a resource has installed, as read back when refusing.
-#[cfg_attr(not(any(feature = "sqlite", feature = "redis")), allow(dead_code))]
+#[cfg_attr(not(any(feature = "sqlite", feature = "redis", feature = "postgres", feature = "mysql")), allow(dead_code))]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Installed {
     pub key: String,
@@ -87,7 +91,7 @@ pub(crate) struct Installed {
 
 /// Fence 0 means "this store issued no fence" (see [`crate::FenceRepeat::NoFence`]): such a
 /// grant cannot claim a fenced resource.
-#[cfg_attr(not(any(feature = "sqlite", feature = "redis")), allow(dead_code))]
+#[cfg_attr(not(any(feature = "sqlite", feature = "redis", feature = "postgres", feature = "mysql")), allow(dead_code))]
 pub(crate) fn require_token(resource: &str, fencing: &Fencing) -> Result<()> {
     if fencing.token.get() == 0 {
         return Err(Error::StaleFence {
@@ -99,7 +103,7 @@ pub(crate) fn require_token(resource: &str, fencing: &Fencing) -> Result<()> {
     Ok(())
 }
 
-#[cfg_attr(not(any(feature = "sqlite", feature = "redis")), allow(dead_code))]
+#[cfg_attr(not(any(feature = "sqlite", feature = "redis", feature = "postgres", feature = "mysql")), allow(dead_code))]
 pub(crate) fn stale(resource: &str, presented: &Fencing, installed: Option<Installed>) -> Error {
     let installed = match installed {
         None => "nothing is installed (claim first)".to_string(),
@@ -116,4 +120,18 @@ pub(crate) fn stale(resource: &str, presented: &Fencing, installed: Option<Insta
         Some(i) => format!("fence {} is installed", i.token),
     };
     Error::StaleFence { resource: resource.to_owned(), presented: presented.token.get(), installed }
+}
+
+/// The claim rule: unclaimed, or guarded by the same key with a greater fence, or the same
+/// fence and owner (an idempotent re-claim).
+#[cfg_attr(not(feature = "mysql"), allow(dead_code))]
+pub(crate) fn may_claim(installed: Option<&Installed>, f: &Fencing) -> bool {
+    match installed {
+        None => true,
+        Some(i) => {
+            i.key == f.key.as_str()
+                && (f.token.get() > i.token
+                    || (f.token.get() == i.token && i.owner == f.owner.to_string()))
+        }
+    }
 }
