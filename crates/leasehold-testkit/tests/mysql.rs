@@ -1,4 +1,13 @@
-//! The conformance suite on MySQL/MariaDB: the lease table and `GET_LOCK` session locks.
+//! MySQL/MariaDB: the conformance suite for the lease table and `GET_LOCK` session locks,
+//! the process-level scenarios, `KILL CONNECTION`, interop with other clients, long names and
+//! the fence table.
+
+use std::path::Path;
+use std::time::Duration;
+
+use leasehold::fence::mysql::mysql_async::{self, prelude::Queryable};
+use leasehold::{Error, Locker, Wait};
+use leasehold_testkit::{MyDatabase, mysql_fixture, mysql_server, mysql_session_fixture, process};
 
 mod lease {
     use leasehold_testkit::{conformance_suite, mysql_fixture};
@@ -8,4 +17,202 @@ mod lease {
 mod session {
     use leasehold_testkit::{conformance_suite, mysql_session_fixture};
     conformance_suite!(mysql_session_fixture());
+}
+
+fn worker() -> &'static Path {
+    Path::new(env!("CARGO_BIN_EXE_lh-worker"))
+}
+
+async fn client(db: &MyDatabase) -> mysql_async::Conn {
+    mysql_async::Conn::from_url(db.url("")).await.unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn multi_process_mutual_exclusion_lease() {
+    let fx = mysql_fixture().await;
+    process::multi_process_mutex(&fx.url, worker(), 4, 40).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn multi_process_mutual_exclusion_session() {
+    let fx = mysql_session_fixture().await;
+    process::multi_process_mutex(&fx.url, worker(), 4, 40).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stalled_holder_is_fenced_off() {
+    let fx = mysql_fixture().await;
+    let res = MyDatabase::new();
+    let r = process::stalled_holder(&fx.locker, &fx.url, worker(), &res.url(""), true).await;
+    process::assert_stale_write_rejected(&r);
+}
+
+/// The control: without the fence table's check the stale write lands.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stalled_holder_without_fencing_overwrites_successor() {
+    let fx = mysql_fixture().await;
+    let res = MyDatabase::new();
+    let r = process::stalled_holder(&fx.locker, &fx.url, worker(), &res.url(""), false).await;
+    process::assert_stale_write_accepted(&r);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stalled_session_holder_keeps_its_lock() {
+    let fx = mysql_session_fixture().await;
+    process::stalled_session_holder_keeps_lock(&fx.locker, &fx.url, worker()).await;
+}
+
+/// The lease table as an operator reads it; a stale release leaves the successor's row.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lease_table_is_inspectable() {
+    let db = MyDatabase::new();
+    let l = Locker::connect(&db.url("")).await.unwrap();
+    let mut c = client(&db).await;
+    let a = l.acquire("job", Duration::from_secs(30)).await.unwrap();
+    let (owner, fence, left): (String, u64, i64) = c
+        .query_first(
+            "SELECT owner, fence, TIMESTAMPDIFF(SECOND, UTC_TIMESTAMP(6), expires_at)
+             FROM leasehold_leases WHERE lock_key = 'job'",
+        )
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(owner, a.owner().to_string());
+    assert_eq!(fence, a.fence().get());
+    assert!((20..=30).contains(&left), "{left}");
+    let stale = a.owner();
+    assert!(a.release().await.unwrap());
+    let b = l.acquire("job", Duration::from_secs(30)).await.unwrap();
+    assert!(!l.release_by_owner("job", &stale).await.unwrap());
+    let owner: String = c
+        .query_first("SELECT owner FROM leasehold_leases WHERE lock_key = 'job'")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(owner, b.owner().to_string());
+    assert!(b.release().await.unwrap());
+}
+
+/// `KILL CONNECTION` on a session holder's connection: `lost()` fires (at the next heartbeat)
+/// and the lock is free.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killed_connection_fires_lost_and_frees_the_lock() {
+    let db = MyDatabase::new();
+    let l = Locker::connect(&db.url("?mode=session&heartbeat=300ms")).await.unwrap();
+    let mut c = client(&db).await;
+    let key = leasehold_testkit::conformance::unique_key("kill");
+    let a = l.acquire(&key, Duration::from_secs(30)).await.unwrap();
+    let id: Option<u64> = c.exec_first("SELECT IS_USED_LOCK(?)", (&key,)).await.unwrap().flatten();
+    let id = id.expect("the lock is held by one connection");
+    c.query_drop(format!("KILL CONNECTION {id}")).await.unwrap();
+    tokio::time::timeout(Duration::from_secs(5), a.lost())
+        .await
+        .expect("lost() fires when the holder's connection is killed");
+    assert!(!a.admit());
+    let b = l
+        .acquire(&key, Duration::from_secs(30))
+        .wait(Wait::For(Duration::from_secs(5)))
+        .await
+        .expect("the lock is free once its connection ended");
+    assert!(b.release().await.unwrap());
+}
+
+/// Other clients take the very same lock by name; long keys map to a hashed name the server
+/// computes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn get_lock_names_interoperate() {
+    let fx = mysql_session_fixture().await;
+    let db = MyDatabase::new();
+    let mut c = client(&db).await;
+    let short = leasehold_testkit::conformance::unique_key("i");
+    let long = format!("{}-{}", short, "x".repeat(100));
+    let a = fx.locker.acquire(&short, Duration::from_secs(30)).await.unwrap();
+    let b = fx.locker.acquire(&long, Duration::from_secs(30)).await.unwrap();
+    let got: Option<i64> = c.exec_first("SELECT GET_LOCK(?, 0)", (&short,)).await.unwrap();
+    assert_eq!(got, Some(0), "plain SQL got a lock leasehold holds");
+    let got: Option<i64> =
+        c.exec_first("SELECT GET_LOCK(CONCAT('leasehold:', SHA1(?)), 0)", (&long,)).await.unwrap();
+    assert_eq!(got, Some(0), "the long key's hashed name is held");
+    assert!(a.release().await.unwrap());
+    assert!(b.release().await.unwrap());
+    let got: Option<i64> = c.exec_first("SELECT GET_LOCK(?, 0)", (&short,)).await.unwrap();
+    assert_eq!(got, Some(1));
+    let r = fx.locker.acquire(&short, Duration::from_secs(30)).await;
+    assert!(matches!(r, Err(Error::Busy { .. })), "{r:?}");
+    c.query_drop(format!("DO RELEASE_LOCK('{short}')")).await.unwrap();
+    let a = fx.locker.acquire(&short, Duration::from_secs(30)).await.unwrap();
+    assert!(a.release().await.unwrap());
+}
+
+/// After releases, dropped leases and abandoned waits, no lock stays on the connections the
+/// store keeps open.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn session_locks_do_not_leak_into_kept_connections() {
+    let fx = mysql_session_fixture().await;
+    let prefix = leasehold_testkit::conformance::unique_key("leak");
+    for i in 0..10 {
+        let key = format!("{prefix}-{i}");
+        let a = fx.locker.acquire(&key, Duration::from_secs(30)).await.unwrap();
+        if i % 2 == 0 {
+            assert!(a.release().await.unwrap());
+        } else {
+            drop(a);
+        }
+        let held = fx.locker.acquire(&prefix, Duration::from_secs(30)).await.unwrap();
+        let w = {
+            let (l, k) = (fx.locker.clone(), prefix.clone());
+            tokio::spawn(async move { l.acquire(&k, Duration::from_secs(30)).wait(Wait::Forever).await })
+        };
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        w.abort();
+        let _ = w.await;
+        assert!(held.release().await.unwrap());
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let db = MyDatabase::new();
+    let mut c = client(&db).await;
+    for i in 0..10 {
+        let key = format!("{prefix}-{i}");
+        let v: Option<Option<u64>> = c.exec_first("SELECT IS_USED_LOCK(?)", (&key,)).await.unwrap();
+        assert_eq!(v.flatten(), None, "{key} is still held");
+    }
+    let v: Option<Option<u64>> = c.exec_first("SELECT IS_USED_LOCK(?)", (&prefix,)).await.unwrap();
+    assert_eq!(v.flatten(), None, "an abandoned wait left its lock behind");
+}
+
+/// The fence table's rules on MySQL.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fence_table_rules() {
+    use leasehold::fence::{Fencing, mysql as fence};
+    use leasehold::{FenceToken, Key, OwnerToken};
+    let db = MyDatabase::new();
+    let mut c = client(&db).await;
+    fence::install(&mut c).await.unwrap();
+    let f = |k: &str, t: u64, o: OwnerToken| Fencing::new(Key::new(k).unwrap(), FenceToken::new(t), o);
+    let (a, b) = (OwnerToken::generate().unwrap(), OwnerToken::generate().unwrap());
+    let stale = |r: leasehold::Result<()>| matches!(r, Err(Error::StaleFence { .. }));
+    assert!(stale(fence::check(&mut c, "r", &f("k", 1, a)).await), "nothing installed yet");
+    fence::claim(&mut c, "r", &f("k", 5, a)).await.unwrap();
+    fence::claim(&mut c, "r", &f("k", 5, a)).await.unwrap();
+    assert!(stale(fence::claim(&mut c, "r", &f("k", 5, b)).await), "same token, other owner");
+    assert!(stale(fence::claim(&mut c, "r", &f("k", 4, b)).await), "older token");
+    assert!(stale(fence::claim(&mut c, "r", &f("other", 9, b)).await), "another key's token");
+    assert!(stale(fence::claim(&mut c, "r", &f("k", 0, b)).await), "no fence");
+    fence::check(&mut c, "r", &f("k", 5, a)).await.unwrap();
+    fence::claim(&mut c, "r", &f("k", 6, b)).await.unwrap();
+    assert!(stale(fence::check(&mut c, "r", &f("k", 5, a)).await), "superseded holder");
+    fence::check(&mut c, "r", &f("k", 6, b)).await.unwrap();
+}
+
+#[tokio::test]
+async fn url_options_are_checked() {
+    let server = mysql_server();
+    let e = Locker::connect(&server).await.unwrap_err();
+    assert!(e.to_string().contains("database"), "{e}");
+    let e = Locker::connect(&format!("{server}/test?mode=sesion")).await.unwrap_err();
+    assert!(matches!(e, Error::InvalidInput(_)), "{e}");
+    let e = Locker::connect(&format!("{server}/test?table=a-b")).await.unwrap_err();
+    assert!(matches!(e, Error::InvalidInput(_)), "{e}");
+    let e = Locker::connect("mysql://root@127.0.0.1:1/test").await.unwrap_err();
+    assert!(matches!(e, Error::Unavailable { .. }), "{e}");
 }
