@@ -39,6 +39,8 @@ pub struct Settings {
     pub duration: Duration,
     pub runs: usize,
     pub leases: usize,
+    /// The tokio runtime everything runs on.
+    pub runtime: &'static str,
 }
 
 const TTL: Duration = Duration::from_secs(30);
@@ -256,11 +258,92 @@ impl Progress {
     }
 }
 
+/// A `postgres://` store, for the pgbench baselines: the same statements leasehold prepares,
+/// run by pgbench (`-M prepared`, one client) on the same server in the same run.
+struct PgSide {
+    /// The URL without leasehold's options, as pgbench takes it.
+    url: String,
+    /// (label, pgbench script) pairs.
+    scripts: Vec<(&'static str, String)>,
+}
+
+/// leasehold's URL options (everything else is the server's).
+const PG_OPTIONS: &[&str] =
+    &["mode", "schema", "table", "prefix", "fence", "heartbeat", "pgbouncer"];
+
+impl PgSide {
+    fn new(url: &str) -> BenchResult<Self> {
+        let (base, query) = url.split_once('?').unwrap_or((url, ""));
+        let keep: Vec<&str> = query
+            .split('&')
+            .filter(|p| !p.is_empty())
+            .filter(|p| !PG_OPTIONS.contains(&p.split_once('=').map_or(*p, |(k, _)| k)))
+            .collect();
+        let session = query.split('&').any(|p| p == "mode=session");
+        let vars = |sql: &str, third: &str| {
+            sql.replace("$1", ":key").replace("$2", ":owner").replace("$3", third) + ";\n"
+        };
+        let scripts = if session {
+            let st = leasehold::backends::postgres::session_statements(url)
+                .map_err(|e| e.to_string())?;
+            vec![
+                ("pgbench: leasehold's try-lock and unlock statements", vars(&st.try_grant, "") + &vars(&st.unlock, "")),
+                (
+                    "pgbench: pg_advisory_lock + pg_advisory_unlock",
+                    "SELECT pg_advisory_lock(hashtextextended(:key, 0));\nSELECT pg_advisory_unlock(hashtextextended(:key, 0));\n".into(),
+                ),
+            ]
+        } else {
+            let st =
+                leasehold::backends::postgres::lease_statements(url).map_err(|e| e.to_string())?;
+            vec![(
+                "pgbench: leasehold's grant and release statements",
+                vars(&st.grant, ":ttl") + &vars(&st.release, ":chan"),
+            )]
+        };
+        let url =
+            if keep.is_empty() { base.to_owned() } else { format!("{base}?{}", keep.join("&")) };
+        Ok(PgSide { url, scripts })
+    }
+
+    /// Cycles (script runs) per second of pgbench over `d` with `script`.
+    async fn pgbench(&self, script: &str, key: &str, d: Duration) -> BenchResult<f64> {
+        let dir = std::env::temp_dir().join(format!("leasehold-bench-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+        let file = dir.join("script.sql");
+        std::fs::write(&file, script).map_err(|e| e.to_string())?;
+        let chan = leasehold::backends::postgres::lease_statements("postgres://x/y")
+            .map(|s| s.channel)
+            .unwrap_or_default();
+        let out = tokio::process::Command::new("pgbench")
+            .args(["-n", "-M", "prepared", "-c", "1", "-j", "1", "-T"])
+            .arg(d.as_secs().max(1).to_string())
+            .args(["-D", &format!("key={key}"), "-D", "owner=00000000000000000000000000000001"])
+            .args(["-D", "ttl=30000", "-D", &format!("chan={chan}"), "-f"])
+            .arg(&file)
+            .arg(&self.url)
+            .output()
+            .await
+            .map_err(|e| {
+                format!("cannot run pgbench (Debian package postgresql-client or postgresql): {e}")
+            })?;
+        let text = String::from_utf8_lossy(&out.stdout);
+        text.lines()
+            .find_map(|l| l.strip_prefix("tps = "))
+            .and_then(|l| l.split_whitespace().next())
+            .and_then(|v| v.parse::<f64>().ok())
+            .ok_or_else(|| {
+                format!("pgbench failed: {}{}", text, String::from_utf8_lossy(&out.stderr))
+            })
+    }
+}
+
 /// Runs the bench; returns the report as JSON and prints a table.
 pub async fn run(s: Settings) -> BenchResult<Value> {
     let locker = Locker::connect(&s.url).await.map_err(|e| e.to_string())?;
     let redis_side =
         if s.url.starts_with("redis://") { Some(RedisSide::connect(&s.url).await?) } else { None };
+    let pg_side = if s.url.starts_with("postgres") { Some(PgSide::new(&s.url)?) } else { None };
     let all = s.scenario == Scenario::All;
     let want = |sc: Scenario| all || s.scenario == sc;
     let scenarios: Vec<Scenario> =
@@ -273,6 +356,7 @@ pub async fn run(s: Settings) -> BenchResult<Value> {
         "store": s.url,
         "backend": locker.guarantees().backend,
         "runs": s.runs,
+        "runtime": s.runtime,
         "duration_s": s.duration.as_secs_f64(),
         "server_version": match &redis_side { Some(r) => json!(r.version().await), None => Value::Null },
         "machine": machine(),
@@ -281,7 +365,7 @@ pub async fn run(s: Settings) -> BenchResult<Value> {
     for sc in scenarios {
         let v = match sc {
             Scenario::Uncontended => {
-                uncontended(&s, &locker, redis_side.as_ref(), &progress).await?
+                uncontended(&s, &locker, redis_side.as_ref(), pg_side.as_ref(), &progress).await?
             }
             Scenario::Handoff => handoff(&s, &locker, redis_side.as_ref(), &progress).await?,
             Scenario::ManyKeys => many_keys(&s, &locker, redis_side.as_ref(), &progress).await?,
@@ -327,9 +411,11 @@ async fn uncontended(
     s: &Settings,
     locker: &Locker,
     redis: Option<&RedisSide>,
+    pg: Option<&PgSide>,
     p: &Progress,
 ) -> BenchResult<Value> {
     let mut lh = Tally::default();
+    let mut pgbench: Vec<Vec<f64>> = vec![Vec::new(); pg.map_or(0, |p| p.scripts.len())];
     let mut direct = Tally::default();
     let mut raw = Tally::default();
     let mut raw_fenced = Tally::default();
@@ -361,6 +447,13 @@ async fn uncontended(
                     }
                     None => lh.add(cycles(&lh_c, &key, s.duration).await?),
                 },
+                1 if pg.is_some() => {
+                    let pg = pg.expect("checked");
+                    for (i, (_, script)) in pg.scripts.iter().enumerate() {
+                        let k = format!("{key}:pgbench{i}");
+                        pgbench[i].push(pg.pgbench(script, &k, s.duration).await?);
+                    }
+                }
                 1 => {
                     if let (Some((plain, _)), Some(r)) = (&raw_c, redis) {
                         let raw_key = format!("{key}:raw");
@@ -415,6 +508,26 @@ async fn uncontended(
         });
     }
     rows.push(direct.json("leasehold store trait alone (no Locker/Lease): try_acquire + release"));
+    if let Some(pg) = pg {
+        let mut ratios = Vec::new();
+        for ((label, _), tps) in pg.scripts.iter().zip(&pgbench) {
+            rows.push(json!({
+                "contender": label,
+                "ops_per_s_median": median(tps.clone()).round(),
+                "ops_per_s_runs": tps.iter().map(|v| v.round()).collect::<Vec<_>>(),
+            }));
+            // Time per cycle of leasehold over that of pgbench, run by run.
+            let per_run: Vec<f64> = tps
+                .iter()
+                .zip(&lh.per_run)
+                .map(|(b, l)| ((b / l) * 1000.0).round() / 1000.0)
+                .collect();
+            ratios.push(
+                json!({ "baseline": label, "median": median(per_run.clone()), "per_run": per_run }),
+            );
+        }
+        v["leasehold_time_per_cycle_vs_pgbench"] = json!(ratios);
+    }
     if !peer.per_run.is_empty() {
         rows.push(peer.json("rslock 0.10 (lock + unlock)"));
     }
@@ -584,10 +697,25 @@ async fn handoff(
     p: &Progress,
 ) -> BenchResult<Value> {
     let mut lh = Tally::default();
+    let mut separate = Tally::default();
+    // Waiters in other processes are woken by the store's notification (NOTIFY, pub/sub),
+    // not by this process's queue: measure that path with one store connection per task.
+    let per_task: Vec<Leasehold> = if s.url.starts_with("postgres") {
+        let mut v = Vec::new();
+        for _ in 0..s.tasks {
+            v.push(Leasehold(Locker::connect(&s.url).await.map_err(|e| e.to_string())?));
+        }
+        v
+    } else {
+        Vec::new()
+    };
     #[cfg_attr(not(feature = "peers"), allow(unused_mut))]
     let mut peer = Tally::default();
     for run in 0..s.runs {
         p.step(format!("handoff run {}/{}", run + 1, s.runs));
+        if !per_task.is_empty() {
+            separate.add(handoff_each(per_task.clone(), &unique("h"), s.duration).await?);
+        }
         let before = match redis {
             Some(r) => Some(r.calls(LEASEHOLD_REQUESTS).await?),
             None => None,
@@ -608,6 +736,13 @@ async fn handoff(
         }
     }
     let mut rows = vec![lh.json("leasehold (wait forever, notified)")];
+    if !separate.per_run.is_empty() {
+        rows.push(
+            separate.json(
+                "leasehold, one store connection per task (woken by the store's notification)",
+            ),
+        );
+    }
     let mut v = json!({
         "what": format!(
             "{} tasks on one key, empty critical section. A handoff is an acquisition by another task than the previous holder; handoff wait runs from the holder calling release to the next waiter's acquire returning.{}",
@@ -631,15 +766,21 @@ async fn handoff_run<C: Contender>(
     tasks: usize,
     d: Duration,
 ) -> BenchResult<RunResult> {
+    handoff_each(vec![c.clone(); tasks], key, d).await
+}
+
+/// Like [`handoff_run`] with one contender per task (e.g. one store connection each).
+async fn handoff_each<C: Contender>(cs: Vec<C>, key: &str, d: Duration) -> BenchResult<RunResult> {
     let base = Instant::now();
     let deadline = base + d;
     // Nanoseconds since `base` at which the current holder started its release.
     let released_at = Arc::new(AtomicU64::new(0));
     let last_holder = Arc::new(AtomicU64::new(u64::MAX));
     let mut handles = Vec::new();
-    for task in 0..tasks as u64 {
-        let (c, key, released_at, last_holder) =
-            (c.clone(), key.to_string(), released_at.clone(), last_holder.clone());
+    for (task, c) in cs.into_iter().enumerate() {
+        let task = task as u64;
+        let (key, released_at, last_holder) =
+            (key.to_string(), released_at.clone(), last_holder.clone());
         handles.push(tokio::spawn(async move {
             let (mut acq, mut hand) = (hist(), hist());
             let (mut n, mut changes) = (0u64, 0u64);
@@ -920,12 +1061,13 @@ fn rss_bytes() -> Option<u64> {
 pub fn table(r: &Value) -> String {
     let mut out = String::new();
     out.push_str(&format!(
-        "store {} ({}{}) · {} runs × {} s · throughput = median over runs · latency µs p50/p90/p99/p99.9/max over all samples\n",
+        "store {} ({}{}) · {} runs × {} s · tokio {} runtime · throughput = median over runs · latency µs p50/p90/p99/p99.9/max over all samples\n",
         r["store"].as_str().unwrap_or("?"),
         r["backend"].as_str().unwrap_or("?"),
         r["server_version"].as_str().map(|v| format!(" {v}")).unwrap_or_default(),
         r["runs"],
         r["duration_s"],
+        r["runtime"].as_str().unwrap_or("?"),
     ));
     let Some(scs) = r["scenarios"].as_object() else { return out };
     for (name, sc) in scs {
@@ -985,6 +1127,16 @@ pub fn table(r: &Value) -> String {
         {
             if !sc[k].is_null() {
                 out.push_str(&format!("    per-run ratios {label}: {}\n", sc[k]));
+            }
+        }
+        if let Some(list) = sc["leasehold_time_per_cycle_vs_pgbench"].as_array() {
+            for r in list {
+                out.push_str(&format!(
+                    "  → leasehold time per cycle ÷ {}'s: {} (per run {})\n",
+                    r["baseline"].as_str().unwrap_or("?"),
+                    r["median"],
+                    r["per_run"]
+                ));
             }
         }
         if !sc["server_us_per_request"].is_null() {

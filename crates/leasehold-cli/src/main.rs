@@ -153,6 +153,10 @@ enum Cmd {
         /// Print JSON instead of the table.
         #[arg(long)]
         json: bool,
+        /// Tokio runtime for the whole bench: `current` (one thread, like pgbench and
+        /// redis-benchmark clients) or `multi` (two workers). Every contender runs on it.
+        #[arg(long, value_enum, default_value = "current")]
+        runtime: Runtime,
     },
     /// List holders: key, owner, fence, time left.
     Status {
@@ -164,6 +168,15 @@ enum Cmd {
         /// Only this key.
         key: Option<String>,
     },
+}
+
+/// The tokio runtime `bench` runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Runtime {
+    /// One thread.
+    Current,
+    /// Two worker threads.
+    Multi,
 }
 
 fn parse_wait(s: &str) -> Result<Wait, String> {
@@ -225,14 +238,19 @@ fn main() -> ExitCode {
         .with_target(false)
         .without_time()
         .try_init();
-    let rt =
-        match tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build() {
-            Ok(rt) => rt,
-            Err(e) => {
-                eprintln!("leasehold: cannot start the runtime: {e}");
-                return ExitCode::from(code::SOFTWARE);
-            }
-        };
+    let rt = match &cli.cmd {
+        Cmd::Bench { runtime: Runtime::Current, .. } => {
+            tokio::runtime::Builder::new_current_thread().enable_all().build()
+        }
+        _ => tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build(),
+    };
+    let rt = match rt {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("leasehold: cannot start the runtime: {e}");
+            return ExitCode::from(code::SOFTWARE);
+        }
+    };
     let exit = rt.block_on(dispatch(cli.cmd));
     if let Some(msg) = &exit.msg {
         eprintln!("leasehold: {msg}");
@@ -308,8 +326,8 @@ async fn dispatch(cmd: Cmd) -> Exit {
         Cmd::Renew { store, ttl, owner, key } => renew(store, ttl, owner, key).await,
         Cmd::Release { store, owner, key } => release(store, owner, key).await,
         Cmd::Status { store, json, key } => status(store, json, key).await,
-        Cmd::Bench { store, scenario, tasks, duration, runs, leases, out, json } => {
-            bench_cmd(store, scenario, tasks, duration, runs, leases, out, json).await
+        Cmd::Bench { store, scenario, tasks, duration, runs, leases, out, json, runtime } => {
+            bench_cmd(store, scenario, tasks, duration, runs, leases, out, json, runtime).await
         }
     };
     r.unwrap_or_else(|e| e)
@@ -411,6 +429,7 @@ async fn bench_cmd(
     leases: usize,
     out: Option<std::path::PathBuf>,
     json: bool,
+    runtime: Runtime,
 ) -> Result<Exit, Exit> {
     if tasks == 0 || runs == 0 || leases == 0 || duration.is_zero() {
         return Err(Exit::fail(
@@ -419,7 +438,11 @@ async fn bench_cmd(
         ));
     }
     let url = store_url(store)?;
-    let settings = bench::Settings { url, scenario, tasks, duration, runs, leases };
+    let runtime = match runtime {
+        Runtime::Current => "current_thread",
+        Runtime::Multi => "multi_thread (2 workers)",
+    };
+    let settings = bench::Settings { url, scenario, tasks, duration, runs, leases, runtime };
     let report = bench::run(settings)
         .await
         .map_err(|e| Exit::fail(code::UNAVAILABLE, format!("bench: {e}")))?;

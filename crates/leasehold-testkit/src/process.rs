@@ -116,7 +116,8 @@ pub mod resource {
         Mysql(leasehold::fence::mysql::mysql_async::Conn),
     }
 
-    const DATA: &str = "CREATE TABLE IF NOT EXISTS data (id VARCHAR(64) PRIMARY KEY, value TEXT NOT NULL)";
+    const DATA: &str =
+        "CREATE TABLE IF NOT EXISTS data (id VARCHAR(64) PRIMARY KEY, value TEXT NOT NULL)";
 
     /// Opens `sqlite:PATH`, `redis://HOST:PORT`, `postgres://…?options=-csearch_path%3DS` or
     /// `mysql://…/DB`, setting up the fence table if needed.

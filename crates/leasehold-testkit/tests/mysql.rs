@@ -161,7 +161,9 @@ async fn session_locks_do_not_leak_into_kept_connections() {
         let held = fx.locker.acquire(&prefix, Duration::from_secs(30)).await.unwrap();
         let w = {
             let (l, k) = (fx.locker.clone(), prefix.clone());
-            tokio::spawn(async move { l.acquire(&k, Duration::from_secs(30)).wait(Wait::Forever).await })
+            tokio::spawn(
+                async move { l.acquire(&k, Duration::from_secs(30)).wait(Wait::Forever).await },
+            )
         };
         tokio::time::sleep(Duration::from_millis(20)).await;
         w.abort();
@@ -188,7 +190,8 @@ async fn fence_table_rules() {
     let db = MyDatabase::new();
     let mut c = client(&db).await;
     fence::install(&mut c).await.unwrap();
-    let f = |k: &str, t: u64, o: OwnerToken| Fencing::new(Key::new(k).unwrap(), FenceToken::new(t), o);
+    let f =
+        |k: &str, t: u64, o: OwnerToken| Fencing::new(Key::new(k).unwrap(), FenceToken::new(t), o);
     let (a, b) = (OwnerToken::generate().unwrap(), OwnerToken::generate().unwrap());
     let stale = |r: leasehold::Result<()>| matches!(r, Err(Error::StaleFence { .. }));
     assert!(stale(fence::check(&mut c, "r", &f("k", 1, a)).await), "nothing installed yet");

@@ -7,7 +7,9 @@ use std::time::Duration;
 
 use leasehold::backends::postgres::{self as pg, tokio_postgres};
 use leasehold::{Error, Key, Locker, Wait};
-use leasehold_testkit::{PgSchema, postgres_base, postgres_fixture, postgres_session_fixture, process};
+use leasehold_testkit::{
+    PgSchema, postgres_base, postgres_fixture, postgres_session_fixture, process,
+};
 
 mod lease {
     use leasehold_testkit::{conformance_suite, postgres_fixture};
@@ -181,7 +183,8 @@ async fn lease_survives_a_terminated_connection() {
 async fn session_locks_do_not_leak_into_kept_connections() {
     let app = format!("lh_leak_{}", &leasehold::OwnerToken::generate().unwrap().to_string()[..8]);
     let schema = PgSchema::new();
-    let url = format!("{}?mode=session&schema={}&application_name={app}", postgres_base(), schema.name);
+    let url =
+        format!("{}?mode=session&schema={}&application_name={app}", postgres_base(), schema.name);
     let l = Locker::connect(&url).await.unwrap();
     for i in 0..20 {
         let key = format!("leak-{i}");
@@ -256,7 +259,8 @@ async fn transaction_lock_ends_with_the_transaction() {
     let mut c = client().await;
     let lease = fx.locker.acquire(key.as_str(), Duration::from_secs(30)).await.unwrap();
     let r: Result<(), Error> =
-        pg::with_xact_lock(&mut c, &key, Some(Duration::from_millis(200)), async |_tx| Ok(())).await;
+        pg::with_xact_lock(&mut c, &key, Some(Duration::from_millis(200)), async |_tx| Ok(()))
+            .await;
     assert!(matches!(r, Err(Error::Busy { .. })), "{r:?}");
     assert!(lease.release().await.unwrap());
 
@@ -300,7 +304,8 @@ async fn fence_table_and_fence_column() {
     tokio::spawn(conn);
     c.batch_execute(&format!("CREATE SCHEMA {}", schema.name)).await.unwrap();
     fence::install(&c).await.unwrap();
-    let f = |k: &str, t: u64, o: OwnerToken| Fencing::new(Key::new(k).unwrap(), FenceToken::new(t), o);
+    let f =
+        |k: &str, t: u64, o: OwnerToken| Fencing::new(Key::new(k).unwrap(), FenceToken::new(t), o);
     let (a, b) = (OwnerToken::generate().unwrap(), OwnerToken::generate().unwrap());
     let stale = |r: leasehold::Result<()>| matches!(r, Err(Error::StaleFence { .. }));
     assert!(stale(fence::check(&c, "r", &f("k", 1, a)).await), "nothing installed yet");
@@ -317,10 +322,12 @@ async fn fence_table_and_fence_column() {
     assert!(stale(fence::check(&c, "r", &f("k", 5, a)).await), "superseded holder");
 
     // The fence column on a table of one's own: newer or equal fences write, older do not.
-    c.batch_execute("CREATE TABLE acct (id int PRIMARY KEY, v text, fence bigint NOT NULL DEFAULT 0);
-                     INSERT INTO acct VALUES (1, 'init', 0)")
-        .await
-        .unwrap();
+    c.batch_execute(
+        "CREATE TABLE acct (id int PRIMARY KEY, v text, fence bigint NOT NULL DEFAULT 0);
+                     INSERT INTO acct VALUES (1, 'init', 0)",
+    )
+    .await
+    .unwrap();
     let write = async |c: &tokio_postgres::Client, v: &str, tok: i64| {
         c.execute("UPDATE acct SET v = $1, fence = $2 WHERE id = 1 AND fence <= $2", &[&v, &tok])
             .await
@@ -338,7 +345,8 @@ async fn fence_table_and_fence_column() {
 #[tokio::test]
 async fn url_options_are_checked() {
     let base = postgres_base();
-    let e = Locker::connect(&format!("{base}?mode=session&pgbouncer=transaction")).await.unwrap_err();
+    let e =
+        Locker::connect(&format!("{base}?mode=session&pgbouncer=transaction")).await.unwrap_err();
     assert!(e.to_string().contains("PgBouncer"), "{e}");
     assert!(Locker::connect(&format!("{base}?pgbouncer=transaction")).await.is_ok());
     let e = Locker::connect(&format!("{base}?mode=sesion")).await.unwrap_err();
@@ -347,4 +355,28 @@ async fn url_options_are_checked() {
     assert!(matches!(e, Error::InvalidInput(_)), "{e}");
     let e = Locker::connect("postgres://postgres@127.0.0.1:1/test").await.unwrap_err();
     assert!(matches!(e, Error::Unavailable { .. }), "{e}");
+}
+
+/// A waiter on another connection (as in another process) is woken by NOTIFY: the holder's
+/// TTL (60 s) is far beyond the wait (20 s), so only the notification can hand it over.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiter_on_another_connection_is_woken_by_notify() {
+    let fx = postgres_fixture().await;
+    let other = Locker::connect(&fx.url).await.unwrap();
+    let key = leasehold_testkit::conformance::unique_key("notify");
+    let a = fx.locker.acquire(&key, Duration::from_secs(60)).await.unwrap();
+    let w = {
+        let key = key.clone();
+        tokio::spawn(async move {
+            other
+                .acquire(&key, Duration::from_secs(30))
+                .wait(Wait::For(Duration::from_secs(20)))
+                .await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(a.release().await.unwrap());
+    let b = w.await.unwrap().expect("the release's NOTIFY woke the other connection's waiter");
+    assert!(b.fence() > a.fence());
+    assert!(b.release().await.unwrap());
 }

@@ -46,6 +46,8 @@ pub(crate) struct Shared {
     /// Woken when `state.lost` is set. (A moved deadline wakes nobody: a `lost()` future that
     /// wakes at the old deadline re-reads the new one.)
     lost_notify: Notify,
+    /// Dropped with this: ends the task watching a session (see `watch_session`).
+    session_watch: std::sync::Mutex<Option<tokio::sync::oneshot::Sender<()>>>,
 }
 
 impl Shared {
@@ -68,6 +70,7 @@ impl Shared {
             op_timeout,
             state: std::sync::Mutex::new(State { deadline, lost: None }),
             lost_notify: Notify::new(),
+            session_watch: std::sync::Mutex::new(None),
         }
     }
 
@@ -151,10 +154,19 @@ impl Shared {
     /// Watches a session-end future and latches the loss when it fires.
     pub fn watch_session(self: &Arc<Self>, end: crate::store::SessionEnd) {
         let weak: Weak<Shared> = Arc::downgrade(self);
+        // The watcher ends with the session or with this lease, whichever is first: a store
+        // whose sessions outlive many leases (a shared connection) must not collect one
+        // parked task per lease ever granted.
+        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+        *self.session_watch.lock().unwrap_or_else(|p| p.into_inner()) = Some(stop_tx);
         tokio::spawn(async move {
-            let why = end.await;
-            if let Some(me) = weak.upgrade() {
-                me.mark_lost(LostReason::SessionEnded(why));
+            tokio::select! {
+                why = end => {
+                    if let Some(me) = weak.upgrade() {
+                        me.mark_lost(LostReason::SessionEnded(why));
+                    }
+                }
+                _ = stop_rx => {}
             }
         });
     }

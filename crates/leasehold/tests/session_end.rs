@@ -75,3 +75,21 @@ async fn session_end_loses_the_lease() {
     assert!(lease.is_lost() && !lease.admit());
     assert!(matches!(lease.renew().await, Err(Error::Lost { .. })));
 }
+
+/// A session that outlives its lease (a connection carrying many locks in turn) must not keep
+/// one watcher per lease ever granted: the watcher ends with the lease.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn session_watcher_ends_with_the_lease() {
+    let dir = tempfile::tempdir().unwrap();
+    let guarantees =
+        Locker::connect(&format!("file://{}", dir.path().display())).await.unwrap().guarantees();
+    let (tx, rx) = oneshot::channel::<String>();
+    let locker = Locker::new(OneSession { guarantees, end: Mutex::new(Some(rx)) });
+    let lease = locker.acquire("k", Duration::from_secs(30)).await.unwrap();
+    drop(lease.release().await);
+    // The session-end future owned the receiver: once the watcher is gone, the sender sees it.
+    let mut tx = tx;
+    tokio::time::timeout(Duration::from_secs(5), tx.closed())
+        .await
+        .expect("the session watcher outlived its released lease");
+}

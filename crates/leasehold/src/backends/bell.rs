@@ -23,7 +23,10 @@ impl Bells {
 
     /// A receiver that sees every later ring of `key`.
     pub fn subscribe(&self, key: &Key) -> watch::Receiver<u64> {
-        self.map().entry(key.as_str().to_owned()).or_insert_with(|| watch::Sender::new(0)).subscribe()
+        self.map()
+            .entry(key.as_str().to_owned())
+            .or_insert_with(|| watch::Sender::new(0))
+            .subscribe()
     }
 
     /// Wakes the watchers of `key`, if any (and forgets the key if none is left).

@@ -95,7 +95,11 @@ fn parse_url(url: &str) -> Result<(Opts, Options)> {
                 o.session = match v {
                     "lease" => false,
                     "session" => true,
-                    _ => return Err(Error::invalid(format!("mode={v:?}: expected lease or session"))),
+                    _ => {
+                        return Err(Error::invalid(format!(
+                            "mode={v:?}: expected lease or session"
+                        )));
+                    }
                 }
             }
             "table" => o.table = ident("table", v)?,
@@ -104,7 +108,9 @@ fn parse_url(url: &str) -> Result<(Opts, Options)> {
                 o.fence = match v {
                     "table" => true,
                     "none" => false,
-                    _ => return Err(Error::invalid(format!("fence={v:?}: expected table or none"))),
+                    _ => {
+                        return Err(Error::invalid(format!("fence={v:?}: expected table or none")));
+                    }
                 }
             }
             "heartbeat" => {
@@ -149,9 +155,9 @@ pub async fn connect(url: &str) -> Result<Arc<dyn Store>> {
 }
 
 async fn new_conn(opts: &Opts) -> Result<Conn> {
-    Conn::new(opts.clone()).await.map_err(|e| {
-        Error::unavailable(format!("cannot connect to mysql: {e}"), Some(e.into()))
-    })
+    Conn::new(opts.clone())
+        .await
+        .map_err(|e| Error::unavailable(format!("cannot connect to mysql: {e}"), Some(e.into())))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -350,7 +356,10 @@ impl Store for MyLeaseStore {
                 .map_err(|e| my_err("renew", e))?;
             let live: HashSet<(Vec<u8>, Vec<u8>)> = rows.into_iter().collect();
             out.extend(chunk.iter().map(|i| {
-                live.contains(&(i.key.as_str().as_bytes().to_vec(), i.owner.to_string().into_bytes()))
+                live.contains(&(
+                    i.key.as_str().as_bytes().to_vec(),
+                    i.owner.to_string().into_bytes(),
+                ))
             }));
         }
         Ok(out)
@@ -464,7 +473,11 @@ impl SessionConn {
 
     /// Runs one statement returning one optional integer; a transport error kills the
     /// session.
-    async fn scalar(self: &Arc<Self>, sql: &str, params: Vec<mysql_async::Value>) -> Result<Option<i64>> {
+    async fn scalar(
+        self: &Arc<Self>,
+        sql: &str,
+        params: Vec<mysql_async::Value>,
+    ) -> Result<Option<i64>> {
         let mut g = self.conn.lock().await;
         let Some(c) = g.as_mut().filter(|_| self.alive()) else {
             return Err(Error::UnknownOutcome("mysql session connection is closed".into()));
@@ -653,7 +666,11 @@ impl MySessionStore {
             conns.retain(|c| c.alive());
             let pick = conns.iter().position(|c| {
                 let keys = c.keys();
-                if exclusive { keys.is_empty() } else { keys.len() < PER_CONN && !keys.contains(name) }
+                if exclusive {
+                    keys.is_empty()
+                } else {
+                    keys.len() < PER_CONN && !keys.contains(name)
+                }
             });
             match pick {
                 Some(i) if exclusive => Some(conns.swap_remove(i)),
@@ -698,14 +715,17 @@ impl MySessionStore {
         let sent = Instant::now();
         let (opts, fences, key) = (self.opts.clone(), self.fences.clone(), req.key.clone());
         tokio::spawn(async move {
-            let _ = tx.send(grant_on(&conn, &opts, &name, wait, fences.as_deref(), &key, abandon_rx).await);
+            let _ = tx.send(
+                grant_on(&conn, &opts, &name, wait, fences.as_deref(), &key, abandon_rx).await,
+            );
         });
         let answer = flight.rx.as_mut().expect("present").await;
         flight.rx = None; // answered: nothing to undo on drop
         let conn = flight.conn.clone();
         let name = flight.name.clone();
         drop(flight);
-        let answer = answer.unwrap_or_else(|_| Err(Error::UnknownOutcome("grant task ended".into())));
+        let answer =
+            answer.unwrap_or_else(|_| Err(Error::UnknownOutcome("grant task ended".into())));
         let fence = match answer {
             Ok(f) => f,
             Err(e) => {
@@ -849,7 +869,8 @@ impl Store for MySessionStore {
         let Some(h) = held else { return Ok(false) };
         let name = self.lock_name(key);
         self.undoing.settled(&name, Duration::from_secs(10)).await;
-        let r = h.conn.scalar(&format!("SELECT RELEASE_LOCK({LOCK_NAME})"), name_params(&name)).await;
+        let r =
+            h.conn.scalar(&format!("SELECT RELEASE_LOCK({LOCK_NAME})"), name_params(&name)).await;
         match r {
             Ok(Some(1)) => {
                 h.conn.keys().remove(&name);

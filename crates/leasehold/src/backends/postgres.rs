@@ -48,11 +48,7 @@ const RENEW_CHUNK: usize = 5000;
 /// middle of a request leaves its outcome unknown.
 fn pg_err(what: &str, e: tokio_postgres::Error) -> Error {
     let msg = format!("postgres {what}: {e}");
-    if e.code().is_some() {
-        Error::backend("postgres", msg, e)
-    } else {
-        Error::UnknownOutcome(msg)
-    }
+    if e.code().is_some() { Error::backend("postgres", msg, e) } else { Error::UnknownOutcome(msg) }
 }
 
 fn ms(d: Duration) -> i64 {
@@ -133,7 +129,11 @@ pub(crate) fn parse_url(url: &str) -> Result<(Config, Options)> {
                 o.fence = match v {
                     "sequence" => true,
                     "none" => false,
-                    _ => return Err(Error::invalid(format!("fence={v:?}: expected sequence or none"))),
+                    _ => {
+                        return Err(Error::invalid(format!(
+                            "fence={v:?}: expected sequence or none"
+                        )));
+                    }
                 }
             }
             "heartbeat" => {
@@ -161,9 +161,8 @@ pub(crate) fn parse_url(url: &str) -> Result<(Config, Options)> {
         }
     }
     let base = if keep.is_empty() { base.to_owned() } else { format!("{base}?{}", keep.join("&")) };
-    let mut cfg: Config = base
-        .parse()
-        .map_err(|e| Error::invalid(format!("bad postgres URL {base:?}: {e}")))?;
+    let mut cfg: Config =
+        base.parse().map_err(|e| Error::invalid(format!("bad postgres URL {base:?}: {e}")))?;
     if cfg.get_connect_timeout().is_none() {
         cfg.connect_timeout(CONNECT_TIMEOUT);
     }
@@ -244,6 +243,75 @@ async fn create_schema(client: &Client, schema: &str, ddl: &str) -> Result<()> {
 // ---------------------------------------------------------------------------------------------
 // Lease table
 
+/// The statements the lease-table store prepares (with `$1`… parameters), for operators who
+/// want to read them and for `leasehold bench`, which runs the very same text through pgbench.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct LeaseStatements {
+    /// `$1` key, `$2` owner, `$3` TTL in ms → (fence, NULL) when granted, (NULL, ms left)
+    /// when busy.
+    pub grant: String,
+    /// `$1` key, `$2` owner, `$3` TTL in ms → 1 row updated iff renewed.
+    pub renew: String,
+    /// `$1` keys, `$2` owners, `$3` TTLs in ms (arrays) → the renewed (key, owner) rows.
+    pub renew_many: String,
+    /// `$1` key, `$2` owner, `$3` notification channel → one row (still live?) iff ours.
+    pub release: String,
+    /// `$1` key or NULL → live holders.
+    pub holders: String,
+    /// The `LISTEN` channel releases notify.
+    pub channel: String,
+}
+
+/// The lease-table statements for a `postgres://` URL's `schema` and `table` options.
+pub fn lease_statements(url: &str) -> Result<LeaseStatements> {
+    let (_, o) = parse_url(url)?;
+    Ok(LeaseStatements::new(&o.schema, &o.table))
+}
+
+impl LeaseStatements {
+    fn new(schema: &str, table: &str) -> LeaseStatements {
+        let t = format!("\"{schema}\".\"{table}\"");
+        // One notification channel per table; channel names are identifiers (63 bytes).
+        let mut channel = format!("leasehold:{schema}.{table}");
+        channel.truncate(63);
+        LeaseStatements {
+            grant: format!(
+            "WITH g AS (
+               INSERT INTO {t} AS l (key, owner, fence, expires_at)
+               VALUES ($1, $2, 1, now() + $3::bigint * interval '1 millisecond')
+               ON CONFLICT (key) DO UPDATE
+                 SET owner = excluded.owner, fence = l.fence + 1, expires_at = excluded.expires_at
+                 WHERE l.owner IS NULL OR l.expires_at <= now()
+               RETURNING l.fence)
+             SELECT fence, 0::bigint FROM g
+             UNION ALL
+             SELECT NULL::bigint, COALESCE((SELECT GREATEST(0, ceil(extract(epoch FROM l.expires_at - now()) * 1000))::bigint
+                                            FROM {t} l WHERE l.key = $1), 0)
+             WHERE NOT EXISTS (SELECT 1 FROM g)"),
+            renew: format!(
+            "UPDATE {t} SET expires_at = now() + $3::bigint * interval '1 millisecond'
+             WHERE key = $1 AND owner = $2 AND expires_at > now()"),
+            renew_many: format!(
+            "UPDATE {t} l SET expires_at = now() + x.ms * interval '1 millisecond'
+             FROM unnest($1::text[], $2::text[], $3::bigint[]) AS x(key, owner, ms)
+             WHERE l.key = x.key AND l.owner = x.owner AND l.expires_at > now()
+             RETURNING l.key, l.owner"),
+            release: format!(
+            "WITH old AS (SELECT key, expires_at FROM {t} WHERE key = $1 AND owner = $2 FOR UPDATE),
+                  upd AS (UPDATE {t} l SET owner = NULL, expires_at = now() FROM old
+                          WHERE l.key = old.key RETURNING old.expires_at > now() AS live)
+             SELECT live, pg_notify($3, $1) FROM upd"),
+            holders: format!(
+            "SELECT key, owner, fence,
+                    GREATEST(0, ceil(extract(epoch FROM expires_at - now()) * 1000))::bigint
+             FROM {t} WHERE owner IS NOT NULL AND expires_at > now()
+               AND ($1::text IS NULL OR key = $1) ORDER BY key"),
+            channel,
+        }
+    }
+}
+
 struct LeaseConn {
     pg: PgConn,
     grant: Statement,
@@ -288,7 +356,7 @@ impl Listener {
 pub struct PgLeaseStore {
     cfg: Config,
     table: String,
-    channel: String,
+    sql: LeaseStatements,
     conn: tokio::sync::Mutex<Option<Arc<LeaseConn>>>,
     listener: Arc<Listener>,
 }
@@ -302,20 +370,18 @@ impl std::fmt::Debug for PgLeaseStore {
 impl PgLeaseStore {
     async fn open(cfg: Config, o: &Options) -> Result<Self> {
         let table = format!("\"{}\".\"{}\"", o.schema, o.table);
-        // One notification channel per table; channel names are identifiers (63 bytes).
-        let mut channel = format!("leasehold:{}.{}", o.schema, o.table);
-        channel.truncate(63);
+        let sql = LeaseStatements::new(&o.schema, &o.table);
         let bells = Arc::new(Bells::default());
         let store = PgLeaseStore {
             listener: Arc::new(Listener {
                 cfg: cfg.clone(),
-                channel: channel.clone(),
+                channel: sql.channel.clone(),
                 bells,
                 conn: Default::default(),
             }),
             cfg,
             table,
-            channel,
+            sql,
             conn: Default::default(),
         };
         let ddl = format!(
@@ -341,52 +407,16 @@ impl PgLeaseStore {
             return Ok(c.clone());
         }
         let pg = PgConn::open(&self.cfg, None).await?;
-        let t = &self.table;
         let prep = |sql: String| {
             let client = &pg.client;
             async move { client.prepare(&sql).await.map_err(|e| pg_err("prepare", e)) }
         };
-        let grant = prep(format!(
-            "WITH g AS (
-               INSERT INTO {t} AS l (key, owner, fence, expires_at)
-               VALUES ($1, $2, 1, now() + $3::bigint * interval '1 millisecond')
-               ON CONFLICT (key) DO UPDATE
-                 SET owner = excluded.owner, fence = l.fence + 1, expires_at = excluded.expires_at
-                 WHERE l.owner IS NULL OR l.expires_at <= now()
-               RETURNING l.fence)
-             SELECT fence, 0::bigint FROM g
-             UNION ALL
-             SELECT NULL::bigint, COALESCE((SELECT GREATEST(0, ceil(extract(epoch FROM l.expires_at - now()) * 1000))::bigint
-                                            FROM {t} l WHERE l.key = $1), 0)
-             WHERE NOT EXISTS (SELECT 1 FROM g)"
-        ))
-        .await?;
-        let renew = prep(format!(
-            "UPDATE {t} SET expires_at = now() + $3::bigint * interval '1 millisecond'
-             WHERE key = $1 AND owner = $2 AND expires_at > now()"
-        ))
-        .await?;
-        let renew_many = prep(format!(
-            "UPDATE {t} l SET expires_at = now() + x.ms * interval '1 millisecond'
-             FROM unnest($1::text[], $2::text[], $3::bigint[]) AS x(key, owner, ms)
-             WHERE l.key = x.key AND l.owner = x.owner AND l.expires_at > now()
-             RETURNING l.key, l.owner"
-        ))
-        .await?;
-        let release = prep(format!(
-            "WITH old AS (SELECT key, expires_at FROM {t} WHERE key = $1 AND owner = $2 FOR UPDATE),
-                  upd AS (UPDATE {t} l SET owner = NULL, expires_at = now() FROM old
-                          WHERE l.key = old.key RETURNING old.expires_at > now() AS live)
-             SELECT live, pg_notify($3, $1) FROM upd"
-        ))
-        .await?;
-        let holders = prep(format!(
-            "SELECT key, owner, fence,
-                    GREATEST(0, ceil(extract(epoch FROM expires_at - now()) * 1000))::bigint
-             FROM {t} WHERE owner IS NOT NULL AND expires_at > now()
-               AND ($1::text IS NULL OR key = $1) ORDER BY key"
-        ))
-        .await?;
+        let sql = &self.sql;
+        let grant = prep(sql.grant.clone()).await?;
+        let renew = prep(sql.renew.clone()).await?;
+        let renew_many = prep(sql.renew_many.clone()).await?;
+        let release = prep(sql.release.clone()).await?;
+        let holders = prep(sql.holders.clone()).await?;
         let c = Arc::new(LeaseConn { pg, grant, renew, renew_many, release, holders });
         *slot = Some(c.clone());
         Ok(c)
@@ -434,12 +464,11 @@ impl Store for PgLeaseStore {
     async fn try_acquire(&self, req: &AcquireRequest<'_>) -> Result<Attempt> {
         let c = self.conn().await?;
         let sent = Instant::now();
-        let row = c
-            .pg
-            .client
-            .query_one(&c.grant, &[&req.key.as_str(), &req.owner.to_string(), &ms(req.ttl)])
-            .await
-            .map_err(|e| pg_err("grant", e))?;
+        let row =
+            c.pg.client
+                .query_one(&c.grant, &[&req.key.as_str(), &req.owner.to_string(), &ms(req.ttl)])
+                .await
+                .map_err(|e| pg_err("grant", e))?;
         match row.get::<_, Option<i64>>(0) {
             Some(f) => Ok(Attempt::Granted(Grant::new(FenceToken::new(f as u64), sent))),
             None => Ok(Attempt::Busy { holder_expires_in: Some(left(row.get(1))) }),
@@ -456,12 +485,11 @@ impl Store for PgLeaseStore {
 
     async fn renew(&self, key: &Key, owner: &OwnerToken, ttl: Duration) -> Result<bool> {
         let c = self.conn().await?;
-        let n = c
-            .pg
-            .client
-            .execute(&c.renew, &[&key.as_str(), &owner.to_string(), &ms(ttl)])
-            .await
-            .map_err(|e| pg_err("renew", e))?;
+        let n =
+            c.pg.client
+                .execute(&c.renew, &[&key.as_str(), &owner.to_string(), &ms(ttl)])
+                .await
+                .map_err(|e| pg_err("renew", e))?;
         Ok(n == 1)
     }
 
@@ -472,12 +500,11 @@ impl Store for PgLeaseStore {
             let keys: Vec<&str> = chunk.iter().map(|i| i.key.as_str()).collect();
             let owners: Vec<String> = chunk.iter().map(|i| i.owner.to_string()).collect();
             let ttls: Vec<i64> = chunk.iter().map(|i| ms(i.ttl)).collect();
-            let rows = c
-                .pg
-                .client
-                .query(&c.renew_many, &[&keys, &owners, &ttls])
-                .await
-                .map_err(|e| pg_err("renew", e))?;
+            let rows =
+                c.pg.client
+                    .query(&c.renew_many, &[&keys, &owners, &ttls])
+                    .await
+                    .map_err(|e| pg_err("renew", e))?;
             let done: HashSet<(String, String)> =
                 rows.iter().map(|r| (r.get(0), r.get(1))).collect();
             out.extend(
@@ -489,12 +516,11 @@ impl Store for PgLeaseStore {
 
     async fn release(&self, key: &Key, owner: &OwnerToken) -> Result<bool> {
         let c = self.conn().await?;
-        let rows = c
-            .pg
-            .client
-            .query(&c.release, &[&key.as_str(), &owner.to_string(), &self.channel])
-            .await
-            .map_err(|e| pg_err("release", e))?;
+        let rows =
+            c.pg.client
+                .query(&c.release, &[&key.as_str(), &owner.to_string(), &self.sql.channel])
+                .await
+                .map_err(|e| pg_err("release", e))?;
         // Waiters of this process wake without waiting for the notification's round trip.
         self.listener.bells.ring(key.as_str());
         Ok(rows.first().is_some_and(|r| r.get::<_, bool>(0)))
@@ -502,12 +528,11 @@ impl Store for PgLeaseStore {
 
     async fn holders(&self, key: Option<&Key>) -> Result<Vec<Holder>> {
         let c = self.conn().await?;
-        let rows = c
-            .pg
-            .client
-            .query(&c.holders, &[&key.map(Key::as_str)])
-            .await
-            .map_err(|e| pg_err("holders", e))?;
+        let rows =
+            c.pg.client
+                .query(&c.holders, &[&key.map(Key::as_str)])
+                .await
+                .map_err(|e| pg_err("holders", e))?;
         rows.iter()
             .map(|r| {
                 Ok(Holder::new(
@@ -529,6 +554,50 @@ const LOCK_ID: &str = "hashtextextended($1, 0)";
 /// Locks one session connection carries at most.
 const PER_CONN: usize = 64;
 
+/// The statements the session store prepares (`$1` is the lock name: prefix + key).
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct SessionStatements {
+    /// → the fence (0 with `fence=none`) when granted, -1 when busy.
+    pub try_grant: String,
+    /// `$2` lock_timeout (e.g. `250ms`, `0` for none) → the fence, or error 55P03 when the
+    /// wait ran out.
+    pub wait_grant: String,
+    /// → whether this session holds the lock.
+    pub verify: String,
+    /// → whether the lock was held (and is now released).
+    pub unlock: String,
+}
+
+/// The session-lock statements for a `postgres://…?mode=session` URL.
+pub fn session_statements(url: &str) -> Result<SessionStatements> {
+    let (_, o) = parse_url(url)?;
+    let seq = o.fence.then(|| format!("\"{}\".leasehold_fence", o.schema));
+    Ok(SessionStatements::new(seq.as_deref()))
+}
+
+impl SessionStatements {
+    fn new(seq: Option<&str>) -> SessionStatements {
+        let fence = seq.map_or("0::bigint".to_owned(), |s| format!("nextval('{s}')"));
+        SessionStatements {
+            try_grant: format!(
+                "SELECT CASE WHEN pg_try_advisory_lock({LOCK_ID}) THEN {fence} ELSE -1 END"
+            ),
+            wait_grant: format!(
+                "WITH c AS MATERIALIZED (SELECT set_config('lock_timeout', $2, false) AS v),
+                      g AS MATERIALIZED (SELECT pg_advisory_lock({LOCK_ID}) AS l FROM c)
+                 SELECT {fence} FROM g"
+            ),
+            verify: format!(
+                "SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted
+                     AND pid = pg_backend_pid() AND objsubid = 1
+                     AND ((classid::bigint << 32) | objid::bigint) = {LOCK_ID})"
+            ),
+            unlock: format!("SELECT pg_advisory_unlock({LOCK_ID})"),
+        }
+    }
+}
+
 /// A session connection of this store. It carries the locks named in `keys` (held, or
 /// reserved by a request in flight); no statement of anyone else ever runs on it.
 struct SessionConn {
@@ -544,29 +613,16 @@ struct SessionConn {
 impl SessionConn {
     async fn open(cfg: &Config, seq: Option<&str>) -> Result<SessionConn> {
         let pg = PgConn::open(cfg, None).await?;
-        let fence = seq.map_or("0::bigint".to_owned(), |s| format!("nextval('{s}')"));
         let prep = |sql: String| {
             let client = &pg.client;
             async move { client.prepare(&sql).await.map_err(|e| pg_err("prepare", e)) }
         };
-        let try_grant = prep(format!(
-            "SELECT CASE WHEN pg_try_advisory_lock({LOCK_ID}) THEN {fence} ELSE -1 END"
-        ))
-        .await?;
-        let wait_grant = prep(format!(
-            "WITH c AS MATERIALIZED (SELECT set_config('lock_timeout', $2, false) AS v),
-                  g AS MATERIALIZED (SELECT pg_advisory_lock({LOCK_ID}) AS l FROM c)
-             SELECT {fence} FROM g"
-        ))
-        .await?;
-        let verify = prep(format!(
-            "SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted
-                 AND pid = pg_backend_pid() AND objsubid = 1
-                 AND ((classid::bigint << 32) | objid::bigint) = {LOCK_ID})"
-        ))
-        .await?;
+        let sql = SessionStatements::new(seq);
+        let try_grant = prep(sql.try_grant).await?;
+        let wait_grant = prep(sql.wait_grant).await?;
+        let verify = prep(sql.verify).await?;
         let ping = prep("SELECT 1".to_owned()).await?;
-        let unlock = prep(format!("SELECT pg_advisory_unlock({LOCK_ID})")).await?;
+        let unlock = prep(sql.unlock).await?;
         Ok(SessionConn { pg, try_grant, wait_grant, verify, ping, unlock, keys: Mutex::default() })
     }
 
@@ -748,7 +804,11 @@ impl PgSessionStore {
             conns.retain(|c| c.pg.alive());
             let pick = conns.iter().position(|c| {
                 let keys = c.keys();
-                if exclusive { keys.is_empty() } else { keys.len() < PER_CONN && !keys.contains(name) }
+                if exclusive {
+                    keys.is_empty()
+                } else {
+                    keys.len() < PER_CONN && !keys.contains(name)
+                }
             });
             match pick {
                 Some(i) if exclusive => Some(conns.swap_remove(i)),
@@ -984,9 +1044,9 @@ pub async fn xact_lock(tx: &Transaction<'_>, key: &Key) -> Result<()> {
     tx.execute(&format!("SELECT pg_advisory_xact_lock({LOCK_ID})::text"), &[&key.as_str()])
         .await
         .map_err(|e| match e.code() {
-            Some(c) if *c == SqlState::LOCK_NOT_AVAILABLE => Error::Busy { key: key.to_string() },
-            _ => pg_err("pg_advisory_xact_lock", e),
-        })?;
+        Some(c) if *c == SqlState::LOCK_NOT_AVAILABLE => Error::Busy { key: key.to_string() },
+        _ => pg_err("pg_advisory_xact_lock", e),
+    })?;
     Ok(())
 }
 

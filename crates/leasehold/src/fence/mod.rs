@@ -15,12 +15,12 @@ use std::fmt;
 
 use crate::{Error, FenceToken, Key, OwnerToken, Result};
 
-#[cfg(feature = "redis")]
-pub mod redis;
 #[cfg(feature = "mysql")]
 pub mod mysql;
 #[cfg(feature = "postgres")]
 pub mod postgres;
+#[cfg(feature = "redis")]
+pub mod redis;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;
 
@@ -81,7 +81,10 @@ impl fmt::Display for Fencing {
 }
 
 /// What a resource has installed, as read back when refusing.
-#[cfg_attr(not(any(feature = "sqlite", feature = "redis", feature = "postgres", feature = "mysql")), allow(dead_code))]
+#[cfg_attr(
+    not(any(feature = "sqlite", feature = "redis", feature = "postgres", feature = "mysql")),
+    allow(dead_code)
+)]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Installed {
     pub key: String,
@@ -91,7 +94,10 @@ pub(crate) struct Installed {
 
 /// Fence 0 means "this store issued no fence" (see [`crate::FenceRepeat::NoFence`]): such a
 /// grant cannot claim a fenced resource.
-#[cfg_attr(not(any(feature = "sqlite", feature = "redis", feature = "postgres", feature = "mysql")), allow(dead_code))]
+#[cfg_attr(
+    not(any(feature = "sqlite", feature = "redis", feature = "postgres", feature = "mysql")),
+    allow(dead_code)
+)]
 pub(crate) fn require_token(resource: &str, fencing: &Fencing) -> Result<()> {
     if fencing.token.get() == 0 {
         return Err(Error::StaleFence {
@@ -103,7 +109,10 @@ pub(crate) fn require_token(resource: &str, fencing: &Fencing) -> Result<()> {
     Ok(())
 }
 
-#[cfg_attr(not(any(feature = "sqlite", feature = "redis", feature = "postgres", feature = "mysql")), allow(dead_code))]
+#[cfg_attr(
+    not(any(feature = "sqlite", feature = "redis", feature = "postgres", feature = "mysql")),
+    allow(dead_code)
+)]
 pub(crate) fn stale(resource: &str, presented: &Fencing, installed: Option<Installed>) -> Error {
     let installed = match installed {
         None => "nothing is installed (claim first)".to_string(),

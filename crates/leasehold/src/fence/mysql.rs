@@ -32,7 +32,11 @@ pub const SCHEMA: &str = "CREATE TABLE IF NOT EXISTS leasehold_fence (
 ) ENGINE = InnoDB";
 
 fn err(what: &str, e: mysql_async::Error) -> Error {
-    Error::Backend { backend: "mysql", message: format!("fence {what}: {e}"), source: Some(e.into()) }
+    Error::Backend {
+        backend: "mysql",
+        message: format!("fence {what}: {e}"),
+        source: Some(e.into()),
+    }
 }
 
 /// Creates the fence table if it is missing.
@@ -40,7 +44,11 @@ pub async fn install<Q: Queryable>(q: &mut Q) -> Result<()> {
     q.query_drop(SCHEMA).await.map_err(|e| err("install", e))
 }
 
-async fn installed<Q: Queryable>(q: &mut Q, resource: &str, lock: &str) -> Result<Option<Installed>> {
+async fn installed<Q: Queryable>(
+    q: &mut Q,
+    resource: &str,
+    lock: &str,
+) -> Result<Option<Installed>> {
     let row: Option<(Vec<u8>, u64, Vec<u8>)> = q
         .exec_first(
             format!("SELECT lock_key, fence, owner FROM leasehold_fence WHERE resource = ? {lock}"),

@@ -38,7 +38,11 @@ pub const SCHEMA: &str = "CREATE TABLE IF NOT EXISTS leasehold_fence (
 )";
 
 fn err(what: &str, e: tokio_postgres::Error) -> Error {
-    Error::Backend { backend: "postgres", message: format!("fence {what}: {e}"), source: Some(e.into()) }
+    Error::Backend {
+        backend: "postgres",
+        message: format!("fence {what}: {e}"),
+        source: Some(e.into()),
+    }
 }
 
 fn token(f: &Fencing) -> i64 {
@@ -64,17 +68,17 @@ async fn installed<C: GenericClient + Sync>(
         )
         .await
         .map_err(|e| err("read", e))?;
-    Ok(row.map(|r| Installed {
-        key: r.get(0),
-        token: r.get::<_, i64>(1) as u64,
-        owner: r.get(2),
-    }))
+    Ok(row.map(|r| Installed { key: r.get(0), token: r.get::<_, i64>(1) as u64, owner: r.get(2) }))
 }
 
 /// Installs `fencing` on `resource`: succeeds iff its fence is greater than the installed one,
 /// or equal with the same owner, and the resource is unclaimed or guarded by the same key.
 /// Otherwise [`Error::StaleFence`]. Call inside the caller's transaction.
-pub async fn claim<C: GenericClient + Sync>(c: &C, resource: &str, fencing: &Fencing) -> Result<()> {
+pub async fn claim<C: GenericClient + Sync>(
+    c: &C,
+    resource: &str,
+    fencing: &Fencing,
+) -> Result<()> {
     super::require_token(resource, fencing)?;
     let n = c
         .execute(
@@ -93,7 +97,11 @@ pub async fn claim<C: GenericClient + Sync>(c: &C, resource: &str, fencing: &Fen
 
 /// Succeeds iff `fencing` is exactly what `resource` has installed, and keeps it so until the
 /// transaction ends (row lock `FOR SHARE`); otherwise [`Error::StaleFence`].
-pub async fn check<C: GenericClient + Sync>(c: &C, resource: &str, fencing: &Fencing) -> Result<()> {
+pub async fn check<C: GenericClient + Sync>(
+    c: &C,
+    resource: &str,
+    fencing: &Fencing,
+) -> Result<()> {
     match installed(c, resource, "FOR SHARE").await? {
         Some(i)
             if i.key == fencing.key().as_str()
