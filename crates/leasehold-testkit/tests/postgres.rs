@@ -375,8 +375,15 @@ async fn waiter_on_another_connection_is_woken_by_notify() {
         })
     };
     tokio::time::sleep(Duration::from_millis(300)).await;
+    let first = a.fence();
     assert!(a.release().await.unwrap());
-    let b = w.await.unwrap().expect("the release's NOTIFY woke the other connection's waiter");
-    assert!(b.fence() > a.fence());
+    // Without the notification the waiter would sleep to its own deadline (20 s) and only
+    // then look again.
+    let b = tokio::time::timeout(Duration::from_secs(10), w)
+        .await
+        .expect("the release's NOTIFY woke the other connection's waiter")
+        .unwrap()
+        .unwrap();
+    assert!(b.fence() > first);
     assert!(b.release().await.unwrap());
 }
