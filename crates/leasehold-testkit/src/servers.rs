@@ -204,6 +204,12 @@ impl RedisServer {
             assert!(Instant::now() < deadline, "replica link never came up");
             std::thread::sleep(Duration::from_millis(20));
         }
+        // And the primary counts it (its first ACK arrived), so WAIT can see it.
+        let me = format!("port={},state=online", self.port);
+        while !primary.cli(&["INFO", "replication"]).contains(&me) {
+            assert!(Instant::now() < deadline, "the primary never saw the replica online");
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
 
     /// Cuts this replica off its primary while keeping it a replica (it points at a free port

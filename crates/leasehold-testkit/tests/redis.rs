@@ -148,7 +148,7 @@ async fn failover_admits_a_second_holder_but_fencing_keeps_one_writer() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn wait_replicas_fails_closed() {
     let primary = RedisServer::start();
-    let l = Locker::connect(&format!("{}?wait_replicas=1&wait_timeout=100ms", primary.url()))
+    let l = Locker::connect(&format!("{}?wait_replicas=1&wait_timeout=300ms", primary.url()))
         .await
         .unwrap();
     let r = l.acquire("k", Duration::from_secs(30)).await;
