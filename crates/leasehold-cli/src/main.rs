@@ -396,7 +396,19 @@ async fn release(store: StoreOpt, owner: String, key: String) -> Result<Exit, Ex
 
 async fn status(store: StoreOpt, json: bool, key: Option<String>) -> Result<Exit, Exit> {
     let locker = connect(store).await?;
-    let holders = locker.holders(key.as_deref()).await?;
+    let holders = match locker.holders(key.as_deref()).await {
+        // A session lock held by another process: the server knows the session, not the
+        // owner token.
+        Err(leasehold::Error::Busy { key }) => {
+            if json {
+                println!("{}", serde_json::json!([{ "key": key, "owner": null, "held_by": "another session" }]));
+            } else {
+                println!("{key}: held by another session (its owner token is not known to the server)");
+            }
+            return Ok(Exit::ok(0));
+        }
+        r => r?,
+    };
     if json {
         println!(
             "{}",

@@ -295,3 +295,54 @@ fn file_store_runs_but_refuses_detached_acquire() {
     let o = e.cmd().args(["acquire", "--store", &store, "job"]).output().unwrap();
     assert_eq!(code(&o), 64, "{}", stderr(&o));
 }
+
+/// `run` on each SQL store form: contention exits 75, a waiter takes over after the holder,
+/// with a greater fence.
+#[test]
+fn sql_stores_run_contend_and_hand_over() {
+    use leasehold_testkit::{MyDatabase, PgSchema, postgres_base};
+    let (pg, my) = (PgSchema::new(), MyDatabase::new());
+    let stores = [
+        format!("{}?schema={}", postgres_base(), pg.name),
+        format!("{}?mode=session&schema={}", postgres_base(), pg.name),
+        my.url(""),
+        my.url("?mode=session"),
+    ];
+    for store in stores {
+        let e = Env::new();
+        let hold = "echo fence=$LEASEHOLD_FENCE; touch started; while [ ! -e stop ]; do sleep 0.02; done";
+        let args = |extra: &[&str]| -> Vec<String> {
+            let mut v = vec!["run".to_string(), format!("--store={store}")];
+            v.extend(extra.iter().map(|s| s.to_string()));
+            v
+        };
+        let first = e
+            .cmd()
+            .args(args(&["job", "--", "sh", "-c", hold]))
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        wait_for(&e.path("started"));
+        let busy = e.cmd().args(args(&["--wait", "0", "job", "--", "true"])).output().unwrap();
+        assert_eq!(code(&busy), 75, "{store}: {}", stderr(&busy));
+        let waiter = e
+            .cmd()
+            .args(args(&["--wait", "20s", "job", "--", "sh", "-c", "echo fence=$LEASEHOLD_FENCE"]))
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(200));
+        std::fs::write(e.path("stop"), "").unwrap();
+        let first = wait_child(first, Duration::from_secs(30));
+        assert_eq!(code(&first), 0, "{store}: {}", stderr(&first));
+        let waiter = wait_child(waiter, Duration::from_secs(30));
+        assert_eq!(code(&waiter), 0, "{store}: {}", stderr(&waiter));
+        let (f1, f2): (u64, u64) = (
+            field(&stdout(&first), "fence").parse().unwrap(),
+            field(&stdout(&waiter), "fence").parse().unwrap(),
+        );
+        assert!(f1 >= 1 && f2 > f1, "{store}: fences {f1} then {f2}");
+    }
+}
