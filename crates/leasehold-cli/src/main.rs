@@ -401,9 +401,14 @@ async fn status(store: StoreOpt, json: bool, key: Option<String>) -> Result<Exit
         // owner token.
         Err(leasehold::Error::Busy { key }) => {
             if json {
-                println!("{}", serde_json::json!([{ "key": key, "owner": null, "held_by": "another session" }]));
+                println!(
+                    "{}",
+                    serde_json::json!([{ "key": key, "owner": null, "held_by": "another session" }])
+                );
             } else {
-                println!("{key}: held by another session (its owner token is not known to the server)");
+                println!(
+                    "{key}: held by another session (its owner token is not known to the server)"
+                );
             }
             return Ok(Exit::ok(0));
         }

@@ -310,7 +310,8 @@ fn sql_stores_run_contend_and_hand_over() {
     ];
     for store in stores {
         let e = Env::new();
-        let hold = "echo fence=$LEASEHOLD_FENCE; touch started; while [ ! -e stop ]; do sleep 0.02; done";
+        let hold =
+            "echo fence=$LEASEHOLD_FENCE; touch started; while [ ! -e stop ]; do sleep 0.02; done";
         let args = |extra: &[&str]| -> Vec<String> {
             let mut v = vec!["run".to_string(), format!("--store={store}")];
             v.extend(extra.iter().map(|s| s.to_string()));

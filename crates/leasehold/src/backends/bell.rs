@@ -40,6 +40,7 @@ impl Bells {
         }
     }
 
+    #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
     /// Wakes every watcher (after a lost notification channel: each must look again).
     pub fn ring_all(&self) {
         let mut map = self.map();
@@ -58,11 +59,13 @@ pub(crate) struct BellWatch {
 }
 
 impl BellWatch {
+    #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
     /// Rings only (the store delivers every release as a ring).
     pub fn notified(rx: watch::Receiver<u64>) -> Self {
         BellWatch { rx, backoff: None }
     }
 
+    #[cfg_attr(not(feature = "mysql"), allow(dead_code))]
     /// Rings, plus a poll every `min`, doubling up to `max` while nothing rings.
     pub fn polling(rx: watch::Receiver<u64>, min: Duration, max: Duration) -> Self {
         BellWatch { rx, backoff: Some((min, max, min)) }

@@ -163,6 +163,27 @@ async fn new_conn(opts: &Opts) -> Result<Conn> {
 // ---------------------------------------------------------------------------------------------
 // Lease table
 
+/// The lease-table statements (`?` parameters), for operators who want to read them and for
+/// `leasehold bench`, which runs the very same text through the raw client.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct LeaseStatements {
+    /// key, owner, TTL in µs → affected rows 1 (first grant, fence 1), 2 (granted, fence in
+    /// `LAST_INSERT_ID`) or 0 (busy).
+    pub grant: String,
+    /// TTL in µs, key, owner → 1 row iff renewed.
+    pub renew: String,
+    /// key, owner → 1 row iff released while live.
+    pub release: String,
+}
+
+/// The lease-table statements for a `mysql://` URL's `table` option.
+pub fn lease_statements(url: &str) -> Result<LeaseStatements> {
+    let (_, o) = parse_url(url)?;
+    let s = LeaseSql::new(&o.table);
+    Ok(LeaseStatements { grant: s.grant, renew: s.renew, release: s.release })
+}
+
 /// The lease-table store (`mode=lease`).
 pub struct MyLeaseStore {
     pool: Pool,
@@ -223,7 +244,10 @@ impl LeaseSql {
 impl MyLeaseStore {
     async fn open(opts: Opts, o: &Options) -> Result<Self> {
         let sql = LeaseSql::new(&o.table);
-        let pool = Pool::new(opts);
+        // Our statements leave no session state behind, and a reset on every return to the
+        // pool would cost a round trip and drop the prepared-statement cache.
+        let pool_opts = opts.pool_opts().clone().with_reset_connection(false);
+        let pool = Pool::new(OptsBuilder::from_opts(opts).pool_opts(pool_opts));
         let mut c = pool.get_conn().await.map_err(|e| {
             Error::unavailable(format!("cannot connect to mysql: {e}"), Some(e.into()))
         })?;
@@ -747,6 +771,37 @@ impl MySessionStore {
     }
 }
 
+/// The session-lock statements (`?` parameters), as the store sends them.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct SessionStatements {
+    /// name, name, name, timeout in seconds → 1 granted, 0 timed out.
+    pub get_lock: String,
+    /// key → bumps the key's fence (affected rows 1: fence 1; 2: fence in `LAST_INSERT_ID`);
+    /// `None` with `fence=none`.
+    pub fence: Option<String>,
+    /// name, name, name → 1 released, 0 held by another session, NULL no such lock.
+    pub release_lock: String,
+}
+
+/// The session-lock statements for a `mysql://…?mode=session` URL. The lock name is the
+/// `prefix` option followed by the key.
+pub fn session_statements(url: &str) -> Result<SessionStatements> {
+    let (_, o) = parse_url(url)?;
+    Ok(SessionStatements {
+        get_lock: format!("SELECT GET_LOCK({LOCK_NAME}, ?)"),
+        fence: o.fence.then(|| fence_sql(&format!("`{}_fences`", o.table))),
+        release_lock: format!("SELECT RELEASE_LOCK({LOCK_NAME})"),
+    })
+}
+
+fn fence_sql(table: &str) -> String {
+    format!(
+        "INSERT INTO {table} (lock_key, fence) VALUES (?, 1)
+         ON DUPLICATE KEY UPDATE fence = LAST_INSERT_ID(fence + 1)"
+    )
+}
+
 /// `GET_LOCK`, then the fence bump while holding it. `Ok(None)`: busy.
 async fn grant_on(
     conn: &Arc<SessionConn>,
@@ -780,15 +835,7 @@ async fn grant_on(
     let Some(t) = fences else { return Ok(Some(0)) };
     let mut g = conn.conn.lock().await;
     let c = g.as_mut().ok_or_else(|| Error::UnknownOutcome("mysql connection closed".into()))?;
-    c.exec_drop(
-        format!(
-            "INSERT INTO {t} (lock_key, fence) VALUES (?, 1)
-             ON DUPLICATE KEY UPDATE fence = LAST_INSERT_ID(fence + 1)"
-        ),
-        (key.as_str().as_bytes(),),
-    )
-    .await
-    .map_err(|e| my_err("fence", e))?;
+    c.exec_drop(fence_sql(t), (key.as_str().as_bytes(),)).await.map_err(|e| my_err("fence", e))?;
     match c.affected_rows() {
         1 => Ok(Some(1)),
         _ => Ok(Some(c.last_insert_id().unwrap_or(0))),
