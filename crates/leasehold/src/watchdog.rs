@@ -120,13 +120,20 @@ impl Watchdog {
             .iter()
             .map(|(_, l)| RenewItem { key: l.id.key().clone(), owner: l.id.owner(), ttl: l.ttl })
             .collect();
+        // Wait for the answer as long as it can still confirm a lease: until the earliest
+        // local deadline in the batch (bounded by the op timeout). A renewal abandoned
+        // earlier and re-sent would only queue behind itself on a multiplexed connection.
+        let sent = Instant::now();
         let limit = batch
             .iter()
-            .map(|(_, l)| (l.ttl / 3).min(l.op_timeout))
+            .map(|(_, l)| {
+                l.deadline()
+                    .map_or(l.op_timeout, |d| d.saturating_duration_since(sent))
+                    .min(l.op_timeout)
+            })
             .min()
             .unwrap_or(Duration::from_secs(1))
             .max(Duration::from_millis(1));
-        let sent = Instant::now();
         match tokio::time::timeout(limit, self.store.renew_many(&items)).await {
             Ok(Ok(results)) if results.len() == batch.len() => {
                 for ((id, lease), ok) in batch.into_iter().zip(results) {
