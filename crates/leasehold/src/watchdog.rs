@@ -26,6 +26,10 @@ struct Registry {
     entries: HashMap<u64, Entry>,
     next_id: u64,
     task_running: bool,
+    /// When the task, idle, will look again; `None` while it is busy renewing (it rescans
+    /// right after). A new lease due no earlier than this need not wake it: with 100,000
+    /// leases a wake (a full scan) per registration would make acquiring them quadratic.
+    sleeping_until: Option<Instant>,
 }
 
 #[derive(Debug)]
@@ -56,6 +60,7 @@ impl Watchdog {
     pub fn register(self: &Arc<Self>, lease: &Arc<Shared>, sent: Instant) -> u64 {
         let interval = (lease.ttl / 3).max(Duration::from_millis(1));
         let spawn;
+        let wake;
         let id;
         {
             let mut r = self.registry();
@@ -67,10 +72,12 @@ impl Watchdog {
             );
             spawn = !r.task_running;
             r.task_running = true;
+            let early = sent + interval - interval / 2;
+            wake = r.sleeping_until.is_some_and(|t| early < t);
         }
         if spawn {
             tokio::spawn(run(Arc::downgrade(self), self.wake.clone()));
-        } else {
+        } else if wake {
             self.wake.notify_one();
         }
         id
@@ -106,6 +113,7 @@ impl Watchdog {
                 next = Some(next.map_or(early, |n| n.min(early)));
             }
         }
+        r.sleeping_until = if batch.is_empty() { next } else { None };
         Some((batch, next))
     }
 
@@ -171,7 +179,22 @@ async fn run(watchdog: Weak<Watchdog>, wake: Arc<Notify>) {
             return;
         };
         if !batch.is_empty() {
+            let started = Instant::now();
+            // The shortest renew interval among the batch bounds how soon to look again.
+            let min_interval = batch.iter().map(|(_, l)| l.ttl / 3).min().unwrap_or_default();
             wd.renew_batch(batch).await;
+            // Leases are renewed up to half an interval early, so looking again a quarter
+            // interval later still catches every one in time, and leases registered
+            // meanwhile share one round trip instead of each costing a scan of all.
+            let again = started + min_interval / 4;
+            if again > Instant::now() {
+                wd.registry().sleeping_until = Some(again);
+                drop(wd);
+                tokio::select! {
+                    _ = wake.notified() => {}
+                    _ = tokio::time::sleep_until(again.into()) => {}
+                }
+            }
             continue;
         }
         drop(wd);
