@@ -183,10 +183,10 @@ async fn run(watchdog: Weak<Watchdog>, wake: Arc<Notify>) {
             // The shortest renew interval among the batch bounds how soon to look again.
             let min_interval = batch.iter().map(|(_, l)| l.ttl / 3).min().unwrap_or_default();
             wd.renew_batch(batch).await;
-            // Leases are renewed up to half an interval early, so looking again a quarter
-            // interval later still catches every one in time, and leases registered
-            // meanwhile share one round trip instead of each costing a scan of all.
-            let again = started + min_interval / 4;
+            // Leases are renewed up to half an interval early, so looking again an eighth of an
+            // interval later still catches every one in time (with room for the batch
+            // itself to take a while), and leases registered meanwhile share one round trip.
+            let again = started + min_interval / 8;
             if again > Instant::now() {
                 wd.registry().sleeping_until = Some(again);
                 drop(wd);

@@ -375,8 +375,12 @@ impl Node {
         }
         .map_err(|e| Error::invalid(format!("bad redis URL {url:?}: {e}")))?;
         let addr = client.get_connection_info().addr().to_string();
+        // No driver-level response timeout (redis-rs defaults to 500 ms): the caller's op
+        // timeout bounds every request, and a long renewal pipeline for many leases must not
+        // turn the requests queued behind it into unknown outcomes.
         let cfg = ConnectionManagerConfig::new()
             .set_connection_timeout(Some(Duration::from_secs(2)))
+            .set_response_timeout(None)
             .set_number_of_retries(2);
         let conn = client.get_connection_manager_with_config(cfg).await.map_err(|e| {
             Error::unavailable(format!("cannot connect to redis at {addr}: {e}"), Some(e.into()))
