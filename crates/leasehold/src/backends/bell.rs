@@ -113,3 +113,43 @@ impl Watch for SleepWatch {
         tokio::time::sleep_until(until.into()).await;
     }
 }
+
+/// Keys whose abandoned requests are still being undone, so a release in this process can
+/// wait until no abandoned request can grab the lock it frees.
+#[derive(Default)]
+pub(crate) struct Undoing {
+    keys: Mutex<HashMap<String, usize>>,
+    done: tokio::sync::Notify,
+}
+
+impl Undoing {
+    pub fn start(&self, name: &str) {
+        *self.keys.lock().unwrap_or_else(|p| p.into_inner()).entry(name.to_owned()).or_default() +=
+            1;
+    }
+
+    pub fn finish(&self, name: &str) {
+        let mut keys = self.keys.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(n) = keys.get_mut(name) {
+            *n -= 1;
+            if *n == 0 {
+                keys.remove(name);
+            }
+        }
+        drop(keys);
+        self.done.notify_waiters();
+    }
+
+    pub async fn settled(&self, name: &str, limit: Duration) {
+        let _ = tokio::time::timeout(limit, async {
+            loop {
+                let done = self.done.notified();
+                if !self.keys.lock().unwrap_or_else(|p| p.into_inner()).contains_key(name) {
+                    return;
+                }
+                done.await;
+            }
+        })
+        .await;
+    }
+}

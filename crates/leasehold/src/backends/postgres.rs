@@ -35,7 +35,7 @@ use tokio::task::AbortHandle;
 use tokio_postgres::error::SqlState;
 use tokio_postgres::{AsyncMessage, Client, Config, NoTls, Statement, Transaction};
 
-use super::bell::{BellWatch, Bells};
+use super::bell::{BellWatch, Bells, Undoing};
 use crate::store::{AcquireRequest, Attempt, Grant, Holder, RenewItem, SessionEnd, Watch};
 use crate::{Error, FenceRepeat, FenceToken, Guarantees, Key, LockKind, OwnerToken, Result, Store};
 
@@ -642,46 +642,6 @@ struct Held {
     key: Key,
     fence: u64,
     conn: Arc<SessionConn>,
-}
-
-/// Keys whose abandoned requests are still being undone, so a release in this process can
-/// wait until no abandoned request can grab the lock it frees.
-#[derive(Default)]
-struct Undoing {
-    keys: Mutex<HashMap<String, usize>>,
-    done: tokio::sync::Notify,
-}
-
-impl Undoing {
-    fn start(&self, name: &str) {
-        *self.keys.lock().unwrap_or_else(|p| p.into_inner()).entry(name.to_owned()).or_default() +=
-            1;
-    }
-
-    fn finish(&self, name: &str) {
-        let mut keys = self.keys.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(n) = keys.get_mut(name) {
-            *n -= 1;
-            if *n == 0 {
-                keys.remove(name);
-            }
-        }
-        drop(keys);
-        self.done.notify_waiters();
-    }
-
-    async fn settled(&self, name: &str, limit: Duration) {
-        let _ = tokio::time::timeout(limit, async {
-            loop {
-                let done = self.done.notified();
-                if !self.keys.lock().unwrap_or_else(|p| p.into_inner()).contains_key(name) {
-                    return;
-                }
-                done.await;
-            }
-        })
-        .await;
-    }
 }
 
 /// The session advisory-lock store (`mode=session`).

@@ -144,3 +144,22 @@ pub(crate) fn may_claim(installed: Option<&Installed>, f: &Fencing) -> bool {
         }
     }
 }
+
+/// Succeeds iff `installed` is exactly `fencing` (key, token and owner).
+#[cfg_attr(not(any(feature = "sqlite", feature = "postgres", feature = "mysql")), allow(dead_code))]
+pub(crate) fn verify(
+    resource: &str,
+    fencing: &Fencing,
+    installed: Option<Installed>,
+) -> Result<()> {
+    match installed {
+        Some(i)
+            if i.key == fencing.key().as_str()
+                && i.token == fencing.token().get()
+                && i.owner == fencing.owner().to_string() =>
+        {
+            Ok(())
+        }
+        other => Err(stale(resource, fencing, other)),
+    }
+}

@@ -89,14 +89,5 @@ pub async fn claim<Q: Queryable>(q: &mut Q, resource: &str, fencing: &Fencing) -
 /// Succeeds iff `fencing` is exactly what `resource` has installed, and keeps it so until the
 /// transaction ends (`LOCK IN SHARE MODE`); otherwise [`Error::StaleFence`].
 pub async fn check<Q: Queryable>(q: &mut Q, resource: &str, fencing: &Fencing) -> Result<()> {
-    match installed(q, resource, "LOCK IN SHARE MODE").await? {
-        Some(i)
-            if i.key == fencing.key().as_str()
-                && i.token == fencing.token().get()
-                && i.owner == fencing.owner().to_string() =>
-        {
-            Ok(())
-        }
-        other => Err(stale(resource, fencing, other)),
-    }
+    super::verify(resource, fencing, installed(q, resource, "LOCK IN SHARE MODE").await?)
 }

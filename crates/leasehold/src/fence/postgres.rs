@@ -102,14 +102,5 @@ pub async fn check<C: GenericClient + Sync>(
     resource: &str,
     fencing: &Fencing,
 ) -> Result<()> {
-    match installed(c, resource, "FOR SHARE").await? {
-        Some(i)
-            if i.key == fencing.key().as_str()
-                && i.token == fencing.token().get()
-                && i.owner == fencing.owner().to_string() =>
-        {
-            Ok(())
-        }
-        other => Err(stale(resource, fencing, other)),
-    }
+    super::verify(resource, fencing, installed(c, resource, "FOR SHARE").await?)
 }

@@ -80,16 +80,7 @@ pub fn claim(conn: &Connection, resource: &str, fencing: &Fencing) -> Result<()>
 /// Succeeds iff `fencing` is exactly what `resource` has installed; otherwise
 /// [`crate::Error::StaleFence`]. Call in the same transaction as the effect it guards.
 pub fn check(conn: &Connection, resource: &str, fencing: &Fencing) -> Result<()> {
-    match installed(conn, resource)? {
-        Some(i)
-            if i.key == fencing.key().as_str()
-                && i.token == fencing.token().get()
-                && i.owner == fencing.owner().to_string() =>
-        {
-            Ok(())
-        }
-        other => Err(stale(resource, fencing, other)),
-    }
+    super::verify(resource, fencing, installed(conn, resource)?)
 }
 
 #[cfg(test)]
