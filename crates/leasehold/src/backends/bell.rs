@@ -153,3 +153,22 @@ impl Undoing {
         .await;
     }
 }
+
+/// `acquire` for stores that wait inside the server: one request carrying the whole wait
+/// (`grant(None)`: a single attempt), whose answer must come within the wait plus the op
+/// timeout, else the outcome is unknown.
+pub(crate) async fn server_side_acquire<F, Fut>(
+    req: &crate::store::AcquireRequest<'_>,
+    until: Option<Instant>,
+    grant: F,
+) -> crate::Result<crate::store::Attempt>
+where
+    F: FnOnce(Option<Duration>) -> Fut,
+    Fut: std::future::Future<Output = crate::Result<crate::store::Attempt>>,
+{
+    let wait = until.map(|u| u.saturating_duration_since(Instant::now())).filter(|w| !w.is_zero());
+    let limit = wait.map_or(req.op_timeout, |w| w + req.op_timeout);
+    tokio::time::timeout(limit, grant(wait)).await.map_err(|_| {
+        crate::Error::UnknownOutcome(format!("acquire of {:?} got no answer", req.key))
+    })?
+}

@@ -838,18 +838,7 @@ impl Store for MySessionStore {
     }
 
     async fn acquire(&self, req: &AcquireRequest<'_>, until: Option<Instant>) -> Result<Attempt> {
-        let no_answer = || Error::UnknownOutcome(format!("acquire of {:?} got no answer", req.key));
-        let wait = until.map(|u| u.saturating_duration_since(Instant::now()));
-        match wait {
-            Some(w) if !w.is_zero() => {
-                tokio::time::timeout(w + req.op_timeout, self.grant(req, Some(w)))
-                    .await
-                    .map_err(|_| no_answer())?
-            }
-            _ => tokio::time::timeout(req.op_timeout, self.grant(req, None))
-                .await
-                .map_err(|_| no_answer())?,
-        }
+        super::bell::server_side_acquire(req, until, |wait| self.grant(req, wait)).await
     }
 
     async fn renew(&self, key: &Key, owner: &OwnerToken, _ttl: Duration) -> Result<bool> {
