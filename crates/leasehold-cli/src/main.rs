@@ -49,7 +49,8 @@ struct Cli {
 
 #[derive(Args, Debug)]
 struct StoreOpt {
-    /// Store URL (sqlite://PATH, file://DIR, redis://HOST:PORT, redlock://H1:P1,H2:P2,H3:P3).
+    /// Store URL (sqlite://PATH, file://DIR, redis://HOST:PORT, redlock://H1:P1,H2:P2,H3:P3,
+    /// postgres://USER@HOST:PORT/DB[?mode=session], mysql://USER@HOST:PORT/DB[?mode=session]).
     #[arg(long, value_name = "URL")]
     store: Option<String>,
 }
@@ -128,7 +129,9 @@ enum Cmd {
     /// Scenarios: uncontended (one task, acquire + release), handoff (--tasks contenders on
     /// one key), many-keys (64 tasks, own keys, one connection), hold-many (--leases leases
     /// with auto-renew). On redis:// the baselines are the raw redis-rs client doing the same
-    /// round trips, redis-benchmark, and (built with --features peers) the rslock crate.
+    /// round trips, redis-benchmark, and (built with --features peers) the rslock crate; on
+    /// postgres:// pgbench running leasehold's own statements; on mysql:// the raw
+    /// mysql_async client sending them.
     Bench {
         #[command(flatten)]
         store: StoreOpt,
