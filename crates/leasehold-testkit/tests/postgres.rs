@@ -387,3 +387,40 @@ async fn waiter_on_another_connection_is_woken_by_notify() {
     assert!(b.fence() > first);
     assert!(b.release().await.unwrap());
 }
+
+/// `check` keeps the fence row locked until its transaction ends: a successor's `claim`
+/// cannot land between a check and the effect it guards.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fence_check_holds_off_a_successor_claim_until_commit() {
+    use leasehold::fence::{Fencing, postgres as fence};
+    use leasehold::{FenceToken, OwnerToken};
+    let schema = PgSchema::new();
+    let url = format!("{}?options=-csearch_path%3D{}", postgres_base(), schema.name);
+    let connect = async || {
+        let (c, conn) = tokio_postgres::connect(&url, tokio_postgres::NoTls).await.unwrap();
+        tokio::spawn(conn);
+        c
+    };
+    let (mut c1, mut c2) = (connect().await, connect().await);
+    c1.batch_execute(&format!("CREATE SCHEMA {}", schema.name)).await.unwrap();
+    fence::install(&c1).await.unwrap();
+    let key = Key::new("k").unwrap();
+    let (a, b) = (OwnerToken::generate().unwrap(), OwnerToken::generate().unwrap());
+    let fa = Fencing::new(key.clone(), FenceToken::new(5), a);
+    let fb = Fencing::new(key, FenceToken::new(6), b);
+    fence::claim(&c1, "r", &fa).await.unwrap();
+
+    let tx1 = c1.transaction().await.unwrap();
+    fence::check(&tx1, "r", &fa).await.unwrap();
+    {
+        let tx2 = c2.transaction().await.unwrap();
+        tx2.batch_execute("SET LOCAL lock_timeout = '300ms'").await.unwrap();
+        let r = fence::claim(&tx2, "r", &fb).await;
+        assert!(
+            matches!(&r, Err(Error::Backend { .. })) && format!("{r:?}").contains("lock timeout"),
+            "the successor's claim landed while a checked effect was still open: {r:?}"
+        );
+    }
+    tx1.commit().await.unwrap();
+    fence::claim(&c2, "r", &fb).await.unwrap();
+}
