@@ -16,6 +16,7 @@ use crate::store::Watch;
 #[derive(Debug, Default)]
 pub(crate) struct Bells(Mutex<HashMap<String, watch::Sender<u64>>>);
 
+#[cfg_attr(not(any(feature = "postgres", feature = "mysql")), allow(dead_code))]
 impl Bells {
     fn map(&self) -> std::sync::MutexGuard<'_, HashMap<String, watch::Sender<u64>>> {
         self.0.lock().unwrap_or_else(|p| p.into_inner())
@@ -65,7 +66,7 @@ impl BellWatch {
         BellWatch { rx, backoff: None }
     }
 
-    #[cfg_attr(not(feature = "mysql"), allow(dead_code))]
+    #[cfg_attr(not(any(feature = "mysql", feature = "sqlite")), allow(dead_code))]
     /// Rings, plus a poll every `min`, doubling up to `max` while nothing rings.
     pub fn polling(rx: watch::Receiver<u64>, min: Duration, max: Duration) -> Self {
         BellWatch { rx, backoff: Some((min, max, min)) }
@@ -105,6 +106,7 @@ impl Watch for BellWatch {
 }
 
 /// For stores that wait inside the server (their `acquire` is overridden): sleeps to `until`.
+#[cfg_attr(not(any(feature = "postgres", feature = "mysql")), allow(dead_code))]
 pub(crate) struct SleepWatch;
 
 #[async_trait]
@@ -116,12 +118,14 @@ impl Watch for SleepWatch {
 
 /// Keys whose abandoned requests are still being undone, so a release in this process can
 /// wait until no abandoned request can grab the lock it frees.
+#[cfg_attr(not(any(feature = "postgres", feature = "mysql")), allow(dead_code))]
 #[derive(Default)]
 pub(crate) struct Undoing {
     keys: Mutex<HashMap<String, usize>>,
     done: tokio::sync::Notify,
 }
 
+#[cfg_attr(not(any(feature = "postgres", feature = "mysql")), allow(dead_code))]
 impl Undoing {
     pub fn start(&self, name: &str) {
         *self.keys.lock().unwrap_or_else(|p| p.into_inner()).entry(name.to_owned()).or_default() +=
@@ -157,6 +161,7 @@ impl Undoing {
 /// `acquire` for stores that wait inside the server: one request carrying the whole wait
 /// (`grant(None)`: a single attempt), whose answer must come within the wait plus the op
 /// timeout, else the outcome is unknown.
+#[cfg_attr(not(any(feature = "postgres", feature = "mysql")), allow(dead_code))]
 pub(crate) async fn server_side_acquire<F, Fut>(
     req: &crate::store::AcquireRequest<'_>,
     until: Option<Instant>,

@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use crate::{Error, Result, Store};
 
-#[cfg(any(feature = "postgres", feature = "mysql"))]
+#[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
 pub(crate) mod bell;
 #[cfg(feature = "file")]
 pub mod file;

@@ -189,31 +189,6 @@ impl SqliteStore {
     }
 }
 
-struct SqliteWatch {
-    rx: watch::Receiver<u64>,
-    backoff: Duration,
-}
-
-#[async_trait]
-impl Watch for SqliteWatch {
-    async fn changed(&mut self, until: Instant) {
-        let wake = until.min(Instant::now() + self.backoff);
-        tokio::select! {
-            r = self.rx.changed() => {
-                if r.is_ok() {
-                    self.backoff = BACKOFF_MIN;
-                } else {
-                    // Cannot happen while the map holds the sender; fall back to the timer.
-                    tokio::time::sleep_until(wake.into()).await;
-                }
-            }
-            _ = tokio::time::sleep_until(wake.into()) => {
-                self.backoff = (self.backoff * 2).min(BACKOFF_MAX);
-            }
-        }
-    }
-}
-
 #[async_trait]
 impl Store for SqliteStore {
     fn guarantees(&self) -> Guarantees {
@@ -278,7 +253,7 @@ impl Store for SqliteStore {
             .entry((self.path.clone(), key.clone()))
             .or_insert_with(|| watch::Sender::new(0))
             .subscribe();
-        Ok(Box::new(SqliteWatch { rx, backoff: BACKOFF_MIN }))
+        Ok(Box::new(super::bell::BellWatch::polling(rx, BACKOFF_MIN, BACKOFF_MAX)))
     }
 
     async fn renew(&self, key: &Key, owner: &OwnerToken, ttl: Duration) -> Result<bool> {
