@@ -2,12 +2,17 @@
 
 log() { printf '==> %s\n' "$*" >&2; }
 
-# ensure_debs "command package" …: installs the Debian packages whose commands are missing.
+# ensure_debs "command package" …: installs the Debian packages whose commands (or, for an
+# absolute path, files) are missing.
 ensure_debs() {
   local missing=() pair cmd pkg
   for pair in "$@"; do
     read -r cmd pkg <<<"$pair"
-    command -v "$cmd" >/dev/null 2>&1 || missing+=("$pkg")
+    if [[ $cmd == /* ]]; then
+      [ -e "$cmd" ] || missing+=("$pkg")
+    else
+      command -v "$cmd" >/dev/null 2>&1 || missing+=("$pkg")
+    fi
   done
   [ ${#missing[@]} -eq 0 ] && return 0
   log "installing ${missing[*]}"

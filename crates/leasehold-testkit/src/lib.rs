@@ -54,6 +54,13 @@ pub async fn redis_tls_fixture() -> Fixture {
     fixture(server.url(), server).await
 }
 
+/// A fixture over a private single-member etcd cluster (session TTL 2 s, so a frozen
+/// holder's lease ends quickly).
+pub async fn etcd_fixture() -> Fixture {
+    let cluster = servers::EtcdCluster::single();
+    fixture(cluster.url("?ttl=2s"), cluster).await
+}
+
 /// The PostgreSQL the SQL tests use: `$LEASEHOLD_TEST_POSTGRES`, else the machine's server
 /// (`postgres://postgres@127.0.0.1:5432/test`). Each fixture works in a schema of its own.
 pub fn postgres_base() -> String {

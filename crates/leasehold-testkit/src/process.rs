@@ -114,14 +114,27 @@ pub mod resource {
         Postgres(leasehold::fence::postgres::tokio_postgres::Client),
         /// A MySQL/MariaDB database.
         Mysql(leasehold::fence::mysql::mysql_async::Conn),
+        /// An etcd cluster, fenced by the lock keys themselves (no claim step).
+        Etcd(Box<(leasehold::fence::etcd::EtcdFence, leasehold::backends::etcd::EtcdStore)>),
     }
+
+    const ETCD_KEY: &str = "leasehold-test/row-1";
 
     const DATA: &str =
         "CREATE TABLE IF NOT EXISTS data (id VARCHAR(64) PRIMARY KEY, value TEXT NOT NULL)";
 
-    /// Opens `sqlite:PATH`, `redis://HOST:PORT`, `postgres://…?options=-csearch_path%3DS` or
-    /// `mysql://…/DB`, setting up the fence table if needed.
+    /// Opens `sqlite:PATH`, `redis://HOST:PORT`, `postgres://…?options=-csearch_path%3DS`,
+    /// `mysql://…/DB` or `etcd://…` (the lock store's own URL), setting up the fence table if
+    /// needed.
     pub async fn open(spec: &str) -> Resource {
+        if spec.starts_with("etcd://") {
+            let store =
+                leasehold::backends::etcd::EtcdStore::connect(spec).await.expect("resource etcd");
+            return Resource::Etcd(Box::new((
+                leasehold::fence::etcd::EtcdFence::for_store(&store),
+                store,
+            )));
+        }
         if spec.starts_with("postgres") {
             use leasehold::fence::postgres::tokio_postgres;
             let (db, conn) =
@@ -167,6 +180,8 @@ pub mod resource {
                     Ok(())
                 }
                 Resource::Redis(f, _) => f.claim(NAME, fencing).await,
+                // The lock key is the fence: nothing to install.
+                Resource::Etcd(..) => Ok(()),
                 Resource::Postgres(db) => {
                     let tx = db.transaction().await.unwrap();
                     leasehold::fence::postgres::claim(&tx, NAME, fencing).await?;
@@ -233,6 +248,11 @@ pub mod resource {
                     tx.commit().await.unwrap();
                     Ok(())
                 }
+                (Resource::Etcd(r), Some(fencing)) => r.0.put(fencing, ETCD_KEY, value).await,
+                (Resource::Etcd(r), None) => {
+                    r.1.client().put(ETCD_KEY, value, None).await.expect("plain PUT");
+                    Ok(())
+                }
                 (Resource::Redis(_, conn), None) => {
                     let _: () = leasehold::fence::redis::redis::cmd("SET")
                         .arg(REDIS_KEY)
@@ -260,6 +280,15 @@ pub mod resource {
                 Resource::Mysql(db) => {
                     use leasehold::fence::mysql::mysql_async::prelude::Queryable;
                     db.query_first("SELECT value FROM data WHERE id = 'row-1'").await.unwrap()
+                }
+                Resource::Etcd(r) => {
+                    r.1.client()
+                        .get(ETCD_KEY, None)
+                        .await
+                        .expect("GET")
+                        .kvs()
+                        .first()
+                        .map(|kv| kv.value_str().unwrap_or("").to_owned())
                 }
                 Resource::Redis(_, conn) => leasehold::fence::redis::redis::cmd("GET")
                     .arg(REDIS_KEY)

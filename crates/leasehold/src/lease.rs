@@ -48,6 +48,8 @@ pub(crate) struct Shared {
     lost_notify: Notify,
     /// Dropped with this: ends the task watching a session (see `watch_session`).
     session_watch: std::sync::Mutex<Option<tokio::sync::oneshot::Sender<()>>>,
+    /// `false` while the store cannot confirm the session (see `Grant::session_live`).
+    session_live: std::sync::OnceLock<tokio::sync::watch::Receiver<bool>>,
 }
 
 impl Shared {
@@ -71,6 +73,7 @@ impl Shared {
             state: std::sync::Mutex::new(State { deadline, lost: None }),
             lost_notify: Notify::new(),
             session_watch: std::sync::Mutex::new(None),
+            session_live: std::sync::OnceLock::new(),
         }
     }
 
@@ -149,6 +152,16 @@ impl Shared {
                 }
             }
         }
+    }
+
+    /// Attaches the store's session-liveness signal.
+    pub fn set_session_live(&self, live: tokio::sync::watch::Receiver<bool>) {
+        let _ = self.session_live.set(live);
+    }
+
+    /// Whether the store currently confirms the session (always true without a signal).
+    pub fn session_live(&self) -> bool {
+        self.session_live.get().is_none_or(|l| *l.borrow())
     }
 
     /// Watches a session-end future and latches the loss when it fires.
@@ -244,10 +257,12 @@ impl Lease {
         self.shared.lost_now().is_some()
     }
 
-    /// Whether new work may start: false once lost, and already within `margin` of the local
-    /// deadline, so work stops being admitted *before* authority ends.
+    /// Whether new work may start: false once lost, already within `margin` of the local
+    /// deadline (so work stops being admitted *before* authority ends), and, on session
+    /// stores, while the store cannot confirm the session (a ZooKeeper or etcd client that
+    /// lost its connection): the lock may be gone, but `lost()` waits for the verdict.
     pub fn admit(&self) -> bool {
-        if self.shared.lost_now().is_some() {
+        if self.shared.lost_now().is_some() || !self.shared.session_live() {
             return false;
         }
         match self.deadline() {

@@ -250,6 +250,9 @@ impl<'a> Acquire<'a> {
         if let Some(end) = grant.session_end {
             shared.watch_session(end);
         }
+        if let Some(live) = grant.session_live {
+            shared.set_session_live(live);
+        }
         let watchdog = (self.auto_renew && kind == LockKind::Lease).then(|| {
             let id = locker.watchdog.register(&shared, grant.sent_at);
             (locker.watchdog.clone(), id)

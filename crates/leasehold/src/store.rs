@@ -39,17 +39,27 @@ pub struct Grant {
     /// For session locks: resolves when the session ends. `None` for leases, and for sessions
     /// that can only end with this process (`flock`).
     pub session_end: Option<SessionEnd>,
+    /// For session locks whose session can be suspended (a ZooKeeper or etcd client that lost
+    /// its connection but whose session may still be alive): `false` while the store cannot
+    /// confirm the session, so [`crate::Lease::admit`] refuses new work at once.
+    pub session_live: Option<tokio::sync::watch::Receiver<bool>>,
 }
 
 impl Grant {
     /// A grant of `fence` whose request was sent at `sent_at`.
     pub fn new(fence: FenceToken, sent_at: Instant) -> Self {
-        Grant { fence, sent_at, session_end: None }
+        Grant { fence, sent_at, session_end: None, session_live: None }
     }
 
     /// Attaches a session-end signal.
     pub fn with_session_end(mut self, end: SessionEnd) -> Self {
         self.session_end = Some(end);
+        self
+    }
+
+    /// Attaches a session-liveness signal (see [`Grant::session_live`]).
+    pub fn with_session_live(mut self, live: tokio::sync::watch::Receiver<bool>) -> Self {
+        self.session_live = Some(live);
         self
     }
 }

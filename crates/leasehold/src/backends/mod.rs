@@ -4,8 +4,16 @@ use std::sync::Arc;
 
 use crate::{Error, Result, Store};
 
-#[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
+#[cfg(any(
+    feature = "postgres",
+    feature = "mysql",
+    feature = "sqlite",
+    feature = "etcd",
+    feature = "zookeeper"
+))]
 pub(crate) mod bell;
+#[cfg(feature = "etcd")]
+pub mod etcd;
 #[cfg(feature = "file")]
 pub mod file;
 #[cfg(feature = "mysql")]
@@ -35,6 +43,10 @@ pub const SCHEMES: &[&str] = &[
     "postgres://USER@HOST:PORT/DB[?mode=lease|session]",
     #[cfg(feature = "mysql")]
     "mysql://USER@HOST:PORT/DB[?mode=lease|session]",
+    #[cfg(feature = "etcd")]
+    "etcd://H1:P1[,H2:P2…][/PREFIX][?ttl=10s]",
+    #[cfg(feature = "zookeeper")]
+    "zk://H1:P1[,H2:P2…][/CHROOT][?session=10s]",
 ];
 
 /// Every scheme leasehold knows, built in or not.
@@ -74,6 +86,8 @@ pub(crate) async fn open(url: &str) -> Result<Arc<dyn Store>> {
         "postgres" | "postgresql" => postgres::connect(url).await,
         #[cfg(feature = "mysql")]
         "mysql" => mysql::connect(url).await,
+        #[cfg(feature = "etcd")]
+        "etcd" => Ok(Arc::new(etcd::EtcdStore::connect(url).await?)),
         known if KNOWN.contains(&known) => Err(Error::invalid(format!(
             "the {known}:// store is not available in this build; available: {}",
             SCHEMES.join(", ")

@@ -15,6 +15,8 @@ use std::fmt;
 
 use crate::{Error, FenceToken, Key, OwnerToken, Result};
 
+#[cfg(feature = "etcd")]
+pub mod etcd;
 #[cfg(feature = "mysql")]
 pub mod mysql;
 #[cfg(feature = "postgres")]
@@ -95,7 +97,13 @@ pub(crate) struct Installed {
 /// Fence 0 means "this store issued no fence" (see [`crate::FenceRepeat::NoFence`]): such a
 /// grant cannot claim a fenced resource.
 #[cfg_attr(
-    not(any(feature = "sqlite", feature = "redis", feature = "postgres", feature = "mysql")),
+    not(any(
+        feature = "sqlite",
+        feature = "redis",
+        feature = "postgres",
+        feature = "mysql",
+        feature = "etcd"
+    )),
     allow(dead_code)
 )]
 pub(crate) fn require_token(resource: &str, fencing: &Fencing) -> Result<()> {

@@ -1,0 +1,207 @@
+//! etcd: the conformance suite, the process-level scenarios, interop with `etcdctl lock`,
+//! the stale-release case, leader loss on a 3-member cluster and the etcd fenced resource.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use leasehold::backends::etcd::EtcdStore;
+use leasehold::fence::etcd::EtcdFence;
+use leasehold::{Error, Locker, LostReason, Wait};
+use leasehold_testkit::conformance::unique_key;
+use leasehold_testkit::servers::EtcdCluster;
+use leasehold_testkit::{etcd_fixture, process};
+
+mod conformance {
+    use leasehold_testkit::{conformance_suite, etcd_fixture};
+    conformance_suite!(etcd_fixture());
+}
+
+fn worker() -> &'static Path {
+    Path::new(env!("CARGO_BIN_EXE_lh-worker"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn multi_process_mutual_exclusion() {
+    let fx = etcd_fixture().await;
+    process::multi_process_mutex(&fx.url, worker(), 4, 40).await;
+}
+
+/// A frozen holder stops keeping its session alive; etcd expires it and a successor gets the
+/// lock. The resumed holder's write is refused by the etcd fenced transaction.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stalled_holder_is_fenced_off() {
+    let fx = etcd_fixture().await;
+    let r = process::stalled_holder(&fx.locker, &fx.url, worker(), &fx.url, true).await;
+    process::assert_stale_write_rejected(&r);
+}
+
+/// The control: a plain put from the resumed holder lands on top of the successor's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stalled_holder_without_fencing_overwrites_successor() {
+    let fx = etcd_fixture().await;
+    let r = process::stalled_holder(&fx.locker, &fx.url, worker(), &fx.url, false).await;
+    process::assert_stale_write_accepted(&r);
+}
+
+/// `etcdctl lock` (etcd's own concurrency.Mutex) and leasehold exclude each other on one name,
+/// both ways, and the lock keys are readable with `etcdctl get`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn etcdctl_lock_and_leasehold_exclude_each_other() {
+    let cluster = EtcdCluster::single();
+    let l = Locker::connect(&cluster.url("")).await.unwrap();
+    let key = unique_key("interop");
+    let name = format!("leasehold/{key}");
+
+    // leasehold holds: etcdctl waits.
+    let a = l.acquire(&key, Duration::from_secs(30)).await.unwrap();
+    let listed = cluster.ctl(&["get", "--prefix", &format!("{name}/")]);
+    assert!(listed.contains(&a.owner().to_string()), "lock key not visible: {listed}");
+    let endpoints = cluster.endpoints();
+    let ctl = {
+        let name = name.clone();
+        tokio::task::spawn_blocking(move || {
+            let out = std::process::Command::new("timeout")
+                .args(["20", "etcdctl", &format!("--endpoints={endpoints}"), "lock", &name])
+                .args(["--", "sh", "-c", "echo got; sleep 2; echo done"])
+                .env("ETCDCTL_API", "3")
+                .output()
+                .unwrap();
+            (Instant::now(), String::from_utf8_lossy(&out.stdout).into_owned())
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let released = Instant::now();
+    assert!(a.release().await.unwrap());
+    // etcdctl now holds for 2 s: leasehold must not get in.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let r = l.acquire(&key, Duration::from_secs(30)).await;
+    assert!(matches!(r, Err(Error::Busy { .. })), "leasehold got a lock etcdctl holds: {r:?}");
+    assert!(matches!(l.holders(Some(&key)).await, Err(Error::Busy { .. })));
+    let b = l
+        .acquire(&key, Duration::from_secs(30))
+        .wait(Wait::For(Duration::from_secs(20)))
+        .await
+        .expect("leasehold gets the lock after etcdctl");
+    let (ctl_done, said) = ctl.await.unwrap();
+    assert_eq!(said.trim(), "got\ndone", "etcdctl output: {said:?}");
+    // It ran its 2 s command only after the release.
+    assert!(
+        ctl_done >= released + Duration::from_secs(2),
+        "etcdctl held the lock while leasehold did"
+    );
+    assert!(b.release().await.unwrap());
+}
+
+/// A stale release (the old holder's, retried after a successor acquired) never deletes the
+/// successor's key.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stale_release_does_not_delete_the_successor() {
+    let fx = etcd_fixture().await;
+    let l = &fx.locker;
+    let key = unique_key("stale-release");
+    let a = l.acquire(&key, Duration::from_secs(30)).await.unwrap();
+    let a_owner = a.owner();
+    assert!(a.release().await.unwrap());
+    let b = l.acquire(&key, Duration::from_secs(30)).await.unwrap();
+    // The retried release, through the store and through a second process's store.
+    assert!(!l.release_by_owner(&key, &a_owner).await.unwrap());
+    let other = Locker::connect(&fx.url).await.unwrap();
+    assert!(!other.release_by_owner(&key, &a_owner).await.unwrap());
+    let h = l.holders(Some(&key)).await.unwrap();
+    assert_eq!(h.iter().map(|h| h.owner).collect::<Vec<_>>(), vec![b.owner()]);
+    assert_eq!(h[0].fence, Some(b.fence()));
+    assert!(b.release().await.unwrap());
+}
+
+/// Freezing the only etcd member: keepalives go unanswered, `admit()` turns false at once and
+/// `lost()` fires before the server could expire the session.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn frozen_store_turns_admit_false_then_fires_lost() {
+    let cluster = EtcdCluster::single();
+    let l = Locker::connect(&cluster.url("?ttl=3s")).await.unwrap();
+    let key = unique_key("frozen");
+    let a = l.acquire(&key, Duration::from_secs(30)).await.unwrap();
+    let t0 = Instant::now();
+    cluster.stop(0);
+    let lost = tokio::time::timeout(Duration::from_secs(10), a.lost()).await;
+    let at = t0.elapsed();
+    cluster.cont(0);
+    let reason = lost.expect("lost() fired");
+    assert!(matches!(reason, LostReason::SessionEnded(_)), "{reason:?}");
+    // The TTL counts from the last keepalive the server applied, at most TTL/3 before t0.
+    assert!(at < Duration::from_secs(3), "lost() fired {at:?} after the freeze");
+    assert!(!a.admit());
+    // The store opens a new session for the next grant.
+    let b = l
+        .acquire(&key, Duration::from_secs(30))
+        .wait(Wait::For(Duration::from_secs(15)))
+        .await
+        .expect("new session after the old one ended");
+    assert!(b.fence() > a.fence());
+    assert!(b.release().await.unwrap());
+}
+
+/// On a 3-member cluster, killing the leader during a hold does not admit a second holder, and
+/// the next grant's fence is larger.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leader_loss_keeps_the_holder_and_fences_monotonic() {
+    let mut cluster = EtcdCluster::start(3);
+    let url = cluster.url("?ttl=3s");
+    let l = Locker::connect(&url).await.unwrap();
+    let rival = Locker::connect(&url).await.unwrap();
+    let key = unique_key("leader-loss");
+    let a = l.acquire(&key, Duration::from_secs(30)).await.unwrap();
+    let leader = cluster.leader().expect("a leader");
+    cluster.kill9(leader);
+    // A rival tries for longer than the session TTL: the holder keeps its lock throughout.
+    let r =
+        rival.acquire(&key, Duration::from_secs(30)).wait(Wait::For(Duration::from_secs(6))).await;
+    assert!(matches!(r, Err(Error::Busy { .. }) | Err(Error::Unavailable { .. })), "{r:?}");
+    assert!(!a.is_lost(), "the holder lost its lock to a leader change: {:?}", a.lost().await);
+    let fence = a.fence();
+    assert!(a.release().await.unwrap());
+    let b = rival
+        .acquire(&key, Duration::from_secs(30))
+        .wait(Wait::For(Duration::from_secs(15)))
+        .await
+        .expect("the rival after release");
+    assert!(b.fence() > fence);
+    cluster.restart(leader);
+    assert!(b.release().await.unwrap());
+}
+
+/// The etcd fenced transaction applies while the grant holds and refuses once it has ended.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fenced_transaction_follows_the_lock_key() {
+    let cluster = EtcdCluster::single();
+    let store = EtcdStore::connect(&cluster.url("")).await.unwrap();
+    let fence = EtcdFence::for_store(&store);
+    let l = Locker::new(store);
+    let key = unique_key("fenced-txn");
+    let a = l.acquire(&key, Duration::from_secs(30)).await.unwrap();
+    let fa = a.fencing();
+    fence.put(&fa, "data/x", "a").await.expect("holder's put");
+    assert!(a.release().await.unwrap());
+    let b = l.acquire(&key, Duration::from_secs(30)).await.unwrap();
+    let r = fence.put(&fa, "data/x", "stale").await;
+    assert!(matches!(r, Err(Error::StaleFence { .. })), "{r:?}");
+    fence.put(&b.fencing(), "data/x", "b").await.expect("successor's put");
+    // A token from another key is refused: it names another lock key.
+    let other = l.acquire(&unique_key("fenced-other"), Duration::from_secs(30)).await.unwrap();
+    let forged =
+        leasehold::fence::Fencing::new(b.fencing().key().clone(), other.fence(), other.owner());
+    assert!(matches!(fence.put(&forged, "data/x", "x").await, Err(Error::StaleFence { .. })));
+    assert_eq!(cluster.ctl(&["get", "--print-value-only", "data/x"]), "b");
+    assert!(b.release().await.unwrap());
+    assert!(other.release().await.unwrap());
+}
+
+#[tokio::test]
+async fn url_options_are_checked() {
+    for bad in
+        ["etcd://", "etcd://127.0.0.1", "etcd://127.0.0.1:1?ttl=0s", "etcd://127.0.0.1:1?x=1"]
+    {
+        let r = Locker::connect(bad).await;
+        assert!(matches!(r, Err(Error::InvalidInput(_))), "{bad}: {r:?}");
+    }
+}

@@ -1,0 +1,102 @@
+//! etcd-stored resources fenced by etcd itself: a transaction that applies its operations
+//! only if the holder's lock key still exists with the create revision the grant's fence
+//! names.
+//!
+//! No claim step is needed: the comparison is on the lock itself, in the same transaction as
+//! the effect. Once the holder's key is gone (released, or its session's lease expired) or a
+//! different grant stands in its place, the transaction refuses. A key created later cannot
+//! take over an earlier revision, so the check cannot be fooled by a successor.
+//!
+//! ```no_run
+//! # async fn demo(store: &leasehold::backends::etcd::EtcdStore, fencing: leasehold::fence::Fencing) -> leasehold::Result<()> {
+//! use leasehold::fence::etcd::EtcdFence;
+//! let res = EtcdFence::for_store(store);
+//! res.put(&fencing, "config/primary", "node-7").await?; // refused once the grant has ended
+//! # Ok(()) }
+//! ```
+
+use etcd_client::{Client, Compare, CompareOp, Txn, TxnOp, TxnResponse};
+
+use super::{Fencing, require_token};
+use crate::backends::etcd::EtcdStore;
+use crate::{Error, Result};
+
+/// Applies etcd operations only while a given grant still holds its lock.
+#[derive(Clone)]
+pub struct EtcdFence {
+    client: Client,
+    prefix: String,
+}
+
+impl std::fmt::Debug for EtcdFence {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EtcdFence").field("prefix", &self.prefix).finish()
+    }
+}
+
+impl EtcdFence {
+    /// Fenced effects on the store's own cluster, with its lock prefix.
+    pub fn for_store(store: &EtcdStore) -> Self {
+        EtcdFence { client: store.client(), prefix: store.prefix().to_owned() }
+    }
+
+    /// Fenced effects through `client`, for locks taken under `prefix` (the URL path of the
+    /// `etcd://` store; `leasehold` by default, empty for bare names).
+    pub fn new(client: Client, prefix: impl Into<String>) -> Self {
+        EtcdFence { client, prefix: prefix.into() }
+    }
+
+    /// The etcd key holding `fencing`'s grant.
+    pub fn lock_key(&self, fencing: &Fencing) -> String {
+        super::super::backends::etcd::lock_key_in(&self.prefix, fencing.key(), &fencing.owner())
+    }
+
+    /// The comparison every fenced transaction starts with: the grant's key still exists with
+    /// the fence as its create revision. Add it to transactions of your own.
+    pub fn compare(&self, fencing: &Fencing) -> Compare {
+        let rev = i64::try_from(fencing.token().get()).unwrap_or(i64::MAX);
+        Compare::create_revision(self.lock_key(fencing), CompareOp::Equal, rev)
+    }
+
+    /// Runs `ops` iff the grant still holds its lock; [`Error::StaleFence`] otherwise.
+    pub async fn txn(&self, fencing: &Fencing, ops: Vec<TxnOp>) -> Result<TxnResponse> {
+        require_token("etcd", fencing)?;
+        let lock_key = self.lock_key(fencing);
+        let r = self
+            .client
+            .clone()
+            .txn(
+                Txn::new()
+                    .when([self.compare(fencing)])
+                    .and_then(ops)
+                    .or_else([TxnOp::get(lock_key.as_str(), None)]),
+            )
+            .await
+            .map_err(|e| {
+                Error::unavailable(format!("etcd fenced txn failed: {e}"), Some(Box::new(e)))
+            })?;
+        if r.succeeded() {
+            return Ok(r);
+        }
+        let installed = match r.op_responses().first() {
+            Some(etcd_client::TxnOpResponse::Get(g)) => match g.kvs().first() {
+                Some(kv) => {
+                    format!("the lock key exists with create revision {}", kv.create_revision())
+                }
+                None => format!("the grant's lock key {lock_key:?} is gone (released or expired)"),
+            },
+            _ => "the grant no longer holds the lock".to_owned(),
+        };
+        Err(Error::StaleFence { resource: lock_key, presented: fencing.token().get(), installed })
+    }
+
+    /// `PUT key value` iff the grant still holds its lock.
+    pub async fn put(&self, fencing: &Fencing, key: &str, value: &str) -> Result<()> {
+        self.txn(fencing, vec![TxnOp::put(key, value, None)]).await.map(|_| ())
+    }
+
+    /// `DELETE key` iff the grant still holds its lock.
+    pub async fn delete(&self, fencing: &Fencing, key: &str) -> Result<()> {
+        self.txn(fencing, vec![TxnOp::delete(key, None)]).await.map(|_| ())
+    }
+}
