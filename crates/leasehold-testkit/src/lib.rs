@@ -61,6 +61,12 @@ pub async fn etcd_fixture() -> Fixture {
     fixture(cluster.url("?ttl=2s"), cluster).await
 }
 
+/// A fixture over a private ZooKeeper server (session timeout 2 s).
+pub async fn zk_fixture() -> Fixture {
+    let server = servers::ZkServer::start();
+    fixture(server.url("?session=2s"), server).await
+}
+
 /// The PostgreSQL the SQL tests use: `$LEASEHOLD_TEST_POSTGRES`, else the machine's server
 /// (`postgres://postgres@127.0.0.1:5432/test`). Each fixture works in a schema of its own.
 pub fn postgres_base() -> String {

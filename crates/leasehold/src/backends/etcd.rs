@@ -56,6 +56,48 @@ pub(crate) fn lock_key_in(prefix: &str, key: &Key, owner: &OwnerToken) -> String
     format!("{}/{owner}", lock_name_in(prefix, key))
 }
 
+/// Whether a request failed before reaching any member (no connection could be made), so
+/// sending it again cannot apply it twice. The client balances over all endpoints and keeps a
+/// dead member in rotation for a while after it dies.
+fn not_sent(e: &etcd_client::Error) -> bool {
+    match e {
+        etcd_client::Error::GRpcStatus(s) => {
+            s.code() == tonic::Code::Unavailable && s.message().contains("connect")
+        }
+        etcd_client::Error::TransportError(_) => true,
+        _ => false,
+    }
+}
+
+/// Runs `f` again (briefly) while its request could not be sent to any member.
+async fn retry<T, Fut>(mut f: impl FnMut() -> Fut) -> std::result::Result<T, etcd_client::Error>
+where
+    Fut: std::future::Future<Output = std::result::Result<T, etcd_client::Error>>,
+{
+    let mut tries = 0;
+    loop {
+        match f().await {
+            Err(e) if not_sent(&e) && tries < 40 => {
+                tries += 1;
+                tokio::time::sleep(Duration::from_millis(25)).await;
+            }
+            r => return r,
+        }
+    }
+}
+
+/// A transaction, sent again while no member could be reached.
+async fn txn(
+    client: &Client,
+    txn: Txn,
+) -> std::result::Result<etcd_client::TxnResponse, etcd_client::Error> {
+    retry(|| {
+        let (mut c, t) = (client.clone(), txn.clone());
+        async move { c.txn(t).await }
+    })
+    .await
+}
+
 /// Parsed `etcd://` URL.
 #[derive(Debug, Clone)]
 struct Config {
@@ -393,8 +435,8 @@ struct PutGuard {
 
 impl PutGuard {
     fn spawn(store: &EtcdStore, txn: Txn, name: &str, lock_key: &str, owner: &OwnerToken) -> Self {
-        let mut client = store.client.clone();
-        let task = tokio::spawn(async move { client.txn(txn).await });
+        let client = store.client.clone();
+        let task = tokio::spawn(async move { self::txn(&client, txn).await });
         PutGuard {
             task: Some(task),
             armed: Some((
@@ -465,14 +507,14 @@ impl Drop for PutGuard {
 
 /// Deletes `lock_key` iff its value is still `owner`.
 async fn delete_if_value(client: &mut Client, lock_key: &str, owner: &str) -> Result<bool> {
-    let r = client
-        .txn(
-            Txn::new()
-                .when([Compare::value(lock_key, CompareOp::Equal, owner)])
-                .and_then([TxnOp::delete(lock_key, None)]),
-        )
-        .await
-        .map_err(|e| etcd_err("delete", e))?;
+    let r = txn(
+        client,
+        Txn::new()
+            .when([Compare::value(lock_key, CompareOp::Equal, owner)])
+            .and_then([TxnOp::delete(lock_key, None)]),
+    )
+    .await
+    .map_err(|e| etcd_err("delete", e))?;
     Ok(r.succeeded())
 }
 
@@ -494,13 +536,15 @@ async fn wait_deleted(client: &Client, key: &[u8], after_rev: i64, until: Instan
     let opts = WatchOptions::new()
         .with_start_revision(after_rev + 1)
         .with_filters([WatchFilterType::NoPut]);
-    let mut watch = client.watch_client();
-    let mut stream =
-        match tokio::time::timeout_at(until.into(), watch.watch(key.to_vec(), Some(opts))).await {
-            Err(_) => return Ok(false),
-            Ok(Err(e)) => return Err(etcd_err("watch", e)),
-            Ok(Ok(s)) => s,
-        };
+    let open = retry(|| {
+        let (mut w, k, o) = (client.watch_client(), key.to_vec(), opts.clone());
+        async move { w.watch(k, Some(o)).await }
+    });
+    let mut stream = match tokio::time::timeout_at(until.into(), open).await {
+        Err(_) => return Ok(false),
+        Ok(Err(e)) => return Err(etcd_err("watch", e)),
+        Ok(Ok(s)) => s,
+    };
     loop {
         let msg = match tokio::time::timeout_at(until.into(), stream.message()).await {
             Err(_) => return Ok(false),
@@ -579,7 +623,7 @@ impl EtcdStore {
                 TxnOp::get(pfx.as_str(), Some(before.clone())),
                 TxnOp::get(lock_key.as_str(), Some(GetOptions::new().with_keys_only())),
             ]);
-            let r = tokio::time::timeout(req.op_timeout, self.client.clone().txn(look))
+            let r = tokio::time::timeout(req.op_timeout, self::txn(&self.client, look))
                 .await
                 .map_err(|_| {
                     Error::UnknownOutcome(format!(
@@ -676,12 +720,13 @@ impl Store for EtcdStore {
         if session.ended() {
             return Ok(false);
         }
-        let r = self
-            .client
-            .clone()
-            .get(lock_key, Some(GetOptions::new().with_keys_only()))
-            .await
-            .map_err(|e| etcd_err("get", e))?;
+        let opts = GetOptions::new().with_keys_only();
+        let r = retry(|| {
+            let (mut c, k, o) = (self.client.clone(), lock_key.clone(), opts.clone());
+            async move { c.get(k, Some(o)).await }
+        })
+        .await
+        .map_err(|e| etcd_err("get", e))?;
         Ok(r.kvs()
             .first()
             .is_some_and(|kv| kv.create_revision() == rev && kv.lease() == session.id))
@@ -705,14 +750,14 @@ impl Store for EtcdStore {
                 .await;
         };
         // Only our own key, and only the grant we were given (its create revision).
-        let r = client
-            .txn(
-                Txn::new()
-                    .when([Compare::create_revision(h.lock_key.as_str(), CompareOp::Equal, h.rev)])
-                    .and_then([TxnOp::delete(h.lock_key.as_str(), None)]),
-            )
-            .await
-            .map_err(|e| etcd_err("release", e))?;
+        let r = txn(
+            &client,
+            Txn::new()
+                .when([Compare::create_revision(h.lock_key.as_str(), CompareOp::Equal, h.rev)])
+                .and_then([TxnOp::delete(h.lock_key.as_str(), None)]),
+        )
+        .await
+        .map_err(|e| etcd_err("release", e))?;
         Ok(r.succeeded())
     }
 
@@ -727,12 +772,13 @@ impl Store for EtcdStore {
         } else {
             GetOptions::new().with_prefix()
         };
-        let r = self
-            .client
-            .clone()
-            .get(range.as_str(), Some(opts.with_sort(SortTarget::Create, SortOrder::Ascend)))
-            .await
-            .map_err(|e| etcd_err("get", e))?;
+        let opts = opts.with_sort(SortTarget::Create, SortOrder::Ascend);
+        let r = retry(|| {
+            let (mut c, k, o) = (self.client.clone(), range.clone(), opts.clone());
+            async move { c.get(k, Some(o)).await }
+        })
+        .await
+        .map_err(|e| etcd_err("get", e))?;
         // The first key (lowest create revision) of each lock name holds it.
         let mut seen = std::collections::HashSet::new();
         let mut out = Vec::new();

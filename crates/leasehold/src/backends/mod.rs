@@ -26,6 +26,8 @@ pub mod redis;
 pub mod redlock;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;
+#[cfg(feature = "zookeeper")]
+pub mod zookeeper;
 
 /// The schemes this build understands, for error messages.
 pub const SCHEMES: &[&str] = &[
@@ -88,6 +90,8 @@ pub(crate) async fn open(url: &str) -> Result<Arc<dyn Store>> {
         "mysql" => mysql::connect(url).await,
         #[cfg(feature = "etcd")]
         "etcd" => Ok(Arc::new(etcd::EtcdStore::connect(url).await?)),
+        #[cfg(feature = "zookeeper")]
+        "zk" => Ok(Arc::new(zookeeper::ZkStore::connect(url).await?)),
         known if KNOWN.contains(&known) => Err(Error::invalid(format!(
             "the {known}:// store is not available in this build; available: {}",
             SCHEMES.join(", ")

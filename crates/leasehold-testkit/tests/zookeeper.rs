@@ -1,0 +1,242 @@
+//! ZooKeeper: the conformance suite, the process-level scenarios, the Curator node layout,
+//! a paused server, and no orphan node after an interrupted acquire.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use leasehold::{Error, Locker, LostReason, Wait};
+use leasehold_testkit::conformance::unique_key;
+use leasehold_testkit::servers::ZkServer;
+use leasehold_testkit::{process, zk_fixture};
+
+mod conformance {
+    use leasehold_testkit::{conformance_suite, zk_fixture};
+    conformance_suite!(zk_fixture());
+}
+
+fn worker() -> &'static Path {
+    Path::new(env!("CARGO_BIN_EXE_lh-worker"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn multi_process_mutual_exclusion() {
+    let fx = zk_fixture().await;
+    process::multi_process_mutex(&fx.url, worker(), 4, 40).await;
+}
+
+/// A frozen holder's session expires on the server; the successor's czxid fence is larger and
+/// the fence table refuses the resumed holder's write.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stalled_holder_is_fenced_off() {
+    let fx = zk_fixture().await;
+    let dir = tempfile::tempdir().unwrap();
+    let spec = format!("sqlite:{}", dir.path().join("resource.db").display());
+    let r = process::stalled_holder(&fx.locker, &fx.url, worker(), &spec, true).await;
+    process::assert_stale_write_rejected(&r);
+}
+
+/// The control: without the fence check the resumed holder's write lands.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stalled_holder_without_fencing_overwrites_successor() {
+    let fx = zk_fixture().await;
+    let dir = tempfile::tempdir().unwrap();
+    let spec = format!("sqlite:{}", dir.path().join("resource.db").display());
+    let r = process::stalled_holder(&fx.locker, &fx.url, worker(), &spec, false).await;
+    process::assert_stale_write_accepted(&r);
+}
+
+/// Nodes follow Curator's protected layout, carry the owner token, and the fence is the
+/// node's czxid.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nodes_use_the_curator_layout() {
+    let server = ZkServer::start();
+    let store = leasehold::backends::zookeeper::ZkStore::connect(&server.url("")).await.unwrap();
+    let client = store.client().await.unwrap();
+    let l = Locker::new(store);
+    let key = unique_key("layout");
+    let a = l.acquire(&key, Duration::from_secs(30)).await.unwrap();
+    let lock = format!("/leasehold/{key}");
+    let children = client.list_children(&lock).await.unwrap();
+    assert_eq!(children.len(), 1, "{children:?}");
+    let node = &children[0];
+    let o = a.owner().to_string();
+    let uuid = format!("{}-{}-{}-{}-{}", &o[0..8], &o[8..12], &o[12..16], &o[16..20], &o[20..]);
+    assert!(node.starts_with(&format!("_c_{uuid}-lock-")), "{node}");
+    assert_eq!(node.rsplit("lock-").next().unwrap().len(), 10, "{node}");
+    let (data, stat) = client.get_data(&format!("{lock}/{node}")).await.unwrap();
+    assert_eq!(data, o.as_bytes());
+    assert_eq!(stat.czxid as u64, a.fence().get());
+    assert_ne!(stat.ephemeral_owner, 0, "the node must be ephemeral");
+    // zkCli sees the same.
+    let listed = server.cli(&["ls", &lock]);
+    assert!(listed.contains(node.as_str()), "{listed}");
+    assert!(a.release().await.unwrap());
+    assert!(client.list_children(&lock).await.map(|c| c.is_empty()).unwrap_or(true));
+}
+
+fn curator_classpath() -> String {
+    let jars = [
+        "curator-client",
+        "curator-framework",
+        "curator-recipes",
+        "guava",
+        "zookeeper",
+        "zookeeper-jute",
+        "slf4j-api",
+        "netty-handler",
+        "netty-transport",
+        "netty-common",
+        "netty-buffer",
+        "netty-resolver",
+        "netty-codec",
+        "netty-transport-native-epoll",
+        "netty-transport-native-unix-common",
+    ];
+    let cp: Vec<String> = jars.iter().map(|j| format!("/usr/share/java/{j}.jar")).collect();
+    for j in &cp {
+        assert!(
+            Path::new(j).exists(),
+            "{j} is missing: run `bash scripts/test`, which installs libcurator-recipes-java"
+        );
+    }
+    cp.join(":")
+}
+
+/// A Java process holding Apache Curator's InterProcessMutex on `/leasehold/KEY` and leasehold
+/// on KEY exclude each other, both ways.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn curator_and_leasehold_exclude_each_other() {
+    use tokio::io::AsyncBufReadExt;
+    let server = ZkServer::start();
+    let l = Locker::connect(&server.url("")).await.unwrap();
+    let key = unique_key("curator");
+    let a = l.acquire(&key, Duration::from_secs(30)).await.unwrap();
+    let src = concat!(env!("CARGO_MANIFEST_DIR"), "/java/CuratorLock.java");
+    let mut java = tokio::process::Command::new("java")
+        .args(["-cp", &curator_classpath(), src])
+        .arg(format!("127.0.0.1:{}", server.port()))
+        .arg(format!("/leasehold/{key}"))
+        .arg("2000")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("run java");
+    let mut out = tokio::io::BufReader::new(java.stdout.take().unwrap()).lines();
+    // Curator queues behind us and must not get in while we hold.
+    let early = tokio::time::timeout(Duration::from_secs(4), out.next_line()).await;
+    assert!(early.is_err(), "Curator acquired a lock leasehold holds: {early:?}");
+    let released = Instant::now();
+    assert!(a.release().await.unwrap());
+    let said = tokio::time::timeout(Duration::from_secs(20), out.next_line())
+        .await
+        .expect("Curator acquires after release")
+        .unwrap()
+        .unwrap_or_default();
+    assert!(said.starts_with(&format!("acquired /leasehold/{key}/_c_")), "{said}");
+    // Curator holds for 2 s: leasehold must wait for it.
+    let r = l.acquire(&key, Duration::from_secs(30)).await;
+    assert!(matches!(r, Err(Error::Busy { .. })), "leasehold got a lock Curator holds: {r:?}");
+    assert!(matches!(l.holders(Some(&key)).await, Err(Error::Busy { .. })));
+    let b = l
+        .acquire(&key, Duration::from_secs(30))
+        .wait(Wait::For(Duration::from_secs(20)))
+        .await
+        .expect("leasehold after Curator");
+    assert!(released.elapsed() >= Duration::from_secs(2), "leasehold overlapped Curator's hold");
+    assert_eq!(out.next_line().await.unwrap().as_deref(), Some("released"));
+    assert!(b.release().await.unwrap());
+    assert!(java.wait().await.unwrap().success());
+}
+
+/// A paused server: `admit()` turns false well before the session could expire, and `lost()`
+/// fires, before the server (once resumed) expires the session and hands the lock on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn paused_server_turns_admit_false_before_session_expiry() {
+    let server = ZkServer::start();
+    let l = Locker::connect(&server.url("?session=3s")).await.unwrap();
+    let key = unique_key("paused");
+    let a = l.acquire(&key, Duration::from_secs(30)).await.unwrap();
+    let t0 = Instant::now();
+    server.stop();
+    while a.admit() {
+        assert!(t0.elapsed() < Duration::from_secs(3), "admit() still true at the session timeout");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let admit_false_at = t0.elapsed();
+    let reason = tokio::time::timeout(Duration::from_secs(10), a.lost()).await.expect("lost()");
+    let lost_at = t0.elapsed();
+    server.cont();
+    assert!(matches!(reason, LostReason::SessionEnded(_)), "{reason:?}");
+    assert!(admit_false_at < Duration::from_millis(2000), "admit false after {admit_false_at:?}");
+    assert!(lost_at < Duration::from_secs(3), "lost() after {lost_at:?}, past the session timeout");
+    let b = l
+        .acquire(&key, Duration::from_secs(30))
+        .wait(Wait::For(Duration::from_secs(20)))
+        .await
+        .expect("a new session gets the lock once the old one expired");
+    assert!(b.fence() > a.fence());
+    assert!(b.release().await.unwrap());
+}
+
+/// An acquire whose create is interrupted by a connection loss (the server frozen with the
+/// request in flight) finds its own node afterwards instead of creating a second one, and
+/// leaves nothing behind.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn interrupted_create_leaves_no_orphan() {
+    let server = ZkServer::start();
+    let store =
+        leasehold::backends::zookeeper::ZkStore::connect(&server.url("?session=4s")).await.unwrap();
+    let client = store.client().await.unwrap();
+    let l = Locker::new(store);
+    let key = unique_key("interrupted");
+    let lock = format!("/leasehold/{key}");
+    // Make the lock node exist so the frozen request is the create itself.
+    let warm = l.acquire(&key, Duration::from_secs(30)).await.unwrap();
+    assert!(warm.release().await.unwrap());
+    server.stop();
+    let task = {
+        let (l, key) = (l.clone(), key.clone());
+        tokio::spawn(async move {
+            l.acquire(&key, Duration::from_secs(30)).wait(Wait::For(Duration::from_secs(20))).await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(2000)).await; // the client gives up on the connection
+    server.cont();
+    let lease = task.await.unwrap().expect("acquired after the reconnect");
+    let children = client.list_children(&lock).await.unwrap();
+    assert_eq!(children.len(), 1, "an orphan node was left: {children:?}");
+    assert!(lease.release().await.unwrap());
+    assert!(client.list_children(&lock).await.map(|c| c.is_empty()).unwrap_or(true));
+}
+
+/// A stale release never deletes the successor's node.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stale_release_does_not_delete_the_successor() {
+    let fx = zk_fixture().await;
+    let l = &fx.locker;
+    let key = unique_key("stale-release");
+    let a = l.acquire(&key, Duration::from_secs(30)).await.unwrap();
+    let a_owner = a.owner();
+    assert!(a.release().await.unwrap());
+    let b = l.acquire(&key, Duration::from_secs(30)).await.unwrap();
+    assert!(!l.release_by_owner(&key, &a_owner).await.unwrap());
+    let other = Locker::connect(&fx.url).await.unwrap();
+    assert!(!other.release_by_owner(&key, &a_owner).await.unwrap());
+    let h = l.holders(Some(&key)).await.unwrap();
+    assert_eq!(h.iter().map(|h| h.owner).collect::<Vec<_>>(), vec![b.owner()]);
+    assert!(b.release().await.unwrap());
+}
+
+#[tokio::test]
+async fn bad_urls_and_keys_are_typed_errors() {
+    for bad in ["zk://", "zk://127.0.0.1", "zk://127.0.0.1:1?session=1h2", "zk://127.0.0.1:1?x=1"] {
+        let r = Locker::connect(bad).await;
+        assert!(matches!(r, Err(Error::InvalidInput(_))), "{bad}: {r:?}");
+    }
+    let fx = zk_fixture().await;
+    for key in ["a//b", "trailing/", "a/../b", "bell\u{7}"] {
+        let r = fx.locker.acquire(key, Duration::from_secs(30)).await;
+        assert!(matches!(r, Err(Error::InvalidInput(_))), "{key:?}: {r:?}");
+    }
+}

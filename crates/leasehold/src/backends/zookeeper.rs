@@ -1,0 +1,710 @@
+//! ZooKeeper store: `zk://HOST:PORT[,HOST:PORT…][/CHROOT][?session=10s]`.
+//!
+//! Node layout and ordering are those of Apache Curator's `InterProcessMutex`, so a leasehold
+//! holder and a Java service using Curator on the same path exclude each other:
+//!
+//! - the lock on KEY is the node `[/CHROOT]/leasehold/KEY` (created as a container node on
+//!   first use); each contender creates one ephemeral sequential child named
+//!   `_c_<UUID>-lock-<SEQUENCE>` (Curator's "protected" name);
+//! - the holder is the child with the lowest sequence; a waiter watches only the child just
+//!   before its own (no herd: one release wakes one waiter);
+//! - leasehold's UUID is its owner token (written 8-4-4-4-12), and the node's data the owner
+//!   token, so `zkCli.sh ls /leasehold/KEY` shows holder and waiters. A create interrupted by
+//!   a connection loss looks for its own UUID before creating again (Curator's protection
+//!   mode), so no orphan node is left to block others.
+//!
+//! With Curator, use `new InterProcessMutex(client, "/leasehold/KEY")` (under the same
+//! namespace as the CHROOT, if any).
+//!
+//! The fence is the `czxid` of the holder's node: a zxid (leader epoch, counter) that ZooKeeper
+//! never reuses, also across leader elections.
+//!
+//! Every node is bound to the store's ZooKeeper session (`session`, default 10 s, negotiated
+//! by the server within its limits). When the client loses its connection, the session may
+//! still be alive: [`crate::Lease::admit`] turns false at once, and `lost()` fires if the
+//! client is not reconnected within 0.4 × the session timeout (the client notices silence
+//! after at most 0.4 × the timeout, so this lands before the server can expire the session).
+//! `Expired` fires `lost()` at once; the next acquire opens a new session.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use tokio::sync::watch;
+use zookeeper_client::{Acls, Client, CreateMode, EventType, SessionState};
+
+use super::bell::Undoing;
+use crate::store::{AcquireRequest, Attempt, Grant, Holder, SessionEnd, Watch};
+use crate::{Error, FenceRepeat, FenceToken, Guarantees, Key, LockKind, OwnerToken, Result, Store};
+
+pub use zookeeper_client;
+
+/// The node under which every lock lives (inside the chroot).
+pub const BASE: &str = "/leasehold";
+
+fn zk_err(what: &str, e: zookeeper_client::Error) -> Error {
+    Error::unavailable(format!("zookeeper {what} failed: {e}"), Some(Box::new(e)))
+}
+
+#[derive(Debug, Clone)]
+struct Config {
+    hosts: String,
+    chroot: String,
+    session: Duration,
+}
+
+fn parse_url(url: &str) -> Result<Config> {
+    let rest = url
+        .strip_prefix("zk://")
+        .ok_or_else(|| Error::invalid(format!("{url:?} is not a zk:// URL")))?;
+    let (rest, query) = rest.split_once('?').unwrap_or((rest, ""));
+    let (hosts, chroot) = match rest.split_once('/') {
+        Some((h, c)) => (h, format!("/{}", c.trim_matches('/'))),
+        None => (rest, String::new()),
+    };
+    let chroot = if chroot == "/" { String::new() } else { chroot };
+    if hosts.is_empty() || hosts.split(',').any(|h| !h.contains(':')) {
+        return Err(Error::invalid(format!(
+            "{url:?}: give every ZooKeeper server as HOST:PORT (zk://H1:P1,H2:P2/CHROOT)"
+        )));
+    }
+    if !chroot.is_empty() {
+        valid_path(&chroot).map_err(|e| Error::invalid(format!("chroot {chroot:?}: {e}")))?;
+    }
+    let mut cfg = Config { hosts: hosts.to_owned(), chroot, session: Duration::from_secs(10) };
+    for pair in query.split('&').filter(|p| !p.is_empty()) {
+        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+        match k {
+            "session" => {
+                cfg.session = parse_duration(v)
+                    .filter(|d| *d >= Duration::from_millis(100) && *d <= Duration::from_secs(3600))
+                    .ok_or_else(|| {
+                        Error::invalid(format!(
+                            "session={v:?}: give the session timeout, e.g. 10s or 4000ms"
+                        ))
+                    })?
+            }
+            _ => {
+                return Err(Error::invalid(format!(
+                    "unknown zk URL option {k:?} (known: session)"
+                )));
+            }
+        }
+    }
+    Ok(cfg)
+}
+
+/// `10s` or `4000ms`.
+fn parse_duration(v: &str) -> Option<Duration> {
+    if let Some(ms) = v.strip_suffix("ms") {
+        return ms.parse().ok().map(Duration::from_millis);
+    }
+    v.strip_suffix('s')?.parse().ok().map(Duration::from_secs)
+}
+
+/// ZooKeeper's path rules: no empty, `.` or `..` segment, no control or reserved characters.
+fn valid_path(path: &str) -> std::result::Result<(), String> {
+    if !path.starts_with('/') || (path.len() > 1 && path.ends_with('/')) {
+        return Err("must start with / and not end with /".into());
+    }
+    for seg in path[1..].split('/') {
+        if seg.is_empty() || seg == "." || seg == ".." {
+            return Err(format!("has an empty, \".\" or \"..\" segment ({seg:?})"));
+        }
+    }
+    if let Some(c) = path.chars().find(|c| {
+        matches!(*c, '\u{0}'..='\u{1f}' | '\u{7f}'..='\u{9f}' | '\u{e000}'..='\u{f8ff}' | '\u{fff0}'..='\u{ffff}')
+    }) {
+        return Err(format!("contains the character {c:?}, which ZooKeeper paths cannot hold"));
+    }
+    Ok(())
+}
+
+/// The owner token as a UUID (8-4-4-4-12), the form Curator's protected names carry.
+fn uuid(owner: &OwnerToken) -> String {
+    let h = owner.to_string();
+    format!("{}-{}-{}-{}-{}", &h[0..8], &h[8..12], &h[12..16], &h[16..20], &h[20..32])
+}
+
+/// The owner token a protected node name carries, if it is one of ours.
+fn owner_of(node: &str) -> Option<OwnerToken> {
+    let uuid = node.strip_prefix("_c_")?.get(..36)?;
+    uuid.replace('-', "").parse().ok()
+}
+
+/// The sequence suffix of a lock child (`…-lock-0000000042`), as Curator sorts them.
+fn sequence(node: &str) -> Option<i64> {
+    node.rsplit_once("lock-").and_then(|(_, s)| s.parse().ok())
+}
+
+/// One ZooKeeper session and the task that follows its state.
+struct Session {
+    /// Emptied when the session is declared lost: dropping the last client closes the session
+    /// (at once, or on reconnection), so its nodes cannot outlive the verdict. Clones handed out
+    /// by [`ZkStore::client`] keep it open while they live.
+    client: Arc<Mutex<Option<Client>>>,
+    id: i64,
+    live: watch::Receiver<bool>,
+    end: watch::Receiver<Option<String>>,
+    task: tokio::task::AbortHandle,
+}
+
+impl std::fmt::Debug for Session {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Session({:x})", self.id)
+    }
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        self.task.abort();
+        // Dropping the last client closes the session, which deletes its ephemeral nodes.
+    }
+}
+
+impl Session {
+    async fn open(cfg: &Config) -> Result<Arc<Session>> {
+        let client = Client::connector()
+            .with_session_timeout(cfg.session)
+            .connect(&cfg.hosts)
+            .await
+            .map_err(|e| zk_err(&format!("connect to {}", cfg.hosts), e))?;
+        let timeout = client.session_timeout();
+        let (live_tx, live) = watch::channel(true);
+        let (end_tx, end) = watch::channel(None);
+        let states = client.state_watcher();
+        let id = client.session_id().0;
+        let slot = Arc::new(Mutex::new(Some(client)));
+        let task = tokio::spawn(follow_state(states, timeout, live_tx, end_tx, slot.clone()))
+            .abort_handle();
+        Ok(Arc::new(Session { client: slot, id, live, end, task }))
+    }
+
+    fn client(&self) -> Result<Client> {
+        self.client.lock().unwrap_or_else(|p| p.into_inner()).clone().ok_or_else(|| {
+            Error::unavailable(
+                self.end.borrow().clone().unwrap_or_else(|| "zookeeper session closed".into()),
+                None,
+            )
+        })
+    }
+
+    fn ended(&self) -> bool {
+        self.end.borrow().is_some()
+    }
+
+    fn end_future(&self) -> SessionEnd {
+        let mut end = self.end.clone();
+        Box::pin(async move {
+            match end.wait_for(|e| e.is_some()).await {
+                Ok(e) => e.clone().unwrap_or_default(),
+                Err(_) => "the zookeeper session was closed".to_owned(),
+            }
+        })
+    }
+}
+
+async fn follow_state(
+    mut states: zookeeper_client::StateWatcher,
+    timeout: Duration,
+    live: watch::Sender<bool>,
+    end: watch::Sender<Option<String>>,
+    client: Arc<Mutex<Option<Client>>>,
+) {
+    let close = || drop(client.lock().unwrap_or_else(|p| p.into_inner()).take());
+    let grace = timeout.mul_f64(0.4);
+    let mut state = states.state();
+    loop {
+        match state {
+            SessionState::SyncConnected => {
+                live.send_if_modified(|l| !std::mem::replace(l, true));
+                state = states.changed().await;
+            }
+            SessionState::Disconnected | SessionState::ConnectedReadOnly => {
+                let _ = live.send(false);
+                let since = Instant::now();
+                tracing::warn!("zookeeper connection lost; the session may still be alive");
+                match tokio::time::timeout(grace, states.changed()).await {
+                    Ok(s) => state = s,
+                    Err(_) => {
+                        let _ = end.send(Some(format!(
+                            "the zookeeper client has been disconnected for {:?} (0.4 × the \
+                             {timeout:?} session timeout): the server may expire the session",
+                            since.elapsed()
+                        )));
+                        close();
+                        return;
+                    }
+                }
+            }
+            other => {
+                let _ = live.send(false);
+                let _ = end.send(Some(format!("zookeeper session ended: {other}")));
+                close();
+                return;
+            }
+        }
+    }
+}
+
+#[derive(Debug)]
+struct Held {
+    key: Key,
+    path: String,
+    session: Arc<Session>,
+}
+
+/// The ZooKeeper store. See the module docs for layout, fences and session semantics.
+pub struct ZkStore {
+    cfg: Config,
+    session: tokio::sync::Mutex<Option<Arc<Session>>>,
+    held: Mutex<HashMap<OwnerToken, Held>>,
+    undoing: Arc<Undoing>,
+}
+
+impl std::fmt::Debug for ZkStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ZkStore")
+            .field("hosts", &self.cfg.hosts)
+            .field("chroot", &self.cfg.chroot)
+            .finish()
+    }
+}
+
+type CreateTask =
+    tokio::task::JoinHandle<std::result::Result<(String, i64), zookeeper_client::Error>>;
+
+/// The create of our node, run in a task of its own, and what removes the node if the acquire
+/// does not hand out a grant (after the create has settled).
+struct CreateGuard {
+    task: Option<CreateTask>,
+    armed: Option<(Client, Arc<Undoing>, String, String)>,
+    path: Option<String>,
+}
+
+impl CreateGuard {
+    /// The node's path and czxid, recovering it by name after a connection loss.
+    async fn outcome(&mut self) -> Result<(String, i64)> {
+        let task = self.task.as_mut().expect("awaited once");
+        let r = task.await;
+        self.task = None;
+        let (path, czxid) = match r {
+            Ok(Ok(v)) => v,
+            Ok(Err(e)) => return Err(zk_err("create", e)),
+            Err(e) => return Err(Error::UnknownOutcome(format!("zookeeper create task: {e}"))),
+        };
+        self.path = Some(path.clone());
+        Ok((path, czxid))
+    }
+
+    fn disarm(&mut self) {
+        self.armed = None;
+    }
+
+    async fn undo_now(&mut self) -> Result<()> {
+        let Some((client, _, lock, owner)) = self.armed.take() else { return Ok(()) };
+        remove_own(&client, &lock, &owner, self.path.as_deref()).await
+    }
+}
+
+impl Drop for CreateGuard {
+    fn drop(&mut self) {
+        let Some((client, undoing, lock, owner)) = self.armed.take() else { return };
+        let (task, known) = (self.task.take(), self.path.take());
+        let Ok(rt) = tokio::runtime::Handle::try_current() else { return };
+        // A release of this lock waits for the removal, so the node it frees cannot be taken
+        // (and kept) by this abandoned place in the queue.
+        undoing.start(&lock);
+        rt.spawn(async move {
+            let mut known = known;
+            if let Some(task) = task
+                && let Ok(Ok(Ok((path, _)))) =
+                    tokio::time::timeout(Duration::from_secs(30), task).await
+            {
+                known = Some(path);
+            }
+            for attempt in 0..10u32 {
+                match remove_own(&client, &lock, &owner, known.as_deref()).await {
+                    Ok(()) => break,
+                    Err(e) => {
+                        tracing::warn!(
+                            "removing an abandoned zookeeper node under {lock} failed: {e}"
+                        );
+                        tokio::time::sleep(Duration::from_millis(100 << attempt.min(5))).await;
+                    }
+                }
+            }
+            undoing.finish(&lock);
+        });
+    }
+}
+
+/// Deletes our node under `lock`: `path` if known, else whichever child carries our UUID.
+async fn remove_own(client: &Client, lock: &str, uuid: &str, path: Option<&str>) -> Result<()> {
+    let path = match path {
+        Some(p) => p.to_owned(),
+        None => match find_own(client, lock, uuid).await? {
+            Some(p) => p,
+            None => return Ok(()),
+        },
+    };
+    match client.delete(&path, None).await {
+        Ok(()) | Err(zookeeper_client::Error::NoNode) => Ok(()),
+        Err(e) => Err(zk_err("delete", e)),
+    }
+}
+
+async fn find_own(client: &Client, lock: &str, uuid: &str) -> Result<Option<String>> {
+    let marker = format!("_c_{uuid}-");
+    match client.list_children(lock).await {
+        Ok(children) => {
+            Ok(children.into_iter().find(|c| c.starts_with(&marker)).map(|c| format!("{lock}/{c}")))
+        }
+        Err(zookeeper_client::Error::NoNode) => Ok(None),
+        Err(e) => Err(zk_err("list children", e)),
+    }
+}
+
+/// Whether a failed request may still have been applied (the answer was lost, not refused).
+fn uncertain(e: &zookeeper_client::Error) -> bool {
+    use zookeeper_client::Error as E;
+    !matches!(
+        e,
+        E::NoNode
+            | E::NodeExists
+            | E::NoAuth
+            | E::InvalidAcl
+            | E::NoChildrenForEphemerals
+            | E::BadArguments(_)
+            | E::SessionExpired
+            | E::AuthFailed
+            | E::ClientClosed
+    )
+}
+
+/// Creates our protected ephemeral sequential node under `lock` (making the lock node when
+/// missing); after a lost answer, finds it by UUID before creating another (Curator's
+/// protection mode). Runs until it knows; the caller bounds it in time.
+async fn create_node(
+    client: Client,
+    lock: String,
+    uuid: String,
+    data: String,
+) -> std::result::Result<(String, i64), zookeeper_client::Error> {
+    let prefix = format!("{lock}/_c_{uuid}-lock-");
+    let marker = format!("_c_{uuid}-");
+    let node = CreateMode::EphemeralSequential.with_acls(Acls::anyone_all());
+    let dir = CreateMode::Container.with_acls(Acls::anyone_all());
+    let mut maybe_applied = false;
+    loop {
+        if maybe_applied {
+            // The last create may have been applied: look for our node before trying again.
+            match client.list_children(&lock).await {
+                Ok(children) => {
+                    if let Some(c) = children.into_iter().find(|c| c.starts_with(&marker)) {
+                        let path = format!("{lock}/{c}");
+                        match client.check_stat(&path).await {
+                            Ok(Some(stat)) => return Ok((path, stat.czxid)),
+                            Ok(None) => {}
+                            Err(e) if uncertain(&e) => {
+                                tokio::time::sleep(Duration::from_millis(50)).await;
+                                continue;
+                            }
+                            Err(e) => return Err(e),
+                        }
+                    }
+                }
+                Err(zookeeper_client::Error::NoNode) => {}
+                Err(e) if uncertain(&e) => {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+                Err(e) => return Err(e),
+            }
+            maybe_applied = false;
+        }
+        match client.create(&prefix, data.as_bytes(), &node).await {
+            Ok((stat, seq)) => return Ok((format!("{prefix}{seq}"), stat.czxid)),
+            Err(zookeeper_client::Error::NoNode) => match client.mkdir(&lock, &dir).await {
+                Ok(()) | Err(zookeeper_client::Error::NodeExists) => continue,
+                Err(e) => return Err(e),
+            },
+            Err(e) if uncertain(&e) => {
+                tracing::debug!(
+                    "zookeeper create under {lock} got no answer ({e}); looking for it"
+                );
+                maybe_applied = true;
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+impl ZkStore {
+    /// Connects and opens a session.
+    pub async fn connect(url: &str) -> Result<ZkStore> {
+        let cfg = parse_url(url)?;
+        let store = ZkStore {
+            cfg,
+            session: tokio::sync::Mutex::new(None),
+            held: Mutex::default(),
+            undoing: Arc::default(),
+        };
+        store.session().await?;
+        Ok(store)
+    }
+
+    /// The lock node of `key`: `[/CHROOT]/leasehold/KEY`, the path to give Curator's
+    /// `InterProcessMutex`.
+    pub fn lock_path(&self, key: &Key) -> Result<String> {
+        let path = format!("{}{BASE}/{}", self.cfg.chroot, key.as_str());
+        valid_path(&path).map_err(|e| {
+            Error::invalid(format!("key {:?} does not make a ZooKeeper path: it {e}", key.as_str()))
+        })?;
+        Ok(path)
+    }
+
+    /// A client on the store's current session.
+    pub async fn client(&self) -> Result<Client> {
+        self.session().await?.client()
+    }
+
+    async fn session(&self) -> Result<Arc<Session>> {
+        let mut s = self.session.lock().await;
+        if let Some(cur) = s.as_ref()
+            && !cur.ended()
+        {
+            return Ok(cur.clone());
+        }
+        let new = Session::open(&self.cfg).await?;
+        *s = Some(new.clone());
+        Ok(new)
+    }
+
+    fn held(&self) -> std::sync::MutexGuard<'_, HashMap<OwnerToken, Held>> {
+        self.held.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn grant(
+        &self,
+        req: &AcquireRequest<'_>,
+        path: String,
+        czxid: i64,
+        session: Arc<Session>,
+        sent: Instant,
+    ) -> Attempt {
+        let grant = Grant::new(FenceToken::new(czxid as u64), sent)
+            .with_session_end(session.end_future())
+            .with_session_live(session.live.clone());
+        self.held().insert(*req.owner, Held { key: req.key.clone(), path, session });
+        Attempt::Granted(grant)
+    }
+
+    /// The children of `lock` that are lock nodes, in Curator's order.
+    async fn queue(client: &Client, lock: &str) -> Result<Vec<String>> {
+        let mut children = match client.list_children(lock).await {
+            Ok(c) => c,
+            Err(zookeeper_client::Error::NoNode) => Vec::new(),
+            Err(e) => return Err(zk_err("list children", e)),
+        };
+        children.retain(|c| sequence(c).is_some());
+        children.sort_by_key(|c| sequence(c));
+        Ok(children)
+    }
+
+    async fn attempt(&self, req: &AcquireRequest<'_>, until: Option<Instant>) -> Result<Attempt> {
+        let session = self.session().await?;
+        let client = session.client()?;
+        let lock = self.lock_path(req.key)?;
+        if until.is_none() && !Self::queue(&client, &lock).await?.is_empty() {
+            // One attempt on a taken lock: do not join the queue at all.
+            return Ok(Attempt::Busy { holder_expires_in: None });
+        }
+        let uuid = uuid(req.owner);
+        let sent = Instant::now();
+        let task = tokio::spawn(create_node(
+            client.clone(),
+            lock.clone(),
+            uuid.clone(),
+            req.owner.to_string(),
+        ));
+        let mut guard = CreateGuard {
+            task: Some(task),
+            armed: Some((client.clone(), self.undoing.clone(), lock.clone(), uuid)),
+            path: None,
+        };
+        let (path, czxid) = guard.outcome().await?;
+        let me = path.rsplit('/').next().unwrap_or_default().to_owned();
+        let my_seq = sequence(&me);
+        loop {
+            let queue = Self::queue(&client, &lock).await?;
+            let Some(pos) = queue.iter().position(|c| *c == me) else {
+                guard.disarm();
+                return Err(Error::unavailable(
+                    format!("our zookeeper node {path} vanished (session expired?)"),
+                    None,
+                ));
+            };
+            if pos == 0 {
+                guard.disarm();
+                return Ok(self.grant(req, path, czxid, session, sent));
+            }
+            let Some(until) = until else {
+                guard.undo_now().await?;
+                return Ok(Attempt::Busy { holder_expires_in: None });
+            };
+            if Instant::now() >= until {
+                guard.undo_now().await?;
+                return Ok(Attempt::Busy { holder_expires_in: None });
+            }
+            debug_assert!(sequence(&queue[pos - 1]) < my_seq);
+            let pred = format!("{lock}/{}", queue[pos - 1]);
+            let watcher = match client.check_and_watch_stat(&pred).await {
+                Ok((Some(_), w)) => w,
+                Ok((None, _)) => continue, // already gone
+                Err(e) => return Err(zk_err("watch", e)),
+            };
+            let woke = tokio::time::timeout_at(until.into(), watcher.changed()).await;
+            if let Ok(ev) = woke
+                && ev.event_type != EventType::NodeDeleted
+                && ev.event_type != EventType::Session
+            {
+                tracing::debug!("zookeeper predecessor {pred} changed: {:?}", ev.event_type);
+            }
+        }
+    }
+}
+
+#[async_trait]
+impl Store for ZkStore {
+    fn guarantees(&self) -> Guarantees {
+        Guarantees {
+            backend: "zookeeper",
+            kind: LockKind::Session,
+            exclusion: "linearizable writes (ZAB); the queue order is Curator's \
+                        InterProcessMutex, shared with Java services using it",
+            store_failure: "survives the loss of a minority of servers (sessions move to \
+                            another server); without a quorum no grant is made and a \
+                            disconnected holder's lost() fires 0.4 × the session timeout after \
+                            the disconnect",
+            expiry: "the ZooKeeper session (its negotiated timeout): admit() is false while \
+                     disconnected, lost() fires if not reconnected within 0.4 × the timeout, and \
+                     at once on Expired",
+            fence: "czxid of the holder's node (a zxid, never reused)",
+            fence_repeat: FenceRepeat::Never,
+            waiting: "watch on the predecessor node only (no herd)",
+        }
+    }
+
+    async fn try_acquire(&self, req: &AcquireRequest<'_>) -> Result<Attempt> {
+        self.attempt(req, None).await
+    }
+
+    async fn watch(&self, _key: &Key) -> Result<Box<dyn Watch>> {
+        // Unused: `acquire` queues and watches its predecessor itself.
+        Ok(Box::new(super::bell::SleepWatch))
+    }
+
+    async fn acquire(&self, req: &AcquireRequest<'_>, until: Option<Instant>) -> Result<Attempt> {
+        let limit = until.map_or(Duration::ZERO, |u| u.saturating_duration_since(Instant::now()))
+            + req.op_timeout;
+        tokio::time::timeout(limit, self.attempt(req, until)).await.map_err(|_| {
+            Error::UnknownOutcome(format!(
+                "zookeeper acquire of {:?} got no answer within {limit:?}",
+                req.key
+            ))
+        })?
+    }
+
+    async fn renew(&self, key: &Key, owner: &OwnerToken, _ttl: Duration) -> Result<bool> {
+        let (path, session) = match self.held().get(owner) {
+            Some(h) if h.key == *key => (h.path.clone(), h.session.clone()),
+            _ => return Ok(false),
+        };
+        if session.ended() {
+            return Ok(false);
+        }
+        let Ok(client) = session.client() else { return Ok(false) };
+        let stat = client.check_stat(&path).await.map_err(|e| zk_err("stat", e))?;
+        Ok(stat.is_some_and(|s| s.ephemeral_owner == session.id))
+    }
+
+    async fn release(&self, key: &Key, owner: &OwnerToken) -> Result<bool> {
+        let lock = self.lock_path(key)?;
+        self.undoing.settled(&lock, Duration::from_secs(10)).await;
+        let held = {
+            let mut map = self.held();
+            match map.get(owner) {
+                Some(h) if h.key == *key => map.remove(owner),
+                _ => None,
+            }
+        };
+        let (client, path) = match held {
+            Some(h) => match h.session.client() {
+                Ok(c) => (c, h.path),
+                // The session is gone, and its ephemeral node with it.
+                Err(_) if h.session.ended() => return Ok(false),
+                Err(e) => return Err(e),
+            },
+            None => {
+                // Not granted by this store instance: find the node carrying the owner's UUID.
+                let client = self.client().await?;
+                match find_own(&client, &lock, &uuid(owner)).await? {
+                    Some(p) => (client, p),
+                    None => return Ok(false),
+                }
+            }
+        };
+        // The path names this grant alone (UUID and sequence): a stale release cannot reach a
+        // successor's node.
+        match client.delete(&path, None).await {
+            Ok(()) => Ok(true),
+            Err(zookeeper_client::Error::NoNode) => Ok(false),
+            Err(e) => Err(zk_err("delete", e)),
+        }
+    }
+
+    async fn holders(&self, key: Option<&Key>) -> Result<Vec<Holder>> {
+        let client = self.client().await?;
+        let keys: Vec<String> = match key {
+            Some(k) => vec![k.as_str().to_owned()],
+            None => match client.list_children(&format!("{}{BASE}", self.cfg.chroot)).await {
+                Ok(c) => c,
+                Err(zookeeper_client::Error::NoNode) => Vec::new(),
+                Err(e) => return Err(zk_err("list children", e)),
+            },
+        };
+        let mut out = Vec::new();
+        let mut foreign = false;
+        for k in keys {
+            let Ok(k) = Key::new(k) else { continue };
+            let lock = self.lock_path(&k)?;
+            let Some(first) = Self::queue(&client, &lock).await?.into_iter().next() else {
+                continue;
+            };
+            let Some(owner) = owner_of(&first) else {
+                foreign = true; // Curator or another client: its UUID is not an owner token
+                continue;
+            };
+            let path = format!("{lock}/{first}");
+            match client.get_data(&path).await {
+                Ok((data, stat)) if data == owner.to_string().as_bytes() => {
+                    out.push(Holder::new(k, owner, Some(FenceToken::new(stat.czxid as u64)), None));
+                }
+                Ok(_) => foreign = true,
+                Err(zookeeper_client::Error::NoNode) => {}
+                Err(e) => return Err(zk_err("get", e)),
+            }
+        }
+        if let Some(k) = key
+            && out.is_empty()
+            && foreign
+        {
+            return Err(Error::Busy { key: k.to_string() });
+        }
+        out.sort_by(|a, b| a.key.cmp(&b.key));
+        Ok(out)
+    }
+}
