@@ -10,6 +10,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
+use leasehold::backends::etcd::etcd_client;
 use leasehold::backends::mysql::mysql_async;
 use leasehold::{Locker, OwnerToken, Wait};
 use serde_json::{Value, json};
@@ -347,6 +348,8 @@ pub async fn run(s: Settings) -> BenchResult<Value> {
     let pg_side = if s.url.starts_with("postgres") { Some(PgSide::new(&s.url)?) } else { None };
     let my_raw =
         if s.url.starts_with("mysql") { Some(MyRaw::connect(&s.url).await?) } else { None };
+    let etcd_raw =
+        if s.url.starts_with("etcd") { Some(EtcdRaw::connect(&s.url).await?) } else { None };
     let all = s.scenario == Scenario::All;
     let want = |sc: Scenario| all || s.scenario == sc;
     let scenarios: Vec<Scenario> =
@@ -374,11 +377,14 @@ pub async fn run(s: Settings) -> BenchResult<Value> {
                     redis_side.as_ref(),
                     pg_side.as_ref(),
                     my_raw.as_ref(),
+                    etcd_raw.as_ref(),
                     &progress,
                 )
                 .await?
             }
-            Scenario::Handoff => handoff(&s, &locker, redis_side.as_ref(), &progress).await?,
+            Scenario::Handoff => {
+                handoff(&s, &locker, redis_side.as_ref(), etcd_raw.as_ref(), &progress).await?
+            }
             Scenario::ManyKeys => many_keys(&s, &locker, redis_side.as_ref(), &progress).await?,
             Scenario::HoldMany => hold_many(&s, &locker, redis_side.as_ref(), &progress).await?,
             Scenario::All => unreachable!("expanded above"),
@@ -424,10 +430,12 @@ async fn uncontended(
     redis: Option<&RedisSide>,
     pg: Option<&PgSide>,
     my: Option<&MyRaw>,
+    etcd: Option<&EtcdRaw>,
     p: &Progress,
 ) -> BenchResult<Value> {
     let mut lh = Tally::default();
     let mut my_t = Tally::default();
+    let mut etcd_lock = Tally::default();
     let mut pgbench: Vec<Vec<f64>> = vec![Vec::new(); pg.map_or(0, |p| p.scripts.len())];
     let mut direct = Tally::default();
     let mut raw = Tally::default();
@@ -463,6 +471,14 @@ async fn uncontended(
                 1 if my.is_some() => {
                     let my = my.expect("checked");
                     my_t.add(cycles(my, &format!("{key}:raw"), s.duration).await?);
+                }
+                1 if etcd.is_some() => {
+                    let etcd = etcd.expect("checked");
+                    my_t.add(cycles(etcd, &format!("{key}:raw"), s.duration).await?);
+                }
+                2 if etcd.is_some() => {
+                    let rpc = EtcdLockRpc::new(etcd.expect("checked")).await?;
+                    etcd_lock.add(cycles(&rpc, &format!("{key}:lock-rpc"), s.duration).await?);
                 }
                 1 if pg.is_some() => {
                     let pg = pg.expect("checked");
@@ -525,8 +541,15 @@ async fn uncontended(
         });
     }
     rows.push(direct.json("leasehold store trait alone (no Locker/Lease): try_acquire + release"));
-    if let Some(my) = my {
-        rows.push(my_t.json(my.label()));
+    let raw_label = match (my, etcd) {
+        (Some(my), _) => Some(my.label()),
+        (None, Some(_)) => Some(
+            "raw etcd-client: leasehold's conditional put (bound to a lease) and create-revision delete",
+        ),
+        _ => None,
+    };
+    if let Some(label) = raw_label {
+        rows.push(my_t.json(label));
         let per_run: Vec<f64> = my_t
             .per_run
             .iter()
@@ -555,6 +578,12 @@ async fn uncontended(
             );
         }
         v["leasehold_time_per_cycle_vs_pgbench"] = json!(ratios);
+    }
+    if !etcd_lock.per_run.is_empty() {
+        rows.push(
+            etcd_lock
+                .json("etcd's Lock RPC (server-side concurrency.Mutex, as etcdctl lock) + Unlock"),
+        );
     }
     if !peer.per_run.is_empty() {
         rows.push(peer.json("rslock 0.10 (lock + unlock)"));
@@ -700,6 +729,102 @@ impl Contender for MyRaw {
     }
 }
 
+/// The raw etcd-client on the same connection kind, sending the requests leasehold's etcd
+/// store sends: a conditional put bound to a lease (kept for the whole run) and a delete
+/// compared on the create revision.
+#[derive(Clone)]
+struct EtcdRaw {
+    client: etcd_client::Client,
+    prefix: String,
+    lease: i64,
+    owner: String,
+    _store: Arc<leasehold::backends::etcd::EtcdStore>,
+}
+
+impl EtcdRaw {
+    async fn connect(url: &str) -> BenchResult<Self> {
+        let store =
+            leasehold::backends::etcd::EtcdStore::connect(url).await.map_err(|e| e.to_string())?;
+        let mut client = store.client();
+        let lease = client.lease_grant(60, None).await.map_err(|e| e.to_string())?.id();
+        let owner = OwnerToken::generate().map_err(|e| e.to_string())?.to_string();
+        Ok(EtcdRaw {
+            prefix: store.prefix().to_owned(),
+            client,
+            lease,
+            owner,
+            _store: Arc::new(store),
+        })
+    }
+
+    fn name(&self, key: &str) -> String {
+        if self.prefix.is_empty() { key.to_owned() } else { format!("{}/{key}", self.prefix) }
+    }
+}
+
+impl Contender for EtcdRaw {
+    type Guard = (String, i64);
+    async fn acquire(&self, key: &str, _wait: Duration) -> BenchResult<Option<Self::Guard>> {
+        use etcd_client::{Compare, CompareOp, GetOptions, PutOptions, Txn, TxnOp};
+        let pfx = format!("{}/", self.name(key));
+        let lock_key = format!("{pfx}{}", self.owner);
+        let first = GetOptions::new()
+            .with_prefix()
+            .with_sort(etcd_client::SortTarget::Create, etcd_client::SortOrder::Ascend)
+            .with_limit(1);
+        let txn = Txn::new()
+            .when([Compare::create_revision(pfx.as_str(), CompareOp::Equal, 0).with_prefix()])
+            .and_then([TxnOp::put(
+                lock_key.as_str(),
+                self.owner.as_str(),
+                Some(PutOptions::new().with_lease(self.lease)),
+            )])
+            .or_else([TxnOp::get(pfx.as_str(), Some(first))]);
+        let r = self.client.clone().txn(txn).await.map_err(|e| e.to_string())?;
+        let rev = r.header().map(|h| h.revision()).unwrap_or(0);
+        Ok(r.succeeded().then_some((lock_key, rev)))
+    }
+    async fn release(&self, (lock_key, rev): Self::Guard) -> BenchResult<()> {
+        use etcd_client::{Compare, CompareOp, Txn, TxnOp};
+        let txn = Txn::new()
+            .when([Compare::create_revision(lock_key.as_str(), CompareOp::Equal, rev)])
+            .and_then([TxnOp::delete(lock_key.as_str(), None)]);
+        let r = self.client.clone().txn(txn).await.map_err(|e| e.to_string())?;
+        if r.succeeded() { Ok(()) } else { Err("raw release found the key not ours".into()) }
+    }
+}
+
+/// etcd's own lock recipe, driven through the server's Lock RPC (etcd's v3lock service runs
+/// `concurrency.Mutex`, the code behind `etcdctl lock`), on a lease of its own kept for the run
+/// (the recipe names its key after the lease: contenders need one each).
+#[derive(Clone)]
+struct EtcdLockRpc(EtcdRaw);
+
+impl EtcdLockRpc {
+    async fn new(raw: &EtcdRaw) -> BenchResult<Self> {
+        let mut raw = raw.clone();
+        raw.lease = raw.client.lease_grant(60, None).await.map_err(|e| e.to_string())?.id();
+        Ok(EtcdLockRpc(raw))
+    }
+}
+
+impl Contender for EtcdLockRpc {
+    type Guard = Vec<u8>;
+    async fn acquire(&self, key: &str, wait: Duration) -> BenchResult<Option<Vec<u8>>> {
+        let opts = etcd_client::LockOptions::new().with_lease(self.0.lease);
+        let mut client = self.0.client.clone();
+        let lock = client.lock(self.0.name(key), Some(opts));
+        match tokio::time::timeout(wait.max(TTL), lock).await {
+            Ok(Ok(r)) => Ok(Some(r.key().to_vec())),
+            Ok(Err(e)) => Err(e.to_string()),
+            Err(_) => Ok(None),
+        }
+    }
+    async fn release(&self, key: Vec<u8>) -> BenchResult<()> {
+        self.0.client.clone().unlock(key).await.map(|_| ()).map_err(|e| e.to_string())
+    }
+}
+
 /// leasehold's store trait called directly: no `Locker`, no `Lease` (one attempt only).
 #[derive(Clone)]
 struct StoreOnly(Arc<dyn leasehold::Store>);
@@ -823,21 +948,24 @@ async fn handoff(
     s: &Settings,
     locker: &Locker,
     redis: Option<&RedisSide>,
+    etcd: Option<&EtcdRaw>,
     p: &Progress,
 ) -> BenchResult<Value> {
     let mut lh = Tally::default();
     let mut separate = Tally::default();
+    let mut etcd_lock = Tally::default();
     // Waiters in other processes are woken by the store's notification (NOTIFY, pub/sub),
     // not by this process's queue: measure that path with one store connection per task.
-    let per_task: Vec<Leasehold> = if s.url.starts_with("postgres") {
-        let mut v = Vec::new();
-        for _ in 0..s.tasks {
-            v.push(Leasehold(Locker::connect(&s.url).await.map_err(|e| e.to_string())?));
-        }
-        v
-    } else {
-        Vec::new()
-    };
+    let per_task: Vec<Leasehold> =
+        if ["postgres", "etcd", "zk"].iter().any(|scheme| s.url.starts_with(scheme)) {
+            let mut v = Vec::new();
+            for _ in 0..s.tasks {
+                v.push(Leasehold(Locker::connect(&s.url).await.map_err(|e| e.to_string())?));
+            }
+            v
+        } else {
+            Vec::new()
+        };
     #[cfg_attr(not(feature = "peers"), allow(unused_mut))]
     let mut peer = Tally::default();
     for run in 0..s.runs {
@@ -855,6 +983,13 @@ async fn handoff(
             r.commands = Some(rs.calls(LEASEHOLD_REQUESTS).await?.saturating_sub(b));
         }
         lh.add(r);
+        if let Some(etcd) = etcd {
+            let mut each = Vec::new();
+            for _ in 0..s.tasks {
+                each.push(EtcdLockRpc::new(etcd).await?);
+            }
+            etcd_lock.add(handoff_each(each, &unique("h"), s.duration).await?);
+        }
         #[cfg(feature = "peers")]
         if let Some(rs) = redis {
             let b = rs.calls(RSLOCK_REQUESTS).await?;
@@ -879,6 +1014,14 @@ async fn handoff(
             if redis.is_some() { " Store requests are client requests counted by INFO commandstats." } else { "" }
         ),
     });
+    if !etcd_lock.per_run.is_empty() {
+        rows.push(etcd_lock.json(
+            "etcd's Lock RPC (server-side concurrency.Mutex, as etcdctl lock), one lease per task",
+        ));
+        let ratio =
+            median(lh.handoffs_per_run.clone()) / median(etcd_lock.handoffs_per_run.clone());
+        v["leasehold_handoffs_vs_etcd_lock"] = json!((ratio * 100.0).round() / 100.0);
+    }
     if !peer.per_run.is_empty() {
         rows.push(peer.json("rslock 0.10 (acquire_no_guard: retries with 0-200 ms sleeps)"));
         let ratio = median(lh.handoffs_per_run.clone()) / median(peer.handoffs_per_run.clone());

@@ -530,12 +530,14 @@ fn header_rev(h: Option<&etcd_client::ResponseHeader>) -> Result<i64> {
         .ok_or_else(|| Error::unavailable("etcd answered without a response header", None))
 }
 
-/// The waiter's watch on one predecessor: `true` when it was deleted (or the watch ended and
-/// the caller must look again), `false` at `until`.
-async fn wait_deleted(client: &Client, key: &[u8], after_rev: i64, until: Instant) -> Result<bool> {
-    let opts = WatchOptions::new()
-        .with_start_revision(after_rev + 1)
-        .with_filters([WatchFilterType::NoPut]);
+/// The waiter's watch on one predecessor, seen to exist at revision `seen_at`: `true` when it
+/// was deleted (or the watch ended and the caller must look again), `false` at `until`.
+///
+/// The watch starts at the current revision: a watch asked to start in the past is served by
+/// etcd's catch-up loop, which runs every 100 ms and would add that much to every handoff. A
+/// delete between `seen_at` and the watch's creation is caught by looking once more.
+async fn wait_deleted(client: &Client, key: &[u8], seen_at: i64, until: Instant) -> Result<bool> {
+    let opts = WatchOptions::new().with_filters([WatchFilterType::NoPut]);
     let open = retry(|| {
         let (mut w, k, o) = (client.watch_client(), key.to_vec(), opts.clone());
         async move { w.watch(k, Some(o)).await }
@@ -545,6 +547,7 @@ async fn wait_deleted(client: &Client, key: &[u8], after_rev: i64, until: Instan
         Ok(Err(e)) => return Err(etcd_err("watch", e)),
         Ok(Ok(s)) => s,
     };
+    let mut checked = false;
     loop {
         let msg = match tokio::time::timeout_at(until.into(), stream.message()).await {
             Err(_) => return Ok(false),
@@ -553,8 +556,24 @@ async fn wait_deleted(client: &Client, key: &[u8], after_rev: i64, until: Instan
             Ok(Ok(Some(m))) => m,
         };
         if msg.canceled() || msg.events().iter().any(|e| e.event_type() == EventType::Delete) {
-            // Deleted; or cancelled (compacted past our revision): look again either way.
             return Ok(true);
+        }
+        if msg.created() && !checked {
+            checked = true;
+            let created_at = header_rev(msg.header())?;
+            if created_at != seen_at {
+                // Something changed in between: is the predecessor still there?
+                let opts = GetOptions::new().with_keys_only();
+                let r = retry(|| {
+                    let (mut c, k, o) = (client.clone(), key.to_vec(), opts.clone());
+                    async move { c.get(k, Some(o)).await }
+                })
+                .await
+                .map_err(|e| etcd_err("get", e))?;
+                if r.kvs().is_empty() {
+                    return Ok(true);
+                }
+            }
         }
     }
 }
