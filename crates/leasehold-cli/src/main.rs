@@ -50,7 +50,8 @@ struct Cli {
 #[derive(Args, Debug)]
 struct StoreOpt {
     /// Store URL (sqlite://PATH, file://DIR, redis://HOST:PORT, redlock://H1:P1,H2:P2,H3:P3,
-    /// postgres://USER@HOST:PORT/DB[?mode=session], mysql://USER@HOST:PORT/DB[?mode=session]).
+    /// postgres://USER@HOST:PORT/DB[?mode=session], mysql://USER@HOST:PORT/DB[?mode=session],
+    /// etcd://H1:P1[,H2:P2…][/PREFIX], zk://H1:P1[,H2:P2…][/CHROOT]).
     #[arg(long, value_name = "URL")]
     store: Option<String>,
 }
@@ -131,7 +132,8 @@ enum Cmd {
     /// with auto-renew). On redis:// the baselines are the raw redis-rs client doing the same
     /// round trips, redis-benchmark, and (built with --features peers) the rslock crate; on
     /// postgres:// pgbench running leasehold's own statements; on mysql:// the raw
-    /// mysql_async client sending them.
+    /// mysql_async client sending them; on etcd:// the raw etcd-client sending them and etcd's
+    /// own Lock RPC (the etcdctl lock recipe).
     Bench {
         #[command(flatten)]
         store: StoreOpt,

@@ -515,7 +515,7 @@ impl ZkServer {
             format!(
                 "tickTime=100\ndataDir={}\nclientPort={}\nclientPortAddress=127.0.0.1\n\
                  minSessionTimeout=200\nmaxSessionTimeout=60000\nadmin.enableServer=false\n\
-                 4lw.commands.whitelist=ruok,srvr,mntr\n",
+                 4lw.commands.whitelist=ruok,srvr,mntr,wchp,wchs\n",
                 d.join("data").display(),
                 self.port
             ),

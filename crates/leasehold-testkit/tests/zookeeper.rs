@@ -240,3 +240,61 @@ async fn bad_urls_and_keys_are_typed_errors() {
         assert!(matches!(r, Err(Error::InvalidInput(_))), "{key:?}: {r:?}");
     }
 }
+
+/// No herd: with 8 waiters in 8 sessions, each watches its own predecessor (one watch per
+/// node, as the server's `wchp` lists them), and one release wakes one waiter.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_waiter_watches_only_its_predecessor() {
+    let server = ZkServer::start();
+    let url = server.url("");
+    let key = unique_key("herd");
+    let lock = format!("/leasehold/{key}");
+    let holder = Locker::connect(&url).await.unwrap();
+    let a = holder.acquire(&key, Duration::from_secs(30)).await.unwrap();
+    let mut waiters = Vec::new();
+    for _ in 0..8 {
+        let l = Locker::connect(&url).await.unwrap();
+        let key = key.clone();
+        waiters.push(tokio::spawn(async move {
+            let lease =
+                l.acquire(&key, Duration::from_secs(30)).wait(Wait::For(Duration::from_secs(30))).await;
+            (l, lease)
+        }));
+    }
+    // Watches on lock nodes, as the server reports them (path, then the sessions under it).
+    let watched = || {
+        let out = server.four("wchp");
+        let mut paths: Vec<(String, usize)> = Vec::new();
+        for line in out.lines() {
+            if line.starts_with('/') {
+                paths.push((line.to_string(), 0));
+            } else if line.trim().starts_with("0x")
+                && let Some(last) = paths.last_mut()
+            {
+                last.1 += 1;
+            }
+        }
+        paths.retain(|(p, _)| p.starts_with(&lock));
+        paths
+    };
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut w = watched();
+    while w.len() < 8 {
+        assert!(Instant::now() < deadline, "waiters never all queued: {w:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        w = watched();
+    }
+    assert_eq!(w.len(), 8, "one watched node per waiter: {w:?}");
+    assert!(w.iter().all(|(_, n)| *n == 1), "a node watched by several sessions: {w:?}");
+    assert!(a.release().await.unwrap());
+    // Exactly one waiter gets in; the other seven keep their single watches.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(waiters.iter().filter(|t| t.is_finished()).count(), 1);
+    let w = watched();
+    assert_eq!(w.len(), 7, "{w:?}");
+    // Let them all through, one by one.
+    for t in waiters {
+        let (_l, lease) = t.await.unwrap();
+        let _ = lease;
+    }
+}
