@@ -256,8 +256,10 @@ async fn each_waiter_watches_only_its_predecessor() {
         let l = Locker::connect(&url).await.unwrap();
         let key = key.clone();
         waiters.push(tokio::spawn(async move {
-            let lease =
-                l.acquire(&key, Duration::from_secs(30)).wait(Wait::For(Duration::from_secs(30))).await;
+            let lease = l
+                .acquire(&key, Duration::from_secs(30))
+                .wait(Wait::For(Duration::from_secs(30)))
+                .await;
             (l, lease)
         }));
     }
