@@ -1,6 +1,7 @@
 //! `leasehold`: run a command under a fenced lease, and inspect or manage leases by hand.
 
 mod bench;
+mod doctor;
 mod dur;
 
 use std::ffi::OsString;
@@ -47,11 +48,11 @@ struct Cli {
     cmd: Cmd,
 }
 
-#[derive(Args, Debug)]
+#[derive(Args, Debug, Clone)]
 struct StoreOpt {
     /// Store URL (sqlite://PATH, file://DIR, redis://HOST:PORT, redlock://H1:P1,H2:P2,H3:P3,
     /// postgres://USER@HOST:PORT/DB[?mode=session], mysql://USER@HOST:PORT/DB[?mode=session],
-    /// etcd://H1:P1[,H2:P2…][/PREFIX], zk://H1:P1[,H2:P2…][/CHROOT]).
+    /// etcd://H1:P1,H2:P2/PREFIX, zk://H1:P1,H2:P2/CHROOT).
     #[arg(long, value_name = "URL")]
     store: Option<String>,
 }
@@ -162,6 +163,20 @@ enum Cmd {
         /// redis-benchmark clients) or `multi` (two workers). Every contender runs on it.
         #[arg(long, value_enum, default_value = "current")]
         runtime: Runtime,
+    },
+    /// Read the store's real configuration and say what this deployment guarantees.
+    ///
+    /// Redis: persistence (appendonly, appendfsync, save), role, replicas,
+    /// min-replicas-to-write, version. PostgreSQL: synchronous_commit, standbys, fsync, a
+    /// transaction-pooling proxy in front. MySQL/MariaDB: flush settings, replication. etcd and
+    /// ZooKeeper: members, leader, session timeout. Plus the store's clock offset where the
+    /// protocol reveals it, and the settings that would change the verdict.
+    Doctor {
+        #[command(flatten)]
+        store: StoreOpt,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
     },
     /// List holders: key, owner, fence, time left.
     Status {
@@ -317,6 +332,22 @@ fn store_url(opt: StoreOpt) -> Result<String, Exit> {
     Ok(format!("sqlite://{}", state.join("leasehold").join("leasehold.db").display()))
 }
 
+async fn doctor_cmd(opt: StoreOpt, json: bool) -> Result<Exit, Exit> {
+    let url = store_url(opt.clone())?;
+    let locker = connect(opt).await?;
+    match doctor::run(&url, &locker).await {
+        Ok(report) => {
+            if json {
+                println!("{}", doctor::json(&url, &locker, &report));
+            } else {
+                print!("{}", doctor::text(&url, &locker, &report));
+            }
+            Ok(Exit::ok(0))
+        }
+        Err(e) => Err(Exit::fail(code::UNAVAILABLE, format!("doctor: {e}"))),
+    }
+}
+
 async fn connect(opt: StoreOpt) -> Result<Locker, Exit> {
     let url = store_url(opt)?;
     Ok(Locker::connect(&url).await?)
@@ -331,6 +362,7 @@ async fn dispatch(cmd: Cmd) -> Exit {
         Cmd::Renew { store, ttl, owner, key } => renew(store, ttl, owner, key).await,
         Cmd::Release { store, owner, key } => release(store, owner, key).await,
         Cmd::Status { store, json, key } => status(store, json, key).await,
+        Cmd::Doctor { store, json } => doctor_cmd(store, json).await,
         Cmd::Bench { store, scenario, tasks, duration, runs, leases, out, json, runtime } => {
             bench_cmd(store, scenario, tasks, duration, runs, leases, out, json, runtime).await
         }

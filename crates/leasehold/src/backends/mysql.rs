@@ -144,6 +144,12 @@ fn parse_url(url: &str) -> Result<(Opts, Options)> {
     Ok((b.into(), o))
 }
 
+/// The driver options of a `mysql://` store URL, leasehold's options removed (TCP unless a
+/// socket is named). For tools that talk to the same server (`leasehold doctor`).
+pub fn client_opts(url: &str) -> Result<Opts> {
+    parse_url(url).map(|(opts, _)| opts)
+}
+
 /// Opens a `mysql://` store in the form its URL asks for.
 pub async fn connect(url: &str) -> Result<Arc<dyn Store>> {
     let (opts, o) = parse_url(url)?;

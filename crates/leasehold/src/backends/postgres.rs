@@ -172,6 +172,13 @@ pub(crate) fn parse_url(url: &str) -> Result<(Config, Options)> {
     Ok((cfg, o))
 }
 
+/// The driver configuration of a `postgres://` store URL: leasehold's options removed, its
+/// connect timeout and application name applied. For tools that talk to the same server
+/// (`leasehold doctor`, benchmarks).
+pub fn client_config(url: &str) -> Result<Config> {
+    parse_url(url).map(|(cfg, _)| cfg)
+}
+
 /// One connection and the task that drives it. Dropping it closes the socket at once (the
 /// driver task is aborted), so the server ends the session and drops its locks.
 struct PgConn {

@@ -86,6 +86,12 @@ pub(crate) struct Options {
     pub tls_ca: Option<std::path::PathBuf>,
 }
 
+/// The redis-rs URL of a `redis://` store URL, leasehold's options removed. For tools that
+/// talk to the same server (`leasehold doctor`).
+pub fn client_url(url: &str) -> Result<String> {
+    parse_query(url).map(|(base, _)| base)
+}
+
 pub(crate) fn parse_query(url: &str) -> Result<(String, Options)> {
     let (base, query) = url.split_once('?').unwrap_or((url, ""));
     let mut keep = Vec::new();
