@@ -17,6 +17,8 @@ use crate::{Error, FenceToken, Key, OwnerToken, Result};
 
 #[cfg(feature = "etcd")]
 pub mod etcd;
+#[cfg(feature = "http")]
+pub mod http;
 #[cfg(feature = "mysql")]
 pub mod mysql;
 #[cfg(feature = "postgres")]
@@ -80,6 +82,33 @@ impl fmt::Display for Fencing {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}#{} ({})", self.key, self.token, self.owner)
     }
+}
+
+/// An idempotency key for an effect on a resource that cannot check fences (a payment API, a
+/// mail service, a webhook): derived from the lock key and the work item, **not** from the
+/// grant, so two holders doing the same work (the overlap fencing would have refused) send the
+/// same key and the resource applies the effect once. Stable across processes and versions;
+/// at most 64 characters.
+///
+/// ```
+/// let k = leasehold::Key::new("invoices").unwrap();
+/// let a = leasehold::fence::idempotency_key(&k, "invoice-42/charge");
+/// assert_eq!(a, leasehold::fence::idempotency_key(&k, "invoice-42/charge"));
+/// assert_ne!(a, leasehold::fence::idempotency_key(&k, "invoice-43/charge"));
+/// assert!(a.len() <= 64);
+/// ```
+pub fn idempotency_key(key: &Key, work_item: &str) -> String {
+    // FNV-1a, 128 bits, over the key's and the item's lengths and bytes.
+    const OFFSET: u128 = 0x6c62272e07bb014262b821756295c58d;
+    const PRIME: u128 = 0x0000000001000000000000000000013B;
+    let mut h = OFFSET;
+    for part in [key.as_str().as_bytes(), work_item.as_bytes()] {
+        for b in (part.len() as u64).to_le_bytes().iter().chain(part) {
+            h ^= u128::from(*b);
+            h = h.wrapping_mul(PRIME);
+        }
+    }
+    format!("leasehold-{h:032x}")
 }
 
 /// What a resource has installed, as read back when refusing.
