@@ -1,8 +1,10 @@
 //! `leasehold`: run a command under a fenced lease, and inspect or manage leases by hand.
 
 mod bench;
+mod chaos;
 mod doctor;
 mod dur;
+mod svg;
 
 use std::ffi::OsString;
 use std::process::ExitCode;
@@ -153,7 +155,7 @@ enum Cmd {
         /// Leases held in the hold-many scenario.
         #[arg(long, default_value_t = 100_000)]
         leases: usize,
-        /// Directory for bench.json.
+        /// Directory for bench.json and one latency-percentile SVG per scenario.
         #[arg(long, value_name = "DIR")]
         out: Option<std::path::PathBuf>,
         /// Print JSON instead of the table.
@@ -177,6 +179,43 @@ enum Cmd {
         /// Print JSON.
         #[arg(long)]
         json: bool,
+    },
+    /// Run a failure against the store with real processes, check the history, draw it.
+    ///
+    /// stalled-holder: a holder process (SIGSTOPped past its lease) and a successor write to a
+    /// fenced resource on the same store (PostgreSQL/MySQL fence tables, Redis fenced scripts,
+    /// etcd transactions; an SQLite file for the others); once with the fence check, once
+    /// without. Prints a table, writes report.json and timeline.svg to --out, exits 1 if a
+    /// stale write got through WITH fencing.
+    Chaos {
+        #[command(flatten)]
+        store: StoreOpt,
+        /// The scenario (stalled-holder).
+        #[arg(long, default_value = "stalled-holder")]
+        scenario: String,
+        /// Trials per arm (fenced, unfenced).
+        #[arg(long, default_value_t = 20)]
+        trials: usize,
+        /// Lease length of the holder (session stores: their session timeout applies).
+        #[arg(long, default_value = "500ms", value_parser = dur::parse, value_name = "DUR")]
+        ttl: Duration,
+        /// Directory for report.json and timeline.svg.
+        #[arg(long, default_value = "leasehold-chaos", value_name = "DIR")]
+        out: std::path::PathBuf,
+    },
+    /// (internal) The holder process of `chaos`.
+    #[command(hide = true)]
+    ChaosWorker {
+        #[command(flatten)]
+        store: StoreOpt,
+        #[arg(long)]
+        key: String,
+        #[arg(long)]
+        ttl_ms: u64,
+        #[arg(long)]
+        resource: String,
+        #[arg(long)]
+        fenced: u8,
     },
     /// List holders: key, owner, fence, time left.
     Status {
@@ -332,6 +371,33 @@ fn store_url(opt: StoreOpt) -> Result<String, Exit> {
     Ok(format!("sqlite://{}", state.join("leasehold").join("leasehold.db").display()))
 }
 
+async fn chaos_cmd(
+    opt: StoreOpt,
+    scenario: String,
+    trials: usize,
+    ttl: Duration,
+    out: std::path::PathBuf,
+) -> Result<Exit, Exit> {
+    if trials == 0 || ttl.is_zero() {
+        return Err(Exit::fail(code::USAGE, "--trials and --ttl must be positive"));
+    }
+    let url = store_url(opt)?;
+    let settings = chaos::Settings { url, scenario, trials, ttl, out: out.clone() };
+    let report = chaos::run(settings)
+        .await
+        .map_err(|e| Exit::fail(code::UNAVAILABLE, format!("chaos: {e}")))?;
+    print!("{}", chaos::table(&report));
+    println!(
+        "
+report: {0}/report.json · timeline: {0}/timeline.svg",
+        out.display()
+    );
+    match chaos::verdict(&report) {
+        Ok(()) => Ok(Exit::ok(0)),
+        Err(e) => Err(Exit::fail(1, format!("chaos: {e}"))),
+    }
+}
+
 async fn doctor_cmd(opt: StoreOpt, json: bool) -> Result<Exit, Exit> {
     let url = store_url(opt.clone())?;
     let locker = connect(opt).await?;
@@ -363,6 +429,16 @@ async fn dispatch(cmd: Cmd) -> Exit {
         Cmd::Release { store, owner, key } => release(store, owner, key).await,
         Cmd::Status { store, json, key } => status(store, json, key).await,
         Cmd::Doctor { store, json } => doctor_cmd(store, json).await,
+        Cmd::Chaos { store, scenario, trials, ttl, out } => {
+            chaos_cmd(store, scenario, trials, ttl, out).await
+        }
+        Cmd::ChaosWorker { store, key, ttl_ms, resource, fenced } => match store_url(store) {
+            Ok(url) => {
+                let ttl = Duration::from_millis(ttl_ms);
+                Ok(Exit::ok(chaos::worker(&url, &key, ttl, &resource, fenced == 1).await as u8))
+            }
+            Err(e) => Err(e),
+        },
         Cmd::Bench { store, scenario, tasks, duration, runs, leases, out, json, runtime } => {
             bench_cmd(store, scenario, tasks, duration, runs, leases, out, json, runtime).await
         }
@@ -501,11 +577,17 @@ async fn bench_cmd(
         .await
         .map_err(|e| Exit::fail(code::UNAVAILABLE, format!("bench: {e}")))?;
     if let Some(dir) = out {
-        std::fs::create_dir_all(&dir)
-            .and_then(|_| std::fs::write(dir.join("bench.json"), format!("{report:#}\n")))
-            .map_err(|e| {
-                Exit::fail(code::UNAVAILABLE, format!("cannot write {}: {e}", dir.display()))
-            })?;
+        let write = || -> std::io::Result<()> {
+            std::fs::create_dir_all(&dir)?;
+            std::fs::write(dir.join("bench.json"), format!("{report:#}\n"))?;
+            for (name, svg) in svg::bench_plots(&report) {
+                std::fs::write(dir.join(name), svg)?;
+            }
+            Ok(())
+        };
+        write().map_err(|e| {
+            Exit::fail(code::UNAVAILABLE, format!("cannot write {}: {e}", dir.display()))
+        })?;
     }
     if json {
         println!("{report:#}");

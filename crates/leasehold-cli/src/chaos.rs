@@ -1,0 +1,620 @@
+//! `leasehold chaos`: runs a failure against the user's store with real processes, records
+//! what every process did, checks the history and draws it.
+//!
+//! Implemented scenario: `stalled-holder`. Each trial starts a holder process (this binary,
+//! `chaos-worker`) that acquires the key with auto-renew, claims the resource and writes; the
+//! tool SIGSTOPs it past its lease; a successor (this process) acquires, claims and writes; the
+//! holder is resumed and writes again. The trial runs twice: with the fence check on every
+//! write, and without (the control, where the stale write must be seen getting through, so the
+//! check can fail).
+
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use leasehold::{Error, Locker, Wait};
+use leasehold_testkit::history::monotonic_ns;
+use leasehold_testkit::process::resource;
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+
+/// The lock key every trial uses: the resource is guarded by one key, so fences of later
+/// trials are larger and the resource's claim rule applies across trials.
+pub const KEY: &str = "leasehold-chaos:stalled-holder";
+
+/// Settings from the command line.
+pub struct Settings {
+    pub url: String,
+    pub scenario: String,
+    pub trials: usize,
+    pub ttl: Duration,
+    pub out: PathBuf,
+}
+
+/// The resource chaos writes to, on the user's own store where it can hold one (so its final
+/// state can be read with psql, mariadb, redis-cli or etcdctl), else an SQLite file in `out`.
+pub fn resource_spec(url: &str, out: &Path) -> (String, String) {
+    let base = url.split('?').next().unwrap_or(url);
+    if url.starts_with("postgres") {
+        (
+            format!("{base}?options=-csearch_path%3Dleasehold_chaos"),
+            "PostgreSQL: table leasehold_chaos.data (id 'row-1') and fence table \
+             leasehold_chaos.leasehold_fences"
+                .into(),
+        )
+    } else if url.starts_with("mysql") {
+        (base.to_owned(), "MySQL: tables data (id 'row-1') and leasehold_fences".into())
+    } else if url.starts_with("redis://") {
+        (base.to_owned(), "Redis: key {row-1}:value and fence hash leasehold:fence:row-1".into())
+    } else if url.starts_with("etcd://") {
+        (
+            url.to_owned(),
+            "etcd: key leasehold-test/row-1, fenced by the lock key's create revision".into(),
+        )
+    } else {
+        let p = out.join("resource.db");
+        (format!("sqlite:{}", p.display()), format!("SQLite file {} (table data)", p.display()))
+    }
+}
+
+/// The session timeout an etcd or ZooKeeper URL asks for (their defaults otherwise); zero for
+/// other stores.
+fn session_timeout(url: &str) -> Duration {
+    let opt = |name: &str| {
+        url.split_once('?').and_then(|(_, q)| {
+            q.split('&').find_map(|p| p.strip_prefix(name).and_then(|v| v.strip_prefix('=')))
+        })
+    };
+    let parse = |v: &str| crate::dur::parse(v).ok();
+    if url.starts_with("etcd://") {
+        opt("ttl").and_then(parse).unwrap_or(Duration::from_secs(10))
+    } else if url.starts_with("zk://") {
+        opt("session").and_then(parse).unwrap_or(Duration::from_secs(10))
+    } else {
+        Duration::ZERO
+    }
+}
+
+/// One event of a trial's history: monotonic nanoseconds, who, what, and details.
+#[derive(Debug, Clone, serde::Serialize)]
+struct Event {
+    t_ns: i64,
+    who: &'static str,
+    what: String,
+    fence: Option<u64>,
+    detail: Option<String>,
+}
+
+#[derive(Debug, Clone, serde::Serialize)]
+struct Trial {
+    arm: &'static str,
+    n: usize,
+    holder_fence: u64,
+    successor_fence: Option<u64>,
+    /// The successor got the key while the holder was frozen.
+    successor_acquired: bool,
+    /// The resumed holder's write was accepted by the resource after the successor's claim.
+    stale_effect_accepted: bool,
+    /// Fences did not increase from holder to successor.
+    fence_out_of_order: bool,
+    /// An operation whose outcome was unknown.
+    unknown: bool,
+    holder_said: String,
+    final_value: Option<String>,
+    events: Vec<Event>,
+}
+
+fn ev(who: &'static str, what: &str, fence: Option<u64>, detail: Option<String>) -> Event {
+    Event { t_ns: monotonic_ns(), who, what: what.to_owned(), fence, detail }
+}
+
+/// The worker side (`leasehold chaos-worker`): hold the key, claim, write, say `ready`, and on
+/// `write` write again; every step is printed as `event …` lines with monotonic timestamps.
+pub async fn worker(url: &str, key: &str, ttl: Duration, spec: &str, fenced: bool) -> i32 {
+    let out = |line: String| {
+        let mut o = std::io::stdout().lock();
+        let _ = writeln!(o, "{line}");
+        let _ = o.flush();
+    };
+    let e = |what: &str, fence: u64, detail: &str| {
+        format!("event {} {what} {fence} {detail}", monotonic_ns())
+    };
+    let locker = match Locker::connect(url).await {
+        Ok(l) => l,
+        Err(err) => {
+            out(format!("error {err}"));
+            return 69;
+        }
+    };
+    let lease = match locker.acquire(key, ttl).auto_renew(true).wait(Wait::For(ttl * 20)).await {
+        Ok(l) => l,
+        Err(err) => {
+            out(format!("error {err}"));
+            return 69;
+        }
+    };
+    let fencing = lease.fencing();
+    let fence = fencing.token().get();
+    out(e("acquire", fence, ""));
+    {
+        let lost = lease.lost();
+        tokio::spawn(async move {
+            let why = lost.await;
+            let mut o = std::io::stdout().lock();
+            let _ = writeln!(o, "event {} lost {fence} {why}", monotonic_ns());
+            let _ = o.flush();
+        });
+    }
+    let mut res = resource::open(spec).await;
+    if fenced {
+        match res.claim(&fencing).await {
+            Ok(()) => out(e("claim", fence, "")),
+            Err(err) => {
+                out(format!("error claim: {err}"));
+                return 70;
+            }
+        }
+    }
+    match res.write(fenced.then_some(&fencing), "holder").await {
+        Ok(()) => out(e("effect", fence, "accepted")),
+        Err(err) => out(e("effect", fence, &format!("rejected {err}"))),
+    }
+    out(format!("ready {fence}"));
+    let mut stdin = BufReader::new(tokio::io::stdin()).lines();
+    while let Ok(Some(line)) = stdin.next_line().await {
+        if line == "write" {
+            match res.write(fenced.then_some(&fencing), "stale-holder").await {
+                Ok(()) => {
+                    out(e("effect", fence, "accepted"));
+                    out("accepted".into());
+                }
+                Err(err) => {
+                    out(e("effect", fence, &format!("rejected {err}")));
+                    out(format!("rejected: {err}"));
+                }
+            }
+            break;
+        }
+    }
+    let released = lease.release().await;
+    out(e("release", fence, &format!("{released:?}")));
+    0
+}
+
+struct Holder {
+    child: tokio::process::Child,
+    stdin: tokio::process::ChildStdin,
+    lines: tokio::io::Lines<BufReader<tokio::process::ChildStdout>>,
+    events: Vec<Event>,
+}
+
+impl Holder {
+    async fn spawn(s: &Settings, spec: &str, fenced: bool) -> Result<Holder, String> {
+        let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+        let mut child = tokio::process::Command::new(exe)
+            .arg("chaos-worker")
+            .args(["--store", &s.url, "--key", KEY, "--resource", spec])
+            .arg(format!("--ttl-ms={}", s.ttl.as_millis()))
+            .arg(format!("--fenced={}", u8::from(fenced)))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|e| format!("cannot start a holder process: {e}"))?;
+        let stdin = child.stdin.take().expect("piped");
+        let lines = BufReader::new(child.stdout.take().expect("piped")).lines();
+        Ok(Holder { child, stdin, lines, events: Vec::new() })
+    }
+
+    /// The next non-event line, recording events on the way (bounded).
+    async fn line(&mut self, limit: Duration) -> Result<String, String> {
+        let deadline = Instant::now() + limit;
+        loop {
+            let next = tokio::time::timeout_at(deadline.into(), self.lines.next_line()).await;
+            let line = match next {
+                Err(_) => return Err(format!("the holder said nothing within {limit:?}")),
+                Ok(Ok(Some(l))) => l,
+                Ok(_) => return Err("the holder exited".into()),
+            };
+            if let Some(rest) = line.strip_prefix("event ") {
+                self.record(rest);
+                continue;
+            }
+            return Ok(line);
+        }
+    }
+
+    fn record(&mut self, rest: &str) {
+        let mut f = rest.splitn(4, ' ');
+        let t = f.next().and_then(|v| v.parse().ok()).unwrap_or(0);
+        let what = f.next().unwrap_or("?").to_owned();
+        let fence = f.next().and_then(|v| v.parse().ok());
+        let detail = f.next().filter(|d| !d.is_empty()).map(str::to_owned);
+        self.events.push(Event { t_ns: t, who: "holder", what, fence, detail });
+    }
+
+    fn signal(&self, sig: Signal) {
+        if let Some(pid) = self.child.id() {
+            let _ = kill(Pid::from_raw(pid as i32), sig);
+        }
+    }
+
+    /// Drains the remaining event lines until the process exits (bounded).
+    async fn finish(&mut self) {
+        let _ = tokio::time::timeout(Duration::from_secs(10), async {
+            while let Ok(Some(l)) = self.lines.next_line().await {
+                if let Some(rest) = l.strip_prefix("event ") {
+                    self.record(rest);
+                }
+            }
+        })
+        .await;
+        let _ = self.child.start_kill();
+        let _ = self.child.wait().await;
+    }
+}
+
+async fn stalled_trial(
+    s: &Settings,
+    locker: &Locker,
+    spec: &str,
+    fenced: bool,
+    n: usize,
+) -> Result<Trial, String> {
+    let arm = if fenced { "fenced" } else { "unfenced" };
+    let mut holder = Holder::spawn(s, spec, fenced).await?;
+    let ready = holder.line(s.ttl * 20 + Duration::from_secs(20)).await?;
+    let holder_fence: u64 = ready
+        .strip_prefix("ready ")
+        .and_then(|f| f.parse().ok())
+        .ok_or_else(|| format!("the holder said {ready:?}"))?;
+    let mut events = Vec::new();
+    holder.signal(Signal::SIGSTOP);
+    events.push(ev("chaos", "pause", Some(holder_fence), Some("SIGSTOP".into())));
+    let mut res = resource::open(spec).await;
+    // The successor: on lease stores it gets the key once the store expired the frozen
+    // holder's lease, on etcd/ZooKeeper once its session expired; stores whose session is a
+    // connection (PostgreSQL/MySQL session locks, flock) keep it for a frozen process.
+    let wait = s.ttl * 4 + session_timeout(&s.url).mul_f64(1.5) + Duration::from_secs(3);
+    let succ = locker.acquire(KEY, s.ttl * 10).wait(Wait::For(wait)).await;
+    let mut unknown = false;
+    let (successor_fence, lease) = match succ {
+        Ok(l) => {
+            events.push(ev("successor", "acquire", Some(l.fence().get()), None));
+            (Some(l.fence().get()), Some(l))
+        }
+        Err(Error::Busy { .. }) => {
+            events.push(ev(
+                "successor",
+                "busy",
+                None,
+                Some(format!("the frozen holder kept its session lock for {wait:?}")),
+            ));
+            (None, None)
+        }
+        Err(e) => {
+            unknown = matches!(e, Error::UnknownOutcome(_));
+            events.push(ev("successor", "error", None, Some(e.to_string())));
+            (None, None)
+        }
+    };
+    if let Some(l) = &lease {
+        let f = l.fencing();
+        if fenced {
+            match res.claim(&f).await {
+                Ok(()) => events.push(ev("successor", "claim", Some(f.token().get()), None)),
+                Err(e) => events.push(ev(
+                    "successor",
+                    "claim-refused",
+                    Some(f.token().get()),
+                    Some(e.to_string()),
+                )),
+            }
+        }
+        match res.write(fenced.then_some(&f), "successor").await {
+            Ok(()) => events.push(ev(
+                "successor",
+                "effect",
+                Some(f.token().get()),
+                Some("accepted".into()),
+            )),
+            Err(e) => events.push(ev(
+                "successor",
+                "effect",
+                Some(f.token().get()),
+                Some(format!("rejected {e}")),
+            )),
+        }
+    }
+    holder.signal(Signal::SIGCONT);
+    events.push(ev("chaos", "resume", Some(holder_fence), Some("SIGCONT".into())));
+    let said = if lease.is_some() {
+        let _ = holder.stdin.write_all(b"write\n").await;
+        holder.line(Duration::from_secs(30)).await.unwrap_or_else(|e| format!("no answer: {e}"))
+    } else {
+        holder.signal(Signal::SIGKILL);
+        "killed (the successor never got the key)".into()
+    };
+    // The successor goes on working after the stale write, still holding the key.
+    if let Some(l) = &lease {
+        let f = l.fencing();
+        tokio::time::sleep(s.ttl / 4).await;
+        match res.write(fenced.then_some(&f), "successor").await {
+            Ok(()) => events.push(ev(
+                "successor",
+                "effect",
+                Some(f.token().get()),
+                Some("accepted".into()),
+            )),
+            Err(e) => events.push(ev(
+                "successor",
+                "effect",
+                Some(f.token().get()),
+                Some(format!("rejected {e}")),
+            )),
+        }
+    }
+    let final_value = res.read().await;
+    if let Some(l) = lease {
+        let r = l.release().await;
+        events.push(ev("successor", "release", successor_fence, Some(format!("{r:?}"))));
+    }
+    holder.finish().await;
+    events.append(&mut holder.events);
+    events.sort_by_key(|e| e.t_ns);
+    Ok(Trial {
+        arm,
+        n,
+        holder_fence,
+        successor_fence,
+        successor_acquired: successor_fence.is_some(),
+        stale_effect_accepted: successor_fence.is_some() && said == "accepted",
+        fence_out_of_order: successor_fence.is_some_and(|f| f <= holder_fence),
+        unknown,
+        holder_said: said,
+        final_value,
+        events,
+    })
+}
+
+/// Runs the scenario and writes `report.json` and `timeline.svg` to `out`.
+pub async fn run(s: Settings) -> Result<Value, String> {
+    if s.scenario != "stalled-holder" {
+        return Err(format!(
+            "scenario {:?} is not implemented yet; available: stalled-holder",
+            s.scenario
+        ));
+    }
+    std::fs::create_dir_all(&s.out)
+        .map_err(|e| format!("cannot create {}: {e}", s.out.display()))?;
+    let locker = Locker::connect(&s.url).await.map_err(|e| e.to_string())?;
+    let (spec, where_) = resource_spec(&s.url, &s.out);
+    let mut trials = Vec::new();
+    for fenced in [true, false] {
+        for n in 0..s.trials {
+            eprint!(
+                "\r[{}] {} trial {}/{} ",
+                s.scenario,
+                if fenced { "fenced  " } else { "unfenced" },
+                n + 1,
+                s.trials
+            );
+            let _ = std::io::stderr().flush();
+            trials.push(stalled_trial(&s, &locker, &spec, fenced, n).await?);
+        }
+    }
+    eprintln!();
+    let arms: Vec<Value> = ["fenced", "unfenced"]
+        .iter()
+        .map(|arm| {
+            let t: Vec<&Trial> = trials.iter().filter(|t| t.arm == *arm).collect();
+            json!({
+                "arm": arm,
+                "trials": t.len(),
+                "successor_acquired": t.iter().filter(|t| t.successor_acquired).count(),
+                "stale_effects_accepted": t.iter().filter(|t| t.stale_effect_accepted).count(),
+                "fences_out_of_order": t.iter().filter(|t| t.fence_out_of_order).count(),
+                "unknown_outcomes": t.iter().filter(|t| t.unknown).count(),
+            })
+        })
+        .collect();
+    let report = json!({
+        "store": s.url,
+        "backend": locker.guarantees().backend,
+        "guarantees": locker.guarantees(),
+        "scenario": s.scenario,
+        "ttl_ms": s.ttl.as_millis() as u64,
+        "resource": where_,
+        "key": KEY,
+        "arms": arms,
+        "trials": trials,
+    });
+    std::fs::write(s.out.join("report.json"), format!("{report:#}\n"))
+        .and_then(|_| std::fs::write(s.out.join("timeline.svg"), timeline(&report, &trials)))
+        .map_err(|e| format!("cannot write to {}: {e}", s.out.display()))?;
+    Ok(report)
+}
+
+/// The table printed after a run.
+pub fn table(r: &Value) -> String {
+    let mut out = format!(
+        "store {} ({}) · scenario {} · ttl {} ms · resource: {}\n\n",
+        r["store"].as_str().unwrap_or(""),
+        r["backend"].as_str().unwrap_or(""),
+        r["scenario"].as_str().unwrap_or(""),
+        r["ttl_ms"].as_u64().unwrap_or(0),
+        r["resource"].as_str().unwrap_or("")
+    );
+    out.push_str(&format!(
+        "{:<16} {:<9} {:>7} {:>19} {:>23} {:>20} {:>9}\n",
+        "scenario",
+        "arm",
+        "trials",
+        "successor got key",
+        "stale effects accepted",
+        "fences out of order",
+        "unknown"
+    ));
+    for a in r["arms"].as_array().into_iter().flatten() {
+        out.push_str(&format!(
+            "{:<16} {:<9} {:>7} {:>19} {:>23} {:>20} {:>9}\n",
+            r["scenario"].as_str().unwrap_or(""),
+            a["arm"].as_str().unwrap_or(""),
+            a["trials"].as_u64().unwrap_or(0),
+            a["successor_acquired"].as_u64().unwrap_or(0),
+            a["stale_effects_accepted"].as_u64().unwrap_or(0),
+            a["fences_out_of_order"].as_u64().unwrap_or(0),
+            a["unknown_outcomes"].as_u64().unwrap_or(0)
+        ));
+    }
+    out
+}
+
+/// Whether the run shows what it must: no stale effect accepted with fencing, and (when the
+/// successor got the key at all) stale effects getting through without it.
+pub fn verdict(r: &Value) -> Result<(), String> {
+    let arm = |name: &str| {
+        r["arms"].as_array().and_then(|a| a.iter().find(|x| x["arm"] == name)).cloned()
+    };
+    let fenced = arm("fenced").ok_or("no fenced arm")?;
+    if fenced["stale_effects_accepted"].as_u64() != Some(0) {
+        return Err(format!(
+            "{} stale effects were accepted WITH fencing",
+            fenced["stale_effects_accepted"]
+        ));
+    }
+    if fenced["fences_out_of_order"].as_u64() != Some(0) {
+        return Err("fences went out of order".into());
+    }
+    Ok(())
+}
+
+/// A timeline of the first trials of each arm: per trial, the holder's lease (from acquire
+/// to lost/release) with its frozen stretch hatched, the successor's lease, and every effect
+/// (green dot: accepted; red cross: refused by the resource).
+fn timeline(r: &Value, trials: &[Trial]) -> String {
+    use crate::svg::esc;
+    use std::fmt::Write;
+    let shown: Vec<&Trial> = ["fenced", "unfenced"]
+        .iter()
+        .flat_map(|arm| trials.iter().filter(move |t| t.arm == *arm).take(6))
+        .collect();
+    let lane = 16.0;
+    let row = lane * 2.0 + 14.0;
+    let (left, top, width) = (150.0, 50.0, 900.0);
+    let span_ms = shown
+        .iter()
+        .map(|t| {
+            let t0 = t.events.first().map_or(0, |e| e.t_ns);
+            let t1 = t.events.last().map_or(0, |e| e.t_ns);
+            (t1 - t0) as f64 / 1e6
+        })
+        .fold(1.0, f64::max);
+    let x = |ms: f64| left + width * ms / span_ms;
+    let h = top + row * shown.len() as f64 + 60.0;
+    let mut s = String::new();
+    let _ = write!(
+        s,
+        r##"<svg xmlns="http://www.w3.org/2000/svg" width="{}" height="{h}" font-family="sans-serif" font-size="11"><rect width="100%" height="100%" fill="white"/><defs><pattern id="hatch" width="6" height="6" patternUnits="userSpaceOnUse" patternTransform="rotate(45)"><line x1="0" y1="0" x2="0" y2="6" stroke="#888" stroke-width="2"/></pattern></defs><text x="10" y="20" font-size="14">{} — stalled holder, first trials per arm (time from the holder's acquire, ms)</text><text x="10" y="38">holder lease: blue bar (hatched: SIGSTOPped) · successor lease: orange bar · effect: green dot accepted, red ✕ refused by the resource</text>"##,
+        left + width + 40.0,
+        esc(r["store"].as_str().unwrap_or(""))
+    );
+    for (i, t) in shown.iter().enumerate() {
+        let y0 = top + row * i as f64;
+        let t0 = t.events.first().map_or(0, |e| e.t_ns);
+        let ms = |e: &Event| (e.t_ns - t0) as f64 / 1e6;
+        let find = |who: &str, what: &str| t.events.iter().find(|e| e.who == who && e.what == what);
+        let end = t.events.last().map_or(0.0, ms);
+        let _ = write!(
+            s,
+            r##"<text x="10" y="{:.1}">{} #{}</text><text x="10" y="{:.1}" fill="#666">fences {} → {}</text>"##,
+            y0 + lane - 3.0,
+            t.arm,
+            t.n + 1,
+            y0 + 2.0 * lane - 3.0,
+            t.holder_fence,
+            t.successor_fence.map_or("-".into(), |f| f.to_string())
+        );
+        // Holder lease: acquire → lost/release.
+        let start = find("holder", "acquire").map_or(0.0, ms);
+        let stop = find("holder", "lost").or_else(|| find("holder", "release")).map_or(end, ms);
+        let _ = write!(
+            s,
+            r##"<rect x="{:.1}" y="{y0:.1}" width="{:.1}" height="{}" fill="#1f77b4" opacity="0.55"><title>holder lease, fence {}</title></rect>"##,
+            x(start),
+            (x(stop) - x(start)).max(1.0),
+            lane - 3.0,
+            t.holder_fence
+        );
+        if let (Some(p), Some(c)) = (find("chaos", "pause"), find("chaos", "resume")) {
+            let _ = write!(
+                s,
+                r##"<rect x="{:.1}" y="{y0:.1}" width="{:.1}" height="{}" fill="url(#hatch)"><title>frozen (SIGSTOP)</title></rect>"##,
+                x(ms(p)),
+                (x(ms(c)) - x(ms(p))).max(1.0),
+                lane - 3.0
+            );
+        }
+        if let Some(a) = find("successor", "acquire") {
+            let rel = find("successor", "release").map_or(end, ms);
+            let _ = write!(
+                s,
+                r##"<rect x="{:.1}" y="{:.1}" width="{:.1}" height="{}" fill="#ff7f0e" opacity="0.6"><title>successor lease, fence {}</title></rect>"##,
+                x(ms(a)),
+                y0 + lane,
+                (x(rel) - x(ms(a))).max(1.0),
+                lane - 3.0,
+                a.fence.unwrap_or(0)
+            );
+        }
+        for e in t.events.iter().filter(|e| e.what == "effect") {
+            let yy = y0 + if e.who == "holder" { lane / 2.0 } else { lane * 1.5 } - 1.5;
+            let ok = e.detail.as_deref().is_some_and(|d| d.starts_with("accepted"));
+            let xx = x(ms(e));
+            let tip = esc(&format!(
+                "{} effect with fence {}: {}",
+                e.who,
+                e.fence.unwrap_or(0),
+                e.detail.clone().unwrap_or_default()
+            ));
+            if ok {
+                let _ = write!(
+                    s,
+                    r##"<circle cx="{xx:.1}" cy="{yy:.1}" r="4" fill="#2ca02c"><title>{tip}</title></circle>"##
+                );
+            } else {
+                let _ = write!(
+                    s,
+                    r##"<g stroke="#d62728" stroke-width="2.5"><title>{tip}</title><line x1="{:.1}" y1="{:.1}" x2="{:.1}" y2="{:.1}"/><line x1="{:.1}" y1="{:.1}" x2="{:.1}" y2="{:.1}"/></g>"##,
+                    xx - 4.0,
+                    yy - 4.0,
+                    xx + 4.0,
+                    yy + 4.0,
+                    xx - 4.0,
+                    yy + 4.0,
+                    xx + 4.0,
+                    yy - 4.0
+                );
+            }
+        }
+    }
+    let ay = top + row * shown.len() as f64 + 10.0;
+    let step = (span_ms / 5.0).max(1.0);
+    let mut m = 0.0;
+    while m <= span_ms + 0.1 {
+        let _ = write!(
+            s,
+            r##"<line x1="{0:.1}" x2="{0:.1}" y1="{top}" y2="{ay:.1}" stroke="#eee"/><text x="{0:.1}" y="{1:.1}" text-anchor="middle">{2:.0}</text>"##,
+            x(m),
+            ay + 14.0,
+            m
+        );
+        m += step;
+    }
+    s.push_str("</svg>\n");
+    s
+}
