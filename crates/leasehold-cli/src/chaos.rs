@@ -30,6 +30,7 @@ pub struct Settings {
     pub url: String,
     pub scenario: String,
     pub trials: usize,
+    pub control_trials: usize,
     pub ttl: Duration,
     pub out: PathBuf,
 }
@@ -39,11 +40,18 @@ pub struct Settings {
 pub fn resource_spec(url: &str, out: &Path) -> (String, String) {
     let base = url.split('?').next().unwrap_or(url);
     if url.starts_with("postgres") {
+        // The store's own schema when the URL names one, else leasehold_chaos.
+        let schema = url
+            .split_once('?')
+            .and_then(|(_, q)| q.split('&').find_map(|p| p.strip_prefix("schema=")))
+            .filter(|s| s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'))
+            .unwrap_or("leasehold_chaos");
         (
-            format!("{base}?options=-csearch_path%3Dleasehold_chaos"),
-            "PostgreSQL: table leasehold_chaos.data (id 'row-1') and fence table \
-             leasehold_chaos.leasehold_fences"
-                .into(),
+            format!("{base}?options=-csearch_path%3D{schema}"),
+            format!(
+                "PostgreSQL: table {schema}.data (id 'row-1') and fence table \
+                 {schema}.leasehold_fences"
+            ),
         )
     } else if url.starts_with("mysql") {
         (base.to_owned(), "MySQL: tables data (id 'row-1') and leasehold_fences".into())
@@ -395,13 +403,14 @@ pub async fn run(s: Settings) -> Result<Value, String> {
     let (spec, where_) = resource_spec(&s.url, &s.out);
     let mut trials = Vec::new();
     for fenced in [true, false] {
-        for n in 0..s.trials {
+        let count = if fenced { s.trials } else { s.control_trials };
+        for n in 0..count {
             eprint!(
                 "\r[{}] {} trial {}/{} ",
                 s.scenario,
                 if fenced { "fenced  " } else { "unfenced" },
                 n + 1,
-                s.trials
+                count
             );
             let _ = std::io::stderr().flush();
             trials.push(stalled_trial(&s, &locker, &spec, fenced, n).await?);

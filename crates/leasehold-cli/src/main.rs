@@ -193,9 +193,12 @@ enum Cmd {
         /// The scenario (stalled-holder).
         #[arg(long, default_value = "stalled-holder")]
         scenario: String,
-        /// Trials per arm (fenced, unfenced).
+        /// Trials with fencing.
         #[arg(long, default_value_t = 20)]
         trials: usize,
+        /// Trials of the unfenced control (default: as many as --trials).
+        #[arg(long)]
+        control_trials: Option<usize>,
         /// Lease length of the holder (session stores: their session timeout applies).
         #[arg(long, default_value = "500ms", value_parser = dur::parse, value_name = "DUR")]
         ttl: Duration,
@@ -374,7 +377,7 @@ fn store_url(opt: StoreOpt) -> Result<String, Exit> {
 async fn chaos_cmd(
     opt: StoreOpt,
     scenario: String,
-    trials: usize,
+    (trials, control_trials): (usize, usize),
     ttl: Duration,
     out: std::path::PathBuf,
 ) -> Result<Exit, Exit> {
@@ -382,7 +385,7 @@ async fn chaos_cmd(
         return Err(Exit::fail(code::USAGE, "--trials and --ttl must be positive"));
     }
     let url = store_url(opt)?;
-    let settings = chaos::Settings { url, scenario, trials, ttl, out: out.clone() };
+    let settings = chaos::Settings { url, scenario, trials, control_trials, ttl, out: out.clone() };
     let report = chaos::run(settings)
         .await
         .map_err(|e| Exit::fail(code::UNAVAILABLE, format!("chaos: {e}")))?;
@@ -429,8 +432,9 @@ async fn dispatch(cmd: Cmd) -> Exit {
         Cmd::Release { store, owner, key } => release(store, owner, key).await,
         Cmd::Status { store, json, key } => status(store, json, key).await,
         Cmd::Doctor { store, json } => doctor_cmd(store, json).await,
-        Cmd::Chaos { store, scenario, trials, ttl, out } => {
-            chaos_cmd(store, scenario, trials, ttl, out).await
+        Cmd::Chaos { store, scenario, trials, control_trials, ttl, out } => {
+            let control = control_trials.unwrap_or(trials);
+            chaos_cmd(store, scenario, (trials, control), ttl, out).await
         }
         Cmd::ChaosWorker { store, key, ttl_ms, resource, fenced } => match store_url(store) {
             Ok(url) => {

@@ -419,3 +419,76 @@ fn doctor_reads_postgres_settings() {
     assert!(verdicts(&v).contains("lease table: linearizable"), "{v}");
     assert_eq!(v["guarantees"]["backend"], "postgres");
 }
+
+/// `leasehold chaos --scenario stalled-holder`, short, against a store: with fencing no stale
+/// write gets through; without it, on stores that hand a frozen holder's key on, it does.
+fn chaos_short(store: &str, hands_over: bool) {
+    let out = tempfile::tempdir().unwrap();
+    let o = Command::new(BIN)
+        .args(["chaos", "--store", store, "--trials", "2", "--ttl", "300ms", "--out"])
+        .arg(out.path())
+        .output()
+        .unwrap();
+    assert_eq!(code(&o), 0, "{}{}", stdout(&o), stderr(&o));
+    let r: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.path().join("report.json")).unwrap()).unwrap();
+    let arm = |n: &str| r["arms"].as_array().unwrap().iter().find(|a| a["arm"] == n).unwrap().clone();
+    let (fenced, unfenced) = (arm("fenced"), arm("unfenced"));
+    assert_eq!(fenced["stale_effects_accepted"], 0, "{r}");
+    assert_eq!(fenced["fences_out_of_order"], 0, "{r}");
+    if hands_over {
+        assert_eq!(fenced["successor_acquired"], 2, "{r}");
+        assert_eq!(unfenced["stale_effects_accepted"], 2, "the control must show stale writes: {r}");
+    } else {
+        assert_eq!(unfenced["successor_acquired"], 0, "a frozen session holder lost its lock: {r}");
+    }
+    let svg = std::fs::read_to_string(out.path().join("timeline.svg")).unwrap();
+    assert!(svg.starts_with("<svg") && svg.contains("fenced #1"), "{svg:.200}");
+    assert!(stdout(&o).contains("stale effects accepted"), "{}", stdout(&o));
+}
+
+#[test]
+fn chaos_stalled_holder_sqlite() {
+    let d = tempfile::tempdir().unwrap();
+    chaos_short(&format!("sqlite://{}/l.db", d.path().display()), true);
+}
+
+#[test]
+fn chaos_stalled_holder_redis() {
+    let server = leasehold_testkit::servers::RedisServer::start();
+    chaos_short(&server.url(), true);
+}
+
+#[test]
+fn chaos_stalled_holder_postgres() {
+    let schema = leasehold_testkit::PgSchema::new();
+    let base = leasehold_testkit::postgres_base();
+    let sep = if base.contains('?') { '&' } else { '?' };
+    chaos_short(&format!("{base}{sep}schema={}", schema.name), true);
+    chaos_short(&format!("{base}{sep}schema={}&mode=session", schema.name), false);
+}
+
+#[test]
+fn chaos_stalled_holder_mysql() {
+    let db = leasehold_testkit::MyDatabase::new();
+    chaos_short(&db.url(""), true);
+    chaos_short(&db.url("?mode=session"), false);
+}
+
+#[test]
+fn chaos_stalled_holder_etcd() {
+    let cluster = leasehold_testkit::servers::EtcdCluster::single();
+    chaos_short(&cluster.url("?ttl=1s"), true);
+}
+
+#[test]
+fn chaos_stalled_holder_zookeeper() {
+    let server = leasehold_testkit::servers::ZkServer::start();
+    chaos_short(&server.url("?session=1s"), true);
+}
+
+#[test]
+fn chaos_stalled_holder_file() {
+    let d = tempfile::tempdir().unwrap();
+    chaos_short(&format!("file://{}/locks", d.path().display()), false);
+}
