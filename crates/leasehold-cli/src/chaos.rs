@@ -50,11 +50,11 @@ pub fn resource_spec(url: &str, out: &Path) -> (String, String) {
             format!("{base}?options=-csearch_path%3D{schema}"),
             format!(
                 "PostgreSQL: table {schema}.data (id 'row-1') and fence table \
-                 {schema}.leasehold_fences"
+                 {schema}.leasehold_fence"
             ),
         )
     } else if url.starts_with("mysql") {
-        (base.to_owned(), "MySQL: tables data (id 'row-1') and leasehold_fences".into())
+        (base.to_owned(), "MySQL: tables data (id 'row-1') and leasehold_fence".into())
     } else if url.starts_with("redis://") {
         (base.to_owned(), "Redis: key {row-1}:value and fence hash leasehold:fence:row-1".into())
     } else if url.starts_with("etcd://") {

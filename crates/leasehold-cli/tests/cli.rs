@@ -432,13 +432,17 @@ fn chaos_short(store: &str, hands_over: bool) {
     assert_eq!(code(&o), 0, "{}{}", stdout(&o), stderr(&o));
     let r: serde_json::Value =
         serde_json::from_slice(&std::fs::read(out.path().join("report.json")).unwrap()).unwrap();
-    let arm = |n: &str| r["arms"].as_array().unwrap().iter().find(|a| a["arm"] == n).unwrap().clone();
+    let arm =
+        |n: &str| r["arms"].as_array().unwrap().iter().find(|a| a["arm"] == n).unwrap().clone();
     let (fenced, unfenced) = (arm("fenced"), arm("unfenced"));
     assert_eq!(fenced["stale_effects_accepted"], 0, "{r}");
     assert_eq!(fenced["fences_out_of_order"], 0, "{r}");
     if hands_over {
         assert_eq!(fenced["successor_acquired"], 2, "{r}");
-        assert_eq!(unfenced["stale_effects_accepted"], 2, "the control must show stale writes: {r}");
+        assert_eq!(
+            unfenced["stale_effects_accepted"], 2,
+            "the control must show stale writes: {r}"
+        );
     } else {
         assert_eq!(unfenced["successor_acquired"], 0, "a frozen session holder lost its lock: {r}");
     }
@@ -465,14 +469,18 @@ fn chaos_stalled_holder_postgres() {
     let base = leasehold_testkit::postgres_base();
     let sep = if base.contains('?') { '&' } else { '?' };
     chaos_short(&format!("{base}{sep}schema={}", schema.name), true);
-    chaos_short(&format!("{base}{sep}schema={}&mode=session", schema.name), false);
+    // Another store form has another fence counter: give it a resource of its own.
+    let session = leasehold_testkit::PgSchema::new();
+    chaos_short(&format!("{base}{sep}schema={}&mode=session", session.name), false);
 }
 
 #[test]
 fn chaos_stalled_holder_mysql() {
     let db = leasehold_testkit::MyDatabase::new();
     chaos_short(&db.url(""), true);
-    chaos_short(&db.url("?mode=session"), false);
+    // Another store form has another fence counter: give it a resource of its own.
+    let session = leasehold_testkit::MyDatabase::new();
+    chaos_short(&session.url("?mode=session"), false);
 }
 
 #[test]

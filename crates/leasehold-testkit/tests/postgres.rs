@@ -424,3 +424,23 @@ async fn fence_check_holds_off_a_successor_claim_until_commit() {
     tx1.commit().await.unwrap();
     fence::claim(&c2, "r", &fb).await.unwrap();
 }
+
+/// The session store's fence sequence and the fence table live side by side in one schema
+/// (they once shared the name `leasehold_fence`, and the table was silently not created).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn session_fence_sequence_and_fence_table_share_a_schema() {
+    let schema = PgSchema::new();
+    let sep = if postgres_base().contains('?') { '&' } else { '?' };
+    let url = format!("{}{sep}schema={}&mode=session", postgres_base(), schema.name);
+    let l = Locker::connect(&url).await.unwrap();
+    let lease = l.acquire("shared-schema", Duration::from_secs(30)).await.unwrap();
+    let spec = format!("{}?options=-csearch_path%3D{}", postgres_base(), schema.name);
+    let (mut db, conn) = tokio_postgres::connect(&spec, tokio_postgres::NoTls).await.unwrap();
+    tokio::spawn(conn);
+    leasehold::fence::postgres::install(&db).await.unwrap();
+    let tx = db.transaction().await.unwrap();
+    leasehold::fence::postgres::claim(&tx, "res", &lease.fencing()).await.expect("claim");
+    leasehold::fence::postgres::check(&tx, "res", &lease.fencing()).await.expect("check");
+    tx.commit().await.unwrap();
+    assert!(lease.release().await.unwrap());
+}

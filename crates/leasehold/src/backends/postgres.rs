@@ -14,7 +14,7 @@
 //!   failed heartbeat closes the connection instead (the server then drops the lock), and
 //!   the end of that connection fires the lease's `lost()`. Waiting is the server's own
 //!   blocking `pg_advisory_lock` under `lock_timeout` (FIFO in the lock manager). The fence,
-//!   unless `fence=none`, is `nextval` of the sequence `S.leasehold_fence`, taken in the
+//!   unless `fence=none`, is `nextval` of the sequence `S.leasehold_fence_seq`, taken in the
 //!   granting statement.
 //! - [`with_xact_lock`], [`xact_lock`], [`try_xact_lock`]: the **transaction** form,
 //!   `pg_advisory_xact_lock` inside the caller's transaction; the lock ends with it.
@@ -46,8 +46,22 @@ const RENEW_CHUNK: usize = 5000;
 
 /// Maps a driver error. A server error is a plain backend error; a broken connection in the
 /// middle of a request leaves its outcome unknown.
+/// The error with the server's own message (tokio-postgres prints only "db error").
+pub(crate) fn pg_text(e: &tokio_postgres::Error) -> String {
+    match e.as_db_error() {
+        Some(db) => {
+            let mut s = format!("{} ({})", db.message(), db.code().code());
+            if let Some(d) = db.detail() {
+                s.push_str(&format!(": {d}"));
+            }
+            s
+        }
+        None => e.to_string(),
+    }
+}
+
 fn pg_err(what: &str, e: tokio_postgres::Error) -> Error {
-    let msg = format!("postgres {what}: {e}");
+    let msg = format!("postgres {what}: {}", pg_text(&e));
     if e.code().is_some() { Error::backend("postgres", msg, e) } else { Error::UnknownOutcome(msg) }
 }
 
@@ -586,7 +600,7 @@ pub struct SessionStatements {
 /// The session-lock statements for a `postgres://…?mode=session` URL.
 pub fn session_statements(url: &str) -> Result<SessionStatements> {
     let (_, o) = parse_url(url)?;
-    let seq = o.fence.then(|| format!("\"{}\".leasehold_fence", o.schema));
+    let seq = o.fence.then(|| format!("\"{}\".leasehold_fence_seq", o.schema));
     Ok(SessionStatements::new(seq.as_deref()))
 }
 
@@ -732,7 +746,7 @@ impl PgSessionStore {
                  use mode=lease or the transaction form (with_xact_lock)",
             ));
         }
-        let seq = o.fence.then(|| format!("\"{}\".leasehold_fence", o.schema));
+        let seq = o.fence.then(|| format!("\"{}\".leasehold_fence_seq", o.schema));
         let store = PgSessionStore {
             cfg,
             prefix: o.prefix.clone(),
@@ -885,7 +899,7 @@ impl Store for PgSessionStore {
                             heartbeat fails",
             expiry: "session: held while the holder's connection lives (heartbeat pings it)",
             fence: if self.seq.is_some() {
-                "nextval of the sequence leasehold_fence, in the granting statement"
+                "nextval of the sequence leasehold_fence_seq, in the granting statement"
             } else {
                 "none (fence=none)"
             },

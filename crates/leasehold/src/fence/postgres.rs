@@ -40,7 +40,7 @@ pub const SCHEMA: &str = "CREATE TABLE IF NOT EXISTS leasehold_fence (
 fn err(what: &str, e: tokio_postgres::Error) -> Error {
     Error::Backend {
         backend: "postgres",
-        message: format!("fence {what}: {e}"),
+        message: format!("fence {what}: {}", crate::backends::postgres::pg_text(&e)),
         source: Some(e.into()),
     }
 }
