@@ -401,6 +401,13 @@ pub async fn run(s: Settings) -> Result<Value, String> {
         .map_err(|e| format!("cannot create {}: {e}", s.out.display()))?;
     let locker = Locker::connect(&s.url).await.map_err(|e| e.to_string())?;
     let (spec, where_) = resource_spec(&s.url, &s.out);
+    if spec.starts_with("sqlite:") {
+        // The tool's own resource file: start it fresh, since another store's fences (an
+        // earlier run's) are not comparable with this one's and would be refused.
+        for ext in ["", "-wal", "-shm"] {
+            let _ = std::fs::remove_file(s.out.join(format!("resource.db{ext}")));
+        }
+    }
     let mut trials = Vec::new();
     for fenced in [true, false] {
         let count = if fenced { s.trials } else { s.control_trials };
