@@ -302,12 +302,24 @@ fn file_store_runs_but_refuses_detached_acquire() {
 fn sql_stores_run_contend_and_hand_over() {
     use leasehold_testkit::{MyDatabase, PgSchema, postgres_base};
     let (pg, my) = (PgSchema::new(), MyDatabase::new());
-    let stores = [
+    run_contend_and_hand_over(&[
         format!("{}?schema={}", postgres_base(), pg.name),
         format!("{}?mode=session&schema={}", postgres_base(), pg.name),
         my.url(""),
         my.url("?mode=session"),
-    ];
+    ]);
+}
+
+#[test]
+fn quorum_stores_run_contend_and_hand_over() {
+    use leasehold_testkit::servers::{EtcdCluster, ZkServer};
+    let (etcd, zk) = (EtcdCluster::single(), ZkServer::start());
+    run_contend_and_hand_over(&[etcd.url(""), zk.url("")]);
+}
+
+/// `run` on each store: the first holds, a second run exits 75, a waiter gets the key when
+/// the first finishes, with a larger fence.
+fn run_contend_and_hand_over(stores: &[String]) {
     for store in stores {
         let e = Env::new();
         let hold =
