@@ -148,7 +148,9 @@ async fn failover_admits_a_second_holder_but_fencing_keeps_one_writer() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn wait_replicas_fails_closed() {
     let primary = RedisServer::start();
-    let l = Locker::connect(&format!("{}?wait_replicas=1&wait_timeout=300ms", primary.url()))
+    // A generous WAIT timeout: under a full test run on two cores a live replica's ack can
+    // take longer than 300 ms; the refusal without a replica does not depend on it.
+    let l = Locker::connect(&format!("{}?wait_replicas=1&wait_timeout=2000ms", primary.url()))
         .await
         .unwrap();
     let r = l.acquire("k", Duration::from_secs(30)).await;
