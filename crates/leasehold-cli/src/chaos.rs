@@ -86,6 +86,31 @@ fn session_timeout(url: &str) -> Duration {
     }
 }
 
+/// The single `HOST:PORT` a store URL points at, and the URL with it replaced by `to`.
+fn through(url: &str, to: std::net::SocketAddr) -> Result<(std::net::SocketAddr, String), String> {
+    let (scheme, rest) = url.split_once("://").ok_or("no scheme")?;
+    let end = rest.find(['/', '?']).unwrap_or(rest.len());
+    let authority = &rest[..end];
+    let (user, hostport) = match authority.rsplit_once('@') {
+        Some((u, h)) => (format!("{u}@"), h),
+        None => (String::new(), authority),
+    };
+    if hostport.contains(',') {
+        return Err("the partition scenario needs a store URL with one host".into());
+    }
+    use std::net::ToSocketAddrs;
+    let addr = hostport
+        .to_socket_addrs()
+        .map_err(|e| format!("cannot resolve {hostport}: {e}"))?
+        .find(|a| a.ip().is_loopback())
+        .ok_or_else(|| {
+            format!(
+                "the partition scenario only cuts stores on this machine's loopback, not {hostport}"
+            )
+        })?;
+    Ok((addr, format!("{scheme}://{user}{to}{}", &rest[end..])))
+}
+
 /// One event of a trial's history: monotonic nanoseconds, who, what, and details.
 #[derive(Debug, Clone, serde::Serialize)]
 struct Event {
@@ -110,6 +135,9 @@ struct Trial {
     fence_out_of_order: bool,
     /// An operation whose outcome was unknown.
     unknown: bool,
+    /// Partition: the cut-off holder's lost() fired only after the store granted the key to
+    /// the successor (or never), i.e. later than the store-side expiry.
+    lost_late: bool,
     holder_said: String,
     final_value: Option<String>,
     events: Vec<Event>,
@@ -200,11 +228,11 @@ struct Holder {
 }
 
 impl Holder {
-    async fn spawn(s: &Settings, spec: &str, fenced: bool) -> Result<Holder, String> {
+    async fn spawn(s: &Settings, url: &str, spec: &str, fenced: bool) -> Result<Holder, String> {
         let exe = std::env::current_exe().map_err(|e| e.to_string())?;
         let mut child = tokio::process::Command::new(exe)
             .arg("chaos-worker")
-            .args(["--store", &s.url, "--key", KEY, "--resource", spec])
+            .args(["--store", url, "--key", KEY, "--resource", spec])
             .arg(format!("--ttl-ms={}", s.ttl.as_millis()))
             .arg(format!("--fenced={}", u8::from(fenced)))
             .stdin(Stdio::piped())
@@ -274,15 +302,45 @@ async fn stalled_trial(
     n: usize,
 ) -> Result<Trial, String> {
     let arm = if fenced { "fenced" } else { "unfenced" };
-    let mut holder = Holder::spawn(s, spec, fenced).await?;
+    let partition = s.scenario == "partition";
+    // Partition: the holder reaches the store through a fault proxy that swallows its traffic;
+    // it keeps running and must notice. The resource stays reachable.
+    let proxy = if partition {
+        let (upstream, _) = through(&s.url, "127.0.0.1:1".parse().expect("addr"))?;
+        Some(
+            leasehold_testkit::proxy::FaultProxy::start(upstream)
+                .await
+                .map_err(|e| e.to_string())?,
+        )
+    } else {
+        None
+    };
+    let holder_url = match &proxy {
+        Some(p) => through(&s.url, p.addr())?.1,
+        None => s.url.clone(),
+    };
+    let mut holder = Holder::spawn(s, &holder_url, spec, fenced).await?;
     let ready = holder.line(s.ttl * 20 + Duration::from_secs(20)).await?;
     let holder_fence: u64 = ready
         .strip_prefix("ready ")
         .and_then(|f| f.parse().ok())
         .ok_or_else(|| format!("the holder said {ready:?}"))?;
     let mut events = Vec::new();
-    holder.signal(Signal::SIGSTOP);
-    events.push(ev("chaos", "pause", Some(holder_fence), Some("SIGSTOP".into())));
+    match &proxy {
+        Some(p) => {
+            p.set(leasehold_testkit::proxy::Fault::Blackhole);
+            events.push(ev(
+                "chaos",
+                "pause",
+                Some(holder_fence),
+                Some("partition (blackhole)".into()),
+            ));
+        }
+        None => {
+            holder.signal(Signal::SIGSTOP);
+            events.push(ev("chaos", "pause", Some(holder_fence), Some("SIGSTOP".into())));
+        }
+    }
     let mut res = resource::open(spec).await;
     // The successor: on lease stores it gets the key once the store expired the frozen
     // holder's lease, on etcd/ZooKeeper once its session expired; stores whose session is a
@@ -338,8 +396,15 @@ async fn stalled_trial(
             )),
         }
     }
-    holder.signal(Signal::SIGCONT);
-    events.push(ev("chaos", "resume", Some(holder_fence), Some("SIGCONT".into())));
+    match &proxy {
+        Some(_) => {
+            events.push(ev("chaos", "resume", Some(holder_fence), Some("holder writes".into())))
+        }
+        None => {
+            holder.signal(Signal::SIGCONT);
+            events.push(ev("chaos", "resume", Some(holder_fence), Some("SIGCONT".into())));
+        }
+    }
     let said = if lease.is_some() {
         let _ = holder.stdin.write_all(b"write\n").await;
         holder.line(Duration::from_secs(30)).await.unwrap_or_else(|e| format!("no answer: {e}"))
@@ -371,9 +436,21 @@ async fn stalled_trial(
         let r = l.release().await;
         events.push(ev("successor", "release", successor_fence, Some(format!("{r:?}"))));
     }
+    if let Some(p) = &proxy {
+        p.set(leasehold_testkit::proxy::Fault::Reset);
+    }
     holder.finish().await;
     events.append(&mut holder.events);
     events.sort_by_key(|e| e.t_ns);
+    let granted_at =
+        events.iter().find(|e| e.who == "successor" && e.what == "acquire").map(|e| e.t_ns);
+    let lost_at = events.iter().find(|e| e.who == "holder" && e.what == "lost").map(|e| e.t_ns);
+    let lost_late = partition
+        && match (granted_at, lost_at) {
+            (Some(g), Some(l)) => l > g,
+            (Some(_), None) => true,
+            (None, _) => false,
+        };
     Ok(Trial {
         arm,
         n,
@@ -383,6 +460,7 @@ async fn stalled_trial(
         stale_effect_accepted: successor_fence.is_some() && said == "accepted",
         fence_out_of_order: successor_fence.is_some_and(|f| f <= holder_fence),
         unknown,
+        lost_late,
         holder_said: said,
         final_value,
         events,
@@ -391,9 +469,9 @@ async fn stalled_trial(
 
 /// Runs the scenario and writes `report.json` and `timeline.svg` to `out`.
 pub async fn run(s: Settings) -> Result<Value, String> {
-    if s.scenario != "stalled-holder" {
+    if s.scenario != "stalled-holder" && s.scenario != "partition" {
         return Err(format!(
-            "scenario {:?} is not implemented yet; available: stalled-holder",
+            "scenario {:?} is not implemented yet; available: stalled-holder, partition",
             s.scenario
         ));
     }
@@ -435,6 +513,7 @@ pub async fn run(s: Settings) -> Result<Value, String> {
                 "stale_effects_accepted": t.iter().filter(|t| t.stale_effect_accepted).count(),
                 "fences_out_of_order": t.iter().filter(|t| t.fence_out_of_order).count(),
                 "unknown_outcomes": t.iter().filter(|t| t.unknown).count(),
+                "lost_after_successor_grant": t.iter().filter(|t| t.lost_late).count(),
             })
         })
         .collect();
@@ -477,14 +556,19 @@ pub fn table(r: &Value) -> String {
     ));
     for a in r["arms"].as_array().into_iter().flatten() {
         out.push_str(&format!(
-            "{:<16} {:<9} {:>7} {:>19} {:>23} {:>20} {:>9}\n",
+            "{:<16} {:<9} {:>7} {:>19} {:>23} {:>20} {:>9} {:>14}\n",
             r["scenario"].as_str().unwrap_or(""),
             a["arm"].as_str().unwrap_or(""),
             a["trials"].as_u64().unwrap_or(0),
             a["successor_acquired"].as_u64().unwrap_or(0),
             a["stale_effects_accepted"].as_u64().unwrap_or(0),
             a["fences_out_of_order"].as_u64().unwrap_or(0),
-            a["unknown_outcomes"].as_u64().unwrap_or(0)
+            a["unknown_outcomes"].as_u64().unwrap_or(0),
+            if r["scenario"] == "partition" {
+                a["lost_after_successor_grant"].as_u64().unwrap_or(0).to_string()
+            } else {
+                "-".into()
+            }
         ));
     }
     out
@@ -505,6 +589,14 @@ pub fn verdict(r: &Value) -> Result<(), String> {
     }
     if fenced["fences_out_of_order"].as_u64() != Some(0) {
         return Err("fences went out of order".into());
+    }
+    for a in r["arms"].as_array().into_iter().flatten() {
+        if a["lost_after_successor_grant"].as_u64().unwrap_or(0) > 0 {
+            return Err(format!(
+                "{} partitioned holder(s) learned of the loss only after the store granted the key to the successor",
+                a["lost_after_successor_grant"]
+            ));
+        }
     }
     Ok(())
 }
@@ -535,9 +627,11 @@ fn timeline(r: &Value, trials: &[Trial]) -> String {
     let mut s = String::new();
     let _ = write!(
         s,
-        r##"<svg xmlns="http://www.w3.org/2000/svg" width="{}" height="{h}" font-family="sans-serif" font-size="11"><rect width="100%" height="100%" fill="white"/><defs><pattern id="hatch" width="6" height="6" patternUnits="userSpaceOnUse" patternTransform="rotate(45)"><line x1="0" y1="0" x2="0" y2="6" stroke="#888" stroke-width="2"/></pattern></defs><text x="10" y="20" font-size="14">{} — stalled holder, first trials per arm (time from the holder's acquire, ms)</text><text x="10" y="38">holder lease: blue bar (hatched: SIGSTOPped) · successor lease: orange bar · effect: green dot accepted, red ✕ refused by the resource</text>"##,
+        r##"<svg xmlns="http://www.w3.org/2000/svg" width="{}" height="{h}" font-family="sans-serif" font-size="11"><rect width="100%" height="100%" fill="white"/><defs><pattern id="hatch" width="6" height="6" patternUnits="userSpaceOnUse" patternTransform="rotate(45)"><line x1="0" y1="0" x2="0" y2="6" stroke="#888" stroke-width="2"/></pattern></defs><text x="10" y="20" font-size="14">{} — {}, first trials per arm (time from the holder's acquire, ms)</text><text x="10" y="38">holder lease: blue bar, to its lost() or release (hatched: {}) · successor lease: orange bar · effect: green dot accepted, red ✕ refused by the resource</text>"##,
         left + width + 40.0,
-        esc(r["store"].as_str().unwrap_or(""))
+        esc(r["store"].as_str().unwrap_or("")),
+        esc(r["scenario"].as_str().unwrap_or("")),
+        if r["scenario"] == "partition" { "cut off from the store" } else { "SIGSTOPped" }
     );
     for (i, t) in shown.iter().enumerate() {
         let y0 = top + row * i as f64;

@@ -185,12 +185,15 @@ enum Cmd {
     /// stalled-holder: a holder process (SIGSTOPped past its lease) and a successor write to a
     /// fenced resource on the same store (PostgreSQL/MySQL fence tables, Redis fenced scripts,
     /// etcd transactions; an SQLite file for the others); once with the fence check, once
-    /// without. Prints a table, writes report.json and timeline.svg to --out, exits 1 if a
-    /// stale write got through WITH fencing.
+    /// without. partition: the holder reaches the store through a TCP fault proxy that starts
+    /// swallowing its traffic; its lost() must fire before the store grants the key to the
+    /// successor (stores on this machine's loopback only). Prints a table, writes report.json
+    /// and timeline.svg to --out, exits 1 if a stale write got through WITH fencing or a
+    /// partitioned holder learned of its loss too late.
     Chaos {
         #[command(flatten)]
         store: StoreOpt,
-        /// The scenario (stalled-holder).
+        /// The scenario: stalled-holder or partition.
         #[arg(long, default_value = "stalled-holder")]
         scenario: String,
         /// Trials with fencing.

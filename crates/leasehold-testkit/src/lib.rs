@@ -6,11 +6,13 @@
 //!   processes, the stalled holder) driven through the `lh-worker` binary, with
 //!   SIGSTOP/SIGCONT fault injection.
 //! - [`history`]: the recorder those processes write and the checker that judges it.
+//! - [`proxy`]: a TCP fault proxy (latency, blackhole, reset) in front of a store.
 #![deny(missing_docs)]
 
 pub mod conformance;
 pub mod history;
 pub mod process;
+pub mod proxy;
 pub mod servers;
 
 /// A store under test plus whatever must live as long as it (a temp dir, a server).
