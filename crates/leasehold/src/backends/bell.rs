@@ -177,3 +177,52 @@ where
         crate::Error::UnknownOutcome(format!("acquire of {:?} got no answer", req.key))
     })?
 }
+
+/// The two signals of a store-side session (an etcd lease, a ZooKeeper session) that every
+/// grant on it carries: whether the store confirms it right now (`admit()`), and why it ended
+/// (`lost()`). The task that follows the session holds the senders.
+#[cfg(any(feature = "etcd", feature = "zookeeper"))]
+#[derive(Debug, Clone)]
+pub(crate) struct SessionSignals {
+    live: watch::Receiver<bool>,
+    end: watch::Receiver<Option<String>>,
+}
+
+#[cfg(any(feature = "etcd", feature = "zookeeper"))]
+impl SessionSignals {
+    /// A live session's signals and the senders that change them.
+    pub fn new() -> (watch::Sender<bool>, watch::Sender<Option<String>>, Self) {
+        let (live_tx, live) = watch::channel(true);
+        let (end_tx, end) = watch::channel(None);
+        (live_tx, end_tx, SessionSignals { live, end })
+    }
+
+    /// Why the session ended, once it has.
+    #[cfg_attr(not(feature = "zookeeper"), allow(dead_code))]
+    pub fn ended_because(&self) -> Option<String> {
+        self.end.borrow().clone()
+    }
+
+    /// Whether the session has ended.
+    pub fn ended(&self) -> bool {
+        self.end.borrow().is_some()
+    }
+
+    /// A grant of `fence` on this session, carrying both signals.
+    pub fn grant(
+        &self,
+        fence: crate::FenceToken,
+        sent: Instant,
+        store: &'static str,
+    ) -> crate::store::Grant {
+        let mut end = self.end.clone();
+        crate::store::Grant::new(fence, sent)
+            .with_session_end(Box::pin(async move {
+                match end.wait_for(|e| e.is_some()).await {
+                    Ok(e) => e.clone().unwrap_or_default(),
+                    Err(_) => format!("the {store} session was closed"),
+                }
+            }))
+            .with_session_live(self.live.clone())
+    }
+}

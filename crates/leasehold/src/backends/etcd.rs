@@ -36,8 +36,8 @@ use etcd_client::{
 };
 use tokio::sync::watch;
 
-use super::bell::Undoing;
-use crate::store::{AcquireRequest, Attempt, Grant, Holder, SessionEnd, Watch};
+use super::bell::{SessionSignals, Undoing};
+use crate::store::{AcquireRequest, Attempt, Holder, Watch};
 use crate::{Error, FenceRepeat, FenceToken, Guarantees, Key, LockKind, OwnerToken, Result, Store};
 
 pub use etcd_client;
@@ -168,8 +168,7 @@ fn session_deadline(sent: Instant, ttl_secs: i64) -> Instant {
 /// One etcd lease kept alive by a background task; every key this store puts is bound to it.
 struct Session {
     id: i64,
-    live: watch::Receiver<bool>,
-    end: watch::Receiver<Option<String>>,
+    signals: SessionSignals,
     task: tokio::task::AbortHandle,
     client: Client,
 }
@@ -183,8 +182,7 @@ impl Session {
             .await
             .map_err(|e| etcd_err("LeaseGrant", e))?;
         let (id, ttl) = (grant.id(), grant.ttl());
-        let (live_tx, live) = watch::channel(true);
-        let (end_tx, end) = watch::channel(None);
+        let (live_tx, end_tx, signals) = SessionSignals::new();
         let task = tokio::spawn(keep_alive(
             client.clone(),
             id,
@@ -194,21 +192,11 @@ impl Session {
         ))
         .abort_handle();
         tracing::debug!(lease = format!("{id:x}"), ttl, "etcd session opened");
-        Ok(Arc::new(Session { id, live, end, task, client: client.clone() }))
+        Ok(Arc::new(Session { id, signals, task, client: client.clone() }))
     }
 
     fn ended(&self) -> bool {
-        self.end.borrow().is_some()
-    }
-
-    fn end_future(&self) -> SessionEnd {
-        let mut end = self.end.clone();
-        Box::pin(async move {
-            match end.wait_for(|e| e.is_some()).await {
-                Ok(e) => e.clone().unwrap_or_default(),
-                Err(_) => "the etcd session was closed".to_owned(),
-            }
-        })
+        self.signals.ended()
     }
 }
 
@@ -413,9 +401,7 @@ impl EtcdStore {
         session: Arc<Session>,
         sent: Instant,
     ) -> Attempt {
-        let grant = Grant::new(FenceToken::new(rev as u64), sent)
-            .with_session_end(session.end_future())
-            .with_session_live(session.live.clone());
+        let grant = session.signals.grant(FenceToken::new(rev as u64), sent, "etcd");
         self.held().insert(*req.owner, Held { key: req.key.clone(), lock_key, rev, session });
         Attempt::Granted(grant)
     }

@@ -34,8 +34,8 @@ use async_trait::async_trait;
 use tokio::sync::watch;
 use zookeeper_client::{Acls, Client, CreateMode, EventType, SessionState};
 
-use super::bell::Undoing;
-use crate::store::{AcquireRequest, Attempt, Grant, Holder, SessionEnd, Watch};
+use super::bell::{SessionSignals, Undoing};
+use crate::store::{AcquireRequest, Attempt, Holder, Watch};
 use crate::{Error, FenceRepeat, FenceToken, Guarantees, Key, LockKind, OwnerToken, Result, Store};
 
 pub use zookeeper_client;
@@ -145,8 +145,7 @@ struct Session {
     /// by [`ZkStore::client`] keep it open while they live.
     client: Arc<Mutex<Option<Client>>>,
     id: i64,
-    live: watch::Receiver<bool>,
-    end: watch::Receiver<Option<String>>,
+    signals: SessionSignals,
     task: tokio::task::AbortHandle,
 }
 
@@ -171,37 +170,26 @@ impl Session {
             .await
             .map_err(|e| zk_err(&format!("connect to {}", cfg.hosts), e))?;
         let timeout = client.session_timeout();
-        let (live_tx, live) = watch::channel(true);
-        let (end_tx, end) = watch::channel(None);
+        let (live_tx, end_tx, signals) = SessionSignals::new();
         let states = client.state_watcher();
         let id = client.session_id().0;
         let slot = Arc::new(Mutex::new(Some(client)));
         let task = tokio::spawn(follow_state(states, timeout, live_tx, end_tx, slot.clone()))
             .abort_handle();
-        Ok(Arc::new(Session { client: slot, id, live, end, task }))
+        Ok(Arc::new(Session { client: slot, id, signals, task }))
     }
 
     fn client(&self) -> Result<Client> {
         self.client.lock().unwrap_or_else(|p| p.into_inner()).clone().ok_or_else(|| {
             Error::unavailable(
-                self.end.borrow().clone().unwrap_or_else(|| "zookeeper session closed".into()),
+                self.signals.ended_because().unwrap_or_else(|| "zookeeper session closed".into()),
                 None,
             )
         })
     }
 
     fn ended(&self) -> bool {
-        self.end.borrow().is_some()
-    }
-
-    fn end_future(&self) -> SessionEnd {
-        let mut end = self.end.clone();
-        Box::pin(async move {
-            match end.wait_for(|e| e.is_some()).await {
-                Ok(e) => e.clone().unwrap_or_default(),
-                Err(_) => "the zookeeper session was closed".to_owned(),
-            }
-        })
+        self.signals.ended()
     }
 }
 
@@ -495,9 +483,7 @@ impl ZkStore {
         session: Arc<Session>,
         sent: Instant,
     ) -> Attempt {
-        let grant = Grant::new(FenceToken::new(czxid as u64), sent)
-            .with_session_end(session.end_future())
-            .with_session_live(session.live.clone());
+        let grant = session.signals.grant(FenceToken::new(czxid as u64), sent, "zookeeper");
         self.held().insert(*req.owner, Held { key: req.key.clone(), path, session });
         Attempt::Granted(grant)
     }
