@@ -27,6 +27,17 @@ async fn write(
     Ok(())
 }
 
+/// Installs the grant on the resource, before its first effect.
+async fn claim(
+    db: &mut tokio_postgres::Client,
+    fencing: &leasehold::fence::Fencing,
+) -> Result<(), Error> {
+    let tx = db.transaction().await.unwrap();
+    fence::claim(&tx, "report", fencing).await?;
+    tx.commit().await.unwrap();
+    Ok(())
+}
+
 #[tokio::main]
 async fn main() -> Result<(), Error> {
     let url = std::env::var("DATABASE_URL")
@@ -53,11 +64,7 @@ async fn main() -> Result<(), Error> {
     // A: a 1 s lease, claim, first write.
     let a = locker.acquire("report", Duration::from_secs(1)).await?;
     let fa = a.fencing();
-    {
-        let tx = db.transaction().await.unwrap();
-        fence::claim(&tx, "report", &fa).await?;
-        tx.commit().await.unwrap();
-    }
+    claim(&mut db, &fa).await?;
     write(&mut db, &fa, "written by A").await?;
     println!("A (fence {}) wrote", fa.token());
 
@@ -68,11 +75,7 @@ async fn main() -> Result<(), Error> {
         .wait(Wait::For(Duration::from_secs(10)))
         .await?;
     let fb = b.fencing();
-    {
-        let tx = db.transaction().await.unwrap();
-        fence::claim(&tx, "report", &fb).await?;
-        tx.commit().await.unwrap();
-    }
+    claim(&mut db, &fb).await?;
     write(&mut db, &fb, "written by B").await?;
     println!("B (fence {}) claimed and wrote", fb.token());
 

@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
+use leasehold::fence::Fencing;
 use leasehold::{Error, Locker, Wait};
 use leasehold_testkit::history::monotonic_ns;
 use leasehold_testkit::process::resource;
@@ -294,6 +295,15 @@ impl Holder {
     }
 }
 
+/// The successor's write, fenced or not, as a history event.
+async fn successor_write(res: &mut resource::Resource, f: &Fencing, fenced: bool) -> Event {
+    let outcome = match res.write(fenced.then_some(f), "successor").await {
+        Ok(()) => "accepted".to_owned(),
+        Err(e) => format!("rejected {e}"),
+    };
+    ev("successor", "effect", Some(f.token().get()), Some(outcome))
+}
+
 async fn stalled_trial(
     s: &Settings,
     locker: &Locker,
@@ -381,20 +391,7 @@ async fn stalled_trial(
                 )),
             }
         }
-        match res.write(fenced.then_some(&f), "successor").await {
-            Ok(()) => events.push(ev(
-                "successor",
-                "effect",
-                Some(f.token().get()),
-                Some("accepted".into()),
-            )),
-            Err(e) => events.push(ev(
-                "successor",
-                "effect",
-                Some(f.token().get()),
-                Some(format!("rejected {e}")),
-            )),
-        }
+        events.push(successor_write(&mut res, &f, fenced).await);
     }
     match &proxy {
         Some(_) => {
@@ -416,20 +413,7 @@ async fn stalled_trial(
     if let Some(l) = &lease {
         let f = l.fencing();
         tokio::time::sleep(s.ttl / 4).await;
-        match res.write(fenced.then_some(&f), "successor").await {
-            Ok(()) => events.push(ev(
-                "successor",
-                "effect",
-                Some(f.token().get()),
-                Some("accepted".into()),
-            )),
-            Err(e) => events.push(ev(
-                "successor",
-                "effect",
-                Some(f.token().get()),
-                Some(format!("rejected {e}")),
-            )),
-        }
+        events.push(successor_write(&mut res, &f, fenced).await);
     }
     let final_value = res.read().await;
     if let Some(l) = lease {

@@ -448,6 +448,24 @@ pub async fn stalled_holder(
     }
 }
 
+/// A stale release (the old holder's, retried after a successor acquired), sent through the
+/// same store and through a second store as another process would, answers not-owner and
+/// leaves the successor's grant in place.
+pub async fn stale_release_keeps_successor(locker: &Locker, url: &str) {
+    let key = unique_key("stale-release");
+    let a = locker.acquire(&key, Duration::from_secs(30)).await.unwrap();
+    let a_owner = a.owner();
+    assert!(a.release().await.unwrap());
+    let b = locker.acquire(&key, Duration::from_secs(30)).await.unwrap();
+    assert!(!locker.release_by_owner(&key, &a_owner).await.unwrap());
+    let other = Locker::connect(url).await.unwrap();
+    assert!(!other.release_by_owner(&key, &a_owner).await.unwrap());
+    let h = locker.holders(Some(&key)).await.unwrap();
+    assert_eq!(h.iter().map(|h| h.owner).collect::<Vec<_>>(), vec![b.owner()]);
+    assert_eq!(h[0].fence, Some(b.fence()));
+    assert!(b.release().await.unwrap());
+}
+
 /// Session stores: a frozen holder keeps its lock (nothing expires while the process lives),
 /// and its death hands the lock over promptly.
 pub async fn stalled_session_holder_keeps_lock(locker: &Locker, url: &str, worker: &Path) {

@@ -15,6 +15,14 @@ pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0").local_addr().unwrap().port()
 }
 
+/// Calls `start` with free ports until it reports a start (a port can be taken between
+/// choosing and binding); panics naming `what` after `tries`.
+fn on_free_port(tries: usize, what: &str, mut start: impl FnMut(u16) -> bool) {
+    if !(0..tries).any(|_| start(free_port())) {
+        panic!("could not start {what} on a free port");
+    }
+}
+
 fn need(bin: &str) -> String {
     let found = std::env::var_os("PATH")
         .into_iter()
@@ -60,13 +68,11 @@ impl RedisServer {
         }
         let extra: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
         let mut s = RedisServer { port: 0, dir, extra, tls, child: None };
-        for _ in 0..10 {
-            s.port = free_port();
-            if s.spawn() {
-                return s;
-            }
-        }
-        panic!("could not start redis-server on a free port");
+        on_free_port(10, "redis-server", |port| {
+            s.port = port;
+            s.spawn()
+        });
+        s
     }
 
     fn spawn(&mut self) -> bool {
@@ -498,13 +504,11 @@ impl ZkServer {
         );
         let dir = tempfile::tempdir().expect("temp dir");
         let mut s = ZkServer { port: 0, dir, child: None };
-        for _ in 0..5 {
-            s.port = free_port();
-            if s.spawn() {
-                return s;
-            }
-        }
-        panic!("could not start zookeeper on a free port");
+        on_free_port(5, "zookeeper", |port| {
+            s.port = port;
+            s.spawn()
+        });
+        s
     }
 
     fn spawn(&mut self) -> bool {

@@ -158,10 +158,13 @@ impl Undoing {
     }
 }
 
-/// `acquire` for stores that wait inside the server: one request carrying the whole wait
-/// (`grant(None)`: a single attempt), whose answer must come within the wait plus the op
-/// timeout, else the outcome is unknown.
-#[cfg_attr(not(any(feature = "postgres", feature = "mysql")), allow(dead_code))]
+/// `acquire` for stores that wait inside the server (or in a server-side queue): one call
+/// carrying the whole wait (`grant(None)`: a single attempt), whose answer must come within
+/// the wait plus the op timeout, else the outcome is unknown.
+#[cfg_attr(
+    not(any(feature = "postgres", feature = "mysql", feature = "etcd", feature = "zookeeper")),
+    allow(dead_code)
+)]
 pub(crate) async fn server_side_acquire<F, Fut>(
     req: &crate::store::AcquireRequest<'_>,
     until: Option<Instant>,

@@ -697,25 +697,8 @@ impl Store for EtcdStore {
     }
 
     async fn acquire(&self, req: &AcquireRequest<'_>, until: Option<Instant>) -> Result<Attempt> {
-        match until {
-            None => tokio::time::timeout(req.op_timeout, self.attempt(req, None)).await.map_err(
-                |_| {
-                    Error::UnknownOutcome(format!(
-                        "etcd acquire of {:?} got no answer within {:?}",
-                        req.key, req.op_timeout
-                    ))
-                },
-            )?,
-            Some(until) => {
-                let limit = until.saturating_duration_since(Instant::now()) + req.op_timeout;
-                tokio::time::timeout(limit, self.attempt(req, Some(until))).await.map_err(|_| {
-                    Error::UnknownOutcome(format!(
-                        "etcd acquire of {:?} got no answer within {limit:?}",
-                        req.key
-                    ))
-                })?
-            }
-        }
+        // The whole wait (queue place, predecessor watches) answers within `until` + op timeout.
+        super::bell::server_side_acquire(req, until, |_| self.attempt(req, until)).await
     }
 
     async fn renew(&self, key: &Key, owner: &OwnerToken, _ttl: Duration) -> Result<bool> {

@@ -594,14 +594,8 @@ impl Store for ZkStore {
     }
 
     async fn acquire(&self, req: &AcquireRequest<'_>, until: Option<Instant>) -> Result<Attempt> {
-        let limit = until.map_or(Duration::ZERO, |u| u.saturating_duration_since(Instant::now()))
-            + req.op_timeout;
-        tokio::time::timeout(limit, self.attempt(req, until)).await.map_err(|_| {
-            Error::UnknownOutcome(format!(
-                "zookeeper acquire of {:?} got no answer within {limit:?}",
-                req.key
-            ))
-        })?
+        // The whole wait (queue place, predecessor watches) answers within `until` + op timeout.
+        super::bell::server_side_acquire(req, until, |_| self.attempt(req, until)).await
     }
 
     async fn renew(&self, key: &Key, owner: &OwnerToken, _ttl: Duration) -> Result<bool> {
