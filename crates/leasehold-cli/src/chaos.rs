@@ -139,6 +139,8 @@ struct Trial {
     /// Partition: the cut-off holder's lost() fired only after the store granted the key to
     /// the successor (or never), i.e. later than the store-side expiry.
     lost_late: bool,
+    /// Partition: how long before the successor's grant the holder's lost() fired, in ms.
+    lost_lead_ms: Option<f64>,
     holder_said: String,
     final_value: Option<String>,
     events: Vec<Event>,
@@ -445,6 +447,10 @@ async fn stalled_trial(
         fence_out_of_order: successor_fence.is_some_and(|f| f <= holder_fence),
         unknown,
         lost_late,
+        lost_lead_ms: match (partition, granted_at, lost_at) {
+            (true, Some(g), Some(l)) => Some((g - l) as f64 / 1e6),
+            _ => None,
+        },
         holder_said: said,
         final_value,
         events,
@@ -498,6 +504,7 @@ pub async fn run(s: Settings) -> Result<Value, String> {
                 "fences_out_of_order": t.iter().filter(|t| t.fence_out_of_order).count(),
                 "unknown_outcomes": t.iter().filter(|t| t.unknown).count(),
                 "lost_after_successor_grant": t.iter().filter(|t| t.lost_late).count(),
+                "lost_before_grant_ms": lead_stats(t.iter().filter_map(|t| t.lost_lead_ms).collect()),
             })
         })
         .collect();
@@ -516,6 +523,16 @@ pub async fn run(s: Settings) -> Result<Value, String> {
         .and_then(|_| std::fs::write(s.out.join("timeline.svg"), timeline(&report, &trials)))
         .map_err(|e| format!("cannot write to {}: {e}", s.out.display()))?;
     Ok(report)
+}
+
+/// Minimum and median of how long before the successor's grant `lost()` fired.
+fn lead_stats(mut v: Vec<f64>) -> Value {
+    if v.is_empty() {
+        return Value::Null;
+    }
+    v.sort_by(f64::total_cmp);
+    let round = |x: f64| (x * 10.0).round() / 10.0;
+    json!({ "min": round(v[0]), "median": round(v[v.len() / 2]), "trials": v.len() })
 }
 
 /// The table printed after a run.
@@ -554,6 +571,18 @@ pub fn table(r: &Value) -> String {
                 "-".into()
             }
         ));
+    }
+    for a in r["arms"].as_array().into_iter().flatten() {
+        let l = &a["lost_before_grant_ms"];
+        if !l.is_null() {
+            out.push_str(&format!(
+                "{} arm: the cut-off holder's lost() fired before the successor's grant by {} ms (min), {} ms (median), over {} trials\n",
+                a["arm"].as_str().unwrap_or(""),
+                l["min"],
+                l["median"],
+                l["trials"]
+            ));
+        }
     }
     out
 }
