@@ -537,3 +537,26 @@ fn chaos_stalled_holder_file() {
     let d = tempfile::tempdir().unwrap();
     chaos_short(&format!("file://{}/locks", d.path().display()), false);
 }
+
+/// doctor on MySQL, a 3-member etcd cluster and a standalone ZooKeeper reads their real
+/// settings and membership.
+#[test]
+fn doctor_reads_mysql_etcd_and_zookeeper() {
+    let db = leasehold_testkit::MyDatabase::new();
+    let v = doctor_json(&db.url(""));
+    assert_eq!(setting(&v, "innodb_flush_log_at_trx_commit"), "1");
+    assert!(verdicts(&v).contains("lease table: linearizable"), "{v}");
+
+    let cluster = leasehold_testkit::servers::EtcdCluster::start(3);
+    let v = doctor_json(&cluster.url(""));
+    assert_eq!(setting(&v, "members"), "3");
+    assert!(verdicts(&v).contains("survives the loss of 1 member"), "{v}");
+
+    let zk = leasehold_testkit::servers::ZkServer::start();
+    let v = doctor_json(&zk.url(""));
+    assert!(
+        setting(&v, &format!("server 127.0.0.1:{}", zk.port())).starts_with("standalone"),
+        "{v}"
+    );
+    assert!(verdicts(&v).contains("single (standalone) server"), "{v}");
+}
