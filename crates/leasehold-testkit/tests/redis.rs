@@ -188,3 +188,29 @@ async fn unknown_acquire_is_cleaned_up() {
         .expect("the orphan was cleaned up well before its 120 s TTL");
     assert!(lease.release().await.unwrap());
 }
+
+/// A connection reset while a lease is held (a proxy, a server-side `CLIENT KILL`, an idle
+/// timeout): the first request after it finds the connection broken. The owner-checked renew
+/// and release are retried once on the reconnected connection instead of reporting an unknown
+/// outcome and leaving the grant to its TTL (`leasehold chaos --scenario unknown-acquire`
+/// found the release case).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn renew_and_release_survive_a_connection_reset() {
+    use leasehold_testkit::proxy::{Fault, FaultProxy};
+    let server = RedisServer::start();
+    let proxy =
+        FaultProxy::start(format!("127.0.0.1:{}", server.port()).parse().unwrap()).await.unwrap();
+    let locker = Locker::connect(&format!("redis://{}", proxy.addr())).await.unwrap();
+    let lease = locker.acquire("k", Duration::from_secs(30)).await.unwrap();
+    for _ in 0..2 {
+        proxy.set(Fault::Reset);
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        proxy.set(Fault::Pass);
+        lease.renew().await.expect("a renewal after a reset");
+    }
+    proxy.set(Fault::Reset);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    proxy.set(Fault::Pass);
+    assert!(lease.release().await.expect("a release after a reset"));
+    assert_eq!(server.cli(&["EXISTS", "leasehold:k"]), "0");
+}

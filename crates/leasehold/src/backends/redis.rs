@@ -77,6 +77,13 @@ pub(crate) fn redis_err(backend: &'static str, what: &str, e: redis::RedisError)
     }
 }
 
+/// Whether a request failed on a connection found broken: the connection manager reconnects
+/// only after such a failure, so an idempotent request (owner-checked renew or release) gets
+/// one retry on the fresh connection.
+fn retry_on(e: &redis::RedisError) -> bool {
+    e.is_connection_dropped() && !e.is_connection_refusal()
+}
+
 /// Options read from the URL's query string (and removed before the driver sees it).
 #[derive(Debug, Clone)]
 pub(crate) struct Options {
@@ -438,20 +445,32 @@ impl Node {
         })
     }
 
+    /// Renews owner-checked; once more on the fresh connection when the first attempt found
+    /// the connection broken (a renewal applied twice is a renewal).
     pub async fn renew_many(&self, names: &Names, items: &[RenewItem]) -> Result<Vec<bool>> {
-        let mut out = Vec::with_capacity(items.len());
+        let what = || format!("renew on {}", self.addr);
+        match self.renew_many_once(names, items).await {
+            Err(e) if retry_on(&e) => self
+                .renew_many_once(names, items)
+                .await
+                .map_err(|e2| redis_err("redis", &format!("{} (retried after {e})", what()), e2)),
+            r => r.map_err(|e| redis_err("redis", &what(), e)),
+        }
+    }
+
+    async fn renew_many_once(
+        &self,
+        names: &Names,
+        items: &[RenewItem],
+    ) -> redis::RedisResult<Vec<bool>> {
         let mut c = self.conn.clone();
         if items.len() <= RENEW_CHUNK {
             let mut inv = self.renew_many.prepare_invoke();
             for it in items {
                 inv.key(names.lease(&it.key)).arg(it.owner.to_string()).arg(ttl_ms(it.ttl));
             }
-            let r: Vec<i64> = inv
-                .invoke_async(&mut c)
-                .await
-                .map_err(|e| redis_err("redis", &format!("renew on {}", self.addr), e))?;
-            out.extend(r.into_iter().map(|v| v == 1));
-            return Ok(out);
+            let r: Vec<i64> = inv.invoke_async(&mut c).await?;
+            return Ok(r.into_iter().map(|v| v == 1).collect());
         }
         // Many chunks: load once, then pipeline EVALSHA per chunk (one round trip).
         for attempt in 0..2 {
@@ -466,24 +485,41 @@ impl Node {
                 }
             }
             match pipe.query_async::<Vec<Vec<i64>>>(&mut c).await {
-                Ok(r) => {
-                    out.extend(r.into_iter().flatten().map(|v| v == 1));
-                    return Ok(out);
-                }
+                Ok(r) => return Ok(r.into_iter().flatten().map(|v| v == 1).collect()),
                 Err(e) if attempt == 0 && e.code() == Some("NOSCRIPT") => {
-                    self.renew_many
-                        .prepare_invoke()
-                        .load_async(&mut c)
-                        .await
-                        .map_err(|e| redis_err("redis", "script load", e))?;
+                    self.renew_many.prepare_invoke().load_async(&mut c).await?;
                 }
-                Err(e) => return Err(redis_err("redis", &format!("renew on {}", self.addr), e)),
+                Err(e) => return Err(e),
             }
         }
         unreachable!("the loop returns")
     }
 
+    /// Releases owner-checked; once more on the fresh connection when the first attempt found
+    /// the connection broken. If the retry finds the grant gone, it is gone either way, but
+    /// whether the first attempt removed it is unknown: [`Error::UnknownOutcome`].
     pub async fn release(&self, names: &Names, key: &Key, owner: &OwnerToken) -> Result<bool> {
+        let what = || format!("release on {}", self.addr);
+        match self.release_once(names, key, owner).await {
+            Err(e) if retry_on(&e) => match self.release_once(names, key, owner).await {
+                Ok(true) => Ok(true),
+                Ok(false) => Err(Error::UnknownOutcome(format!(
+                    "{}: {e}; a retry found the grant gone (removed by that attempt, or ended \
+                     before it)",
+                    what()
+                ))),
+                Err(e2) => Err(redis_err("redis", &format!("{} (retried after {e})", what()), e2)),
+            },
+            r => r.map_err(|e| redis_err("redis", &what(), e)),
+        }
+    }
+
+    async fn release_once(
+        &self,
+        names: &Names,
+        key: &Key,
+        owner: &OwnerToken,
+    ) -> redis::RedisResult<bool> {
         let mut c = self.conn.clone();
         let n: i64 = self
             .release
@@ -491,8 +527,7 @@ impl Node {
             .arg(owner.to_string())
             .arg(names.channel(key))
             .invoke_async(&mut c)
-            .await
-            .map_err(|e| redis_err("redis", &format!("release on {}", self.addr), e))?;
+            .await?;
         Ok(n == 1)
     }
 
