@@ -193,13 +193,16 @@ enum Cmd {
     Chaos {
         #[command(flatten)]
         store: StoreOpt,
-        /// The scenario: stalled-holder or partition.
+        /// The scenario: stalled-holder, partition, store-kill, failover or unknown-acquire.
+        /// store-kill and failover start private servers of the --store URL's kind (redis,
+        /// etcd; zk for store-kill) and never touch the server the URL names.
         #[arg(long, default_value = "stalled-holder")]
         scenario: String,
         /// Trials with fencing.
         #[arg(long, default_value_t = 20)]
         trials: usize,
-        /// Trials of the unfenced control (default: as many as --trials).
+        /// Trials of the unfenced control (default: as many as --trials); for
+        /// unknown-acquire, trials of its `cut` arm.
         #[arg(long)]
         control_trials: Option<usize>,
         /// Lease length of the holder (session stores: their session timeout applies).

@@ -1,12 +1,21 @@
 //! `leasehold chaos`: runs a failure against the user's store with real processes, records
 //! what every process did, checks the history and draws it.
 //!
-//! Implemented scenario: `stalled-holder`. Each trial starts a holder process (this binary,
-//! `chaos-worker`) that acquires the key with auto-renew, claims the resource and writes; the
-//! tool SIGSTOPs it past its lease; a successor (this process) acquires, claims and writes; the
-//! holder is resumed and writes again. The trial runs twice: with the fence check on every
-//! write, and without (the control, where the stale write must be seen getting through, so the
-//! check can fail).
+//! Scenarios:
+//! - `stalled-holder`: a holder process (this binary, `chaos-worker`) acquires the key with
+//!   auto-renew, claims the resource and writes; the tool SIGSTOPs it past its lease; a
+//!   successor (this process) acquires, claims and writes; the holder is resumed and writes
+//!   again. Run with the fence check on every write, and without (the control, where the
+//!   stale write must be seen getting through, so the check can fail).
+//! - `partition`: the same, with the holder cut off from the store by a fault proxy instead of
+//!   frozen; its `lost()` must fire before the store grants the key to the successor.
+//! - `store-kill` and `failover` ([`faults`]): the store itself fails, on private servers
+//!   this tool starts.
+//! - `unknown-acquire` ([`unknown`]): an acquire's reply is dropped; no orphan may outlive the
+//!   cleanup (or, when the link stays cut, the store's expiry).
+
+mod faults;
+mod unknown;
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -141,6 +150,14 @@ struct Trial {
     lost_late: bool,
     /// Partition: how long before the successor's grant the holder's lost() fired, in ms.
     lost_lead_ms: Option<f64>,
+    /// Unknown-acquire: the store had granted the acquire whose answer was lost (the observer
+    /// found the key held right after the unknown outcome).
+    orphan_seen: bool,
+    /// Unknown-acquire: from the unknown outcome to the observer's grant, in ms.
+    orphan_ms: Option<f64>,
+    /// Unknown-acquire: the orphaned grant outlived its bound (the cleanup, or the store's
+    /// expiry when the link stayed cut), or never went away.
+    orphan: bool,
     holder_said: String,
     final_value: Option<String>,
     events: Vec<Event>,
@@ -218,6 +235,8 @@ pub async fn worker(url: &str, key: &str, ttl: Duration, spec: &str, fenced: boo
             break;
         }
     }
+    // Stops working here: a successor granted from now on does not overlap this holder.
+    out(e("releasing", fence, ""));
     let released = lease.release().await;
     out(e("release", fence, &format!("{released:?}")));
     0
@@ -428,93 +447,137 @@ async fn stalled_trial(
     holder.finish().await;
     events.append(&mut holder.events);
     events.sort_by_key(|e| e.t_ns);
-    let granted_at =
-        events.iter().find(|e| e.who == "successor" && e.what == "acquire").map(|e| e.t_ns);
-    let lost_at = events.iter().find(|e| e.who == "holder" && e.what == "lost").map(|e| e.t_ns);
-    let lost_late = partition
-        && match (granted_at, lost_at) {
-            (Some(g), Some(l)) => l > g,
-            (Some(_), None) => true,
-            (None, _) => false,
-        };
-    Ok(Trial {
-        arm,
-        n,
-        holder_fence,
-        successor_fence,
-        successor_acquired: successor_fence.is_some(),
-        stale_effect_accepted: successor_fence.is_some() && said == "accepted",
-        fence_out_of_order: successor_fence.is_some_and(|f| f <= holder_fence),
-        unknown,
-        lost_late,
-        lost_lead_ms: match (partition, granted_at, lost_at) {
-            (true, Some(g), Some(l)) => Some((g - l) as f64 / 1e6),
-            _ => None,
-        },
-        holder_said: said,
-        final_value,
-        events,
-    })
+    let mut t = Trial::checked(arm, n, holder_fence, successor_fence, said, final_value, events);
+    t.unknown |= unknown;
+    if !partition {
+        // A frozen holder cannot learn anything before it is resumed, so its late lost() says
+        // nothing about the store; the fence check is what this scenario tests.
+        t.lost_late = false;
+        t.lost_lead_ms = None;
+    }
+    Ok(t)
 }
+
+impl Trial {
+    /// A trial whose checks are computed from its history: the holder's late write counts
+    /// as a stale effect accepted when it got through after the resource had accepted a
+    /// successor's effect; the holder learned of its loss late when its `lost()` (or release)
+    /// came after the store's grant to the successor.
+    fn checked(
+        arm: &'static str,
+        n: usize,
+        holder_fence: u64,
+        successor_fence: Option<u64>,
+        holder_said: String,
+        final_value: Option<String>,
+        events: Vec<Event>,
+    ) -> Trial {
+        let at = |who: &str, what: &str| {
+            events.iter().find(|e| e.who == who && e.what == what).map(|e| e.t_ns)
+        };
+        let granted_at = at("successor", "acquire");
+        let holder_end = [at("holder", "lost"), at("holder", "releasing"), at("holder", "release")]
+            .into_iter()
+            .flatten()
+            .min();
+        let accepted = |e: &&Event| {
+            e.what == "effect" && e.detail.as_deref().is_some_and(|d| d.starts_with("accepted"))
+        };
+        let paused = at("chaos", "pause").unwrap_or(i64::MAX);
+        let late_write =
+            events.iter().filter(accepted).find(|e| e.who == "holder" && e.t_ns > paused);
+        let stale = late_write.is_some_and(|late| {
+            events.iter().filter(accepted).any(|e| e.who == "successor" && e.t_ns < late.t_ns)
+        });
+        Trial {
+            arm,
+            n,
+            holder_fence,
+            successor_fence,
+            successor_acquired: successor_fence.is_some(),
+            stale_effect_accepted: stale,
+            fence_out_of_order: successor_fence.is_some_and(|f| f <= holder_fence),
+            unknown: events.iter().any(|e| e.what == "unknown"),
+            lost_late: match (granted_at, holder_end) {
+                (Some(g), Some(end)) => end > g,
+                (Some(_), None) => true,
+                (None, _) => false,
+            },
+            lost_lead_ms: match (granted_at, at("holder", "lost")) {
+                (Some(g), Some(l)) => Some((g - l) as f64 / 1e6),
+                _ => None,
+            },
+            orphan_seen: false,
+            orphan_ms: None,
+            orphan: false,
+            holder_said,
+            final_value,
+            events,
+        }
+    }
+}
+
+/// What a run ran against, for the report.
+struct Outline {
+    /// The store URL the trials used.
+    store: String,
+    guarantees: leasehold::Guarantees,
+    /// Where the resource lives.
+    resource: String,
+    /// How the store was set up and failed, when the tool started it.
+    setup: Option<String>,
+}
+
+/// The scenarios `run` knows.
+pub const SCENARIOS: &str = "stalled-holder, partition, store-kill, failover, unknown-acquire";
 
 /// Runs the scenario and writes `report.json` and `timeline.svg` to `out`.
 pub async fn run(s: Settings) -> Result<Value, String> {
-    if s.scenario != "stalled-holder" && s.scenario != "partition" {
-        return Err(format!(
-            "scenario {:?} is not implemented yet; available: stalled-holder, partition",
-            s.scenario
-        ));
-    }
     std::fs::create_dir_all(&s.out)
         .map_err(|e| format!("cannot create {}: {e}", s.out.display()))?;
-    let locker = Locker::connect(&s.url).await.map_err(|e| e.to_string())?;
-    let (spec, where_) = resource_spec(&s.url, &s.out);
-    if spec.starts_with("sqlite:") {
-        // The tool's own resource file: start it fresh, since another store's fences (an
-        // earlier run's) are not comparable with this one's and would be refused.
-        for ext in ["", "-wal", "-shm"] {
-            let _ = std::fs::remove_file(s.out.join(format!("resource.db{ext}")));
-        }
-    }
-    let mut trials = Vec::new();
-    for fenced in [true, false] {
-        let count = if fenced { s.trials } else { s.control_trials };
-        for n in 0..count {
-            eprint!(
-                "\r[{}] {} trial {}/{} ",
-                s.scenario,
-                if fenced { "fenced  " } else { "unfenced" },
-                n + 1,
-                count
-            );
-            let _ = std::io::stderr().flush();
-            trials.push(stalled_trial(&s, &locker, &spec, fenced, n).await?);
-        }
-    }
+    let (trials, outline) = match s.scenario.as_str() {
+        "stalled-holder" | "partition" => holder_trials(&s).await?,
+        "store-kill" | "failover" => faults::run(&s).await?,
+        "unknown-acquire" => unknown::run(&s).await?,
+        other => return Err(format!("unknown scenario {other:?}; available: {SCENARIOS}")),
+    };
     eprintln!();
-    let arms: Vec<Value> = ["fenced", "unfenced"]
+    let mut names: Vec<&'static str> = Vec::new();
+    for t in &trials {
+        if !names.contains(&t.arm) {
+            names.push(t.arm);
+        }
+    }
+    let arms: Vec<Value> = names
         .iter()
         .map(|arm| {
             let t: Vec<&Trial> = trials.iter().filter(|t| t.arm == *arm).collect();
+            let count = |f: fn(&Trial) -> bool| t.iter().filter(|t| f(t)).count();
             json!({
                 "arm": arm,
                 "trials": t.len(),
-                "successor_acquired": t.iter().filter(|t| t.successor_acquired).count(),
-                "stale_effects_accepted": t.iter().filter(|t| t.stale_effect_accepted).count(),
-                "fences_out_of_order": t.iter().filter(|t| t.fence_out_of_order).count(),
-                "unknown_outcomes": t.iter().filter(|t| t.unknown).count(),
-                "lost_after_successor_grant": t.iter().filter(|t| t.lost_late).count(),
+                "successor_acquired": count(|t| t.successor_acquired),
+                "stale_effects_accepted": count(|t| t.stale_effect_accepted),
+                "fences_out_of_order": count(|t| t.fence_out_of_order),
+                "unknown_outcomes": count(|t| t.unknown),
+                "lost_after_successor_grant": count(|t| t.lost_late),
                 "lost_before_grant_ms": lead_stats(t.iter().filter_map(|t| t.lost_lead_ms).collect()),
+                "orphans_seen": count(|t| t.orphan_seen),
+                "orphans": count(|t| t.orphan),
+                "orphan_lifetime_ms": lead_stats(
+                    t.iter().filter(|t| t.orphan_seen).filter_map(|t| t.orphan_ms).collect()
+                ),
             })
         })
         .collect();
     let report = json!({
-        "store": s.url,
-        "backend": locker.guarantees().backend,
-        "guarantees": locker.guarantees(),
+        "store": outline.store,
+        "backend": outline.guarantees.backend,
+        "guarantees": outline.guarantees,
         "scenario": s.scenario,
         "ttl_ms": s.ttl.as_millis() as u64,
-        "resource": where_,
+        "resource": outline.resource,
+        "setup": outline.setup,
         "key": KEY,
         "arms": arms,
         "trials": trials,
@@ -525,6 +588,45 @@ pub async fn run(s: Settings) -> Result<Value, String> {
     Ok(report)
 }
 
+/// Progress on stderr, one line rewritten in place.
+fn progress(s: &Settings, arm: &str, n: usize, count: usize) {
+    eprint!("\r[{}] {arm:<9} trial {}/{count} ", s.scenario, n + 1);
+    let _ = std::io::stderr().flush();
+}
+
+/// `stalled-holder` and `partition`, on the user's store.
+async fn holder_trials(s: &Settings) -> Result<(Vec<Trial>, Outline), String> {
+    let locker = Locker::connect(&s.url).await.map_err(|e| e.to_string())?;
+    let (spec, where_) = resource_spec(&s.url, &s.out);
+    if spec.starts_with("sqlite:") {
+        // The tool's own resource file: start it fresh, since another store's fences (an
+        // earlier run's) are not comparable with this one's and would be refused.
+        fresh_sqlite(&s.out);
+    }
+    let mut trials = Vec::new();
+    for fenced in [true, false] {
+        let count = if fenced { s.trials } else { s.control_trials };
+        for n in 0..count {
+            progress(s, if fenced { "fenced" } else { "unfenced" }, n, count);
+            trials.push(stalled_trial(s, &locker, &spec, fenced, n).await?);
+        }
+    }
+    let outline = Outline {
+        store: s.url.clone(),
+        guarantees: locker.guarantees(),
+        resource: where_,
+        setup: None,
+    };
+    Ok((trials, outline))
+}
+
+/// Removes the tool's own SQLite resource file in `out`.
+fn fresh_sqlite(out: &Path) {
+    for ext in ["", "-wal", "-shm"] {
+        let _ = std::fs::remove_file(out.join(format!("resource.db{ext}")));
+    }
+}
+
 /// Minimum and median of how long before the successor's grant `lost()` fired.
 fn lead_stats(mut v: Vec<f64>) -> Value {
     if v.is_empty() {
@@ -532,21 +634,32 @@ fn lead_stats(mut v: Vec<f64>) -> Value {
     }
     v.sort_by(f64::total_cmp);
     let round = |x: f64| (x * 10.0).round() / 10.0;
-    json!({ "min": round(v[0]), "median": round(v[v.len() / 2]), "trials": v.len() })
+    json!({
+        "min": round(v[0]),
+        "median": round(v[v.len() / 2]),
+        "max": round(v[v.len() - 1]),
+        "trials": v.len()
+    })
 }
 
 /// The table printed after a run.
 pub fn table(r: &Value) -> String {
+    let scenario = r["scenario"].as_str().unwrap_or("");
     let mut out = format!(
-        "store {} ({}) · scenario {} · ttl {} ms · resource: {}\n\n",
+        "store {} ({}) · scenario {scenario} · ttl {} ms · resource: {}\n",
         r["store"].as_str().unwrap_or(""),
         r["backend"].as_str().unwrap_or(""),
-        r["scenario"].as_str().unwrap_or(""),
         r["ttl_ms"].as_u64().unwrap_or(0),
         r["resource"].as_str().unwrap_or("")
     );
-    out.push_str(&format!(
-        "{:<16} {:<9} {:>7} {:>19} {:>23} {:>20} {:>9}\n",
+    if let Some(setup) = r["setup"].as_str() {
+        out.push_str(&format!("setup: {setup}\n"));
+    }
+    out.push('\n');
+    let lost = matches!(scenario, "partition" | "store-kill" | "failover");
+    let orphans = scenario == "unknown-acquire";
+    let mut head = format!(
+        "{:<16} {:<9} {:>7} {:>18} {:>23} {:>20} {:>8}",
         "scenario",
         "arm",
         "trials",
@@ -554,60 +667,86 @@ pub fn table(r: &Value) -> String {
         "stale effects accepted",
         "fences out of order",
         "unknown"
-    ));
+    );
+    if lost {
+        head.push_str(&format!(" {:>29}", "holder's lost() after grant"));
+    }
+    if orphans {
+        head.push_str(&format!(" {:>13} {:>25}", "orphans seen", "orphans outliving bound"));
+    }
+    out.push_str(head.trim_end());
+    out.push('\n');
     for a in r["arms"].as_array().into_iter().flatten() {
-        out.push_str(&format!(
-            "{:<16} {:<9} {:>7} {:>19} {:>23} {:>20} {:>9} {:>14}\n",
-            r["scenario"].as_str().unwrap_or(""),
+        let n = |k: &str| a[k].as_u64().unwrap_or(0);
+        let mut line = format!(
+            "{:<16} {:<9} {:>7} {:>18} {:>23} {:>20} {:>8}",
+            scenario,
             a["arm"].as_str().unwrap_or(""),
-            a["trials"].as_u64().unwrap_or(0),
-            a["successor_acquired"].as_u64().unwrap_or(0),
-            a["stale_effects_accepted"].as_u64().unwrap_or(0),
-            a["fences_out_of_order"].as_u64().unwrap_or(0),
-            a["unknown_outcomes"].as_u64().unwrap_or(0),
-            if r["scenario"] == "partition" {
-                a["lost_after_successor_grant"].as_u64().unwrap_or(0).to_string()
-            } else {
-                "-".into()
-            }
-        ));
+            n("trials"),
+            n("successor_acquired"),
+            n("stale_effects_accepted"),
+            n("fences_out_of_order"),
+            n("unknown_outcomes"),
+        );
+        if lost {
+            line.push_str(&format!(" {:>29}", n("lost_after_successor_grant")));
+        }
+        if orphans {
+            line.push_str(&format!(" {:>13} {:>25}", n("orphans_seen"), n("orphans")));
+        }
+        out.push_str(&line);
+        out.push('\n');
     }
     for a in r["arms"].as_array().into_iter().flatten() {
+        let arm = a["arm"].as_str().unwrap_or("");
         let l = &a["lost_before_grant_ms"];
-        if !l.is_null() {
+        if scenario == "partition" && !l.is_null() {
             out.push_str(&format!(
-                "{} arm: the cut-off holder's lost() fired before the successor's grant by {} ms (min), {} ms (median), over {} trials\n",
-                a["arm"].as_str().unwrap_or(""),
-                l["min"],
-                l["median"],
-                l["trials"]
+                "{arm} arm: the cut-off holder's lost() fired before the successor's grant by {} ms (min), {} ms (median), over {} trials\n",
+                l["min"], l["median"], l["trials"]
+            ));
+        }
+        let o = &a["orphan_lifetime_ms"];
+        if !o.is_null() {
+            out.push_str(&format!(
+                "{arm} arm: a granted acquire whose answer was lost blocked the key for {} ms (min), {} ms (median), {} ms (max) after the unknown outcome, over {} trials\n",
+                o["min"], o["median"], o["max"], o["trials"]
             ));
         }
     }
     out
 }
 
-/// Whether the run shows what it must: no stale effect accepted with fencing, and (when the
-/// successor got the key at all) stale effects getting through without it.
+/// Whether the run shows what it must: no stale effect accepted with fencing; fences in order
+/// and no second holder unless the store's guarantees admit them after a store failure; no
+/// partitioned holder learning of its loss after the store moved on; no orphaned grant
+/// outliving its bound.
 pub fn verdict(r: &Value) -> Result<(), String> {
-    let arm = |name: &str| {
-        r["arms"].as_array().and_then(|a| a.iter().find(|x| x["arm"] == name)).cloned()
-    };
-    let fenced = arm("fenced").ok_or("no fenced arm")?;
-    if fenced["stale_effects_accepted"].as_u64() != Some(0) {
-        return Err(format!(
-            "{} stale effects were accepted WITH fencing",
-            fenced["stale_effects_accepted"]
-        ));
-    }
-    if fenced["fences_out_of_order"].as_u64() != Some(0) {
-        return Err("fences went out of order".into());
-    }
-    for a in r["arms"].as_array().into_iter().flatten() {
-        if a["lost_after_successor_grant"].as_u64().unwrap_or(0) > 0 {
+    let arms: Vec<&Value> = r["arms"].as_array().into_iter().flatten().collect();
+    let n = |a: &Value, k: &str| a[k].as_u64().unwrap_or(0);
+    let store_failure = matches!(r["scenario"].as_str(), Some("store-kill" | "failover"));
+    let admitted = store_failure && r["guarantees"]["fence_repeat"] == "after_store_failure";
+    for a in &arms {
+        if a["arm"] == "fenced" && n(a, "stale_effects_accepted") > 0 {
             return Err(format!(
-                "{} partitioned holder(s) learned of the loss only after the store granted the key to the successor",
-                a["lost_after_successor_grant"]
+                "{} stale effects were accepted WITH fencing",
+                n(a, "stale_effects_accepted")
+            ));
+        }
+        if a["arm"] == "fenced" && n(a, "fences_out_of_order") > 0 && !admitted {
+            return Err("fences went out of order".into());
+        }
+        if n(a, "lost_after_successor_grant") > 0 && !admitted {
+            return Err(format!(
+                "{} holder(s) learned of the loss only after the store granted the key to the successor",
+                n(a, "lost_after_successor_grant")
+            ));
+        }
+        if n(a, "orphans") > 0 {
+            return Err(format!(
+                "{} acquire(s) with unknown outcome left a grant that outlived its bound ({} arm)",
+                n(a, "orphans"),
+                a["arm"].as_str().unwrap_or("")
             ));
         }
     }
@@ -620,10 +759,25 @@ pub fn verdict(r: &Value) -> Result<(), String> {
 fn timeline(r: &Value, trials: &[Trial]) -> String {
     use crate::svg::esc;
     use std::fmt::Write;
-    let shown: Vec<&Trial> = ["fenced", "unfenced"]
-        .iter()
-        .flat_map(|arm| trials.iter().filter(move |t| t.arm == *arm).take(6))
-        .collect();
+    let mut names: Vec<&str> = Vec::new();
+    for t in trials {
+        if !names.contains(&t.arm) {
+            names.push(t.arm);
+        }
+    }
+    let shown: Vec<&Trial> =
+        names.iter().flat_map(|arm| trials.iter().filter(move |t| t.arm == *arm).take(6)).collect();
+    let unknown = r["scenario"] == "unknown-acquire";
+    let (holder_bar, hatched) = match r["scenario"].as_str().unwrap_or("") {
+        "partition" => ("holder lease", "cut off from the store"),
+        "store-kill" => ("holder lease", "store killed until restarted"),
+        "failover" => ("holder lease", "from the primary's loss to the successor's first try"),
+        "unknown-acquire" => (
+            "the grant whose answer was lost, from the request until the observer got the key",
+            "replies dropped / link cut",
+        ),
+        _ => ("holder lease", "SIGSTOPped"),
+    };
     let lane = 16.0;
     let row = lane * 2.0 + 14.0;
     let (left, top, width) = (150.0, 50.0, 900.0);
@@ -640,11 +794,13 @@ fn timeline(r: &Value, trials: &[Trial]) -> String {
     let mut s = String::new();
     let _ = write!(
         s,
-        r##"<svg xmlns="http://www.w3.org/2000/svg" width="{}" height="{h}" font-family="sans-serif" font-size="11"><rect width="100%" height="100%" fill="white"/><defs><pattern id="hatch" width="6" height="6" patternUnits="userSpaceOnUse" patternTransform="rotate(45)"><line x1="0" y1="0" x2="0" y2="6" stroke="#888" stroke-width="2"/></pattern></defs><text x="10" y="20" font-size="14">{} — {}, first trials per arm (time from the holder's acquire, ms)</text><text x="10" y="38">holder lease: blue bar, to its lost() or release (hatched: {}) · successor lease: orange bar · effect: green dot accepted, red ✕ refused by the resource</text>"##,
+        r##"<svg xmlns="http://www.w3.org/2000/svg" width="{}" height="{h}" font-family="sans-serif" font-size="11"><rect width="100%" height="100%" fill="white"/><defs><pattern id="hatch" width="6" height="6" patternUnits="userSpaceOnUse" patternTransform="rotate(45)"><line x1="0" y1="0" x2="0" y2="6" stroke="#888" stroke-width="2"/></pattern></defs><text x="10" y="20" font-size="14">{} — {}, first trials per arm (time from the holder's acquire, ms)</text><text x="10" y="38">{}: blue bar, to its lost() or release (hatched: {}) · {} lease: orange bar · effect: green dot accepted, red ✕ refused by the resource</text>"##,
         left + width + 40.0,
         esc(r["store"].as_str().unwrap_or("")),
         esc(r["scenario"].as_str().unwrap_or("")),
-        if r["scenario"] == "partition" { "cut off from the store" } else { "SIGSTOPped" }
+        holder_bar,
+        hatched,
+        if unknown { "observer" } else { "successor" }
     );
     for (i, t) in shown.iter().enumerate() {
         let y0 = top + row * i as f64;
@@ -664,7 +820,10 @@ fn timeline(r: &Value, trials: &[Trial]) -> String {
         );
         // Holder lease: acquire → lost/release.
         let start = find("holder", "acquire").map_or(0.0, ms);
-        let stop = find("holder", "lost").or_else(|| find("holder", "release")).map_or(end, ms);
+        let stop = find("holder", "lost")
+            .or_else(|| find("holder", "release"))
+            .or_else(|| if unknown { find("successor", "acquire") } else { None })
+            .map_or(end, ms);
         let _ = write!(
             s,
             r##"<rect x="{:.1}" y="{y0:.1}" width="{:.1}" height="{}" fill="#1f77b4" opacity="0.55"><title>holder lease, fence {}</title></rect>"##,
@@ -676,7 +835,7 @@ fn timeline(r: &Value, trials: &[Trial]) -> String {
         if let (Some(p), Some(c)) = (find("chaos", "pause"), find("chaos", "resume")) {
             let _ = write!(
                 s,
-                r##"<rect x="{:.1}" y="{y0:.1}" width="{:.1}" height="{}" fill="url(#hatch)"><title>frozen (SIGSTOP)</title></rect>"##,
+                r##"<rect x="{:.1}" y="{y0:.1}" width="{:.1}" height="{}" fill="url(#hatch)"><title>{hatched}</title></rect>"##,
                 x(ms(p)),
                 (x(ms(c)) - x(ms(p))).max(1.0),
                 lane - 3.0

@@ -1,0 +1,375 @@
+//! `store-kill` and `failover`: the store itself fails while a holder works.
+//!
+//! Both run on private servers this tool starts on free loopback ports, fresh for every trial
+//! (the `--store` URL gives the kind and its options; the server it names is never touched,
+//! let alone killed). Each trial: a holder process acquires with auto-renew, claims an SQLite
+//! resource in the output directory (independent of the failing store, as a real resource
+//! would be) and writes; the store fails; a successor tries the key; the holder writes again.
+//! - `store-kill`: the store process is killed (-9) and restarted on the same port and data
+//!   directory half a lease (or session) later.
+//! - `failover`: Redis: a primary and a replica; the replica stops replicating just before
+//!   the holder's grant (the lag asynchronous replication always allows), the primary is
+//!   killed and the replica promoted; the successor talks to the promoted replica, as a
+//!   Sentinel-routed client would. etcd: three members; the leader is killed.
+//!
+//! When the successor is refused while the holder lives, it tries again after the holder's
+//! release, so every trial also checks that fences kept increasing across the failure.
+
+use std::time::Duration;
+
+use leasehold::{Locker, Wait};
+use leasehold_testkit::servers::{EtcdCluster, RedisServer, ZkServer};
+use tokio::io::AsyncWriteExt;
+
+use super::{
+    Event, Holder, KEY, Outline, Settings, Trial, ev, fresh_sqlite, progress, resource,
+    session_timeout, successor_write,
+};
+
+/// A private store of the kind the `--store` URL names.
+enum Private {
+    Redis { primary: RedisServer, replica: Option<RedisServer> },
+    Etcd(EtcdCluster),
+    Zk(ZkServer),
+}
+
+#[derive(Clone, Copy)]
+enum Kind {
+    Redis,
+    Etcd,
+    Zk,
+}
+
+impl Kind {
+    fn of(url: &str, failover: bool) -> Result<Kind, String> {
+        let scheme = url.split("://").next().unwrap_or("");
+        match (scheme, failover) {
+            ("redis", _) => Ok(Kind::Redis),
+            ("etcd", _) => Ok(Kind::Etcd),
+            ("zk", false) => Ok(Kind::Zk),
+            (_, true) => Err(format!(
+                "failover runs on replicated stores this tool starts itself: redis:// (a \
+                 primary and a replica) or etcd:// (three members); not {scheme}://"
+            )),
+            (_, false) => Err(format!(
+                "store-kill kills and restarts a store this tool starts itself (redis://, \
+                 etcd://, zk://), never one it did not start; not {scheme}://"
+            )),
+        }
+    }
+}
+
+/// Runs a blocking server operation (they wait for the server, and panic when it cannot
+/// start) off the runtime, turning a panic into an error.
+async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Result<T, String> {
+    tokio::task::spawn_blocking(f).await.map_err(|e| match e.try_into_panic() {
+        Ok(p) => p
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| p.downcast_ref::<&str>().map(|s| (*s).to_owned()))
+            .unwrap_or_else(|| "a private server failed".into()),
+        Err(e) => e.to_string(),
+    })
+}
+
+impl Private {
+    fn start(kind: Kind, failover: bool) -> Private {
+        match (kind, failover) {
+            (Kind::Redis, false) => Private::Redis { primary: RedisServer::start(), replica: None },
+            (Kind::Redis, true) => {
+                let primary = RedisServer::start();
+                let replica = RedisServer::start();
+                replica.replicate(&primary);
+                Private::Redis { primary, replica: Some(replica) }
+            }
+            (Kind::Etcd, false) => Private::Etcd(EtcdCluster::single()),
+            (Kind::Etcd, true) => Private::Etcd(EtcdCluster::start(3)),
+            (Kind::Zk, _) => Private::Zk(ZkServer::start()),
+        }
+    }
+
+    /// The store URL, with `suffix` (path and options from the user's URL).
+    fn url(&self, suffix: &str) -> String {
+        match self {
+            Private::Redis { primary, .. } => format!("{}{suffix}", primary.url()),
+            Private::Etcd(c) => c.url(suffix),
+            Private::Zk(z) => z.url(suffix),
+        }
+    }
+
+    fn kill9(&mut self) {
+        match self {
+            Private::Redis { primary, .. } => primary.kill9(),
+            Private::Etcd(c) => c.kill9(0),
+            Private::Zk(z) => z.kill9(),
+        }
+    }
+
+    fn restart(&mut self) {
+        match self {
+            Private::Redis { primary, .. } => primary.restart(),
+            Private::Etcd(c) => c.restart(0),
+            Private::Zk(z) => z.restart(),
+        }
+    }
+
+    /// Loses the primary: kills it and, for Redis, promotes the replica (which stopped
+    /// replicating before the grant). Returns what happened and the URL to use after it.
+    fn fail_over(&mut self, suffix: &str) -> (String, String) {
+        match self {
+            Private::Redis { primary, replica: Some(replica) } => {
+                primary.kill9();
+                replica.promote();
+                (
+                    format!(
+                        "primary :{} killed, replica :{} promoted",
+                        primary.port(),
+                        replica.port()
+                    ),
+                    format!("{}{suffix}", replica.url()),
+                )
+            }
+            Private::Etcd(c) => match c.leader() {
+                Some(i) => {
+                    c.kill9(i);
+                    (format!("leader (member {i}) killed"), c.url(suffix))
+                }
+                None => ("no leader found; nothing killed".into(), c.url(suffix)),
+            },
+            _ => ("no failover for this store".into(), self.url(suffix)),
+        }
+    }
+
+    fn describe(kind: Kind, failover: bool) -> &'static str {
+        match (kind, failover) {
+            (Kind::Redis, false) => {
+                "a private redis-server on a free loopback port, fresh for each trial, without \
+                 persistence (--save '' --appendonly no, how most Redis lock stores run); killed \
+                 (-9) during the hold and restarted on the same port"
+            }
+            (Kind::Redis, true) => {
+                "a private Redis primary and replica, fresh for each trial; an earlier grant \
+                 replicated, then the replica stopped replicating just before the holder's \
+                 grant (the lag asynchronous replication allows), the primary was killed (-9) \
+                 and the replica promoted (REPLICAOF NO ONE); the successor uses the promoted \
+                 replica, as a Sentinel-routed client would, the holder keeps its connection \
+                 to the dead primary"
+            }
+            (Kind::Etcd, false) => {
+                "a private one-member etcd, fresh for each trial, killed (-9) during the hold and \
+                 restarted on its data directory"
+            }
+            (Kind::Etcd, true) => {
+                "a private three-member etcd cluster, fresh for each trial; the leader was \
+                 killed (-9) during the hold; holder and successor know all three members"
+            }
+            (Kind::Zk, _) => {
+                "a private standalone ZooKeeper, fresh for each trial, killed (-9) during the \
+                 hold and restarted on its data directory"
+            }
+        }
+    }
+}
+
+/// The path and options of a store URL (everything after `scheme://host:port,…`).
+fn suffix(url: &str) -> &str {
+    let rest = url.split_once("://").map_or("", |(_, r)| r);
+    rest.find(['/', '?']).map_or("", |i| &rest[i..])
+}
+
+/// Runs the trials of `store-kill` or `failover`.
+pub(super) async fn run(s: &Settings) -> Result<(Vec<Trial>, Outline), String> {
+    let failover = s.scenario == "failover";
+    let kind = Kind::of(&s.url, failover)?;
+    let mut trials = Vec::new();
+    let mut guarantees = None;
+    for fenced in [true, false] {
+        let count = if fenced { s.trials } else { s.control_trials };
+        for n in 0..count {
+            progress(s, if fenced { "fenced" } else { "unfenced" }, n, count);
+            let (t, g) = trial(s, kind, failover, fenced, n).await?;
+            trials.push(t);
+            guarantees = Some(g);
+        }
+    }
+    let guarantees = guarantees.ok_or("no trials were run")?;
+    let scheme = s.url.split("://").next().unwrap_or("");
+    let outline = Outline {
+        store: format!("{scheme}://(private){}", suffix(&s.url)),
+        guarantees,
+        resource: format!(
+            "SQLite file {} (table data), fresh for each trial",
+            s.out.join("resource.db").display()
+        ),
+        setup: Some(Private::describe(kind, failover).into()),
+    };
+    Ok((trials, outline))
+}
+
+async fn trial(
+    s: &Settings,
+    kind: Kind,
+    failover: bool,
+    fenced: bool,
+    n: usize,
+) -> Result<(Trial, leasehold::Guarantees), String> {
+    let arm = if fenced { "fenced" } else { "unfenced" };
+    let tail = suffix(&s.url).to_owned();
+    let mut private = blocking(move || Private::start(kind, failover)).await?;
+    let holder_url = private.url(&tail);
+    if matches!(private, Private::Redis { replica: Some(_), .. }) {
+        // An earlier grant reaches the replica (so it has a fence counter), then replication
+        // stops before the holder's grant.
+        let warm = Locker::connect(&holder_url).await.map_err(|e| e.to_string())?;
+        let l = warm.acquire(KEY, s.ttl).await.map_err(|e| format!("warm-up grant: {e}"))?;
+        let _ = l.release().await;
+        let (p, acked) = blocking(move || {
+            let mut acked = false;
+            if let Private::Redis { primary, replica: Some(replica) } = &private {
+                acked = primary.cli(&["WAIT", "1", "2000"]) == "1";
+                replica.detach();
+            }
+            (private, acked)
+        })
+        .await?;
+        private = p;
+        if !acked {
+            return Err("the replica never acknowledged the warm-up grant".into());
+        }
+    }
+    fresh_sqlite(&s.out);
+    let spec = format!("sqlite:{}", s.out.join("resource.db").display());
+    let mut holder = Holder::spawn(s, &holder_url, &spec, fenced).await?;
+    let ready = holder.line(s.ttl * 20 + Duration::from_secs(20)).await?;
+    let holder_fence: u64 = ready
+        .strip_prefix("ready ")
+        .and_then(|f| f.parse().ok())
+        .ok_or_else(|| format!("the holder said {ready:?}"))?;
+    // How long the store's own expiry of the holder can take.
+    let expiry = s.ttl.max(session_timeout(&holder_url));
+    let mut events = Vec::new();
+    let successor_url = if failover {
+        events.push(ev("chaos", "pause", Some(holder_fence), Some("primary lost".into())));
+        let tail2 = tail.clone();
+        let ((what, url), p) = blocking(move || {
+            let r = private.fail_over(&tail2);
+            (r, private)
+        })
+        .await?;
+        private = p;
+        events.push(ev("chaos", "failover", Some(holder_fence), Some(what)));
+        url
+    } else {
+        events.push(ev("chaos", "pause", Some(holder_fence), Some("store killed (-9)".into())));
+        private = blocking(move || {
+            private.kill9();
+            private
+        })
+        .await?;
+        tokio::time::sleep(expiry / 2).await;
+        private = blocking(move || {
+            private.restart();
+            private
+        })
+        .await?;
+        events.push(ev("chaos", "restart", Some(holder_fence), Some("store restarted".into())));
+        holder_url.clone()
+    };
+    let locker = connect_after_failure(&successor_url).await?;
+    let guarantees = locker.guarantees();
+    let mut res = resource::open(&spec).await;
+    // Long enough for any expiry of the holder's grant to pass, and for a restarted store to
+    // take requests again.
+    let wait = expiry * 2 + s.ttl * 2 + Duration::from_secs(2);
+    let mut lease = None;
+    match locker.acquire(KEY, s.ttl * 10).wait(Wait::For(wait)).await {
+        Ok(l) => {
+            events.push(ev("successor", "acquire", Some(l.fence().get()), None));
+            lease = Some(l);
+        }
+        Err(e) => events.push(ev("successor", "refused", None, Some(e.to_string()))),
+    }
+    // Resumed-from-the-failure point: the successor, if it got the key, works; then the holder
+    // writes again.
+    events.push(ev("chaos", "resume", Some(holder_fence), Some("holder writes".into())));
+    if let Some(l) = &lease {
+        work(&mut res, l, fenced, &mut events).await;
+    }
+    let _ = holder.stdin.write_all(b"write\n").await;
+    let said =
+        holder.line(Duration::from_secs(30)).await.unwrap_or_else(|e| format!("no answer: {e}"));
+    if let Some(l) = &lease {
+        // The successor goes on working after the holder's late write.
+        tokio::time::sleep(s.ttl / 4).await;
+        events.push(successor_write(&mut res, &l.fencing(), fenced).await);
+    } else {
+        // Refused while the holder lived: it releases after its write; then the successor must
+        // get the key, with a larger fence.
+        match locker.acquire(KEY, s.ttl * 10).wait(Wait::For(wait)).await {
+            Ok(l) => {
+                events.push(ev(
+                    "successor",
+                    "acquire",
+                    Some(l.fence().get()),
+                    Some("after the holder's release".into()),
+                ));
+                work(&mut res, &l, fenced, &mut events).await;
+                lease = Some(l);
+            }
+            Err(e) => events.push(ev("successor", "error", None, Some(e.to_string()))),
+        }
+    }
+    let successor_fence = lease.as_ref().map(|l| l.fence().get());
+    let final_value = res.read().await;
+    if let Some(l) = lease {
+        let r = l.release().await;
+        events.push(ev("successor", "release", successor_fence, Some(format!("{r:?}"))));
+    }
+    holder.finish().await;
+    events.append(&mut holder.events);
+    events.sort_by_key(|e: &Event| e.t_ns);
+    drop(private);
+    let t = Trial::checked(arm, n, holder_fence, successor_fence, said, final_value, events);
+    Ok((t, guarantees))
+}
+
+/// Connects the successor, retrying while the store recovers (a restarted server not yet
+/// listening, an etcd cluster still electing), for up to 30 s.
+async fn connect_after_failure(url: &str) -> Result<Locker, String> {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let last = match tokio::time::timeout_at(deadline, Locker::connect(url)).await {
+            Ok(Ok(l)) => return Ok(l),
+            Ok(Err(e)) => e.to_string(),
+            Err(_) => "no answer".into(),
+        };
+        if tokio::time::Instant::now() + Duration::from_millis(100) >= deadline {
+            return Err(format!(
+                "{url} did not take a connection within 30 s of the failure: {last}"
+            ));
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// The successor's claim (fenced arm) and first write.
+async fn work(
+    res: &mut resource::Resource,
+    l: &leasehold::Lease,
+    fenced: bool,
+    events: &mut Vec<Event>,
+) {
+    let f = l.fencing();
+    if fenced {
+        match res.claim(&f).await {
+            Ok(()) => events.push(ev("successor", "claim", Some(f.token().get()), None)),
+            Err(e) => events.push(ev(
+                "successor",
+                "claim-refused",
+                Some(f.token().get()),
+                Some(e.to_string()),
+            )),
+        }
+    }
+    events.push(successor_write(res, &f, fenced).await);
+}
