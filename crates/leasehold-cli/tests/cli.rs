@@ -605,7 +605,10 @@ fn chaos_store_kill() {
     assert_eq!(fenced["stale_effects_accepted"], 0, "{r}");
     assert_eq!(arm(&r, "unfenced")["stale_effects_accepted"], 1, "{r}");
 
-    for store in ["etcd://127.0.0.1:1?ttl=1s", "zk://127.0.0.1:1?session=1s"] {
+    // PostgreSQL, etcd and ZooKeeper keep the grant and the fence counter on disk.
+    for store in
+        ["postgres://x@127.0.0.1:1/x", "etcd://127.0.0.1:1?ttl=1s", "zk://127.0.0.1:1?session=1s"]
+    {
         let (code, r) = chaos_report(store, "store-kill", 2, 1);
         assert_eq!(code, 0, "{r}");
         let fenced = arm(&r, "fenced");
@@ -614,23 +617,26 @@ fn chaos_store_kill() {
         assert_eq!(fenced["lost_after_successor_grant"], 0, "{r}");
     }
     // Never a store it did not start.
-    let (code, _) = chaos_report_err("postgres://127.0.0.1:1/x", "store-kill");
+    let (code, _) = chaos_report_err("mysql://127.0.0.1:1/x", "store-kill");
     assert_eq!(code, 69);
 }
 
-/// failover: a Redis replica that missed the grant is promoted and admits a second holder
-/// with the same fence, which the fence table refuses; an etcd leader loss keeps the holder,
-/// and the successor gets the key only after its release, with a larger fence.
+/// failover: a Redis replica or PostgreSQL standby that missed the grant is promoted and
+/// admits a second holder with the same fence, which the fence table refuses; an etcd leader
+/// loss keeps the holder, and the successor gets the key only after its release, with a
+/// larger fence.
 #[test]
 fn chaos_failover() {
-    let (code, r) = chaos_report("redis://127.0.0.1:1", "failover", 2, 1);
-    assert_eq!(code, 0, "{r}");
-    let fenced = arm(&r, "fenced");
-    assert_eq!(fenced["successor_acquired"], 2, "{r}");
-    assert_eq!(fenced["fences_out_of_order"], 2, "the unreplicated INCR repeats the fence: {r}");
-    assert!(fenced["lost_after_successor_grant"].as_u64().unwrap() >= 1, "{r}");
-    assert_eq!(fenced["stale_effects_accepted"], 0, "{r}");
-    assert_eq!(arm(&r, "unfenced")["stale_effects_accepted"], 1, "{r}");
+    for store in ["redis://127.0.0.1:1", "postgres://x@127.0.0.1:1/x"] {
+        let (code, r) = chaos_report(store, "failover", 2, 1);
+        assert_eq!(code, 0, "{r}");
+        let fenced = arm(&r, "fenced");
+        assert_eq!(fenced["successor_acquired"], 2, "{r}");
+        assert_eq!(fenced["fences_out_of_order"], 2, "the lost grant's fence repeats: {r}");
+        assert!(fenced["lost_after_successor_grant"].as_u64().unwrap() >= 1, "{r}");
+        assert_eq!(fenced["stale_effects_accepted"], 0, "{r}");
+        assert_eq!(arm(&r, "unfenced")["stale_effects_accepted"], 1, "{r}");
+    }
 
     let (code, r) = chaos_report("etcd://127.0.0.1:1?ttl=1s", "failover", 1, 1);
     assert_eq!(code, 0, "{r}");

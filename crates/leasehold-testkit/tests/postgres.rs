@@ -444,3 +444,24 @@ async fn session_fence_sequence_and_fence_table_share_a_schema() {
     tx.commit().await.unwrap();
     assert!(lease.release().await.unwrap());
 }
+
+/// The private-server helpers chaos builds on: a standby that catches up, is cut off, and is
+/// promoted; a primary killed and restarted on its data.
+#[test]
+fn private_primary_and_standby() {
+    use leasehold_testkit::servers::PgServer;
+    let mut primary = PgServer::start();
+    let standby = PgServer::standby_of(&primary);
+    primary.sql("CREATE TABLE t (v int); INSERT INTO t VALUES (1)");
+    standby.catch_up(&primary);
+    assert_eq!(standby.sql("SELECT count(*) FROM t"), "1");
+    standby.detach();
+    primary.sql("INSERT INTO t VALUES (2)");
+    primary.restart();
+    assert_eq!(primary.sql("SELECT count(*) FROM t"), "2", "committed rows survive a kill -9");
+    primary.kill9();
+    standby.promote();
+    assert_eq!(standby.sql("SELECT count(*) FROM t"), "1", "the cut-off standby missed row 2");
+    standby.sql("INSERT INTO t VALUES (3)");
+    assert_eq!(standby.sql("SELECT count(*) FROM t"), "2");
+}

@@ -18,7 +18,7 @@
 use std::time::Duration;
 
 use leasehold::{Locker, Wait};
-use leasehold_testkit::servers::{EtcdCluster, RedisServer, ZkServer};
+use leasehold_testkit::servers::{EtcdCluster, PgServer, RedisServer, ZkServer};
 use tokio::io::AsyncWriteExt;
 
 use super::{
@@ -29,6 +29,7 @@ use super::{
 /// A private store of the kind the `--store` URL names.
 enum Private {
     Redis { primary: RedisServer, replica: Option<RedisServer> },
+    Postgres { primary: PgServer, standby: Option<PgServer> },
     Etcd(EtcdCluster),
     Zk(ZkServer),
 }
@@ -36,6 +37,7 @@ enum Private {
 #[derive(Clone, Copy)]
 enum Kind {
     Redis,
+    Postgres,
     Etcd,
     Zk,
 }
@@ -45,15 +47,17 @@ impl Kind {
         let scheme = url.split("://").next().unwrap_or("");
         match (scheme, failover) {
             ("redis", _) => Ok(Kind::Redis),
+            ("postgres" | "postgresql", _) => Ok(Kind::Postgres),
             ("etcd", _) => Ok(Kind::Etcd),
             ("zk", false) => Ok(Kind::Zk),
             (_, true) => Err(format!(
                 "failover runs on replicated stores this tool starts itself: redis:// (a \
-                 primary and a replica) or etcd:// (three members); not {scheme}://"
+                 primary and a replica), postgres:// (a primary and a streaming standby) or \
+                 etcd:// (three members); not {scheme}://"
             )),
             (_, false) => Err(format!(
                 "store-kill kills and restarts a store this tool starts itself (redis://, \
-                 etcd://, zk://), never one it did not start; not {scheme}://"
+                 postgres://, etcd://, zk://), never one it did not start; not {scheme}://"
             )),
         }
     }
@@ -82,6 +86,14 @@ impl Private {
                 replica.replicate(&primary);
                 Private::Redis { primary, replica: Some(replica) }
             }
+            (Kind::Postgres, false) => {
+                Private::Postgres { primary: PgServer::start(), standby: None }
+            }
+            (Kind::Postgres, true) => {
+                let primary = PgServer::start();
+                let standby = PgServer::standby_of(&primary);
+                Private::Postgres { primary, standby: Some(standby) }
+            }
             (Kind::Etcd, false) => Private::Etcd(EtcdCluster::single()),
             (Kind::Etcd, true) => Private::Etcd(EtcdCluster::start(3)),
             (Kind::Zk, _) => Private::Zk(ZkServer::start()),
@@ -92,6 +104,8 @@ impl Private {
     fn url(&self, suffix: &str) -> String {
         match self {
             Private::Redis { primary, .. } => format!("{}{suffix}", primary.url()),
+            // Its own database: only the options carry over.
+            Private::Postgres { primary, .. } => primary.url(query(suffix)),
             Private::Etcd(c) => c.url(suffix),
             Private::Zk(z) => z.url(suffix),
         }
@@ -100,6 +114,7 @@ impl Private {
     fn kill9(&mut self) {
         match self {
             Private::Redis { primary, .. } => primary.kill9(),
+            Private::Postgres { primary, .. } => primary.kill9(),
             Private::Etcd(c) => c.kill9(0),
             Private::Zk(z) => z.kill9(),
         }
@@ -108,6 +123,7 @@ impl Private {
     fn restart(&mut self) {
         match self {
             Private::Redis { primary, .. } => primary.restart(),
+            Private::Postgres { primary, .. } => primary.restart(),
             Private::Etcd(c) => c.restart(0),
             Private::Zk(z) => z.restart(),
         }
@@ -127,6 +143,18 @@ impl Private {
                         replica.port()
                     ),
                     format!("{}{suffix}", replica.url()),
+                )
+            }
+            Private::Postgres { primary, standby: Some(standby) } => {
+                primary.kill9();
+                standby.promote();
+                (
+                    format!(
+                        "primary :{} killed, standby :{} promoted",
+                        primary.port(),
+                        standby.port()
+                    ),
+                    standby.url(query(suffix)),
                 )
             }
             Private::Etcd(c) => match c.leader() {
@@ -155,6 +183,19 @@ impl Private {
                  replica, as a Sentinel-routed client would, the holder keeps its connection \
                  to the dead primary"
             }
+            (Kind::Postgres, false) => {
+                "a private PostgreSQL (the machine's binaries, fsync off: the process is killed, \
+                 not the machine) on a free loopback port, fresh for each trial; killed (-9) \
+                 during the hold and restarted on its data directory"
+            }
+            (Kind::Postgres, true) => {
+                "a private PostgreSQL primary and asynchronous streaming standby, fresh for each \
+                 trial; an earlier grant replayed on the standby, then the standby was cut off \
+                 from the primary just before the holder's grant (the lag asynchronous \
+                 replication allows), the primary was killed (-9) and the standby promoted \
+                 (pg_promote); the successor uses the promoted standby, the holder keeps its \
+                 connection to the dead primary"
+            }
             (Kind::Etcd, false) => {
                 "a private one-member etcd, fresh for each trial, killed (-9) during the hold and \
                  restarted on its data directory"
@@ -175,6 +216,11 @@ impl Private {
 fn suffix(url: &str) -> &str {
     let rest = url.split_once("://").map_or("", |(_, r)| r);
     rest.find(['/', '?']).map_or("", |i| &rest[i..])
+}
+
+/// The `?options` part of a suffix.
+fn query(suffix: &str) -> &str {
+    suffix.find('?').map_or("", |i| &suffix[i..])
 }
 
 /// Runs the trials of `store-kill` or `failover`.
@@ -236,6 +282,22 @@ async fn trial(
         if !acked {
             return Err("the replica never acknowledged the warm-up grant".into());
         }
+    }
+    if matches!(private, Private::Postgres { standby: Some(_), .. }) {
+        // The same for a standby: an earlier grant (which also creates the lease table) is
+        // replayed there, then the standby is cut off before the holder's grant.
+        let warm = Locker::connect(&holder_url).await.map_err(|e| e.to_string())?;
+        let l = warm.acquire(KEY, s.ttl).await.map_err(|e| format!("warm-up grant: {e}"))?;
+        let _ = l.release().await;
+        drop(warm);
+        private = blocking(move || {
+            if let Private::Postgres { primary, standby: Some(standby) } = &private {
+                standby.catch_up(primary);
+                standby.detach();
+            }
+            private
+        })
+        .await?;
     }
     fresh_sqlite(&s.out);
     let spec = format!("sqlite:{}", s.out.join("resource.db").display());
