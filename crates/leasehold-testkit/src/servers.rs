@@ -632,6 +632,7 @@ impl Drop for ZkServer {
 pub struct PgServer {
     port: u16,
     dir: tempfile::TempDir,
+    extra: Vec<String>,
     owner: Option<(nix::unistd::Uid, nix::unistd::Gid)>,
     child: Option<Child>,
 }
@@ -661,7 +662,14 @@ fn pg_bin(name: &str) -> std::path::PathBuf {
 impl PgServer {
     /// initdb, then starts it and waits until it takes connections.
     pub fn start() -> Self {
+        Self::start_with(&[])
+    }
+
+    /// As [`PgServer::start`], with extra `postgres` arguments (e.g. `["-c",
+    /// "shared_preload_libraries=pg_stat_statements"]`).
+    pub fn start_with(extra: &[&str]) -> Self {
         let mut s = Self::new_dir();
+        s.extra = extra.iter().map(|a| a.to_string()).collect();
         let data = s.data();
         let out = s
             .command(pg_bin("initdb"))
@@ -723,7 +731,7 @@ impl PgServer {
             nix::unistd::chown(dir.path(), Some(uid), Some(gid)).unwrap();
             nix::unistd::chown(&dir.path().join("data"), Some(uid), Some(gid)).unwrap();
         }
-        PgServer { port: 0, dir, owner, child: None }
+        PgServer { port: 0, dir, extra: Vec::new(), owner, child: None }
     }
 
     fn data(&self) -> std::path::PathBuf {
@@ -750,6 +758,7 @@ impl PgServer {
             .arg("-c")
             .arg(format!("unix_socket_directories={}", self.dir.path().display()))
             .args(["-c", "fsync=off", "-c", "shared_buffers=16MB", "-c", "max_connections=50"])
+            .args(&self.extra)
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()

@@ -465,3 +465,87 @@ fn private_primary_and_standby() {
     standby.sql("INSERT INTO t VALUES (3)");
     assert_eq!(standby.sql("SELECT count(*) FROM t"), "2");
 }
+
+/// Waiting on a lease-table key takes a ticket and a release calls one waiter, so a handoff
+/// between processes costs about one grant attempt, not one per waiter (a NOTIFY reaches every
+/// listening connection, and without the queue every waiter tried at once). Counted by
+/// pg_stat_statements on a private server; 8 waiters, one store (connection, listener) each.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_wakes_one_waiter_not_the_herd() {
+    use leasehold_testkit::servers::PgServer;
+    let server = PgServer::start_with(&["-c", "shared_preload_libraries=pg_stat_statements"]);
+    server.sql("CREATE EXTENSION pg_stat_statements");
+    let url = server.url("");
+    let mut tasks = Vec::new();
+    let (per_task, waiters) = (25, 8);
+    for _ in 0..waiters {
+        let locker = Locker::connect(&url).await.unwrap();
+        tasks.push(tokio::spawn(async move {
+            for _ in 0..per_task {
+                let l = locker
+                    .acquire("herd", Duration::from_secs(30))
+                    .wait(Wait::For(Duration::from_secs(60)))
+                    .await
+                    .unwrap();
+                tokio::time::sleep(Duration::from_millis(1)).await;
+                assert!(l.release().await.unwrap());
+            }
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let attempts: f64 = server
+        .sql(
+            "SELECT coalesce(sum(calls), 0) FROM pg_stat_statements
+             WHERE query LIKE '%INSERT INTO%leasehold_leases%'",
+        )
+        .parse()
+        .unwrap();
+    let per_acquisition = attempts / f64::from(per_task * waiters);
+    println!("{per_acquisition:.2} grant attempts per acquisition");
+    assert!(
+        (1.0..3.0).contains(&per_acquisition),
+        "{per_acquisition:.2} grant attempts per acquisition ({attempts} in all)"
+    );
+}
+
+/// A lease table made by an earlier version (no queue columns) gets them on connect, and its
+/// rows, holder and fence carry on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_older_lease_table_gains_the_queue_columns() {
+    let schema = PgSchema::new();
+    let c = client().await;
+    c.batch_execute(&format!(
+        "CREATE SCHEMA {s}; CREATE TABLE {s}.leasehold_leases (key text PRIMARY KEY, owner text,
+           fence bigint NOT NULL, expires_at timestamptz NOT NULL);
+         INSERT INTO {s}.leasehold_leases VALUES ('k', NULL, 41, now())",
+        s = schema.name
+    ))
+    .await
+    .unwrap();
+    let base = postgres_base();
+    let sep = if base.contains('?') { '&' } else { '?' };
+    let locker = Locker::connect(&format!("{base}{sep}schema={}", schema.name)).await.unwrap();
+    let first = locker.acquire("k", Duration::from_secs(30)).await.unwrap();
+    assert_eq!(first.fence().get(), 42);
+    let waiter = {
+        let locker = locker.clone();
+        tokio::spawn(async move {
+            locker
+                .acquire("k", Duration::from_secs(30))
+                .wait(Wait::For(Duration::from_secs(30)))
+                .await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(first.release().await.unwrap());
+    let second = waiter.await.unwrap().unwrap();
+    assert_eq!(second.fence().get(), 43);
+    let row = c
+        .query_one(&format!("SELECT tickets, turn FROM {}.leasehold_leases", schema.name), &[])
+        .await
+        .unwrap();
+    assert_eq!((row.get::<_, i64>(0), row.get::<_, i64>(1)), (1, 1), "one ticket, called once");
+    assert!(second.release().await.unwrap());
+}

@@ -16,7 +16,7 @@ use crate::store::Watch;
 #[derive(Debug, Default)]
 pub(crate) struct Bells(Mutex<HashMap<String, watch::Sender<u64>>>);
 
-#[cfg_attr(not(any(feature = "postgres", feature = "mysql")), allow(dead_code))]
+#[cfg_attr(not(feature = "mysql"), allow(dead_code))]
 impl Bells {
     fn map(&self) -> std::sync::MutexGuard<'_, HashMap<String, watch::Sender<u64>>> {
         self.0.lock().unwrap_or_else(|p| p.into_inner())
@@ -40,16 +40,6 @@ impl Bells {
             tx.send_modify(|n| *n += 1);
         }
     }
-
-    #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
-    /// Wakes every watcher (after a lost notification channel: each must look again).
-    pub fn ring_all(&self) {
-        let mut map = self.map();
-        map.retain(|_, tx| tx.receiver_count() > 0);
-        for tx in map.values() {
-            tx.send_modify(|n| *n += 1);
-        }
-    }
 }
 
 /// Waits for a ring, or for a timer. With `backoff`, the timer also fires after a short,
@@ -60,12 +50,6 @@ pub(crate) struct BellWatch {
 }
 
 impl BellWatch {
-    #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
-    /// Rings only (the store delivers every release as a ring).
-    pub fn notified(rx: watch::Receiver<u64>) -> Self {
-        BellWatch { rx, backoff: None }
-    }
-
     #[cfg_attr(not(any(feature = "mysql", feature = "sqlite")), allow(dead_code))]
     /// Rings, plus a poll every `min`, doubling up to `max` while nothing rings.
     pub fn polling(rx: watch::Receiver<u64>, min: Duration, max: Duration) -> Self {

@@ -4,8 +4,13 @@
 //!   table**. Grant, renew and release are one statement each; expiry is decided by the
 //!   database's `now()` (no client clock takes part); the per-row fence counter is bumped by
 //!   the granting statement only and the row is never deleted, so fences never go back.
-//!   Waiters `LISTEN` on one channel per table (release does `pg_notify`) and wake no later
-//!   than the holder's expiry. Many leases renew in one `UPDATE … FROM unnest(…)`.
+//!   Waiters `LISTEN` on one channel per table and wake no later than the holder's expiry.
+//!   A refused waiter takes a ticket in the key's row (`tickets`); a release calls the next
+//!   ticket (`turn`) and notifies `r TURN KEY`, so only the called waiter tries at once and a
+//!   handoff costs one attempt however many processes wait (NOTIFY reaches them all). The
+//!   others try when called, or 5 ms per ticket ahead of theirs after a release the called
+//!   waiter did not answer (`g TURN KEY` says it did). Many leases renew in one
+//!   `UPDATE … FROM unnest(…)`.
 //! - `postgres://…?mode=session[&prefix=P&fence=sequence|none&heartbeat=5000ms]`: a
 //!   **session advisory lock** on `hashtextextended(P || KEY, 0)`, so psql or any other client
 //!   takes the same lock with `SELECT pg_advisory_lock(hashtextextended('KEY', 0))`. Each
@@ -35,7 +40,7 @@ use tokio::task::AbortHandle;
 use tokio_postgres::error::SqlState;
 use tokio_postgres::{AsyncMessage, Client, Config, NoTls, Statement, Transaction};
 
-use super::bell::{BellWatch, Bells, Undoing};
+use super::bell::Undoing;
 use crate::store::{AcquireRequest, Attempt, Grant, Holder, RenewItem, SessionEnd, Watch};
 use crate::{Error, FenceRepeat, FenceToken, Guarantees, Key, LockKind, OwnerToken, Result, Store};
 
@@ -208,7 +213,7 @@ impl Drop for PgConn {
 }
 
 impl PgConn {
-    async fn open(cfg: &Config, on_notify: Option<Arc<Bells>>) -> Result<PgConn> {
+    async fn open(cfg: &Config, on_notify: Option<Arc<Queues>>) -> Result<PgConn> {
         let (client, mut conn) = cfg.connect(NoTls).await.map_err(|e| {
             Error::unavailable(format!("cannot connect to postgres: {e}"), Some(e.into()))
         })?;
@@ -217,8 +222,8 @@ impl PgConn {
             let why = loop {
                 match poll_fn(|cx| conn.poll_message(cx)).await {
                     Some(Ok(AsyncMessage::Notification(n))) => {
-                        if let Some(bells) = &on_notify {
-                            bells.ring(n.payload());
+                        if let Some(queues) = &on_notify {
+                            queues.notified(n.payload());
                         }
                     }
                     Some(Ok(_)) => {}
@@ -272,11 +277,18 @@ pub struct LeaseStatements {
     /// `$1` key, `$2` owner, `$3` TTL in ms → (fence, NULL) when granted, (NULL, ms left)
     /// when busy.
     pub grant: String,
+    /// A waiter's attempt: as `grant`, plus `$4` the waiter's ticket (0: none yet) and `$5`
+    /// the channel → (fence or NULL, ms left, the waiter's ticket, the ticket called last).
+    /// A refused waiter without a ticket, or whose ticket was called already (someone else
+    /// took the key first), takes the next one; a waiter granted by its ticket notifies the
+    /// other waiters that the call was answered.
+    pub grant_queued: String,
     /// `$1` key, `$2` owner, `$3` TTL in ms → 1 row updated iff renewed.
     pub renew: String,
     /// `$1` keys, `$2` owners, `$3` TTLs in ms (arrays) → the renewed (key, owner) rows.
     pub renew_many: String,
-    /// `$1` key, `$2` owner, `$3` notification channel → one row (still live?) iff ours.
+    /// `$1` key, `$2` owner, `$3` notification channel → one row (still live?, the ticket
+    /// now called) iff ours; calls the next waiting ticket and notifies `r TURN KEY`.
     pub release: String,
     /// `$1` key or NULL → live holders.
     pub holders: String,
@@ -318,11 +330,32 @@ impl LeaseStatements {
              FROM unnest($1::text[], $2::text[], $3::bigint[]) AS x(key, owner, ms)
              WHERE l.key = x.key AND l.owner = x.owner AND l.expires_at > now()
              RETURNING l.key, l.owner"),
+            grant_queued: format!(
+            "WITH g AS (
+               INSERT INTO {t} AS l (key, owner, fence, expires_at)
+               VALUES ($1, $2, 1, now() + $3::bigint * interval '1 millisecond')
+               ON CONFLICT (key) DO UPDATE SET
+                 owner = CASE WHEN {free} THEN excluded.owner ELSE l.owner END,
+                 fence = CASE WHEN {free} THEN l.fence + 1 ELSE l.fence END,
+                 expires_at = CASE WHEN {free} THEN excluded.expires_at ELSE l.expires_at END,
+                 tickets = CASE WHEN {free} OR $4::bigint > l.turn THEN l.tickets
+                                ELSE l.tickets + 1 END,
+                 turn = CASE WHEN {free} THEN GREATEST(l.turn, $4::bigint) ELSE l.turn END
+               RETURNING l.owner = $2 AS won, l.fence, l.expires_at, l.tickets, l.turn)
+             SELECT CASE WHEN won THEN fence END,
+                    GREATEST(0, ceil(extract(epoch FROM expires_at - now()) * 1000))::bigint,
+                    CASE WHEN won OR $4::bigint > turn THEN $4::bigint ELSE tickets END,
+                    turn,
+                    CASE WHEN won AND $4::bigint > 0 THEN pg_notify($5, 'g ' || turn || ' ' || $1) END
+             FROM g",
+            free = "(l.owner IS NULL OR l.expires_at <= now())"),
             release: format!(
             "WITH old AS (SELECT key, expires_at FROM {t} WHERE key = $1 AND owner = $2 FOR UPDATE),
-                  upd AS (UPDATE {t} l SET owner = NULL, expires_at = now() FROM old
-                          WHERE l.key = old.key RETURNING old.expires_at > now() AS live)
-             SELECT live, pg_notify($3, $1) FROM upd"),
+                  upd AS (UPDATE {t} l SET owner = NULL, expires_at = now(),
+                                 turn = GREATEST(l.turn, LEAST(l.turn + 1, l.tickets))
+                          FROM old
+                          WHERE l.key = old.key RETURNING old.expires_at > now() AS live, l.turn)
+             SELECT live, turn, pg_notify($3, 'r ' || turn || ' ' || $1) FROM upd"),
             holders: format!(
             "SELECT key, owner, fence,
                     GREATEST(0, ceil(extract(epoch FROM expires_at - now()) * 1000))::bigint
@@ -336,16 +369,119 @@ impl LeaseStatements {
 struct LeaseConn {
     pg: PgConn,
     grant: Statement,
+    grant_queued: Statement,
     renew: Statement,
     renew_many: Statement,
     release: Statement,
     holders: Statement,
 }
 
+/// How long a waiter whose ticket was not called waits, per ticket ahead of it, after a
+/// release nobody answered (the called waiter gave up or died) before it tries anyway.
+const STAGGER: Duration = Duration::from_millis(5);
+
+/// What this process has heard about the waiting queue of each key (from notifications and
+/// its own releases): the ticket called last, and since when the key is free if it was
+/// released and not taken since. Waiters sleep on a per-key change counter.
+#[derive(Default)]
+struct Queues(Mutex<HashMap<String, KeyQueue>>);
+
+struct KeyQueue {
+    changes: watch::Sender<u64>,
+    turn: i64,
+    free_since: Option<Instant>,
+    /// Bumped when every waiter must look again (a notification of an older format, or a
+    /// listener reconnected after releases may have gone unseen).
+    pokes: u64,
+}
+
+/// A key's queue as a waiter sees it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct QueueState {
+    turn: i64,
+    free_since: Option<Instant>,
+    pokes: u64,
+}
+
+impl Queues {
+    fn map(&self) -> std::sync::MutexGuard<'_, HashMap<String, KeyQueue>> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn subscribe(&self, key: &Key) -> watch::Receiver<u64> {
+        self.map()
+            .entry(key.as_str().to_owned())
+            .or_insert_with(|| KeyQueue {
+                changes: watch::Sender::new(0),
+                turn: 0,
+                free_since: None,
+                pokes: 0,
+            })
+            .changes
+            .subscribe()
+    }
+
+    fn state(&self, key: &Key) -> QueueState {
+        self.map().get(key.as_str()).map_or(
+            QueueState { turn: 0, free_since: None, pokes: 0 },
+            |q| QueueState { turn: q.turn, free_since: q.free_since, pokes: q.pokes },
+        )
+    }
+
+    /// Applies a change to `key`'s queue, if anyone here waits on it.
+    fn update(&self, key: &str, f: impl FnOnce(&mut KeyQueue)) {
+        let mut map = self.map();
+        let Some(q) = map.get_mut(key) else { return };
+        if q.changes.receiver_count() == 0 {
+            map.remove(key);
+            return;
+        }
+        f(q);
+        q.changes.send_modify(|n| *n += 1);
+    }
+
+    /// The key was released and ticket `turn` called.
+    fn released(&self, key: &str, turn: i64) {
+        self.update(key, |q| {
+            q.turn = q.turn.max(turn);
+            q.free_since = Some(Instant::now());
+        });
+    }
+
+    /// The waiter holding ticket `turn` took the key.
+    fn taken(&self, key: &str, turn: i64) {
+        self.update(key, |q| {
+            q.turn = q.turn.max(turn);
+            q.free_since = None;
+        });
+    }
+
+    /// A notification: `r TURN KEY` (released), `g TURN KEY` (taken by the called waiter), or
+    /// a bare key (a release by a version without queues: everyone looks again).
+    fn notified(&self, payload: &str) {
+        let mut parts = payload.splitn(3, ' ');
+        match (parts.next(), parts.next().map(str::parse::<i64>), parts.next()) {
+            (Some("r"), Some(Ok(turn)), Some(key)) => self.released(key, turn),
+            (Some("g"), Some(Ok(turn)), Some(key)) => self.taken(key, turn),
+            _ => self.update(payload, |q| q.pokes += 1),
+        }
+    }
+
+    /// Every waiter looks again.
+    fn poke_all(&self) {
+        let mut map = self.map();
+        map.retain(|_, q| q.changes.receiver_count() > 0);
+        for q in map.values_mut() {
+            q.pokes += 1;
+            q.changes.send_modify(|n| *n += 1);
+        }
+    }
+}
+
 struct Listener {
     cfg: Config,
     channel: String,
-    bells: Arc<Bells>,
+    queues: Arc<Queues>,
     conn: tokio::sync::Mutex<Option<PgConn>>,
 }
 
@@ -357,14 +493,14 @@ impl Listener {
         if conn.as_ref().is_some_and(PgConn::alive) {
             return Ok(());
         }
-        let c = PgConn::open(&self.cfg, Some(self.bells.clone())).await?;
+        let c = PgConn::open(&self.cfg, Some(self.queues.clone())).await?;
         c.client
             .batch_execute(&format!("LISTEN \"{}\"", self.channel))
             .await
             .map_err(|e| pg_err("LISTEN", e))?;
         *conn = Some(c);
         drop(conn);
-        self.bells.ring_all();
+        self.queues.poke_all();
         Ok(())
     }
 
@@ -392,12 +528,11 @@ impl PgLeaseStore {
     async fn open(cfg: Config, o: &Options) -> Result<Self> {
         let table = format!("\"{}\".\"{}\"", o.schema, o.table);
         let sql = LeaseStatements::new(&o.schema, &o.table);
-        let bells = Arc::new(Bells::default());
         let store = PgLeaseStore {
             listener: Arc::new(Listener {
                 cfg: cfg.clone(),
                 channel: sql.channel.clone(),
-                bells,
+                queues: Arc::default(),
                 conn: Default::default(),
             }),
             cfg,
@@ -410,9 +545,22 @@ impl PgLeaseStore {
                 key        text PRIMARY KEY,
                 owner      text,
                 fence      bigint NOT NULL,
-                expires_at timestamptz NOT NULL
-            )",
-            store.table
+                expires_at timestamptz NOT NULL,
+                tickets    bigint NOT NULL DEFAULT 0,
+                turn       bigint NOT NULL DEFAULT 0
+            );
+            DO $$ BEGIN
+              IF NOT EXISTS (SELECT 1 FROM information_schema.columns
+                             WHERE table_schema = '{schema}' AND table_name = '{name}'
+                               AND column_name = 'turn') THEN
+                ALTER TABLE {t} ADD COLUMN tickets bigint NOT NULL DEFAULT 0,
+                                ADD COLUMN turn bigint NOT NULL DEFAULT 0;
+              END IF;
+            END $$",
+            store.table,
+            schema = o.schema,
+            name = o.table,
+            t = store.table
         );
         let setup = PgConn::open(&store.cfg, None).await?;
         create_schema(&setup.client, &o.schema, &ddl).await?;
@@ -441,18 +589,56 @@ impl PgLeaseStore {
         };
         let sql = &self.sql;
         let grant = prep(sql.grant.clone()).await?;
+        let grant_queued = prep(sql.grant_queued.clone()).await?;
         let renew = prep(sql.renew.clone()).await?;
         let renew_many = prep(sql.renew_many.clone()).await?;
         let release = prep(sql.release.clone()).await?;
         let holders = prep(sql.holders.clone()).await?;
-        let c = Arc::new(LeaseConn { pg, grant, renew, renew_many, release, holders });
+        let c =
+            Arc::new(LeaseConn { pg, grant, grant_queued, renew, renew_many, release, holders });
         *slot = Some(c.clone());
         Ok(c)
     }
 }
 
+/// The answer to a waiter's attempt.
+enum Queued {
+    Granted(Grant),
+    Busy { holder_expires_in: Duration, ticket: i64 },
+}
+
+impl PgLeaseStore {
+    async fn grant_queued(&self, req: &AcquireRequest<'_>, ticket: i64) -> Result<Queued> {
+        let c = self.conn().await?;
+        let sent = Instant::now();
+        let row =
+            c.pg.client
+                .query_one(
+                    &c.grant_queued,
+                    &[
+                        &req.key.as_str(),
+                        &req.owner.to_string(),
+                        &ms(req.ttl),
+                        &ticket,
+                        &self.sql.channel,
+                    ],
+                )
+                .await
+                .map_err(|e| pg_err("grant", e))?;
+        match row.get::<_, Option<i64>>(0) {
+            Some(f) => {
+                if ticket > 0 {
+                    self.listener.queues.taken(req.key.as_str(), row.get(3));
+                }
+                Ok(Queued::Granted(Grant::new(FenceToken::new(f as u64), sent)))
+            }
+            None => Ok(Queued::Busy { holder_expires_in: left(row.get(1)), ticket: row.get(2) }),
+        }
+    }
+}
+
 struct PgWatch {
-    rx: BellWatch,
+    rx: watch::Receiver<u64>,
     listener: Arc<Listener>,
 }
 
@@ -467,7 +653,10 @@ impl Watch for PgWatch {
                 return;
             }
         }
-        self.rx.wait(until).await;
+        tokio::select! {
+            _ = self.rx.changed() => {}
+            _ = tokio::time::sleep_until(until.into()) => {}
+        }
     }
 }
 
@@ -485,7 +674,8 @@ impl Store for PgLeaseStore {
             expiry: "the database's now(); no client clock takes part",
             fence: "per-row counter bumped by the granting statement; rows are never deleted",
             fence_repeat: FenceRepeat::AfterStoreFailure,
-            waiting: "LISTEN/NOTIFY on release, else the holder's expiry",
+            waiting: "LISTEN/NOTIFY on release, calling one ticketed waiter per release; else \
+                      the holder's expiry",
         }
     }
 
@@ -506,9 +696,92 @@ impl Store for PgLeaseStore {
     async fn watch(&self, key: &Key) -> Result<Box<dyn Watch>> {
         // Subscribe first, then make sure LISTEN is in force: a release after this point
         // rings the bell.
-        let rx = self.listener.bells.subscribe(key);
+        let rx = self.listener.queues.subscribe(key);
         self.listener.ensure().await?;
-        Ok(Box::new(PgWatch { rx: BellWatch::notified(rx), listener: self.listener.clone() }))
+        Ok(Box::new(PgWatch { rx, listener: self.listener.clone() }))
+    }
+
+    /// Waiting takes a ticket: a release calls the next ticket, and only the waiter holding it
+    /// tries at once; the others try when their ticket is called, after a stagger when the
+    /// called waiter does not answer, or at the holder's expiry. One attempt per handoff
+    /// instead of one per waiter (a NOTIFY reaches every listening connection).
+    async fn acquire(&self, req: &AcquireRequest<'_>, until: Option<Instant>) -> Result<Attempt> {
+        let Some(until) = until else {
+            return tokio::time::timeout(req.op_timeout, self.try_acquire(req)).await.map_err(
+                |_| {
+                    Error::UnknownOutcome(format!(
+                        "acquire of {:?} got no answer within {:?}",
+                        req.key, req.op_timeout
+                    ))
+                },
+            )?;
+        };
+        let queues = self.listener.queues.clone();
+        let mut rx = queues.subscribe(req.key);
+        self.listener.ensure().await?;
+        let mut ticket = 0i64;
+        loop {
+            // Changes from here on may postdate the attempt's answer.
+            rx.borrow_and_update();
+            let before = queues.state(req.key);
+            let attempt = tokio::time::timeout(req.op_timeout, self.grant_queued(req, ticket))
+                .await
+                .map_err(|_| {
+                    Error::UnknownOutcome(format!(
+                        "acquire of {:?} got no answer within {:?}",
+                        req.key, req.op_timeout
+                    ))
+                })??;
+            let (holder_expires_in, mine) = match attempt {
+                Queued::Granted(g) => return Ok(Attempt::Granted(g)),
+                Queued::Busy { holder_expires_in, ticket } => (holder_expires_in, ticket),
+            };
+            ticket = mine;
+            let now = Instant::now();
+            if now >= until {
+                return Ok(Attempt::Busy { holder_expires_in: Some(holder_expires_in) });
+            }
+            // At the holder's expiry at the latest (plus a millisecond so the server's clock
+            // has passed it), or at the caller's deadline.
+            let expiry = (now + holder_expires_in + Duration::from_millis(1)).min(until);
+            let mut changed = false;
+            loop {
+                let st = queues.state(req.key);
+                let mut wake = expiry;
+                if changed {
+                    if st.pokes != before.pokes {
+                        break;
+                    }
+                    if let Some(free) = st.free_since {
+                        if st.turn >= ticket {
+                            break;
+                        }
+                        // Not called yet: try anyway if the called waiters do not answer.
+                        let ahead = u32::try_from(ticket - st.turn).unwrap_or(u32::MAX).min(20);
+                        wake = wake.min(free + STAGGER * ahead);
+                    }
+                }
+                if Instant::now() >= wake {
+                    break;
+                }
+                if !self.listener.alive() && self.listener.ensure().await.is_err() {
+                    // No notifications: poll.
+                    let t = wake.min(Instant::now() + Duration::from_millis(100));
+                    tokio::time::sleep_until(t.into()).await;
+                    break;
+                }
+                tokio::select! {
+                    r = rx.changed() => {
+                        if r.is_err() {
+                            tokio::time::sleep_until(wake.into()).await;
+                            break;
+                        }
+                        changed = true;
+                    }
+                    _ = tokio::time::sleep_until(wake.into()) => break,
+                }
+            }
+        }
     }
 
     async fn renew(&self, key: &Key, owner: &OwnerToken, ttl: Duration) -> Result<bool> {
@@ -549,9 +822,10 @@ impl Store for PgLeaseStore {
                 .query(&c.release, &[&key.as_str(), &owner.to_string(), &self.sql.channel])
                 .await
                 .map_err(|e| pg_err("release", e))?;
-        // Waiters of this process wake without waiting for the notification's round trip.
-        self.listener.bells.ring(key.as_str());
-        Ok(rows.first().is_some_and(|r| r.get::<_, bool>(0)))
+        let Some(row) = rows.first() else { return Ok(false) };
+        // Waiters of this process hear of it without waiting for the notification.
+        self.listener.queues.released(key.as_str(), row.get(1));
+        Ok(row.get::<_, bool>(0))
     }
 
     async fn holders(&self, key: Option<&Key>) -> Result<Vec<Holder>> {
