@@ -489,6 +489,18 @@ fn chaos_partition_redis_and_etcd() {
 }
 
 #[test]
+fn chaos_partition_sql_and_zookeeper() {
+    let schema = leasehold_testkit::PgSchema::new();
+    let base = leasehold_testkit::postgres_base();
+    let sep = if base.contains('?') { '&' } else { '?' };
+    chaos_scenario(&format!("{base}{sep}schema={}", schema.name), "partition", true);
+    let db = leasehold_testkit::MyDatabase::new();
+    chaos_scenario(&db.url(""), "partition", true);
+    let zk = leasehold_testkit::servers::ZkServer::start();
+    chaos_scenario(&zk.url("?session=1s"), "partition", true);
+}
+
+#[test]
 fn chaos_stalled_holder_sqlite() {
     let d = tempfile::tempdir().unwrap();
     chaos_short(&format!("sqlite://{}/l.db", d.path().display()), true);
@@ -688,5 +700,21 @@ fn chaos_unknown_acquire() {
         assert!(a["unknown_outcomes"].as_u64().unwrap() >= 1, "{r}");
         let seen = a["orphans_seen"].as_u64().unwrap() + b["orphans_seen"].as_u64().unwrap();
         assert!(seen >= 1, "no trial left a grant behind, so nothing was tested: {r}");
+    }
+    // Session locks: an unanswered request closes its dedicated connection, and the server
+    // drops the lock with it: no grant is left behind at all.
+    let pg_session = leasehold_testkit::PgSchema::new();
+    let my_session = leasehold_testkit::MyDatabase::new();
+    for store in [
+        format!("{base}{sep}schema={}&mode=session", pg_session.name),
+        my_session.url("?mode=session"),
+    ] {
+        let (code, r) = chaos_report(&store, "unknown-acquire", 2, 1);
+        assert_eq!(code, 0, "{r}");
+        for name in ["reconnect", "cut"] {
+            let a = arm(&r, name);
+            assert_eq!(a["unknown_outcomes"], a["trials"], "{r}");
+            assert_eq!(a["orphans_seen"], 0, "{r}");
+        }
     }
 }
