@@ -219,3 +219,34 @@ async fn url_options_are_checked() {
     let e = Locker::connect("mysql://root@127.0.0.1:1/test").await.unwrap_err();
     assert!(matches!(e, Error::Unavailable { .. }), "{e}");
 }
+
+/// The private MariaDB chaos kills: committed rows survive a kill -9 and restart.
+#[test]
+fn private_server_survives_kill9() {
+    let mut server = leasehold_testkit::servers::MyServer::start();
+    server.sql("CREATE TABLE test.t (v int) ENGINE=InnoDB; INSERT INTO test.t VALUES (1)");
+    server.restart();
+    assert_eq!(server.sql("SELECT count(*) FROM test.t"), "1");
+}
+
+/// A server restart drops every GET_LOCK at once. With a one-minute heartbeat, the holder
+/// still learns of it within moments (the store's sentinel connection sees the server go),
+/// not a heartbeat later, after a successor may have taken the lock
+/// (`leasehold chaos --scenario store-kill` found this).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn session_holder_learns_of_a_server_restart_at_once() {
+    let mut server = leasehold_testkit::servers::MyServer::start();
+    let url = server.url("?mode=session&heartbeat=60000ms");
+    let locker = Locker::connect(&url).await.unwrap();
+    let lease = locker.acquire("k", Duration::from_secs(30)).await.unwrap();
+    let lost = lease.lost();
+    server.kill9();
+    // Well inside the heartbeat: only the sentinel can have told it.
+    tokio::time::timeout(Duration::from_secs(10), lost)
+        .await
+        .expect("lost() did not fire within 10 s of the server's death");
+    server.restart();
+    let again = Locker::connect(&url).await.unwrap();
+    let next = again.acquire("k", Duration::from_secs(30)).await.expect("the restart freed it");
+    assert!(next.release().await.unwrap());
+}

@@ -453,7 +453,11 @@ struct SessionConn {
 }
 
 impl SessionConn {
-    async fn open(opts: &Opts, heartbeat: Duration) -> Result<Arc<SessionConn>> {
+    async fn open(
+        opts: &Opts,
+        heartbeat: Duration,
+        alarm: watch::Receiver<u64>,
+    ) -> Result<Arc<SessionConn>> {
         let conn = new_conn(opts).await?;
         let c = Arc::new(SessionConn {
             id: conn.id(),
@@ -462,7 +466,7 @@ impl SessionConn {
             dead: AtomicBool::new(false),
             ended: watch::Sender::new(None),
         });
-        tokio::spawn(session_heartbeat(Arc::downgrade(&c), heartbeat));
+        tokio::spawn(session_heartbeat(Arc::downgrade(&c), heartbeat, alarm));
         Ok(c)
     }
 
@@ -527,9 +531,23 @@ impl SessionConn {
     }
 }
 
-async fn session_heartbeat(conn: Weak<SessionConn>, every: Duration) {
+/// Pings a connection carrying locks every `every`, and at once when the store's sentinel
+/// connection ends (see [`sentinel`]); a failed or slow ping closes it, which fires `lost()`
+/// of every lease on it.
+async fn session_heartbeat(conn: Weak<SessionConn>, every: Duration, alarm: watch::Receiver<u64>) {
+    let mut alarm = Some(alarm);
     loop {
-        tokio::time::sleep(every).await;
+        match alarm.as_mut() {
+            Some(a) => tokio::select! {
+                r = a.changed() => {
+                    if r.is_err() {
+                        alarm = None;
+                    }
+                }
+                _ = tokio::time::sleep(every) => {}
+            },
+            None => tokio::time::sleep(every).await,
+        }
         let Some(c) = conn.upgrade() else { return };
         if !c.alive() {
             return;
@@ -561,6 +579,30 @@ pub struct MySessionStore {
     conns: Mutex<Vec<Arc<SessionConn>>>,
     held: Mutex<HashMap<OwnerToken, Held>>,
     undoing: Arc<Undoing>,
+    /// Bumped by the sentinel when its connection ends; every heartbeat pings at once.
+    alarm: watch::Sender<u64>,
+    sentinel: tokio::task::AbortHandle,
+}
+
+impl Drop for MySessionStore {
+    fn drop(&mut self) {
+        self.sentinel.abort();
+    }
+}
+
+/// A connection that sits in `SELECT SLEEP(…)` for the store's lifetime. MySQL connections
+/// are only read when a request is in flight, so a lock holder would learn that the server
+/// restarted (and dropped its locks) only at its next heartbeat, after a successor may have
+/// taken them; the sentinel's read ends the moment the server closes its connections, and it
+/// makes every heartbeat ping at once.
+async fn sentinel(opts: Opts, alarm: watch::Sender<u64>) {
+    loop {
+        if let Ok(mut c) = new_conn(&opts).await {
+            let _ = c.query_drop("DO SLEEP(31536000)").await;
+        }
+        alarm.send_modify(|n| *n += 1);
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
 }
 
 impl std::fmt::Debug for MySessionStore {
@@ -625,6 +667,8 @@ impl MySessionStore {
             .map_err(|e| my_err("creating the fence table", e))?;
             let _ = c.disconnect().await;
         }
+        let alarm = watch::Sender::new(0);
+        let sentinel = tokio::spawn(sentinel(opts.clone(), alarm.clone())).abort_handle();
         Ok(MySessionStore {
             opts,
             prefix: o.prefix.clone(),
@@ -633,6 +677,8 @@ impl MySessionStore {
             conns: Mutex::default(),
             held: Mutex::default(),
             undoing: Arc::default(),
+            alarm,
+            sentinel,
         })
     }
 
@@ -672,7 +718,8 @@ impl MySessionStore {
         let conn = match found {
             Some(c) => c,
             None => {
-                let c = SessionConn::open(&self.opts, self.heartbeat).await?;
+                let c =
+                    SessionConn::open(&self.opts, self.heartbeat, self.alarm.subscribe()).await?;
                 if !exclusive {
                     self.conns().push(c.clone());
                 }
@@ -817,8 +864,9 @@ impl Store for MySessionStore {
             kind: LockKind::Session,
             exclusion: "linearizable (the server's lock registry)",
             store_failure: "a server restart or the end of the holder's connection releases \
-                            the lock; the holder's lost() fires when that connection ends or a \
-                            heartbeat fails",
+                            the lock; the holder's lost() fires when its connection is found \
+                            closed: at once on a restart (a sentinel connection's read ends and \
+                            every heartbeat pings), else at the next heartbeat",
             expiry: "session: held while the holder's connection lives (heartbeat pings it)",
             fence: if self.fences.is_some() {
                 "per-key counter row, bumped right after the grant while the lock is held"
