@@ -617,10 +617,17 @@ fn chaos_store_kill() {
     assert_eq!(fenced["stale_effects_accepted"], 0, "{r}");
     assert_eq!(arm(&r, "unfenced")["stale_effects_accepted"], 1, "{r}");
 
-    // PostgreSQL, etcd and ZooKeeper keep the grant and the fence counter on disk.
-    for store in
-        ["postgres://x@127.0.0.1:1/x", "etcd://127.0.0.1:1?ttl=1s", "zk://127.0.0.1:1?session=1s"]
-    {
+    // PostgreSQL, MariaDB, etcd and ZooKeeper keep the grant and the fence counter on disk;
+    // the session-lock forms lose the lock with the server, and their holders learn of it
+    // before the successor's grant.
+    for store in [
+        "postgres://x@127.0.0.1:1/x",
+        "postgres://x@127.0.0.1:1/x?mode=session",
+        "mysql://x@127.0.0.1:1/x",
+        "mysql://x@127.0.0.1:1/x?mode=session",
+        "etcd://127.0.0.1:1?ttl=1s",
+        "zk://127.0.0.1:1?session=1s",
+    ] {
         let (code, r) = chaos_report(store, "store-kill", 2, 1);
         assert_eq!(code, 0, "{r}");
         let fenced = arm(&r, "fenced");
@@ -629,7 +636,7 @@ fn chaos_store_kill() {
         assert_eq!(fenced["lost_after_successor_grant"], 0, "{r}");
     }
     // Never a store it did not start.
-    let (code, _) = chaos_report_err("mysql://127.0.0.1:1/x", "store-kill");
+    let (code, _) = chaos_report_err("sqlite:///tmp/leasehold-never.db", "store-kill");
     assert_eq!(code, 69);
 }
 

@@ -18,7 +18,7 @@
 use std::time::Duration;
 
 use leasehold::{Locker, Wait};
-use leasehold_testkit::servers::{EtcdCluster, PgServer, RedisServer, ZkServer};
+use leasehold_testkit::servers::{EtcdCluster, MyServer, PgServer, RedisServer, ZkServer};
 use tokio::io::AsyncWriteExt;
 
 use super::{
@@ -30,6 +30,7 @@ use super::{
 enum Private {
     Redis { primary: RedisServer, replica: Option<RedisServer> },
     Postgres { primary: PgServer, standby: Option<PgServer> },
+    Mysql(MyServer),
     Etcd(EtcdCluster),
     Zk(ZkServer),
 }
@@ -38,6 +39,7 @@ enum Private {
 enum Kind {
     Redis,
     Postgres,
+    Mysql,
     Etcd,
     Zk,
 }
@@ -50,6 +52,7 @@ impl Kind {
             ("postgres" | "postgresql", _) => Ok(Kind::Postgres),
             ("etcd", _) => Ok(Kind::Etcd),
             ("zk", false) => Ok(Kind::Zk),
+            ("mysql", false) => Ok(Kind::Mysql),
             (_, true) => Err(format!(
                 "failover runs on replicated stores this tool starts itself: redis:// (a \
                  primary and a replica), postgres:// (a primary and a streaming standby) or \
@@ -57,7 +60,8 @@ impl Kind {
             )),
             (_, false) => Err(format!(
                 "store-kill kills and restarts a store this tool starts itself (redis://, \
-                 postgres://, etcd://, zk://), never one it did not start; not {scheme}://"
+                 postgres://, mysql://, etcd://, zk://), never one it did not start; not \
+                 {scheme}://"
             )),
         }
     }
@@ -94,6 +98,7 @@ impl Private {
                 let standby = PgServer::standby_of(&primary);
                 Private::Postgres { primary, standby: Some(standby) }
             }
+            (Kind::Mysql, _) => Private::Mysql(MyServer::start()),
             (Kind::Etcd, false) => Private::Etcd(EtcdCluster::single()),
             (Kind::Etcd, true) => Private::Etcd(EtcdCluster::start(3)),
             (Kind::Zk, _) => Private::Zk(ZkServer::start()),
@@ -106,6 +111,7 @@ impl Private {
             Private::Redis { primary, .. } => format!("{}{suffix}", primary.url()),
             // Its own database: only the options carry over.
             Private::Postgres { primary, .. } => primary.url(query(suffix)),
+            Private::Mysql(m) => m.url(query(suffix)),
             Private::Etcd(c) => c.url(suffix),
             Private::Zk(z) => z.url(suffix),
         }
@@ -115,6 +121,7 @@ impl Private {
         match self {
             Private::Redis { primary, .. } => primary.kill9(),
             Private::Postgres { primary, .. } => primary.kill9(),
+            Private::Mysql(m) => m.kill9(),
             Private::Etcd(c) => c.kill9(0),
             Private::Zk(z) => z.kill9(),
         }
@@ -124,6 +131,7 @@ impl Private {
         match self {
             Private::Redis { primary, .. } => primary.restart(),
             Private::Postgres { primary, .. } => primary.restart(),
+            Private::Mysql(m) => m.restart(),
             Private::Etcd(c) => c.restart(0),
             Private::Zk(z) => z.restart(),
         }
@@ -195,6 +203,11 @@ impl Private {
                  replication allows), the primary was killed (-9) and the standby promoted \
                  (pg_promote); the successor uses the promoted standby, the holder keeps its \
                  connection to the dead primary"
+            }
+            (Kind::Mysql, _) => {
+                "a private MariaDB (the machine's mariadbd, defaults: InnoDB flushes its log at \
+                 every commit) on a free loopback port, fresh for each trial; killed (-9) during \
+                 the hold and restarted on its data directory"
             }
             (Kind::Etcd, false) => {
                 "a private one-member etcd, fresh for each trial, killed (-9) during the hold and \
