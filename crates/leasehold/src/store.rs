@@ -170,14 +170,7 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
             None => None,
         };
         loop {
-            let attempt = tokio::time::timeout(req.op_timeout, self.try_acquire(req))
-                .await
-                .map_err(|_| {
-                    Error::UnknownOutcome(format!(
-                        "acquire of {:?} got no answer within {:?}",
-                        req.key, req.op_timeout
-                    ))
-                })??;
+            let attempt = within_op_timeout(req, self.try_acquire(req)).await?;
             let Attempt::Busy { holder_expires_in } = attempt else {
                 return Ok(attempt);
             };
@@ -214,4 +207,18 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
 
     /// Current holders, of one key or of all keys.
     async fn holders(&self, key: Option<&Key>) -> Result<Vec<Holder>>;
+}
+
+/// One acquire attempt bounded by the request's op timeout; no answer in time is an unknown
+/// outcome (the store may have granted).
+pub(crate) async fn within_op_timeout<T>(
+    req: &AcquireRequest<'_>,
+    attempt: impl Future<Output = Result<T>>,
+) -> Result<T> {
+    tokio::time::timeout(req.op_timeout, attempt).await.map_err(|_| {
+        Error::UnknownOutcome(format!(
+            "acquire of {:?} got no answer within {:?}",
+            req.key, req.op_timeout
+        ))
+    })?
 }

@@ -41,7 +41,9 @@ use tokio_postgres::error::SqlState;
 use tokio_postgres::{AsyncMessage, Client, Config, NoTls, Statement, Transaction};
 
 use super::bell::Undoing;
-use crate::store::{AcquireRequest, Attempt, Grant, Holder, RenewItem, SessionEnd, Watch};
+use crate::store::{
+    AcquireRequest, Attempt, Grant, Holder, RenewItem, SessionEnd, Watch, within_op_timeout,
+};
 use crate::{Error, FenceRepeat, FenceToken, Guarantees, Key, LockKind, OwnerToken, Result, Store};
 
 pub use tokio_postgres;
@@ -707,14 +709,7 @@ impl Store for PgLeaseStore {
     /// instead of one per waiter (a NOTIFY reaches every listening connection).
     async fn acquire(&self, req: &AcquireRequest<'_>, until: Option<Instant>) -> Result<Attempt> {
         let Some(until) = until else {
-            return tokio::time::timeout(req.op_timeout, self.try_acquire(req)).await.map_err(
-                |_| {
-                    Error::UnknownOutcome(format!(
-                        "acquire of {:?} got no answer within {:?}",
-                        req.key, req.op_timeout
-                    ))
-                },
-            )?;
+            return within_op_timeout(req, self.try_acquire(req)).await;
         };
         let queues = self.listener.queues.clone();
         let mut rx = queues.subscribe(req.key);
@@ -724,14 +719,7 @@ impl Store for PgLeaseStore {
             // Changes from here on may postdate the attempt's answer.
             rx.borrow_and_update();
             let before = queues.state(req.key);
-            let attempt = tokio::time::timeout(req.op_timeout, self.grant_queued(req, ticket))
-                .await
-                .map_err(|_| {
-                    Error::UnknownOutcome(format!(
-                        "acquire of {:?} got no answer within {:?}",
-                        req.key, req.op_timeout
-                    ))
-                })??;
+            let attempt = within_op_timeout(req, self.grant_queued(req, ticket)).await?;
             let (holder_expires_in, mine) = match attempt {
                 Queued::Granted(g) => return Ok(Attempt::Granted(g)),
                 Queued::Busy { holder_expires_in, ticket } => (holder_expires_in, ticket),
