@@ -23,7 +23,7 @@ use tokio::io::AsyncWriteExt;
 
 use super::{
     Event, Holder, KEY, Outline, Settings, Trial, ev, fresh_sqlite, progress, resource,
-    session_timeout, successor_write,
+    session_timeout, successor_claim_and_write, successor_write,
 };
 
 /// A private store of the kind the `--store` URL names.
@@ -368,7 +368,7 @@ async fn trial(
     // writes again.
     events.push(ev("chaos", "resume", Some(holder_fence), Some("holder writes".into())));
     if let Some(l) = &lease {
-        work(&mut res, l, fenced, &mut events).await;
+        successor_claim_and_write(&mut res, l, fenced, &mut events).await;
     }
     let _ = holder.stdin.write_all(b"write\n").await;
     let said =
@@ -388,7 +388,7 @@ async fn trial(
                     Some(l.fence().get()),
                     Some("after the holder's release".into()),
                 ));
-                work(&mut res, &l, fenced, &mut events).await;
+                successor_claim_and_write(&mut res, &l, fenced, &mut events).await;
                 lease = Some(l);
             }
             Err(e) => events.push(ev("successor", "error", None, Some(e.to_string()))),
@@ -425,26 +425,4 @@ async fn connect_after_failure(url: &str) -> Result<Locker, String> {
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-}
-
-/// The successor's claim (fenced arm) and first write.
-async fn work(
-    res: &mut resource::Resource,
-    l: &leasehold::Lease,
-    fenced: bool,
-    events: &mut Vec<Event>,
-) {
-    let f = l.fencing();
-    if fenced {
-        match res.claim(&f).await {
-            Ok(()) => events.push(ev("successor", "claim", Some(f.token().get()), None)),
-            Err(e) => events.push(ev(
-                "successor",
-                "claim-refused",
-                Some(f.token().get()),
-                Some(e.to_string()),
-            )),
-        }
-    }
-    events.push(successor_write(res, &f, fenced).await);
 }

@@ -316,6 +316,28 @@ impl Holder {
     }
 }
 
+/// The successor's claim (fenced arm) and write, as history events.
+async fn successor_claim_and_write(
+    res: &mut resource::Resource,
+    l: &leasehold::Lease,
+    fenced: bool,
+    events: &mut Vec<Event>,
+) {
+    let f = l.fencing();
+    if fenced {
+        match res.claim(&f).await {
+            Ok(()) => events.push(ev("successor", "claim", Some(f.token().get()), None)),
+            Err(e) => events.push(ev(
+                "successor",
+                "claim-refused",
+                Some(f.token().get()),
+                Some(e.to_string()),
+            )),
+        }
+    }
+    events.push(successor_write(res, &f, fenced).await);
+}
+
 /// The successor's write, fenced or not, as a history event.
 async fn successor_write(res: &mut resource::Resource, f: &Fencing, fenced: bool) -> Event {
     let outcome = match res.write(fenced.then_some(f), "successor").await {
@@ -400,19 +422,7 @@ async fn stalled_trial(
         }
     };
     if let Some(l) = &lease {
-        let f = l.fencing();
-        if fenced {
-            match res.claim(&f).await {
-                Ok(()) => events.push(ev("successor", "claim", Some(f.token().get()), None)),
-                Err(e) => events.push(ev(
-                    "successor",
-                    "claim-refused",
-                    Some(f.token().get()),
-                    Some(e.to_string()),
-                )),
-            }
-        }
-        events.push(successor_write(&mut res, &f, fenced).await);
+        successor_claim_and_write(&mut res, l, fenced, &mut events).await;
     }
     match &proxy {
         Some(_) => {
