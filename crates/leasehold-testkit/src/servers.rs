@@ -162,11 +162,7 @@ impl RedisServer {
 
     /// `kill -9`: the process dies with whatever was not persisted.
     pub fn kill9(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = kill(Pid::from_raw(c.id() as i32), Signal::SIGCONT);
-            let _ = c.kill();
-            let _ = c.wait();
-        }
+        kill9_child(&mut self.child);
     }
 
     /// Freezes it (SIGSTOP).
@@ -450,11 +446,7 @@ impl EtcdCluster {
 
     /// `kill -9` member `i`.
     pub fn kill9(&mut self, i: usize) {
-        if let Some(mut c) = self.nodes[i].child.take() {
-            let _ = kill(Pid::from_raw(c.id() as i32), Signal::SIGCONT);
-            let _ = c.kill();
-            let _ = c.wait();
-        }
+        kill9_child(&mut self.nodes[i].child);
     }
 
     /// Starts member `i` again on its ports and data dir, and waits for a leader.
@@ -596,11 +588,7 @@ impl ZkServer {
 
     /// `kill -9`.
     pub fn kill9(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = kill(Pid::from_raw(c.id() as i32), Signal::SIGCONT);
-            let _ = c.kill();
-            let _ = c.wait();
-        }
+        kill9_child(&mut self.child);
     }
 
     /// Kills it and starts it again on the same port and data (sessions survive on disk).
@@ -623,6 +611,40 @@ impl ZkServer {
 impl Drop for ZkServer {
     fn drop(&mut self) {
         self.kill9();
+    }
+}
+
+/// Waits until `up()` says a just-spawned server answers, or its process exits (`false`, the
+/// child slot emptied: a taken port, say), or `limit` passes.
+fn until_up(child: &mut Option<Child>, limit: Duration, mut up: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + limit;
+    while Instant::now() < deadline {
+        if child.as_mut().is_some_and(|c| matches!(c.try_wait(), Ok(Some(_)))) {
+            *child = None;
+            return false;
+        }
+        if up() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    false
+}
+
+/// `kill -9` of a server process this test started (resumed first if it was stopped).
+fn kill9_child(child: &mut Option<Child>) {
+    if let Some(mut c) = child.take() {
+        let _ = kill(Pid::from_raw(c.id() as i32), Signal::SIGCONT);
+        let _ = c.kill();
+        let _ = c.wait();
+    }
+}
+
+/// Runs a client command (bounded by `timeout`); its stdout, trimmed, or "" on failure.
+fn client_output(cmd: &mut Command) -> String {
+    match cmd.stdin(Stdio::null()).output() {
+        Ok(o) if o.status.success() => String::from_utf8_lossy(&o.stdout).trim().to_owned(),
+        _ => String::new(),
     }
 }
 
@@ -764,18 +786,10 @@ impl PgServer {
             .spawn()
             .expect("start postgres");
         self.child = Some(child);
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while Instant::now() < deadline {
-            if self.child.as_mut().is_some_and(|c| matches!(c.try_wait(), Ok(Some(_)))) {
-                self.child = None;
-                return false;
-            }
-            if self.sql("SELECT 1") == "1" {
-                return true;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        false
+        let mut child = self.child.take();
+        let up = until_up(&mut child, Duration::from_secs(30), || self.sql("SELECT 1") == "1");
+        self.child = child;
+        up
     }
 
     /// The loopback port.
@@ -790,24 +804,16 @@ impl PgServer {
 
     /// Runs one SQL statement with psql (bounded); its output, trimmed, or "" on failure.
     pub fn sql(&self, sql: &str) -> String {
-        let out = Command::new(need("timeout"))
-            .args(["10", &need("psql"), "-X", "-Atq", "-h", "127.0.0.1", "-U", "postgres"])
-            .args(["-p", &self.port.to_string(), "-d", "postgres", "-c", sql])
-            .stdin(Stdio::null())
-            .output();
-        match out {
-            Ok(o) if o.status.success() => String::from_utf8_lossy(&o.stdout).trim().to_owned(),
-            _ => String::new(),
-        }
+        client_output(
+            Command::new(need("timeout"))
+                .args(["10", &need("psql"), "-X", "-Atq", "-h", "127.0.0.1", "-U", "postgres"])
+                .args(["-p", &self.port.to_string(), "-d", "postgres", "-c", sql]),
+        )
     }
 
     /// `kill -9` the postmaster, and waits until its backends are gone too.
     pub fn kill9(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = kill(Pid::from_raw(c.id() as i32), Signal::SIGCONT);
-            let _ = c.kill();
-            let _ = c.wait();
-        }
+        kill9_child(&mut self.child);
     }
 
     /// Kills it (if running) and starts it again on its port and data directory.
@@ -915,19 +921,10 @@ impl MyServer {
             .stderr(Stdio::null())
             .spawn()
             .expect("start mariadbd");
-        self.child = Some(child);
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while Instant::now() < deadline {
-            if self.child.as_mut().is_some_and(|c| matches!(c.try_wait(), Ok(Some(_)))) {
-                self.child = None;
-                return false;
-            }
-            if self.sql("SELECT 1") == "1" {
-                return true;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        false
+        let mut child = Some(child);
+        let up = until_up(&mut child, Duration::from_secs(60), || self.sql("SELECT 1") == "1");
+        self.child = child;
+        up
     }
 
     /// The loopback port.
@@ -942,25 +939,17 @@ impl MyServer {
 
     /// Runs SQL with the `mariadb` client (bounded); its output, trimmed, or "" on failure.
     pub fn sql(&self, sql: &str) -> String {
-        let out = Command::new(need("timeout"))
-            .args(["10", &need("mariadb"), "-uroot", "-h127.0.0.1", "-N", "-B"])
-            .arg(format!("-P{}", self.port))
-            .args(["-e", sql])
-            .stdin(Stdio::null())
-            .output();
-        match out {
-            Ok(o) if o.status.success() => String::from_utf8_lossy(&o.stdout).trim().to_owned(),
-            _ => String::new(),
-        }
+        client_output(
+            Command::new(need("timeout"))
+                .args(["10", &need("mariadb"), "-uroot", "-h127.0.0.1", "-N", "-B"])
+                .arg(format!("-P{}", self.port))
+                .args(["-e", sql]),
+        )
     }
 
     /// `kill -9`.
     pub fn kill9(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = kill(Pid::from_raw(c.id() as i32), Signal::SIGCONT);
-            let _ = c.kill();
-            let _ = c.wait();
-        }
+        kill9_child(&mut self.child);
     }
 
     /// Kills it (if running) and starts it again on its port and data directory (InnoDB
