@@ -42,26 +42,26 @@ impl Bells {
     }
 }
 
-/// Waits for a ring, or for a timer. With `backoff`, the timer also fires after a short,
-/// doubling interval: for stores whose releases in other processes ring nothing here.
+/// Waits for a ring, or for a timer that also fires after a short, doubling interval: for
+/// stores whose releases in other processes ring nothing here.
 pub(crate) struct BellWatch {
     rx: watch::Receiver<u64>,
-    backoff: Option<(Duration, Duration, Duration)>,
+    /// The poll interval: from `min`, doubling to `max` while nothing rings.
+    min: Duration,
+    max: Duration,
+    cur: Duration,
 }
 
 impl BellWatch {
     #[cfg_attr(not(any(feature = "mysql", feature = "sqlite")), allow(dead_code))]
     /// Rings, plus a poll every `min`, doubling up to `max` while nothing rings.
     pub fn polling(rx: watch::Receiver<u64>, min: Duration, max: Duration) -> Self {
-        BellWatch { rx, backoff: Some((min, max, min)) }
+        BellWatch { rx, min, max, cur: min }
     }
 
     /// Returns at a ring, at the backoff timer, or at `until`.
     pub async fn wait(&mut self, until: Instant) {
-        let wake = match self.backoff {
-            Some((_, _, cur)) => until.min(Instant::now() + cur),
-            None => until,
-        };
+        let wake = until.min(Instant::now() + self.cur);
         tokio::select! {
             r = self.rx.changed() => {
                 if r.is_err() {
@@ -69,14 +69,10 @@ impl BellWatch {
                     // the timer.
                     tokio::time::sleep_until(wake.into()).await;
                 }
-                if let Some((min, _, cur)) = self.backoff.as_mut() {
-                    *cur = *min;
-                }
+                self.cur = self.min;
             }
             _ = tokio::time::sleep_until(wake.into()) => {
-                if let Some((_, max, cur)) = self.backoff.as_mut() {
-                    *cur = (*cur * 2).min(*max);
-                }
+                self.cur = (self.cur * 2).min(self.max);
             }
         }
     }
