@@ -544,6 +544,23 @@ fn chaos_stalled_holder_zookeeper() {
     chaos_short(&server.url("?session=1s"), true);
 }
 
+/// Redlock issues no fence: chaos runs only the unfenced arm, says why, and shows the stale
+/// write getting through once the frozen holder's lease expired on a majority.
+#[test]
+fn chaos_stalled_holder_redlock() {
+    let servers: Vec<_> =
+        (0..3).map(|_| leasehold_testkit::servers::RedisServer::start()).collect();
+    let hosts: Vec<String> = servers.iter().map(|s| format!("127.0.0.1:{}", s.port())).collect();
+    let (code, r) = chaos_report(&format!("redlock://{}", hosts.join(",")), "stalled-holder", 2, 2);
+    assert_eq!(code, 0, "{r}");
+    assert!(r["setup"].as_str().unwrap().contains("no fence"), "{r}");
+    assert!(r["arms"].as_array().unwrap().iter().all(|a| a["arm"] != "fenced"), "{r}");
+    let unfenced = arm(&r, "unfenced");
+    assert_eq!(unfenced["successor_acquired"], 2, "{r}");
+    assert_eq!(unfenced["stale_effects_accepted"], 2, "{r}");
+    assert_eq!(unfenced["fences_out_of_order"], 0, "no fences, no order: {r}");
+}
+
 #[test]
 fn chaos_stalled_holder_file() {
     let d = tempfile::tempdir().unwrap();

@@ -613,19 +613,33 @@ async fn holder_trials(s: &Settings) -> Result<(Vec<Trial>, Outline), String> {
         // earlier run's) are not comparable with this one's and would be refused.
         fresh_sqlite(&s.out);
     }
+    // A store that issues no fence (Redlock, a session lock with fence=none) has nothing a
+    // resource could check: only the unfenced arm can run, and it shows what gets through.
+    let fenceless = locker.guarantees().fence_repeat == leasehold::FenceRepeat::NoFence;
     let mut trials = Vec::new();
     for fenced in [true, false] {
-        let count = if fenced { s.trials } else { s.control_trials };
+        let count = match (fenced, fenceless) {
+            (true, true) => 0,
+            (true, false) => s.trials,
+            (false, _) => s.control_trials,
+        };
         for n in 0..count {
             progress(s, if fenced { "fenced" } else { "unfenced" }, n, count);
-            trials.push(stalled_trial(s, &locker, &spec, fenced, n).await?);
+            let mut t = stalled_trial(s, &locker, &spec, fenced, n).await?;
+            // Every grant carries 0: there is no order to check.
+            t.fence_out_of_order &= !fenceless;
+            trials.push(t);
         }
     }
     let outline = Outline {
         store: s.url.clone(),
         guarantees: locker.guarantees(),
         resource: where_,
-        setup: None,
+        setup: fenceless.then(|| {
+            "this store issues no fence, so no fenced arm can run: a resource cannot tell a \
+             stale holder from the current one (give it an external fence source)"
+                .to_owned()
+        }),
     };
     Ok((trials, outline))
 }
