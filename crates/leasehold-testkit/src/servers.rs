@@ -631,6 +631,16 @@ fn until_up(child: &mut Option<Child>, limit: Duration, mut up: impl FnMut() -> 
     false
 }
 
+/// Starts a killed server again on its port and data, retrying while the dead process's
+/// leftovers (shared memory, a lingering socket) keep the new one from starting.
+fn respawn(limit: Duration, what: &str, mut spawn: impl FnMut() -> bool) {
+    let deadline = Instant::now() + limit;
+    while !spawn() {
+        assert!(Instant::now() < deadline, "{what} did not come back");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
 /// `kill -9` of a server process this test started (resumed first if it was stopped).
 fn kill9_child(child: &mut Option<Child>) {
     if let Some(mut c) = child.take() {
@@ -821,11 +831,8 @@ impl PgServer {
         self.kill9();
         // The killed postmaster's children leave within moments; until then the data
         // directory's shared memory is in use and a new postmaster refuses to start.
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while !self.spawn() {
-            assert!(Instant::now() < deadline, "postgres did not come back on {}", self.port);
-            std::thread::sleep(Duration::from_millis(200));
-        }
+        let port = self.port;
+        respawn(Duration::from_secs(30), &format!("postgres on {port}"), || self.spawn());
     }
 
     /// Waits until this standby has replayed everything `primary` wrote so far.
@@ -956,11 +963,8 @@ impl MyServer {
     /// recovers what was committed).
     pub fn restart(&mut self) {
         self.kill9();
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while !self.spawn() {
-            assert!(Instant::now() < deadline, "mariadbd did not come back on {}", self.port);
-            std::thread::sleep(Duration::from_millis(200));
-        }
+        let port = self.port;
+        respawn(Duration::from_secs(60), &format!("mariadbd on {port}"), || self.spawn());
     }
 }
 
