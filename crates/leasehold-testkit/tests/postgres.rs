@@ -549,3 +549,37 @@ async fn an_older_lease_table_gains_the_queue_columns() {
     assert_eq!((row.get::<_, i64>(0), row.get::<_, i64>(1)), (1, 1), "one ticket, called once");
     assert!(second.release().await.unwrap());
 }
+
+/// A waiter that gave up leaves its ticket behind. When a release calls that ticket, nobody
+/// answers; the next waiter must try after the stagger, not sleep until the timer of the
+/// holder it saw (30 s here). Three stores, so no in-process queue orders them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_abandoned_ticket_does_not_stall_the_queue() {
+    let schema = PgSchema::new();
+    let base = postgres_base();
+    let sep = if base.contains('?') { '&' } else { '?' };
+    let url = format!("{base}{sep}schema={}", schema.name);
+    let (holder, quitter, waiter) = (
+        Locker::connect(&url).await.unwrap(),
+        Locker::connect(&url).await.unwrap(),
+        Locker::connect(&url).await.unwrap(),
+    );
+    let first = holder.acquire("q", Duration::from_secs(30)).await.unwrap();
+    // Takes ticket 1, then gives up.
+    let gave_up =
+        quitter.acquire("q", Duration::from_secs(30)).wait(Wait::For(Duration::from_millis(200)));
+    assert!(matches!(gave_up.await, Err(Error::Busy { .. })));
+    // Takes ticket 2 and waits (at most 10 s, well short of the holder's 30 s).
+    let next = tokio::spawn(async move {
+        waiter.acquire("q", Duration::from_secs(30)).wait(Wait::For(Duration::from_secs(10))).await
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(first.release().await.unwrap());
+    let released = std::time::Instant::now();
+    let second = next.await.unwrap().expect("no grant within the wait");
+    // A stalled waiter gets the key only from the last attempt at the end of its 10 s wait;
+    // the stagger lets it in a few milliseconds after the release.
+    let after = released.elapsed();
+    assert!(after < Duration::from_secs(5), "the queue stalled on the abandoned ticket: {after:?}");
+    assert!(second.release().await.unwrap());
+}

@@ -1333,3 +1333,31 @@ where
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The notification formats: `r TURN KEY` calls a ticket and frees the key, `g TURN KEY`
+    /// says the called waiter took it, and a bare key (a release by a version without the
+    /// queue) makes every waiter look again. Keys may contain spaces.
+    #[test]
+    fn queue_notifications() {
+        let q = Queues::default();
+        let key = Key::new("a key").unwrap();
+        let _rx = q.subscribe(&key);
+        q.notified("r 3 a key");
+        let s = q.state(&key);
+        assert_eq!(s.turn, 3);
+        assert!(s.free_since.is_some());
+        q.notified("g 2 a key");
+        let s = q.state(&key);
+        assert_eq!((s.turn, s.free_since, s.pokes), (3, None, 0), "turns never go back");
+        q.notified("a key");
+        assert_eq!(q.state(&key).pokes, 1);
+        q.notified("r x a key");
+        assert_eq!(q.state(&key).pokes, 1, "a malformed payload names no waited-on key");
+        q.notified("r 9 other");
+        assert_eq!(q.state(&key).turn, 3);
+    }
+}
