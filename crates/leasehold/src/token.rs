@@ -27,16 +27,24 @@ impl OwnerToken {
     }
 }
 
-impl fmt::Display for OwnerToken {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+impl OwnerToken {
+    /// The 32 lowercase hex digits of [`Display`](fmt::Display), without allocating: what
+    /// the stores send and compare.
+    pub(crate) fn hex(&self) -> [u8; 32] {
         const HEX: &[u8; 16] = b"0123456789abcdef";
         let mut out = [0u8; 32];
         for (i, b) in self.0.iter().enumerate() {
             out[2 * i] = HEX[usize::from(b >> 4)];
             out[2 * i + 1] = HEX[usize::from(b & 0xf)];
         }
+        out
+    }
+}
+
+impl fmt::Display for OwnerToken {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         // Only ASCII hex digits were written.
-        f.write_str(std::str::from_utf8(&out).map_err(|_| fmt::Error)?)
+        f.write_str(std::str::from_utf8(&self.hex()).map_err(|_| fmt::Error)?)
     }
 }
 
@@ -105,6 +113,7 @@ mod tests {
         assert_ne!(a, b);
         let s = a.to_string();
         assert_eq!(s.len(), 32);
+        assert_eq!(&a.hex()[..], s.as_bytes(), "what the stores send is the Display form");
         assert_eq!(s.parse::<OwnerToken>().unwrap(), a);
         assert_eq!(s.to_uppercase().parse::<OwnerToken>().unwrap(), a);
         for bad in ["", "xyz", &s[..31], &format!("{s}0"), "é5555555555555555555555555555555"] {
