@@ -530,7 +530,7 @@ async fn uncontended(
         v["leasehold_time_per_cycle_vs_raw"] = json!(median(per_run.clone()));
         v["per_run_ratios"] = json!(per_run);
         rows.push(raw_fenced.json(
-            "raw redis-rs with leasehold's fenced grant script (SET NX PX + INCR) + EVALSHA compare-and-delete",
+            "raw redis-rs sending leasehold's two scripts: fenced grant (SET NX PX + INCR), release (compare-and-delete + PUBLISH)",
         ));
         let fenced_runs = paired(&raw_fenced);
         v["leasehold_time_per_cycle_vs_raw_fenced"] = json!(median(fenced_runs.clone()));
@@ -855,8 +855,19 @@ const RAW_RELEASE: &str = r"
 if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
 return 0";
 
-/// Raw redis-rs: plain `SET NX PX` (or, `fenced`, the same grant script leasehold uses:
-/// SET NX PX + INCR of a fence counter), then EVALSHA compare-and-delete (one attempt only).
+/// leasehold's release: compare-and-delete, then wake waiters on the key's channel.
+const RAW_RELEASE_PUBLISH: &str = r"
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  redis.call('DEL', KEYS[1])
+  redis.call('PUBLISH', ARGV[2], '1')
+  return 1
+end
+return 0";
+
+/// Raw redis-rs: plain `SET NX PX`, then EVALSHA compare-and-delete (one attempt only). With
+/// `fenced`, the two scripts leasehold sends instead: the grant (SET NX PX + INCR of a fence
+/// counter) and the release (compare-and-delete + PUBLISH), so the pairing isolates what the
+/// client side costs.
 #[derive(Clone)]
 struct Raw {
     conn: redis::aio::ConnectionManager,
@@ -871,7 +882,11 @@ impl Raw {
             conn: r.conn.clone(),
             fenced,
             grant: Arc::new(redis::Script::new(RAW_FENCED_GRANT)),
-            release: Arc::new(redis::Script::new(RAW_RELEASE)),
+            release: Arc::new(redis::Script::new(if fenced {
+                RAW_RELEASE_PUBLISH
+            } else {
+                RAW_RELEASE
+            })),
         }
     }
 }
@@ -908,13 +923,12 @@ impl Contender for Raw {
     }
     async fn release(&self, (key, owner): Self::Guard) -> BenchResult<()> {
         let mut c = self.conn.clone();
-        let deleted: i64 = self
-            .release
-            .key(&key)
-            .arg(&owner)
-            .invoke_async(&mut c)
-            .await
-            .map_err(|e| e.to_string())?;
+        let mut inv = self.release.key(&key);
+        inv.arg(&owner);
+        if self.fenced {
+            inv.arg(format!("{key}:released"));
+        }
+        let deleted: i64 = inv.invoke_async(&mut c).await.map_err(|e| e.to_string())?;
         if deleted == 1 { Ok(()) } else { Err("raw release found the key not ours".into()) }
     }
 }
@@ -1105,25 +1119,41 @@ async fn many_keys(
 ) -> BenchResult<Value> {
     const TASKS: usize = 64;
     let mut lh = Tally::default();
+    let (mut raw, mut raw_fenced) = (Tally::default(), Tally::default());
     let mut rb = Vec::new();
+    // One raw client (one multiplexed connection) shared by its 64 tasks, like leasehold's.
+    let raw_c = redis.map(|r| (Raw::new(r, false), Raw::new(r, true)));
+    let lh_c = Leasehold(locker.clone());
     for run in 0..s.runs {
         p.step(format!("many-keys run {}/{}", run + 1, s.runs));
-        let flip = run % 2 == 1;
-        for turn in 0..2 {
-            if (turn == 0) != flip {
-                lh.add(lh_many(locker, TASKS, s.duration).await?);
-            } else if let Some(r) = redis {
-                rb.push(redis_benchmark(r, s.duration).await?);
+        // Rotate the order so none always goes first.
+        for turn in 0..4 {
+            match ((turn + run) % 4, redis, &raw_c) {
+                (0, _, _) => lh.add(many(&lh_c, TASKS, s.duration).await?),
+                (1, Some(r), _) => rb.push(redis_benchmark(r, s.duration).await?),
+                (2, _, Some((plain, _))) => raw.add(many(plain, TASKS, s.duration).await?),
+                (3, _, Some((_, fenced))) => raw_fenced.add(many(fenced, TASKS, s.duration).await?),
+                _ => {}
             }
         }
     }
+    let mut rows = vec![lh.json("leasehold")];
+    if raw_c.is_some() {
+        rows.push(raw.json("raw redis-rs: SET NX PX + EVALSHA compare-and-delete, 64 tasks on one connection manager"));
+        rows.push(raw_fenced.json("raw redis-rs sending leasehold's two scripts (fenced grant, release + PUBLISH), 64 tasks on one connection manager"));
+    }
     let mut v = json!({
         "what": format!("{TASKS} tasks, each acquiring and releasing its own key, all over one multiplexed connection"),
-        "contenders": [lh.json("leasehold")],
+        "contenders": rows,
     });
     if !rb.is_empty() {
         let rb_med = median(rb.clone());
         let lh_med = median(lh.per_run.clone());
+        let half =
+            |t: &Tally| ((median(t.per_run.clone()) / (rb_med / 2.0)) * 1000.0).round() / 1000.0;
+        // The ceiling the server sets: the same figure for raw clients in the same run.
+        v["raw_cycles_vs_half_redis_benchmark"] = json!(half(&raw));
+        v["raw_fenced_cycles_vs_half_redis_benchmark"] = json!(half(&raw_fenced));
         v["redis_benchmark"] = json!({
             "command": "redis-benchmark -c 50 -P 16 -r 1000000 SET bench:rb:__rand_int__ v NX PX 30000",
             "ops_per_s_median": rb_med.round(),
@@ -1137,10 +1167,10 @@ async fn many_keys(
 }
 
 /// `tasks` tasks, each running [`cycles`] on its own key at the same time.
-async fn lh_many(locker: &Locker, tasks: usize, d: Duration) -> BenchResult<RunResult> {
+async fn many<C: Contender>(c: &C, tasks: usize, d: Duration) -> BenchResult<RunResult> {
     let handles: Vec<_> = (0..tasks)
         .map(|_| {
-            let c = Leasehold(locker.clone());
+            let c = c.clone();
             tokio::spawn(async move { cycles(&c, &unique("mk"), d).await })
         })
         .collect();
@@ -1382,12 +1412,20 @@ pub fn table(r: &Value) -> String {
             ),
             (
                 "leasehold_time_per_cycle_vs_raw_fenced",
-                "leasehold time per cycle ÷ raw client's with the same fenced grant script",
+                "leasehold time per cycle ÷ raw client's sending leasehold's two scripts",
             ),
             ("leasehold_handoffs_vs_peer", "leasehold handoffs/s ÷ peer's"),
             (
                 "leasehold_cycles_vs_half_redis_benchmark",
                 "leasehold cycles/s ÷ (redis-benchmark ops/s ÷ 2)",
+            ),
+            (
+                "raw_cycles_vs_half_redis_benchmark",
+                "raw redis-rs (SET NX PX + compare-and-delete) cycles/s ÷ (redis-benchmark ops/s ÷ 2)",
+            ),
+            (
+                "raw_fenced_cycles_vs_half_redis_benchmark",
+                "raw redis-rs sending leasehold's scripts, cycles/s ÷ (redis-benchmark ops/s ÷ 2)",
             ),
         ] {
             if !sc[k].is_null() {
@@ -1396,7 +1434,7 @@ pub fn table(r: &Value) -> String {
         }
         for (k, label) in [
             ("per_run_ratios", "vs the raw client"),
-            ("per_run_ratios_fenced", "vs same fenced grant"),
+            ("per_run_ratios_fenced", "vs leasehold's scripts sent raw"),
         ] {
             if !sc[k].is_null() {
                 out.push_str(&format!("    per-run ratios {label}: {}\n", sc[k]));
