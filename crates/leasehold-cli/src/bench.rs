@@ -163,6 +163,36 @@ struct RunResult {
     commands: Option<u64>,
 }
 
+impl RunResult {
+    /// Adds another slice of the same contender's run.
+    fn merge(&mut self, o: RunResult) {
+        self.ops += o.ops;
+        self.elapsed += o.elapsed;
+        if let Some(h) = o.handoffs {
+            *self.handoffs.get_or_insert(0) += h;
+        }
+        if let Some(c) = o.commands {
+            *self.commands.get_or_insert(0) += c;
+        }
+        for (mine, theirs) in [
+            (&mut self.acquire, o.acquire),
+            (&mut self.release, o.release),
+            (&mut self.handoff, o.handoff),
+        ] {
+            match (mine.as_mut(), theirs) {
+                (Some(m), Some(t)) => m.add(t).expect("same bounds"),
+                (None, Some(t)) => *mine = Some(t),
+                _ => {}
+            }
+        }
+    }
+}
+
+/// In-process contenders of one run take turns in this many slices of the run's duration
+/// (rotating who goes first), so a change in the machine's load hits them alike: on a shared
+/// 2-CPU VM, back-to-back blocks of seconds moved paired ratios by 30%.
+const SLICES: u32 = 10;
+
 type BenchResult<T> = Result<T, String>;
 
 /// What a Redis URL points at, for baselines.
@@ -219,15 +249,16 @@ impl RedisSide {
     }
 
     /// Runs `f` and returns its result with the server µs per call of `names` during it.
+    /// Runs `f` and returns its output with the named commands' calls and server µs meanwhile.
     async fn timed<T>(
         &self,
         names: &[&str],
         f: impl Future<Output = BenchResult<T>>,
-    ) -> BenchResult<(T, f64)> {
+    ) -> BenchResult<(T, (u64, u64))> {
         let (c0, u0) = self.stats(names).await?;
         let out = f.await?;
         let (c1, u1) = self.stats(names).await?;
-        Ok((out, (u1 - u0) as f64 / (c1 - c0).max(1) as f64))
+        Ok((out, (c1.saturating_sub(c0), u1.saturating_sub(u0))))
     }
 
     async fn version(&self) -> String {
@@ -456,18 +487,56 @@ async fn uncontended(
     for run in 0..s.runs {
         p.step(format!("uncontended run {}/{}", run + 1, s.runs));
         let key = unique("u");
-        // Rotate the order of the three so none always goes first.
+        if let (Some(r), Some((plain, fenced))) = (redis, &raw_c) {
+            // Every Redis contender is in-process: interleave them in slices.
+            let direct_c = StoreOnly(locker.store().clone());
+            #[cfg(feature = "peers")]
+            let rs = peers::Rslock(rslock::LockManager::new(vec![r.url.clone()]));
+            const N: usize = if cfg!(feature = "peers") { 5 } else { 4 };
+            let mut acc: Vec<RunResult> = (0..N).map(|_| RunResult::default()).collect();
+            // (calls, server µs) of leasehold's EVALSHAs and of the raw client's SETs.
+            let (mut lh_srv, mut set_srv) = ((0, 0), (0, 0));
+            let slice = s.duration / SLICES;
+            for i in 0..SLICES as usize {
+                for turn in 0..N {
+                    let who = (turn + i + run) % N;
+                    let res = match who {
+                        0 => {
+                            let (res, (c, u)) =
+                                r.timed(&["evalsha"], cycles(&lh_c, &key, slice)).await?;
+                            (lh_srv.0, lh_srv.1) = (lh_srv.0 + c, lh_srv.1 + u);
+                            res
+                        }
+                        1 => {
+                            let k = format!("{key}:raw");
+                            let (res, (c, u)) = r.timed(&["set"], cycles(plain, &k, slice)).await?;
+                            (set_srv.0, set_srv.1) = (set_srv.0 + c, set_srv.1 + u);
+                            res
+                        }
+                        2 => cycles(fenced, &format!("{key}:raw-fenced"), slice).await?,
+                        3 => cycles(&direct_c, &format!("{key}:direct"), slice).await?,
+                        #[cfg(feature = "peers")]
+                        _ => cycles(&rs, &format!("{key}:rslock"), slice).await?,
+                        #[cfg(not(feature = "peers"))]
+                        _ => unreachable!("{N} contenders"),
+                    };
+                    acc[who].merge(res);
+                }
+            }
+            let mut acc = acc.into_iter();
+            for t in [&mut lh, &mut raw, &mut raw_fenced, &mut direct] {
+                t.add(acc.next().expect("one per contender"));
+            }
+            #[cfg(feature = "peers")]
+            peer.add(acc.next().expect("one per contender"));
+            lh_server_us.push(lh_srv.1 as f64 / f64::max(lh_srv.0 as f64, 1.0));
+            raw_set_us.push(set_srv.1 as f64 / f64::max(set_srv.0 as f64, 1.0));
+            continue;
+        }
+        // Rotate the order so none always goes first.
         for turn in 0..3 {
             match (turn + run) % 3 {
-                0 => match redis {
-                    Some(r) => {
-                        let (res, us) =
-                            r.timed(&["evalsha"], cycles(&lh_c, &key, s.duration)).await?;
-                        lh_server_us.push(us);
-                        lh.add(res);
-                    }
-                    None => lh.add(cycles(&lh_c, &key, s.duration).await?),
-                },
+                0 => lh.add(cycles(&lh_c, &key, s.duration).await?),
                 1 if my.is_some() => {
                     let my = my.expect("checked");
                     my_t.add(cycles(my, &format!("{key}:raw"), s.duration).await?);
@@ -487,27 +556,8 @@ async fn uncontended(
                         pgbench[i].push(pg.pgbench(script, &k, s.duration).await?);
                     }
                 }
-                1 => {
-                    if let (Some((plain, _)), Some(r)) = (&raw_c, redis) {
-                        let raw_key = format!("{key}:raw");
-                        let (res, us) =
-                            r.timed(&["set"], cycles(plain, &raw_key, s.duration)).await?;
-                        raw_set_us.push(us);
-                        raw.add(res);
-                    }
-                }
-                _ => {
-                    if let Some((_, fenced)) = &raw_c {
-                        raw_fenced
-                            .add(cycles(fenced, &format!("{key}:raw-fenced"), s.duration).await?);
-                    }
-                }
+                _ => {}
             }
-        }
-        #[cfg(feature = "peers")]
-        if let Some(r) = redis {
-            let rs = peers::Rslock(rslock::LockManager::new(vec![r.url.clone()]));
-            peer.add(cycles(&rs, &format!("{key}:rslock"), s.duration).await?);
         }
         let direct_c = StoreOnly(locker.store().clone());
         direct.add(cycles(&direct_c, &format!("{key}:direct"), s.duration).await?);
@@ -1126,15 +1176,33 @@ async fn many_keys(
     let lh_c = Leasehold(locker.clone());
     for run in 0..s.runs {
         p.step(format!("many-keys run {}/{}", run + 1, s.runs));
-        // Rotate the order so none always goes first.
-        for turn in 0..4 {
-            match ((turn + run) % 4, redis, &raw_c) {
-                (0, _, _) => lh.add(many(&lh_c, TASKS, s.duration).await?),
-                (1, Some(r), _) => rb.push(redis_benchmark(r, s.duration).await?),
-                (2, _, Some((plain, _))) => raw.add(many(plain, TASKS, s.duration).await?),
-                (3, _, Some((_, fenced))) => raw_fenced.add(many(fenced, TASKS, s.duration).await?),
-                _ => {}
+        let Some((r, (plain, fenced))) = redis.zip(raw_c.as_ref()) else {
+            lh.add(many(&lh_c, TASKS, s.duration).await?);
+            continue;
+        };
+        // redis-benchmark, a separate process, runs before or after the in-process three,
+        // which take turns in slices.
+        if run % 2 == 0 {
+            rb.push(redis_benchmark(r, s.duration).await?);
+        }
+        let mut acc: Vec<RunResult> = (0..3).map(|_| RunResult::default()).collect();
+        let slice = s.duration / SLICES;
+        for i in 0..SLICES as usize {
+            for turn in 0..3 {
+                let who = (turn + i + run) % 3;
+                acc[who].merge(match who {
+                    0 => many(&lh_c, TASKS, slice).await?,
+                    1 => many(plain, TASKS, slice).await?,
+                    _ => many(fenced, TASKS, slice).await?,
+                });
             }
+        }
+        let mut acc = acc.into_iter();
+        for t in [&mut lh, &mut raw, &mut raw_fenced] {
+            t.add(acc.next().expect("one per contender"));
+        }
+        if run % 2 == 1 {
+            rb.push(redis_benchmark(r, s.duration).await?);
         }
     }
     let mut rows = vec![lh.json("leasehold")];
