@@ -895,23 +895,8 @@ impl Contender for StoreOnly {
     }
 }
 
-const RAW_FENCED_GRANT: &str = r"
-if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
-  return {1, redis.call('INCR', KEYS[2])}
-end
-return {0, redis.call('PTTL', KEYS[1])}";
-
 const RAW_RELEASE: &str = r"
 if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
-return 0";
-
-/// leasehold's release: compare-and-delete, then wake waiters on the key's channel.
-const RAW_RELEASE_PUBLISH: &str = r"
-if redis.call('GET', KEYS[1]) == ARGV[1] then
-  redis.call('DEL', KEYS[1])
-  redis.call('PUBLISH', ARGV[2], '1')
-  return 1
-end
 return 0";
 
 /// Raw redis-rs: plain `SET NX PX`, then EVALSHA compare-and-delete (one attempt only). With
@@ -928,15 +913,13 @@ struct Raw {
 
 impl Raw {
     fn new(r: &RedisSide, fenced: bool) -> Self {
+        // leasehold's own script texts, so the pairing stays exact if they change.
+        let (lh_grant, lh_release) = leasehold::backends::redis::scripts();
         Raw {
             conn: r.conn.clone(),
             fenced,
-            grant: Arc::new(redis::Script::new(RAW_FENCED_GRANT)),
-            release: Arc::new(redis::Script::new(if fenced {
-                RAW_RELEASE_PUBLISH
-            } else {
-                RAW_RELEASE
-            })),
+            grant: Arc::new(redis::Script::new(lh_grant)),
+            release: Arc::new(redis::Script::new(if fenced { lh_release } else { RAW_RELEASE })),
         }
     }
 }

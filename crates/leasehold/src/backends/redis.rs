@@ -93,6 +93,14 @@ pub(crate) struct Options {
     pub tls_ca: Option<std::path::PathBuf>,
 }
 
+/// The Lua source of the grant and release scripts a fenced `redis://` store sends, for tools
+/// that compare against a raw client sending the very same requests (`leasehold bench`).
+/// Grant: `KEYS` lease, fence counter; `ARGV` owner, ttl ms → `{1, fence}` or `{0, pttl}`.
+/// Release: `KEYS` lease; `ARGV` owner, wake-up channel → 1 if it was the owner's.
+pub fn scripts() -> (&'static str, &'static str) {
+    (GRANT, RELEASE)
+}
+
 /// The redis-rs URL of a `redis://` store URL, leasehold's options removed. For tools that
 /// talk to the same server (`leasehold doctor`).
 pub fn client_url(url: &str) -> Result<String> {
