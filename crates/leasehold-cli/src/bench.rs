@@ -115,17 +115,10 @@ impl Tally {
         if let Some(h) = r.handoffs {
             self.handoffs_per_run.push(h as f64 / r.elapsed.as_secs_f64());
         }
-        for (mine, theirs) in [
-            (&mut self.acquire, r.acquire),
-            (&mut self.release, r.release),
-            (&mut self.handoff, r.handoff),
-        ] {
-            match (mine.as_mut(), theirs) {
-                (Some(m), Some(t)) => m.add(t).expect("same bounds"),
-                (None, Some(t)) => *mine = Some(t),
-                _ => {}
-            }
-        }
+        merge_hists(
+            [&mut self.acquire, &mut self.release, &mut self.handoff],
+            [r.acquire, r.release, r.handoff],
+        );
         if let Some(c) = r.commands {
             self.commands_per_acq.push(c as f64 / r.ops.max(1) as f64);
         }
@@ -174,16 +167,23 @@ impl RunResult {
         if let Some(c) = o.commands {
             *self.commands.get_or_insert(0) += c;
         }
-        for (mine, theirs) in [
-            (&mut self.acquire, o.acquire),
-            (&mut self.release, o.release),
-            (&mut self.handoff, o.handoff),
-        ] {
-            match (mine.as_mut(), theirs) {
-                (Some(m), Some(t)) => m.add(t).expect("same bounds"),
-                (None, Some(t)) => *mine = Some(t),
-                _ => {}
-            }
+        merge_hists(
+            [&mut self.acquire, &mut self.release, &mut self.handoff],
+            [o.acquire, o.release, o.handoff],
+        );
+    }
+}
+
+/// Adds each histogram of `theirs` into the one of `mine` at the same place.
+fn merge_hists<const N: usize>(
+    mine: [&mut Option<Histogram<u64>>; N],
+    theirs: [Option<Histogram<u64>>; N],
+) {
+    for (m, t) in mine.into_iter().zip(theirs) {
+        match (m.as_mut(), t) {
+            (Some(m), Some(t)) => m.add(t).expect("same bounds"),
+            (None, Some(t)) => *m = Some(t),
+            _ => {}
         }
     }
 }

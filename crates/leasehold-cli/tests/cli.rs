@@ -426,14 +426,17 @@ fn doctor_reads_redis_persistence_and_replication() {
 #[test]
 fn bench_redis_measures_every_baseline() {
     let redis = leasehold_testkit::servers::RedisServer::start();
-    let o = Command::new(BIN)
-        .args(["bench", "--json", "--store", &redis.url(), "--runs", "1", "--duration", "150ms"])
-        .args(["--scenario", "uncontended"])
-        .output()
-        .unwrap();
-    assert_eq!(code(&o), 0, "{}", stderr(&o));
-    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-    let u = &v["scenarios"]["uncontended"];
+    let bench = |scenario: &str| -> serde_json::Value {
+        let o = Command::new(BIN)
+            .args(["bench", "--json", "--store", &redis.url(), "--runs", "1"])
+            .args(["--duration", "150ms", "--scenario", scenario])
+            .output()
+            .unwrap();
+        assert_eq!(code(&o), 0, "{}", stderr(&o));
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        v["scenarios"][scenario].clone()
+    };
+    let u = &bench("uncontended");
     let names: Vec<&str> = u["contenders"]
         .as_array()
         .unwrap()
@@ -449,14 +452,7 @@ fn bench_redis_measures_every_baseline() {
         assert!(u[k].as_f64().unwrap() > 0.0, "{k}: {u}");
     }
 
-    let o = Command::new(BIN)
-        .args(["bench", "--json", "--store", &redis.url(), "--runs", "1", "--duration", "150ms"])
-        .args(["--scenario", "many-keys"])
-        .output()
-        .unwrap();
-    assert_eq!(code(&o), 0, "{}", stderr(&o));
-    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-    let m = &v["scenarios"]["many-keys"];
+    let m = &bench("many-keys");
     assert_eq!(m["contenders"].as_array().unwrap().len(), 3, "{m}");
     for c in m["contenders"].as_array().unwrap() {
         assert!(c["ops_per_s_median"].as_f64().unwrap() > 0.0, "{c}");
