@@ -107,23 +107,14 @@ impl RedisServer {
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null());
-        let child = cmd.spawn().expect("spawn redis-server");
-        self.child = Some(child);
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while Instant::now() < deadline {
-            if let Some(c) = self.child.as_mut()
-                && let Ok(Some(_)) = c.try_wait()
-            {
-                self.child = None;
-                return false; // exited: port taken, most likely
-            }
-            if self.ping() {
-                return true;
-            }
-            std::thread::sleep(Duration::from_millis(20));
+        // An early exit means the port was taken, most likely.
+        let mut child = Some(cmd.spawn().expect("spawn redis-server"));
+        let up = until_up(&mut child, Duration::from_secs(10), || self.ping());
+        self.child = child;
+        if !up {
+            self.kill9();
         }
-        self.kill9();
-        false
+        up
     }
 
     fn ping(&self) -> bool {
@@ -530,22 +521,13 @@ impl ZkServer {
             .stderr(log)
             .spawn()
             .expect("spawn zookeeper");
-        self.child = Some(child);
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while Instant::now() < deadline {
-            if let Some(c) = self.child.as_mut()
-                && let Ok(Some(_)) = c.try_wait()
-            {
-                self.child = None;
-                return false;
-            }
-            if self.four("ruok") == "imok" {
-                return true;
-            }
-            std::thread::sleep(Duration::from_millis(50));
+        let mut child = Some(child);
+        let up = until_up(&mut child, Duration::from_secs(30), || self.four("ruok") == "imok");
+        self.child = child;
+        if !up {
+            self.kill9();
         }
-        self.kill9();
-        false
+        up
     }
 
     /// Sends a four-letter command (`ruok`, `srvr`, `mntr`) and returns the answer.
@@ -795,8 +777,7 @@ impl PgServer {
             .stderr(log)
             .spawn()
             .expect("start postgres");
-        self.child = Some(child);
-        let mut child = self.child.take();
+        let mut child = Some(child);
         let up = until_up(&mut child, Duration::from_secs(30), || self.sql("SELECT 1") == "1");
         self.child = child;
         up
