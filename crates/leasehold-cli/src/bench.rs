@@ -189,8 +189,8 @@ fn merge_hists<const N: usize>(
 }
 
 /// In-process contenders of one run take turns in this many slices of the run's duration
-/// (rotating who goes first), so a change in the machine's load hits them alike: on a shared
-/// 2-CPU VM, back-to-back blocks of seconds moved paired ratios by 30%.
+/// (rotating who goes first), so a change in the machine's load hits them alike rather than
+/// whichever contender's block it fell in.
 const SLICES: u32 = 10;
 
 type BenchResult<T> = Result<T, String>;
@@ -248,7 +248,6 @@ impl RedisSide {
         Ok((calls, usec))
     }
 
-    /// Runs `f` and returns its result with the server µs per call of `names` during it.
     /// Runs `f` and returns its output with the named commands' calls and server µs meanwhile.
     async fn timed<T>(
         &self,
