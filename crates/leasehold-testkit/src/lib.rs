@@ -194,6 +194,10 @@ impl leasehold::backends::redlock::FenceSource for LocalFenceSource {
     async fn next(&self, _key: &leasehold::Key) -> leasehold::Result<leasehold::FenceToken> {
         Ok(leasehold::FenceToken::new(self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1))
     }
+    fn promise(&self) -> leasehold::FenceRepeat {
+        // Within one process it never goes back; a restart would reset it.
+        leasehold::FenceRepeat::ClockBacked
+    }
 }
 
 /// `redlock://` URL over these servers.

@@ -20,3 +20,24 @@ async fn stalled_session_holder_keeps_lock_until_death() {
     let fx = file_fixture().await;
     process::stalled_session_holder_keeps_lock(&fx.locker, &fx.url, worker()).await;
 }
+
+/// A deleted lock file (a cleaned-up directory, a restored backup) still issues fences above
+/// every fence issued before: `max(counter + 1, the wall clock in µs)`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deleted_lock_file_still_issues_larger_fences() {
+    let dir = tempfile::tempdir().unwrap();
+    let l = leasehold::Locker::connect(&format!("file://{}", dir.path().display())).await.unwrap();
+    let mut last = None;
+    for _ in 0..3 {
+        let lease = l.acquire("job", std::time::Duration::from_secs(30)).await.unwrap();
+        assert!(last.is_none_or(|f| lease.fence() > f));
+        last = Some(lease.fence());
+        assert!(lease.release().await.unwrap());
+    }
+    for e in std::fs::read_dir(dir.path()).unwrap() {
+        std::fs::remove_file(e.unwrap().path()).unwrap();
+    }
+    let lease = l.acquire("job", std::time::Duration::from_secs(30)).await.unwrap();
+    assert!(lease.fence() > last.unwrap(), "{} after {last:?}", lease.fence());
+    assert!(lease.release().await.unwrap());
+}

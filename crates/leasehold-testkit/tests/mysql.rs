@@ -250,3 +250,43 @@ async fn session_holder_learns_of_a_server_restart_at_once() {
     let next = again.acquire("k", Duration::from_secs(30)).await.expect("the restart freed it");
     assert!(next.release().await.unwrap());
 }
+
+/// A replica promoted after missing the last grants holds the rows as they were before them.
+/// Modelled here by putting a fence row back to that earlier state (the shared server has no
+/// replica): the next grant still issues a fence above every one issued before, on the lease
+/// table and on the session lock's fence table (`max(fence + 1, UTC µs)`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fence_row_behind_still_issues_larger_fences() {
+    let db = MyDatabase::new();
+    let mut c = client(&db).await;
+    for (form, table, col) in [
+        ("", "leasehold_leases", "lock_key"),
+        ("?mode=session", "leasehold_leases_fences", "lock_key"),
+    ] {
+        let l = Locker::connect(&db.url(form)).await.unwrap();
+        let mut issued = Vec::new();
+        for _ in 0..4 {
+            let lease = l.acquire("acct", Duration::from_secs(30)).await.unwrap();
+            issued.push(lease.fence());
+            assert!(lease.release().await.unwrap());
+        }
+        assert!(issued.windows(2).all(|w| w[1] > w[0]), "{form:?}: {issued:?}");
+        c.exec_drop(
+            format!("UPDATE {table} SET fence = ? WHERE {col} = 'acct'"),
+            (issued[0].get(),),
+        )
+        .await
+        .unwrap();
+        let lease = l.acquire("acct", Duration::from_secs(30)).await.unwrap();
+        assert!(lease.fence() > issued[3], "{form:?}: {} after {issued:?}", lease.fence());
+        assert!(lease.fence().get() < leasehold::MAX_FENCE);
+        assert!(lease.release().await.unwrap());
+        // An older version's counter (small numbers) stays below the new fences.
+        c.exec_drop(format!("UPDATE {table} SET fence = 41 WHERE {col} = 'acct'"), ())
+            .await
+            .unwrap();
+        let lease = l.acquire("acct", Duration::from_secs(30)).await.unwrap();
+        assert!(lease.fence().get() > 41 && lease.fence() > issued[3]);
+        assert!(lease.release().await.unwrap());
+    }
+}

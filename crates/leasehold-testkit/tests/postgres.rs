@@ -466,6 +466,49 @@ fn private_primary_and_standby() {
     assert_eq!(standby.sql("SELECT count(*) FROM t"), "2");
 }
 
+/// A standby promoted after missing the last grants (asynchronous replication) still issues
+/// fences above every fence the old primary issued, on the lease table and on the session
+/// lock's sequence: both are set to `max(counter + 1, clock_timestamp() in µs)`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_promoted_standby_issues_larger_fences() {
+    use leasehold_testkit::servers::PgServer;
+    let mut primary = PgServer::start();
+    let standby = PgServer::standby_of(&primary);
+    let forms = ["", "?mode=session"];
+    let mut last = Vec::new();
+    for form in forms {
+        let l = Locker::connect(&primary.url(form)).await.unwrap();
+        let warm = l.acquire("acct", Duration::from_secs(30)).await.unwrap();
+        last.push(warm.fence());
+        assert!(warm.release().await.unwrap());
+    }
+    standby.catch_up(&primary);
+    standby.detach();
+    for (i, form) in forms.iter().enumerate() {
+        let l = Locker::connect(&primary.url(form)).await.unwrap();
+        for _ in 0..3 {
+            let lease = l.acquire("acct", Duration::from_secs(30)).await.unwrap();
+            assert!(lease.fence() > last[i]);
+            last[i] = lease.fence();
+            assert!(lease.release().await.unwrap());
+        }
+    }
+    primary.kill9();
+    standby.promote();
+    for (i, form) in forms.iter().enumerate() {
+        let l = Locker::connect(&standby.url(form)).await.unwrap();
+        let lease = l.acquire("acct", Duration::from_secs(30)).await.unwrap();
+        assert!(
+            lease.fence() > last[i],
+            "{form:?}: fence {} on the promoted standby, {} issued before on the primary",
+            lease.fence(),
+            last[i]
+        );
+        assert!(lease.fence().get() < leasehold::MAX_FENCE);
+        assert!(lease.release().await.unwrap());
+    }
+}
+
 /// Waiting on a lease-table key takes a ticket and a release calls one waiter, so a handoff
 /// between processes costs about one grant attempt, not one per waiter (a NOTIFY reaches every
 /// listening connection, and without the queue every waiter tried at once). Counted by
@@ -528,7 +571,8 @@ async fn an_older_lease_table_gains_the_queue_columns() {
     let sep = if base.contains('?') { '&' } else { '?' };
     let locker = Locker::connect(&format!("{base}{sep}schema={}", schema.name)).await.unwrap();
     let first = locker.acquire("k", Duration::from_secs(30)).await.unwrap();
-    assert_eq!(first.fence().get(), 42);
+    let first_fence = first.fence();
+    assert!(first_fence.get() > 41, "an older version's fences stay below the new ones");
     let waiter = {
         let locker = locker.clone();
         tokio::spawn(async move {
@@ -541,7 +585,7 @@ async fn an_older_lease_table_gains_the_queue_columns() {
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert!(first.release().await.unwrap());
     let second = waiter.await.unwrap().unwrap();
-    assert_eq!(second.fence().get(), 43);
+    assert!(second.fence() > first_fence);
     let row = c
         .query_one(&format!("SELECT tickets, turn FROM {}.leasehold_leases", schema.name), &[])
         .await

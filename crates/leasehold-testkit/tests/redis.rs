@@ -91,11 +91,12 @@ async fn fenced_scripts() {
     assert_eq!(server.cli(&["GET", "{r}:v"]), "from-a");
 }
 
-/// Failover honesty (DESIGN §5): a replica that missed the grant is promoted; a second holder
-/// is admitted, and its fence repeats the first holder's. The owner-bound fenced resource
-/// still accepts effects from only one of them.
+/// Failover honesty: a replica that missed the grant is promoted, and a second holder is
+/// admitted. Its fence is still larger than the first holder's (the grant script issues
+/// `max(counter + 1, server µs)`), so the resource takes the successor and refuses the stale
+/// holder, instead of keeping whichever claimed a repeated number first.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn failover_admits_a_second_holder_but_fencing_keeps_one_writer() {
+async fn failover_admits_a_second_holder_whose_fence_is_larger() {
     let mut primary = RedisServer::start();
     let replica = RedisServer::start();
     replica.replicate(&primary);
@@ -106,6 +107,7 @@ async fn failover_admits_a_second_holder_but_fencing_keeps_one_writer() {
     // Earlier grants replicate, so the replica's fence counter is not empty.
     let warm = on_primary.acquire("acct", Duration::from_secs(30)).await.unwrap();
     let warm_fence = warm.fence().to_string();
+    let mut last = warm.fence();
     assert!(warm.release().await.unwrap());
     let start = std::time::Instant::now();
     while replica.cli(&["GET", "leasehold:{acct}:fence"]) != warm_fence {
@@ -115,13 +117,20 @@ async fn failover_admits_a_second_holder_but_fencing_keeps_one_writer() {
 
     // The replication link is down (a partition between primary and replica: here the
     // replica points at an address where nothing listens), so the replica misses the next
-    // grant; then the primary dies and the replica is promoted.
+    // grants; then the primary dies and the replica is promoted.
     replica.detach();
+    for _ in 0..3 {
+        let l = on_primary.acquire("acct", Duration::from_secs(30)).await.unwrap();
+        assert!(l.fence() > last);
+        last = l.fence();
+        assert!(l.release().await.unwrap());
+    }
     let first = on_primary.acquire("acct", Duration::from_secs(30)).await.unwrap();
     res.claim("acct", &first.fencing()).await.unwrap();
     res.set("acct", &first.fencing(), "{acct}:balance", "100").await.unwrap();
     primary.kill9();
     replica.promote();
+    assert_eq!(replica.cli(&["GET", "leasehold:{acct}:fence"]), warm_fence, "the lag is real");
 
     let on_replica = Locker::connect(&replica.url()).await.unwrap();
     let second = on_replica
@@ -130,17 +139,60 @@ async fn failover_admits_a_second_holder_but_fencing_keeps_one_writer() {
         .await
         .expect("the promoted replica never saw the first grant: a second holder is admitted");
     assert!(!first.is_lost(), "the first holder has no way to know yet");
-    assert_eq!(second.fence(), first.fence(), "the unreplicated INCR is lost: the fence repeats");
+    assert!(
+        second.fence() > first.fence(),
+        "the promoted replica's counter was behind, yet its fence {} must exceed {}",
+        second.fence(),
+        first.fence()
+    );
 
-    // Two holders, one fence number: the resource accepts only the first.
-    let claim = res.claim("acct", &second.fencing()).await;
-    assert!(matches!(claim, Err(Error::StaleFence { .. })), "{claim:?}");
-    let write = res.set("acct", &second.fencing(), "{acct}:balance", "0").await;
-    assert!(matches!(write, Err(Error::StaleFence { .. })), "{write:?}");
-    res.set("acct", &first.fencing(), "{acct}:balance", "90").await.unwrap();
-    assert_eq!(resource.cli(&["GET", "{acct}:balance"]), "90");
+    // Two holders: the resource takes the successor and refuses the stale one.
+    res.claim("acct", &second.fencing()).await.expect("the successor's claim");
+    res.set("acct", &second.fencing(), "{acct}:balance", "0").await.expect("successor write");
+    let stale = res.set("acct", &first.fencing(), "{acct}:balance", "90").await;
+    assert!(matches!(stale, Err(Error::StaleFence { .. })), "{stale:?}");
+    assert_eq!(resource.cli(&["GET", "{acct}:balance"]), "0");
     drop(first.detach());
     assert!(second.release().await.unwrap());
+}
+
+/// A restart without persistence forgets every fence counter; the next grant still issues a
+/// fence above every fence issued before. Counters left by an older version (small numbers)
+/// are below the new ones, so an upgrade needs no migration. Fences stay below 2^53.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fences_never_go_back_across_a_restart_or_an_upgrade() {
+    let mut server = RedisServer::start();
+    let l = Locker::connect(&server.url()).await.unwrap();
+    let mut issued = Vec::new();
+    for _ in 0..5 {
+        let lease = l.acquire("job", Duration::from_secs(30)).await.unwrap();
+        issued.push(lease.fence());
+        assert!(lease.release().await.unwrap());
+    }
+    assert!(issued.windows(2).all(|w| w[1] > w[0]), "{issued:?}");
+    server.restart(); // kill -9, and no persistence
+    assert_eq!(server.cli(&["EXISTS", "leasehold:{job}:fence"]), "0", "the counter is gone");
+    let l = Locker::connect(&server.url()).await.unwrap();
+    let after = l.acquire("job", Duration::from_secs(30)).await.unwrap();
+    assert!(after.fence() > *issued.last().unwrap(), "{} after {issued:?}", after.fence());
+    assert!(after.fence().get() < leasehold::MAX_FENCE);
+    assert!(after.release().await.unwrap());
+
+    // An older version's counter.
+    server.cli(&["SET", "leasehold:{old}:fence", "41"]);
+    let a = l.acquire("old", Duration::from_secs(30)).await.unwrap();
+    let a_fence = a.fence();
+    assert!(a_fence.get() > 41);
+    assert!(a.release().await.unwrap());
+    let b = l.acquire("old", Duration::from_secs(30)).await.unwrap();
+    assert!(b.fence() > a_fence);
+    assert!(b.release().await.unwrap());
+    // A counter ahead of the clock (more than a million grants a second) keeps counting.
+    let ahead = (leasehold::MAX_FENCE - 10).to_string();
+    server.cli(&["SET", "leasehold:{fast}:fence", &ahead]);
+    let c = l.acquire("fast", Duration::from_secs(30)).await.unwrap();
+    assert_eq!(c.fence().get(), leasehold::MAX_FENCE - 9);
+    assert!(c.release().await.unwrap());
 }
 
 /// `wait_replicas`: with a live replica grants go through; with none, acquire fails closed

@@ -79,6 +79,9 @@ async fn late_fence_fails_the_grant() {
             tokio::time::sleep(Duration::from_millis(300)).await;
             Ok(leasehold::FenceToken::new(7))
         }
+        fn promise(&self) -> leasehold::FenceRepeat {
+            leasehold::FenceRepeat::ClockBacked
+        }
     }
     let servers: Vec<RedisServer> = (0..3).map(|_| RedisServer::start()).collect();
     let store = leasehold::backends::redlock::RedlockStore::connect(&redlock_url(&servers))

@@ -34,3 +34,34 @@ async fn stalled_holder_without_fencing_overwrites_successor() {
     let r = process::stalled_holder(&fx.locker, &fx.url, worker(), &res, false).await;
     process::assert_stale_write_accepted(&r);
 }
+
+/// A restored backup (or a deleted database file) still issues fences above every fence
+/// issued before: the granting transaction sets `max(fence + 1, the wall clock in µs)`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restored_backup_still_issues_larger_fences() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("locks.db");
+    let url = format!("sqlite://{}", db.display());
+    let l = leasehold::Locker::connect(&url).await.unwrap();
+    let first = l.acquire("job", std::time::Duration::from_secs(30)).await.unwrap();
+    let mut last = first.fence();
+    assert!(first.release().await.unwrap());
+    drop(l);
+    std::fs::copy(&db, dir.path().join("backup.db")).unwrap();
+    let l = leasehold::Locker::connect(&url).await.unwrap();
+    for _ in 0..3 {
+        let lease = l.acquire("job", std::time::Duration::from_secs(30)).await.unwrap();
+        assert!(lease.fence() > last);
+        last = lease.fence();
+        assert!(lease.release().await.unwrap());
+    }
+    drop(l);
+    for ext in ["-wal", "-shm"] {
+        let _ = std::fs::remove_file(dir.path().join(format!("locks.db{ext}")));
+    }
+    std::fs::copy(dir.path().join("backup.db"), &db).unwrap();
+    let l = leasehold::Locker::connect(&url).await.unwrap();
+    let lease = l.acquire("job", std::time::Duration::from_secs(30)).await.unwrap();
+    assert!(lease.fence() > last, "{} after {last}", lease.fence());
+    assert!(lease.release().await.unwrap());
+}

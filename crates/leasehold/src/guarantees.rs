@@ -1,4 +1,4 @@
-//! What a backend promises, as data (DESIGN §5). The CLI prints it; tests check behaviour
+//! What a backend promises, as data (the guarantee matrix of `docs/design.md`). The CLI prints it; tests check behaviour
 //! against it.
 
 use std::fmt;
@@ -16,19 +16,35 @@ pub enum LockKind {
     Transaction,
 }
 
-/// Whether the fences a store issues can ever repeat.
+/// Whether the fences a store issues can ever go back (repeat or shrink) for a key.
+///
+/// A repeated fence is a safety failure, not a harmless event: a fenced resource keeps the
+/// *first* claimant of a number, and after a store failure that is the stale holder. So no
+/// store here issues fences that can go back while its stated assumption holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum FenceRepeat {
-    /// Fences never repeat for a key: the one-statement `fence <= $tok` pattern is safe.
+    /// Fences never go back, whatever fails: they come from a consensus log (etcd revision,
+    /// ZooKeeper zxid) that survives a minority's loss and never reuses a number.
     Never,
-    /// Fences can repeat after the failure named in [`Guarantees::store_failure`]; use the
-    /// owner-bound fence table, which rejects repeats.
-    AfterStoreFailure,
-    /// The store issues no fence.
+    /// Fences never go back while the clock assumption in [`CLOCK_ASSUMPTION`] holds: each
+    /// grant issues `max(counter + 1, the store's clock in µs)` atomically, so a counter lost
+    /// in a restart, or behind on a promoted replica, restarts above every fence issued
+    /// before. In normal operation (no store failure) fences grow whatever the clock does.
+    ClockBacked,
+    /// The store issues no fence (fence 0, which fenced resources refuse).
     NoFence,
 }
+
+/// The assumption behind [`FenceRepeat::ClockBacked`] fences, as printed by `doctor`.
+pub const CLOCK_ASSUMPTION: &str = "after a store failure, the clock of the server that takes \
+over is not behind the last grant on the old one by more than the failover took, and a key \
+gets fewer than 1,000,000 grants per second (fences are microseconds since 1970, below 2^53 \
+until the year 2255)";
+
+/// Fences stay below this (2^53) so that JSON readers in any language read them exactly.
+pub const MAX_FENCE: u64 = 1 << 53;
 
 /// What a backend promises under which faults.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -46,8 +62,12 @@ pub struct Guarantees {
     pub expiry: &'static str,
     /// Where fences come from.
     pub fence: &'static str,
-    /// Whether fences can repeat.
+    /// Whether fences can go back, and under which assumption.
     pub fence_repeat: FenceRepeat,
+    /// Whether a store failure (restart without persistence, promotion of a replica that
+    /// missed grants) can admit a second holder while the first still believes it holds. The
+    /// fences of [`Guarantees::fence_repeat`] are what lets the resource refuse the stale one.
+    pub failure_admits_second_holder: bool,
     /// How a waiting acquirer learns that the key may be free.
     pub waiting: &'static str,
 }
@@ -60,9 +80,9 @@ impl fmt::Display for Guarantees {
             LockKind::Transaction => "transaction lock",
         };
         let repeat = match self.fence_repeat {
-            FenceRepeat::Never => "never repeat",
-            FenceRepeat::AfterStoreFailure => {
-                "can repeat after a store failure (owner-bound fence tables reject repeats)"
+            FenceRepeat::Never => "never go back (consensus log)",
+            FenceRepeat::ClockBacked => {
+                "never go back while the store's clock holds: max(counter + 1, clock µs)"
             }
             FenceRepeat::NoFence => "not issued",
         };
@@ -72,6 +92,9 @@ impl fmt::Display for Guarantees {
         writeln!(f, "store failure:  {}", self.store_failure)?;
         writeln!(f, "expiry:         {}", self.expiry)?;
         writeln!(f, "fence:          {} ({repeat})", self.fence)?;
+        if self.fence_repeat == FenceRepeat::ClockBacked {
+            writeln!(f, "assumption:     {CLOCK_ASSUMPTION}")?;
+        }
         write!(f, "waiting:        {}", self.waiting)
     }
 }

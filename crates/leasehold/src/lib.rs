@@ -47,7 +47,7 @@ pub mod backends;
 pub mod fence;
 
 pub use error::{BoxError, Error, LostReason, Result};
-pub use guarantees::{FenceRepeat, Guarantees, LockKind};
+pub use guarantees::{CLOCK_ASSUMPTION, FenceRepeat, Guarantees, LockKind, MAX_FENCE};
 pub use key::Key;
 pub use lease::Lease;
 pub use locker::{Acquire, DEFAULT_OP_TIMEOUT, Locker, MAX_TTL, Wait};

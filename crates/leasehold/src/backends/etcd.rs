@@ -683,6 +683,7 @@ impl Store for EtcdStore {
                      background; lost() at sent + 0.9·TTL of the last confirmed keepalive",
             fence: "create revision of the holder's key",
             fence_repeat: FenceRepeat::Never,
+            failure_admits_second_holder: false,
             waiting: "watch on the predecessor's key only (no herd)",
         }
     }

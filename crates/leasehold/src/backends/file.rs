@@ -159,7 +159,8 @@ fn bump_fence(writer: &File, path: &Path, key: &Key, owner: &OwnerToken) -> Resu
             source: None,
         });
     };
-    let next = last + 1;
+    // The clock floor: a deleted or restored lock file still issues larger fences.
+    let next = (last + 1).max(crate::token::wall_clock_us());
     let body = format!("{next}\n{owner}\n{}", key.as_str());
     let w = || -> std::io::Result<()> {
         writer.write_all_at(body.as_bytes(), 0)?;
@@ -414,10 +415,14 @@ impl Store for FileStore {
             backend: "file",
             kind: LockKind::Session,
             exclusion: "one host, local file systems only (flock(2))",
-            store_failure: "the holder's death releases the lock; lock files survive reboots",
+            store_failure: "the holder's death releases the lock; lock files survive reboots; \
+                            a deleted or restored lock file still issues larger fences (the \
+                            clock floor)",
             expiry: "session: the holding process's open file, no TTL",
-            fence: "counter in the lock file, written and fsynced under the lock",
-            fence_repeat: FenceRepeat::Never,
+            fence: "max(counter + 1, the machine's clock in µs) in the lock file, written and \
+                    fsynced under the lock",
+            fence_repeat: FenceRepeat::ClockBacked,
+            failure_admits_second_holder: false,
             waiting: "inotify close-write event on release; 2 ms-1 s backoff after a holder's death",
         }
     }

@@ -4,8 +4,9 @@
 //!   table** `(lock_key, owner, fence, expires_at)`. Grant is one `INSERT … ON DUPLICATE KEY
 //!   UPDATE` whose fence comes back as `LAST_INSERT_ID`; renew and release are one owner-checked
 //!   `UPDATE` each; expiry is decided by the server's `UTC_TIMESTAMP(6)` (no client clock, no
-//!   session time zone); the fence counter is bumped by grants only and rows are never
-//!   deleted. MySQL has no notifications: waiters in this process wake at a release here,
+//!   session time zone); the fence is set by grants only, to `max(fence + 1, the server's
+//!   clock in µs)`, and rows are never deleted, so a replica promoted after missing grants
+//!   still issues larger fences ([`crate::FenceRepeat::ClockBacked`]). MySQL has no notifications: waiters in this process wake at a release here,
 //!   others poll with a 1–50 ms backoff, never later than the holder's expiry.
 //! - `mysql://…?mode=session[&prefix=P&fence=table|none&heartbeat=5000ms]`: **`GET_LOCK`**
 //!   on the name `P || KEY`, or `leasehold:` + `SHA1(P || KEY)` when that is longer than the
@@ -13,8 +14,8 @@
 //!   Locks ride on connections owned by this store, never on a pooled one (a pool's
 //!   `reset_connection` silently drops `GET_LOCK`s, or keeps them for the next borrower).
 //!   Waiting is the server's blocking `GET_LOCK(name, timeout)`. The fence, unless
-//!   `fence=none`, is a per-key counter row in `leasehold_fences`, bumped right after the
-//!   grant while the lock is held. A failed unlock, heartbeat or request closes the
+//!   `fence=none`, is a per-key counter row in `TABLE_fences`, set to `max(fence + 1,
+//!   clock µs)` right after the grant while the lock is held. A failed unlock, heartbeat or request closes the
 //!   connection: the server drops its locks and every lease on it fires `lost()`.
 
 use std::collections::{HashMap, HashSet};
@@ -174,8 +175,8 @@ async fn new_conn(opts: &Opts) -> Result<Conn> {
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct LeaseStatements {
-    /// key, owner, TTL in µs → affected rows 1 (first grant, fence 1), 2 (granted, fence in
-    /// `LAST_INSERT_ID`) or 0 (busy).
+    /// key, owner, TTL in µs → affected rows 1 (first grant) or 2 (granted), with the fence
+    /// in `LAST_INSERT_ID`; 0 (busy).
     pub grant: String,
     /// TTL in µs, key, owner → 1 row iff renewed.
     pub renew: String,
@@ -221,9 +222,10 @@ impl LeaseSql {
             // decided on the old row; expires_at follows the owner.
             grant: format!(
                 "INSERT INTO {t} (lock_key, owner, fence, expires_at)
-                 VALUES (?, ?, 1, {NOW} + INTERVAL ? MICROSECOND)
+                 VALUES (?, ?, LAST_INSERT_ID({CLOCK_US}), {NOW} + INTERVAL ? MICROSECOND)
                  ON DUPLICATE KEY UPDATE
-                   fence = IF(owner IS NULL OR expires_at <= {NOW}, LAST_INSERT_ID(fence + 1), fence),
+                   fence = IF(owner IS NULL OR expires_at <= {NOW},
+                              LAST_INSERT_ID(GREATEST(fence + 1, {CLOCK_US})), fence),
                    owner = IF(owner IS NULL OR expires_at <= {NOW}, VALUES(owner), owner),
                    expires_at = IF(owner <=> VALUES(owner), VALUES(expires_at), expires_at)"
             ),
@@ -287,12 +289,14 @@ impl Store for MyLeaseStore {
             kind: LockKind::Lease,
             exclusion: "linearizable (one InnoDB row per key, updated under its row lock)",
             store_failure: "a committed grant survives a crash with innodb_flush_log_at_trx_commit=1; \
-                            failing over to an asynchronous replica can lose recent grants, \
-                            admit a second holder and repeat fences (owner-bound fence tables \
-                            reject the repeats)",
+                            failing over to an asynchronous replica can lose recent grants and \
+                            admit a second holder, whose fence is still larger than the stale \
+                            holder's",
             expiry: "the server's UTC_TIMESTAMP(6); no client clock takes part",
-            fence: "per-row counter bumped by the granting statement; rows are never deleted",
-            fence_repeat: FenceRepeat::AfterStoreFailure,
+            fence: "per-row max(fence + 1, UTC_TIMESTAMP(6) in µs), set by the granting \
+                    statement; rows are never deleted",
+            fence_repeat: FenceRepeat::ClockBacked,
+            failure_admits_second_holder: true,
             waiting: "woken by a release in this process; 1-50 ms backoff across processes, \
                       never later than the holder's expiry",
         }
@@ -307,8 +311,7 @@ impl Store for MyLeaseStore {
             .await
             .map_err(|e| my_err("grant", e))?;
         let fence = match c.affected_rows() {
-            1 => 1,
-            2 => c.last_insert_id().filter(|f| *f > 0).ok_or_else(|| {
+            1 | 2 => c.last_insert_id().filter(|f| *f > 0).ok_or_else(|| {
                 Error::backend(
                     "mysql",
                     "grant: the server did not return the fence (LAST_INSERT_ID)",
@@ -791,7 +794,7 @@ impl MySessionStore {
 pub struct SessionStatements {
     /// name, name, name, timeout in seconds → 1 granted, 0 timed out.
     pub get_lock: String,
-    /// key → bumps the key's fence (affected rows 1: fence 1; 2: fence in `LAST_INSERT_ID`);
+    /// key → bumps the key's fence (the new fence in `LAST_INSERT_ID`);
     /// `None` with `fence=none`.
     pub fence: Option<String>,
     /// name, name, name → 1 released, 0 held by another session, NULL no such lock.
@@ -811,10 +814,14 @@ pub fn session_statements(url: &str) -> Result<SessionStatements> {
 
 fn fence_sql(table: &str) -> String {
     format!(
-        "INSERT INTO {table} (lock_key, fence) VALUES (?, 1)
-         ON DUPLICATE KEY UPDATE fence = LAST_INSERT_ID(fence + 1)"
+        "INSERT INTO {table} (lock_key, fence) VALUES (?, LAST_INSERT_ID({CLOCK_US}))
+         ON DUPLICATE KEY UPDATE fence = LAST_INSERT_ID(GREATEST(fence + 1, {CLOCK_US}))"
     )
 }
+
+/// The server's clock in µs since 1970 (UTC, whatever the session time zone), the floor of
+/// every fence (see [`crate::FenceRepeat::ClockBacked`]).
+const CLOCK_US: &str = "TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6))";
 
 /// `GET_LOCK`, then the fence bump while holding it. `Ok(None)`: busy.
 async fn grant_on(
@@ -850,9 +857,13 @@ async fn grant_on(
     let mut g = conn.conn.lock().await;
     let c = g.as_mut().ok_or_else(|| Error::UnknownOutcome("mysql connection closed".into()))?;
     c.exec_drop(fence_sql(t), (key.as_str().as_bytes(),)).await.map_err(|e| my_err("fence", e))?;
-    match c.affected_rows() {
-        1 => Ok(Some(1)),
-        _ => Ok(Some(c.last_insert_id().unwrap_or(0))),
+    match c.last_insert_id().filter(|f| *f > 0) {
+        Some(f) => Ok(Some(f)),
+        None => Err(Error::backend(
+            "mysql",
+            "fence: the server did not return the fence (LAST_INSERT_ID)",
+            "missing last_insert_id",
+        )),
     }
 }
 
@@ -869,15 +880,17 @@ impl Store for MySessionStore {
                             every heartbeat pings), else at the next heartbeat",
             expiry: "session: held while the holder's connection lives (heartbeat pings it)",
             fence: if self.fences.is_some() {
-                "per-key counter row, bumped right after the grant while the lock is held"
+                "per-key counter row set to max(fence + 1, UTC_TIMESTAMP(6) in µs) right after \
+                 the grant, while the lock is held"
             } else {
                 "none (fence=none)"
             },
             fence_repeat: if self.fences.is_some() {
-                FenceRepeat::AfterStoreFailure
+                FenceRepeat::ClockBacked
             } else {
                 FenceRepeat::NoFence
             },
+            failure_admits_second_holder: true,
             waiting: "server-side blocking GET_LOCK(name, timeout)",
         }
     }

@@ -3,7 +3,9 @@
 //! - `postgres://USER@HOST:PORT/DB[?mode=lease&schema=S&table=T]` (the default): a **lease
 //!   table**. Grant, renew and release are one statement each; expiry is decided by the
 //!   database's `now()` (no client clock takes part); the per-row fence counter is bumped by
-//!   the granting statement only and the row is never deleted, so fences never go back.
+//!   the granting statement only, to `max(fence + 1, clock_timestamp() in µs)`, and the row is
+//!   never deleted, so fences never go back, not even on a promoted standby that missed the
+//!   last grants ([`crate::FenceRepeat::ClockBacked`]).
 //!   Waiters `LISTEN` on one channel per table and wake no later than the holder's expiry.
 //!   A refused waiter takes a ticket in the key's row (`tickets`); a release calls the next
 //!   ticket (`turn`) and notifies `r TURN KEY`, so only the called waiter tries at once and a
@@ -19,8 +21,8 @@
 //!   failed heartbeat closes the connection instead (the server then drops the lock), and
 //!   the end of that connection fires the lease's `lost()`. Waiting is the server's own
 //!   blocking `pg_advisory_lock` under `lock_timeout` (FIFO in the lock manager). The fence,
-//!   unless `fence=none`, is `nextval` of the sequence `S.leasehold_fence_seq`, taken in the
-//!   granting statement.
+//!   unless `fence=none`, comes from the sequence `S.leasehold_fence_seq`, set in the granting
+//!   statement to `max(nextval, clock_timestamp() in µs)`.
 //! - [`with_xact_lock`], [`xact_lock`], [`try_xact_lock`]: the **transaction** form,
 //!   `pg_advisory_xact_lock` inside the caller's transaction; the lock ends with it.
 //!
@@ -268,6 +270,10 @@ async fn create_schema(client: &Client, schema: &str, ddl: &str) -> Result<()> {
     client.batch_execute(&sql).await.map_err(|e| pg_err("creating the lease schema", e))
 }
 
+/// The server's clock in µs since 1970, the floor of every fence (see
+/// [`crate::FenceRepeat::ClockBacked`]).
+const CLOCK_US: &str = "(extract(epoch FROM clock_timestamp()) * 1000000)::bigint";
+
 // ---------------------------------------------------------------------------------------------
 // Lease table
 
@@ -314,16 +320,16 @@ impl LeaseStatements {
             grant: format!(
             "WITH g AS (
                INSERT INTO {t} AS l (key, owner, fence, expires_at)
-               VALUES ($1, $2, 1, now() + $3::bigint * interval '1 millisecond')
+               VALUES ($1, $2, {US}, now() + $3::bigint * interval '1 millisecond')
                ON CONFLICT (key) DO UPDATE
-                 SET owner = excluded.owner, fence = l.fence + 1, expires_at = excluded.expires_at
+                 SET owner = excluded.owner, fence = GREATEST(l.fence + 1, {US}), expires_at = excluded.expires_at
                  WHERE l.owner IS NULL OR l.expires_at <= now()
                RETURNING l.fence)
              SELECT fence, 0::bigint FROM g
              UNION ALL
              SELECT NULL::bigint, COALESCE((SELECT GREATEST(0, ceil(extract(epoch FROM l.expires_at - now()) * 1000))::bigint
                                             FROM {t} l WHERE l.key = $1), 0)
-             WHERE NOT EXISTS (SELECT 1 FROM g)"),
+             WHERE NOT EXISTS (SELECT 1 FROM g)", US = CLOCK_US),
             renew: format!(
             "UPDATE {t} SET expires_at = now() + $3::bigint * interval '1 millisecond'
              WHERE key = $1 AND owner = $2 AND expires_at > now()"),
@@ -335,10 +341,10 @@ impl LeaseStatements {
             grant_queued: format!(
             "WITH g AS (
                INSERT INTO {t} AS l (key, owner, fence, expires_at)
-               VALUES ($1, $2, 1, now() + $3::bigint * interval '1 millisecond')
+               VALUES ($1, $2, {US}, now() + $3::bigint * interval '1 millisecond')
                ON CONFLICT (key) DO UPDATE SET
                  owner = CASE WHEN {free} THEN excluded.owner ELSE l.owner END,
-                 fence = CASE WHEN {free} THEN l.fence + 1 ELSE l.fence END,
+                 fence = CASE WHEN {free} THEN GREATEST(l.fence + 1, {US}) ELSE l.fence END,
                  expires_at = CASE WHEN {free} THEN excluded.expires_at ELSE l.expires_at END,
                  tickets = CASE WHEN {free} OR $4::bigint > l.turn THEN l.tickets
                                 ELSE l.tickets + 1 END,
@@ -350,7 +356,7 @@ impl LeaseStatements {
                     turn,
                     CASE WHEN won AND $4::bigint > 0 THEN pg_notify($5, 'g ' || turn || ' ' || $1) END
              FROM g",
-            free = "(l.owner IS NULL OR l.expires_at <= now())"),
+            free = "(l.owner IS NULL OR l.expires_at <= now())", US = CLOCK_US),
             release: format!(
             "WITH old AS (SELECT key, expires_at FROM {t} WHERE key = $1 AND owner = $2 FOR UPDATE),
                   upd AS (UPDATE {t} l SET owner = NULL, expires_at = now(),
@@ -670,12 +676,14 @@ impl Store for PgLeaseStore {
             kind: LockKind::Lease,
             exclusion: "linearizable (one row per key, updated under its row lock)",
             store_failure: "a committed grant survives a crash (synchronous_commit=on); \
-                            promoting an asynchronous standby can lose recent grants, admit a \
-                            second holder and repeat fences (owner-bound fence tables reject \
-                            the repeats); synchronous replication keeps them",
+                            promoting an asynchronous standby can lose recent grants and admit \
+                            a second holder, whose fence is still larger than the stale \
+                            holder's; synchronous replication keeps the grants",
             expiry: "the database's now(); no client clock takes part",
-            fence: "per-row counter bumped by the granting statement; rows are never deleted",
-            fence_repeat: FenceRepeat::AfterStoreFailure,
+            fence: "per-row max(fence + 1, clock_timestamp() in µs), set by the granting \
+                    statement; rows are never deleted",
+            fence_repeat: FenceRepeat::ClockBacked,
+            failure_admits_second_holder: true,
             waiting: "LISTEN/NOTIFY on release, calling one ticketed waiter per release; else \
                       the holder's expiry",
         }
@@ -868,7 +876,11 @@ pub fn session_statements(url: &str) -> Result<SessionStatements> {
 
 impl SessionStatements {
     fn new(seq: Option<&str>) -> SessionStatements {
-        let fence = seq.map_or("0::bigint".to_owned(), |s| format!("nextval('{s}')"));
+        // The sequence is set to max(next value, clock µs), so a promoted standby whose
+        // sequence is behind restarts above every fence the old primary issued.
+        let fence = seq.map_or("0::bigint".to_owned(), |s| {
+            format!("setval('{s}', GREATEST(nextval('{s}'), {CLOCK_US}))")
+        });
         SessionStatements {
             try_grant: format!(
                 "SELECT CASE WHEN pg_try_advisory_lock({LOCK_ID}) THEN {fence} ELSE -1 END"
@@ -1161,15 +1173,19 @@ impl Store for PgSessionStore {
                             heartbeat fails",
             expiry: "session: held while the holder's connection lives (heartbeat pings it)",
             fence: if self.seq.is_some() {
-                "nextval of the sequence leasehold_fence_seq, in the granting statement"
+                "the sequence leasehold_fence_seq set to max(nextval, clock_timestamp() in µs), \
+                 in the granting statement"
             } else {
                 "none (fence=none)"
             },
             fence_repeat: if self.seq.is_some() {
-                FenceRepeat::AfterStoreFailure
+                FenceRepeat::ClockBacked
             } else {
                 FenceRepeat::NoFence
             },
+            // A promoted standby has none of the old primary's locks: while the old primary
+            // (cut off, not dead) keeps the holder's session, the standby grants the key again.
+            failure_admits_second_holder: true,
             waiting: "server-side blocking pg_advisory_lock under lock_timeout (FIFO)",
         }
     }

@@ -5,17 +5,22 @@
 //!
 //! Key layout (prefix default `leasehold:`), inspectable with `redis-cli`:
 //! - `leasehold:{KEY}`: the lease, a string holding the owner token, with a PX expiry;
-//! - `leasehold:{KEY}:fence`: the fence counter, no expiry, bumped by `INCR` in the granting
-//!   script only; while a lease exists its value is the holder's fence;
+//! - `leasehold:{KEY}:fence`: the fence counter, no expiry, set by the granting script only
+//!   to `max(counter + 1, the server's TIME in µs)`; while a lease exists its value is the
+//!   holder's fence. Counters never expire (a fence must outlive every lease of its key); a
+//!   retired prefix is removed with `redis-cli --scan --pattern 'PREFIX*' | xargs redis-cli del`
+//!   once no holder or fenced resource relies on it;
 //! - channel `leasehold:{KEY}:released`: a release publishes here, waking waiters.
 //!
 //! Both keys share the `{KEY}` hash tag, so they live in one cluster slot.
 //!
 //! Grant, renew, release and batched renewal are Lua scripts (EVALSHA, reloaded on
 //! `NOSCRIPT`), each comparing the owner token atomically. Without persistence and
-//! synchronous replication, a restart or failover can admit a second holder and repeat
-//! fences; `wait_replicas=N` makes each grant wait for N replica acknowledgements (and fail
-//! closed without them), which narrows but does not close that window.
+//! synchronous replication, a restart or failover can admit a second holder; its fence is
+//! still larger than the first holder's (clock-backed, see [`crate::FenceRepeat::ClockBacked`]),
+//! so a fenced resource refuses the stale one. `wait_replicas=N` makes each grant wait for N
+//! replica acknowledgements (and fail closed without them), which narrows the window in
+//! which a second holder can be admitted, but does not close it.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -30,9 +35,21 @@ use tokio::sync::Notify;
 use crate::store::{AcquireRequest, Attempt, Grant, Holder, RenewItem, Watch};
 use crate::{Error, FenceRepeat, FenceToken, Guarantees, Key, LockKind, OwnerToken, Result, Store};
 
+/// The fence is `max(counter + 1, server clock in µs)`, written back, so a counter lost in a
+/// restart or behind on a promoted replica restarts above every fence issued before. TIME is
+/// read as strings and compared as numbers (exact below 2^53); `replicate_commands` lets
+/// servers older than 5.0 write after TIME (a no-op since).
 const GRANT: &str = r"
 if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
-  return {1, redis.call('INCR', KEYS[2])}
+  redis.replicate_commands()
+  local t = redis.call('TIME')
+  local now = t[1] .. string.format('%06d', t[2])
+  local c = redis.call('GET', KEYS[2])
+  if c and tonumber(c) >= tonumber(now) then
+    return {1, redis.call('INCR', KEYS[2])}
+  end
+  redis.call('SET', KEYS[2], now)
+  return {1, tonumber(now)}
 end
 return {0, redis.call('PTTL', KEYS[1])}";
 
@@ -692,18 +709,21 @@ impl Store for RedisStore {
             store_failure: match self.wait_replicas {
                 None => {
                     "a restart without persistence, or a failover to a replica that missed the \
-                     grant, can admit a second holder and repeat fences; owner-bound fence \
-                     tables reject the repeats"
+                     grant, can admit a second holder; its fence is larger than the stale \
+                     holder's, so a fenced resource refuses the stale one"
                 }
                 Some(_) => {
                     "each grant waits for wait_replicas acknowledgements (or fails closed): a \
                      failover to an acknowledging replica keeps the grant; asynchronous \
-                     replication can still lose it, and then fences can repeat"
+                     replication can still lose it, and then a second holder is admitted \
+                     with a larger fence"
                 }
             },
             expiry: "the server's clock (SET PX, PEXPIRE)",
-            fence: "INCR of a per-key counter (no TTL) in the granting script",
-            fence_repeat: FenceRepeat::AfterStoreFailure,
+            fence: "max(counter + 1, server TIME in µs) of a per-key counter (no TTL), in the \
+                    granting script",
+            fence_repeat: FenceRepeat::ClockBacked,
+            failure_admits_second_holder: true,
             waiting: "pub/sub message on release (one waiter woken per process), else the \
                       holder's PTTL",
         }

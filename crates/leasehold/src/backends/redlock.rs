@@ -20,11 +20,16 @@ use crate::store::{AcquireRequest, Attempt, Grant, Holder, RenewItem, Watch};
 use crate::{Error, FenceRepeat, FenceToken, Guarantees, Key, LockKind, OwnerToken, Result, Store};
 
 /// Issues fences for a store that has none (Redlock). Must be strictly increasing per key
-/// across all clients, e.g. a database sequence or an etcd revision.
+/// across all clients and never go back, even after the source's own failure (an etcd
+/// revision; a database counter bumped as `max(counter + 1, clock µs)`).
 #[async_trait]
 pub trait FenceSource: Send + Sync + std::fmt::Debug + 'static {
     /// The next fence for `key`.
     async fn next(&self, key: &Key) -> Result<FenceToken>;
+
+    /// Whether (and under which assumption) this source's fences can go back; printed in
+    /// the store's [`Guarantees`].
+    fn promise(&self) -> FenceRepeat;
 }
 
 /// One instance slot: connected, or to be (re)connected on use.
@@ -182,11 +187,8 @@ impl Store for RedlockStore {
             } else {
                 "none (fence 0, refused by fenced resources); attach a FenceSource"
             },
-            fence_repeat: if self.fences.is_some() {
-                FenceRepeat::AfterStoreFailure
-            } else {
-                FenceRepeat::NoFence
-            },
+            fence_repeat: self.fences.as_ref().map_or(FenceRepeat::NoFence, |f| f.promise()),
+            failure_admits_second_holder: true,
             waiting: "pub/sub on every instance, plus random jitter, else the holders' PTTL",
         }
     }

@@ -3,8 +3,9 @@
 //! Tables (created on first use):
 //! - `leasehold_leases(key PRIMARY KEY, owner, fence, boot_id, expires_ns)`: one row per key;
 //!   a row is live iff `boot_id` is this boot's and `expires_ns` is in the future.
-//! - `leasehold_fences(key PRIMARY KEY, fence)`: the per-key counter, bumped in the granting
-//!   transaction and never deleted, so fences never reset.
+//! - `leasehold_fences(key PRIMARY KEY, fence)`: the per-key counter, set in the granting
+//!   transaction to `max(fence + 1, the wall clock in µs)` and never deleted, so fences never
+//!   reset, not even when the file is deleted or an old backup restored.
 //!
 //! Expiry is judged on `CLOCK_BOOTTIME` (monotonic, counts suspend, shared by all processes of
 //! the machine), read inside the write transaction: wall-clock jumps neither extend nor cut a
@@ -197,10 +198,13 @@ impl Store for SqliteStore {
             kind: LockKind::Lease,
             exclusion: "linearizable among the processes of one machine (SQLite write lock, WAL)",
             store_failure: "the file survives process and machine crashes; a reboot frees every \
-                            lease (boot id); deleting the file resets fences",
+                            lease (boot id); a deleted file or a restored backup still issues \
+                            larger fences (the clock floor)",
             expiry: "the machine's CLOCK_BOOTTIME, read inside the write transaction",
-            fence: "per-key counter row bumped in the granting transaction, never deleted",
-            fence_repeat: FenceRepeat::Never,
+            fence: "per-key row set to max(fence + 1, the machine's clock in µs) in the granting \
+                    transaction, never deleted",
+            fence_repeat: FenceRepeat::ClockBacked,
+            failure_admits_second_holder: false,
             waiting: "woken by the release within one process; 1-50 ms backoff across processes, \
                       never later than the holder's expiry",
         }
@@ -228,9 +232,9 @@ impl Store for SqliteStore {
             }
             let f: i64 = tx
                 .query_row(
-                    "INSERT INTO leasehold_fences (key, fence) VALUES (?1, 1)
-                     ON CONFLICT (key) DO UPDATE SET fence = fence + 1 RETURNING fence",
-                    [key.as_str()],
+                    "INSERT INTO leasehold_fences (key, fence) VALUES (?1, ?2)
+                     ON CONFLICT (key) DO UPDATE SET fence = max(fence + 1, ?2) RETURNING fence",
+                    params![key.as_str(), crate::token::wall_clock_us() as i64],
                     |r| r.get(0),
                 )
                 .sql()?;

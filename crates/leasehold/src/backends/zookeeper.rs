@@ -580,6 +580,7 @@ impl Store for ZkStore {
                      at once on Expired",
             fence: "czxid of the holder's node (a zxid, never reused)",
             fence_repeat: FenceRepeat::Never,
+            failure_admits_second_holder: false,
             waiting: "watch on the predecessor node only (no herd)",
         }
     }

@@ -1,8 +1,9 @@
 //! Redis fenced resource: scripts that claim a fence and perform a write atomically with the
 //! fence check.
 //!
-//! Each protected resource has a fence hash `leasehold:fence:{RESOURCE}` holding the lock key,
-//! fence and owner of the current claim. Every effect runs in one script that first compares
+//! Each protected resource has a fence hash `PREFIX fence:{RESOURCE}` holding the lock key,
+//! fence and owner of the current claim; `PREFIX` is the URL's `prefix` option, as for the
+//! lease store (default `leasehold:`), so a namespace holds its leases and its fences. Every effect runs in one script that first compares
 //! that hash with the caller's [`Fencing`]. In Redis Cluster, give the target keys the same
 //! `{RESOURCE}` hash tag so they share the fence hash's slot.
 //!
@@ -47,6 +48,7 @@ return redis.call(ARGV[4], KEYS[2], unpack(ARGV, 5))";
 #[derive(Clone)]
 pub struct RedisFence {
     conn: ConnectionManager,
+    prefix: String,
     claim: Script,
     call: Script,
 }
@@ -61,11 +63,6 @@ fn err(what: &str, e: redis::RedisError) -> Error {
     crate::backends::redis::redis_err("redis", what, e)
 }
 
-/// The fence hash of a resource.
-pub fn fence_key(resource: &str) -> String {
-    format!("leasehold:fence:{{{resource}}}")
-}
-
 fn installed_from(parts: &[Option<String>]) -> Option<Installed> {
     match parts {
         [Some(key), Some(fence), Some(owner)] => Some(Installed {
@@ -78,19 +75,42 @@ fn installed_from(parts: &[Option<String>]) -> Option<Installed> {
 }
 
 impl RedisFence {
-    /// Wraps an existing connection.
+    /// Wraps an existing connection; fence hashes under the default prefix `leasehold:`.
     pub fn new(conn: ConnectionManager) -> Self {
-        RedisFence { conn, claim: Script::new(CLAIM), call: Script::new(CALL) }
+        Self::with_prefix(conn, "leasehold:")
     }
 
-    /// Connects to the Redis holding the resource.
+    /// Wraps an existing connection; fence hashes under `prefix`.
+    pub fn with_prefix(conn: ConnectionManager, prefix: &str) -> Self {
+        RedisFence {
+            conn,
+            prefix: prefix.to_owned(),
+            claim: Script::new(CLAIM),
+            call: Script::new(CALL),
+        }
+    }
+
+    /// Connects to the Redis holding the resource: a `redis://` URL as the lease store takes
+    /// it, whose `prefix` option (default `leasehold:`) names the fence hashes.
     pub async fn connect(url: &str) -> Result<Self> {
-        let client = redis::Client::open(url)
-            .map_err(|e| Error::invalid(format!("bad redis URL {url:?}: {e}")))?;
+        let (base, opts) = crate::backends::redis::parse_query(url)?;
+        let client = redis::Client::open(base.as_str())
+            .map_err(|e| Error::invalid(format!("bad redis URL: {e}")))?;
         let conn = client.get_connection_manager().await.map_err(|e| {
             Error::unavailable(format!("cannot connect to redis: {e}"), Some(e.into()))
         })?;
-        Ok(Self::new(conn))
+        Ok(Self::with_prefix(conn, &opts.prefix))
+    }
+
+    /// The key prefix (the URL's `prefix` option): put the keys a fenced effect writes under
+    /// it too, so one namespace holds them all.
+    pub fn prefix(&self) -> &str {
+        &self.prefix
+    }
+
+    /// The fence hash of `resource`: `PREFIX fence:{RESOURCE}`.
+    pub fn fence_key(&self, resource: &str) -> String {
+        format!("{}fence:{{{resource}}}", self.prefix)
     }
 
     /// Installs `fencing` on `resource`: succeeds iff its fence is greater than the installed
@@ -100,7 +120,7 @@ impl RedisFence {
         super::require_token(resource, fencing)?;
         let r: Vec<Option<String>> = self
             .claim
-            .key(fence_key(resource))
+            .key(self.fence_key(resource))
             .arg(fencing.key().as_str())
             .arg(fencing.token().get())
             .arg(fencing.owner().to_string())
@@ -125,7 +145,7 @@ impl RedisFence {
     ) -> Result<T> {
         let r = self
             .call
-            .key(fence_key(resource))
+            .key(self.fence_key(resource))
             .key(target)
             .arg(fencing.key().as_str())
             .arg(fencing.token().get())
