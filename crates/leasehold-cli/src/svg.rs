@@ -12,6 +12,15 @@ pub fn esc(s: &str) -> String {
     s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
 }
 
+/// The smallest 1, 2 or 5 × 10^k at least `raw`: a round axis tick interval.
+pub fn round_step(raw: f64) -> f64 {
+    if !raw.is_finite() || raw <= 0.0 {
+        return 1.0;
+    }
+    let mag = 10f64.powf(raw.log10().floor());
+    [1.0, 2.0, 5.0, 10.0].into_iter().map(|m| m * mag).find(|s| *s >= raw).unwrap_or(10.0 * mag)
+}
+
 const COLORS: &[&str] =
     &["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf"];
 
@@ -132,4 +141,18 @@ fn percentile_chart(title: &str, series: &[(String, Vec<f64>)]) -> String {
     }
     s.push_str("</svg>\n");
     s
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn ticks_are_round() {
+        use super::round_step;
+        assert_eq!(round_step(0.7), 1.0);
+        assert_eq!(round_step(1.0), 1.0);
+        assert_eq!(round_step(137.0), 200.0);
+        assert_eq!(round_step(2600.0), 5000.0);
+        assert_eq!(round_step(6000.0), 10000.0);
+        assert_eq!(round_step(0.0), 1.0);
+    }
 }

@@ -102,14 +102,18 @@ pub mod resource {
 
     /// The resource's name in the fence table / hash.
     pub const NAME: &str = "row-1";
-    const REDIS_KEY: &str = "{row-1}:value";
+    /// The Redis resource's value key, under the store URL's prefix.
+    fn redis_key(prefix: &str) -> String {
+        format!("{prefix}{{row-1}}:value")
+    }
 
     /// An open resource.
     pub enum Resource {
         /// A SQLite database.
         Sqlite(Connection),
-        /// A Redis server.
-        Redis(RedisFence, leasehold::fence::redis::redis::aio::ConnectionManager),
+        /// A Redis server: the fence, a plain connection, and the value key (under the
+        /// store URL's prefix, as the fence hash).
+        Redis(RedisFence, leasehold::fence::redis::redis::aio::ConnectionManager, String),
         /// A PostgreSQL schema (the one `search_path` names).
         Postgres(leasehold::fence::postgres::tokio_postgres::Client),
         /// A MySQL/MariaDB database.
@@ -163,9 +167,13 @@ pub mod resource {
             .unwrap();
             Resource::Sqlite(db)
         } else {
-            let client = leasehold::fence::redis::redis::Client::open(spec).expect("redis url");
+            // The store URL's prefix option names the fence hash and the value key.
+            let fence = RedisFence::connect(spec).await.expect("connect resource redis");
+            let key = redis_key(fence.prefix());
+            let base = spec.split('?').next().unwrap_or(spec);
+            let client = leasehold::fence::redis::redis::Client::open(base).expect("redis url");
             let conn = client.get_connection_manager().await.expect("connect resource redis");
-            Resource::Redis(RedisFence::new(conn.clone()), conn)
+            Resource::Redis(fence, conn, key)
         }
     }
 
@@ -179,7 +187,7 @@ pub mod resource {
                     tx.commit().unwrap();
                     Ok(())
                 }
-                Resource::Redis(f, _) => f.claim(NAME, fencing).await,
+                Resource::Redis(f, ..) => f.claim(NAME, fencing).await,
                 // The lock key is the fence: nothing to install.
                 Resource::Etcd(..) => Ok(()),
                 Resource::Postgres(db) => {
@@ -218,8 +226,8 @@ pub mod resource {
                     tx.commit().unwrap();
                     Ok(())
                 }
-                (Resource::Redis(f, _), Some(fencing)) => {
-                    f.set(NAME, fencing, REDIS_KEY, value).await
+                (Resource::Redis(f, _, key), Some(fencing)) => {
+                    f.set(NAME, fencing, key, value).await
                 }
                 (Resource::Postgres(db), fencing) => {
                     let tx = db.transaction().await.unwrap();
@@ -253,9 +261,9 @@ pub mod resource {
                     r.1.client().put(ETCD_KEY, value, None).await.expect("plain PUT");
                     Ok(())
                 }
-                (Resource::Redis(_, conn), None) => {
+                (Resource::Redis(_, conn, key), None) => {
                     let _: () = leasehold::fence::redis::redis::cmd("SET")
-                        .arg(REDIS_KEY)
+                        .arg(&*key)
                         .arg(value)
                         .query_async(conn)
                         .await
@@ -290,8 +298,8 @@ pub mod resource {
                         .first()
                         .map(|kv| kv.value_str().unwrap_or("").to_owned())
                 }
-                Resource::Redis(_, conn) => leasehold::fence::redis::redis::cmd("GET")
-                    .arg(REDIS_KEY)
+                Resource::Redis(_, conn, key) => leasehold::fence::redis::redis::cmd("GET")
+                    .arg(&*key)
                     .query_async(conn)
                     .await
                     .expect("GET"),

@@ -15,21 +15,28 @@
 //!   cleanup (or, when the link stays cut, the store's expiry).
 
 mod faults;
+mod holder;
+mod report;
+#[cfg(test)]
+mod tests;
+mod timeline;
 mod unknown;
+
+use holder::Holder;
+pub use holder::worker;
+pub use report::{table, verdict};
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use leasehold::fence::Fencing;
 use leasehold::{Error, Locker, Wait};
 use leasehold_testkit::history::monotonic_ns;
 use leasehold_testkit::process::resource;
-use nix::sys::signal::{Signal, kill};
-use nix::unistd::Pid;
+use nix::sys::signal::Signal;
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::io::AsyncWriteExt;
 
 /// The lock key every trial uses: the resource is guarded by one key, so fences of later
 /// trials are larger and the resource's claim rule applies across trials.
@@ -66,7 +73,15 @@ pub fn resource_spec(url: &str, out: &Path) -> (String, String) {
     } else if url.starts_with("mysql") {
         (base.to_owned(), "MySQL: tables data (id 'row-1') and leasehold_fence".into())
     } else if url.starts_with("redis://") {
-        (base.to_owned(), "Redis: key {row-1}:value and fence hash leasehold:fence:row-1".into())
+        // The whole URL: its prefix option names the resource's keys too.
+        let prefix = url
+            .split_once('?')
+            .and_then(|(_, q)| q.split('&').find_map(|p| p.strip_prefix("prefix=")))
+            .unwrap_or("leasehold:");
+        (
+            url.to_owned(),
+            format!("Redis: key {prefix}{{row-1}}:value and fence hash {prefix}fence:{{row-1}}"),
+        )
     } else if url.starts_with("etcd://") {
         (
             url.to_owned(),
@@ -139,8 +154,12 @@ struct Trial {
     successor_fence: Option<u64>,
     /// The successor got the key while the holder was frozen.
     successor_acquired: bool,
-    /// The resumed holder's write was accepted by the resource after the successor's claim.
+    /// An effect of the holder was accepted by the resource after the store granted the key
+    /// to the successor, whether or not the successor's own effect was accepted.
     stale_effect_accepted: bool,
+    /// The successor, the store's current holder, was refused by the resource (its claim or
+    /// one of its effects): what a repeated or smaller fence does after a store failure.
+    successor_locked_out: bool,
     /// Fences did not increase from holder to successor.
     fence_out_of_order: bool,
     /// An operation whose outcome was unknown.
@@ -165,155 +184,6 @@ struct Trial {
 
 fn ev(who: &'static str, what: &str, fence: Option<u64>, detail: Option<String>) -> Event {
     Event { t_ns: monotonic_ns(), who, what: what.to_owned(), fence, detail }
-}
-
-/// The worker side (`leasehold chaos-worker`): hold the key, claim, write, say `ready`, and on
-/// `write` write again; every step is printed as `event …` lines with monotonic timestamps.
-pub async fn worker(url: &str, key: &str, ttl: Duration, spec: &str, fenced: bool) -> i32 {
-    let out = |line: String| {
-        let mut o = std::io::stdout().lock();
-        let _ = writeln!(o, "{line}");
-        let _ = o.flush();
-    };
-    let e = |what: &str, fence: u64, detail: &str| {
-        format!("event {} {what} {fence} {detail}", monotonic_ns())
-    };
-    let locker = match Locker::connect(url).await {
-        Ok(l) => l,
-        Err(err) => {
-            out(format!("error {err}"));
-            return 69;
-        }
-    };
-    let lease = match locker.acquire(key, ttl).auto_renew(true).wait(Wait::For(ttl * 20)).await {
-        Ok(l) => l,
-        Err(err) => {
-            out(format!("error {err}"));
-            return 69;
-        }
-    };
-    let fencing = lease.fencing();
-    let fence = fencing.token().get();
-    out(e("acquire", fence, ""));
-    {
-        let lost = lease.lost();
-        tokio::spawn(async move {
-            let why = lost.await;
-            let mut o = std::io::stdout().lock();
-            let _ = writeln!(o, "event {} lost {fence} {why}", monotonic_ns());
-            let _ = o.flush();
-        });
-    }
-    let mut res = resource::open(spec).await;
-    if fenced {
-        match res.claim(&fencing).await {
-            Ok(()) => out(e("claim", fence, "")),
-            Err(err) => {
-                out(format!("error claim: {err}"));
-                return 70;
-            }
-        }
-    }
-    match res.write(fenced.then_some(&fencing), "holder").await {
-        Ok(()) => out(e("effect", fence, "accepted")),
-        Err(err) => out(e("effect", fence, &format!("rejected {err}"))),
-    }
-    out(format!("ready {fence}"));
-    let mut stdin = BufReader::new(tokio::io::stdin()).lines();
-    while let Ok(Some(line)) = stdin.next_line().await {
-        if line == "write" {
-            match res.write(fenced.then_some(&fencing), "stale-holder").await {
-                Ok(()) => {
-                    out(e("effect", fence, "accepted"));
-                    out("accepted".into());
-                }
-                Err(err) => {
-                    out(e("effect", fence, &format!("rejected {err}")));
-                    out(format!("rejected: {err}"));
-                }
-            }
-            break;
-        }
-    }
-    // Stops working here: a successor granted from now on does not overlap this holder.
-    out(e("releasing", fence, ""));
-    let released = lease.release().await;
-    out(e("release", fence, &format!("{released:?}")));
-    0
-}
-
-struct Holder {
-    child: tokio::process::Child,
-    stdin: tokio::process::ChildStdin,
-    lines: tokio::io::Lines<BufReader<tokio::process::ChildStdout>>,
-    events: Vec<Event>,
-}
-
-impl Holder {
-    async fn spawn(s: &Settings, url: &str, spec: &str, fenced: bool) -> Result<Holder, String> {
-        let exe = std::env::current_exe().map_err(|e| e.to_string())?;
-        let mut child = tokio::process::Command::new(exe)
-            .arg("chaos-worker")
-            .args(["--store", url, "--key", KEY, "--resource", spec])
-            .arg(format!("--ttl-ms={}", s.ttl.as_millis()))
-            .arg(format!("--fenced={}", u8::from(fenced)))
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .kill_on_drop(true)
-            .spawn()
-            .map_err(|e| format!("cannot start a holder process: {e}"))?;
-        let stdin = child.stdin.take().expect("piped");
-        let lines = BufReader::new(child.stdout.take().expect("piped")).lines();
-        Ok(Holder { child, stdin, lines, events: Vec::new() })
-    }
-
-    /// The next non-event line, recording events on the way (bounded).
-    async fn line(&mut self, limit: Duration) -> Result<String, String> {
-        let deadline = Instant::now() + limit;
-        loop {
-            let next = tokio::time::timeout_at(deadline.into(), self.lines.next_line()).await;
-            let line = match next {
-                Err(_) => return Err(format!("the holder said nothing within {limit:?}")),
-                Ok(Ok(Some(l))) => l,
-                Ok(_) => return Err("the holder exited".into()),
-            };
-            if let Some(rest) = line.strip_prefix("event ") {
-                self.record(rest);
-                continue;
-            }
-            return Ok(line);
-        }
-    }
-
-    fn record(&mut self, rest: &str) {
-        let mut f = rest.splitn(4, ' ');
-        let t = f.next().and_then(|v| v.parse().ok()).unwrap_or(0);
-        let what = f.next().unwrap_or("?").to_owned();
-        let fence = f.next().and_then(|v| v.parse().ok());
-        let detail = f.next().filter(|d| !d.is_empty()).map(str::to_owned);
-        self.events.push(Event { t_ns: t, who: "holder", what, fence, detail });
-    }
-
-    fn signal(&self, sig: Signal) {
-        if let Some(pid) = self.child.id() {
-            let _ = kill(Pid::from_raw(pid as i32), sig);
-        }
-    }
-
-    /// Drains the remaining event lines until the process exits (bounded).
-    async fn finish(&mut self) {
-        let _ = tokio::time::timeout(Duration::from_secs(10), async {
-            while let Ok(Some(l)) = self.lines.next_line().await {
-                if let Some(rest) = l.strip_prefix("event ") {
-                    self.record(rest);
-                }
-            }
-        })
-        .await;
-        let _ = self.child.start_kill();
-        let _ = self.child.wait().await;
-    }
 }
 
 /// The successor's claim (fenced arm) and write, as history events.
@@ -469,10 +339,11 @@ async fn stalled_trial(
 }
 
 impl Trial {
-    /// A trial whose checks are computed from its history: the holder's late write counts
-    /// as a stale effect accepted when it got through after the resource had accepted a
-    /// successor's effect; the holder learned of its loss late when its `lost()` (or release)
-    /// came after the store's grant to the successor.
+    /// A trial whose checks are computed from its history: a stale effect is any holder
+    /// effect the resource accepted after the successor's grant (the instant its acquire
+    /// returned, the latest the store can have granted); a locked-out successor is a refused
+    /// successor claim or effect; the holder learned of its loss late when its `lost()` (or
+    /// release) came after the store's grant to the successor.
     fn checked(
         arm: &'static str,
         n: usize,
@@ -493,11 +364,12 @@ impl Trial {
         let accepted = |e: &&Event| {
             e.what == "effect" && e.detail.as_deref().is_some_and(|d| d.starts_with("accepted"))
         };
-        let paused = at("chaos", "pause").unwrap_or(i64::MAX);
-        let late_write =
-            events.iter().filter(accepted).find(|e| e.who == "holder" && e.t_ns > paused);
-        let stale = late_write.is_some_and(|late| {
-            events.iter().filter(accepted).any(|e| e.who == "successor" && e.t_ns < late.t_ns)
+        let stale = granted_at.is_some_and(|g| {
+            events.iter().filter(accepted).any(|e| e.who == "holder" && e.t_ns > g)
+        });
+        let locked_out = events.iter().any(|e| {
+            e.who == "successor"
+                && (e.what == "claim-refused" || (e.what == "effect" && !accepted(&e)))
         });
         Trial {
             arm,
@@ -506,6 +378,7 @@ impl Trial {
             successor_fence,
             successor_acquired: successor_fence.is_some(),
             stale_effect_accepted: stale,
+            successor_locked_out: locked_out,
             fence_out_of_order: successor_fence.is_some_and(|f| f <= holder_fence),
             unknown: events.iter().any(|e| e.what == "unknown"),
             lost_late: match (granted_at, holder_end) {
@@ -568,6 +441,7 @@ pub async fn run(s: Settings) -> Result<Value, String> {
                 "trials": t.len(),
                 "successor_acquired": count(|t| t.successor_acquired),
                 "stale_effects_accepted": count(|t| t.stale_effect_accepted),
+                "successors_locked_out": count(|t| t.successor_locked_out),
                 "fences_out_of_order": count(|t| t.fence_out_of_order),
                 "unknown_outcomes": count(|t| t.unknown),
                 "lost_after_successor_grant": count(|t| t.lost_late),
@@ -593,7 +467,9 @@ pub async fn run(s: Settings) -> Result<Value, String> {
         "trials": trials,
     });
     std::fs::write(s.out.join("report.json"), format!("{report:#}\n"))
-        .and_then(|_| std::fs::write(s.out.join("timeline.svg"), timeline(&report, &trials)))
+        .and_then(|_| {
+            std::fs::write(s.out.join("timeline.svg"), timeline::timeline(&report, &trials))
+        })
         .map_err(|e| format!("cannot write to {}: {e}", s.out.display()))?;
     Ok(report)
 }
@@ -664,263 +540,4 @@ fn lead_stats(mut v: Vec<f64>) -> Value {
         "max": round(v[v.len() - 1]),
         "trials": v.len()
     })
-}
-
-/// The table printed after a run.
-pub fn table(r: &Value) -> String {
-    let scenario = r["scenario"].as_str().unwrap_or("");
-    let mut out = format!(
-        "store {} ({}) · scenario {scenario} · ttl {} ms · resource: {}\n",
-        r["store"].as_str().unwrap_or(""),
-        r["backend"].as_str().unwrap_or(""),
-        r["ttl_ms"].as_u64().unwrap_or(0),
-        r["resource"].as_str().unwrap_or("")
-    );
-    if let Some(setup) = r["setup"].as_str() {
-        out.push_str(&format!("setup: {setup}\n"));
-    }
-    out.push('\n');
-    let lost = matches!(scenario, "partition" | "store-kill" | "failover");
-    let orphans = scenario == "unknown-acquire";
-    let mut head = format!(
-        "{:<16} {:<9} {:>7} {:>18} {:>23} {:>20} {:>8}",
-        "scenario",
-        "arm",
-        "trials",
-        "successor got key",
-        "stale effects accepted",
-        "fences out of order",
-        "unknown"
-    );
-    if lost {
-        head.push_str(&format!(" {:>29}", "holder's lost() after grant"));
-    }
-    if orphans {
-        head.push_str(&format!(" {:>13} {:>25}", "orphans seen", "orphans outliving bound"));
-    }
-    out.push_str(head.trim_end());
-    out.push('\n');
-    for a in r["arms"].as_array().into_iter().flatten() {
-        let n = |k: &str| a[k].as_u64().unwrap_or(0);
-        let mut line = format!(
-            "{:<16} {:<9} {:>7} {:>18} {:>23} {:>20} {:>8}",
-            scenario,
-            a["arm"].as_str().unwrap_or(""),
-            n("trials"),
-            n("successor_acquired"),
-            n("stale_effects_accepted"),
-            n("fences_out_of_order"),
-            n("unknown_outcomes"),
-        );
-        if lost {
-            line.push_str(&format!(" {:>29}", n("lost_after_successor_grant")));
-        }
-        if orphans {
-            line.push_str(&format!(" {:>13} {:>25}", n("orphans_seen"), n("orphans")));
-        }
-        out.push_str(&line);
-        out.push('\n');
-    }
-    for a in r["arms"].as_array().into_iter().flatten() {
-        let arm = a["arm"].as_str().unwrap_or("");
-        let l = &a["lost_before_grant_ms"];
-        if scenario == "partition" && !l.is_null() {
-            out.push_str(&format!(
-                "{arm} arm: the cut-off holder's lost() fired before the successor's grant by {} ms (min), {} ms (median), over {} trials\n",
-                l["min"], l["median"], l["trials"]
-            ));
-        }
-        let o = &a["orphan_lifetime_ms"];
-        if !o.is_null() {
-            out.push_str(&format!(
-                "{arm} arm: a granted acquire whose answer was lost blocked the key for {} ms (min), {} ms (median), {} ms (max) after the unknown outcome, over {} trials\n",
-                o["min"], o["median"], o["max"], o["trials"]
-            ));
-        }
-    }
-    out
-}
-
-/// Whether the run shows what it must: no stale effect accepted with fencing; fences in order
-/// and no second holder unless the store's guarantees admit them after a store failure; no
-/// partitioned holder learning of its loss after the store moved on; no orphaned grant
-/// outliving its bound.
-pub fn verdict(r: &Value) -> Result<(), String> {
-    let arms: Vec<&Value> = r["arms"].as_array().into_iter().flatten().collect();
-    let n = |a: &Value, k: &str| a[k].as_u64().unwrap_or(0);
-    let store_failure = matches!(r["scenario"].as_str(), Some("store-kill" | "failover"));
-    let admitted = store_failure && r["guarantees"]["fence_repeat"] == "after_store_failure";
-    for a in &arms {
-        if a["arm"] == "fenced" && n(a, "stale_effects_accepted") > 0 {
-            return Err(format!(
-                "{} stale effects were accepted WITH fencing",
-                n(a, "stale_effects_accepted")
-            ));
-        }
-        if a["arm"] == "fenced" && n(a, "fences_out_of_order") > 0 && !admitted {
-            return Err("fences went out of order".into());
-        }
-        if n(a, "lost_after_successor_grant") > 0 && !admitted {
-            return Err(format!(
-                "{} holder(s) learned of the loss only after the store granted the key to the successor",
-                n(a, "lost_after_successor_grant")
-            ));
-        }
-        if n(a, "orphans") > 0 {
-            return Err(format!(
-                "{} acquire(s) with unknown outcome left a grant that outlived its bound ({} arm)",
-                n(a, "orphans"),
-                a["arm"].as_str().unwrap_or("")
-            ));
-        }
-    }
-    Ok(())
-}
-
-/// A timeline of the first trials of each arm: per trial, the holder's lease (from acquire
-/// to lost/release) with its frozen stretch hatched, the successor's lease, and every effect
-/// (green dot: accepted; red cross: refused by the resource).
-fn timeline(r: &Value, trials: &[Trial]) -> String {
-    use crate::svg::esc;
-    use std::fmt::Write;
-    let mut names: Vec<&str> = Vec::new();
-    for t in trials {
-        if !names.contains(&t.arm) {
-            names.push(t.arm);
-        }
-    }
-    let shown: Vec<&Trial> =
-        names.iter().flat_map(|arm| trials.iter().filter(move |t| t.arm == *arm).take(6)).collect();
-    let unknown = r["scenario"] == "unknown-acquire";
-    let (holder_bar, hatched) = match r["scenario"].as_str().unwrap_or("") {
-        "partition" => ("holder lease", "cut off from the store"),
-        "store-kill" => ("holder lease", "store killed until restarted"),
-        "failover" => ("holder lease", "from the primary's loss to the successor's first try"),
-        "unknown-acquire" => (
-            "the grant whose answer was lost, from the request until the observer got the key",
-            "replies dropped / link cut",
-        ),
-        _ => ("holder lease", "SIGSTOPped"),
-    };
-    let lane = 16.0;
-    let row = lane * 2.0 + 14.0;
-    let (left, top, width) = (150.0, 50.0, 900.0);
-    let span_ms = shown
-        .iter()
-        .map(|t| {
-            let t0 = t.events.first().map_or(0, |e| e.t_ns);
-            let t1 = t.events.last().map_or(0, |e| e.t_ns);
-            (t1 - t0) as f64 / 1e6
-        })
-        .fold(1.0, f64::max);
-    let x = |ms: f64| left + width * ms / span_ms;
-    let h = top + row * shown.len() as f64 + 60.0;
-    let mut s = String::new();
-    let _ = write!(
-        s,
-        r##"<svg xmlns="http://www.w3.org/2000/svg" width="{}" height="{h}" font-family="sans-serif" font-size="11"><rect width="100%" height="100%" fill="white"/><defs><pattern id="hatch" width="6" height="6" patternUnits="userSpaceOnUse" patternTransform="rotate(45)"><line x1="0" y1="0" x2="0" y2="6" stroke="#888" stroke-width="2"/></pattern></defs><text x="10" y="20" font-size="14">{} — {}, first trials per arm (time from the holder's acquire, ms)</text><text x="10" y="38">{}: blue bar, to its lost() or release (hatched: {}) · {} lease: orange bar · effect: green dot accepted, red ✕ refused by the resource</text>"##,
-        left + width + 40.0,
-        esc(r["store"].as_str().unwrap_or("")),
-        esc(r["scenario"].as_str().unwrap_or("")),
-        holder_bar,
-        hatched,
-        if unknown { "observer" } else { "successor" }
-    );
-    for (i, t) in shown.iter().enumerate() {
-        let y0 = top + row * i as f64;
-        let t0 = t.events.first().map_or(0, |e| e.t_ns);
-        let ms = |e: &Event| (e.t_ns - t0) as f64 / 1e6;
-        let find = |who: &str, what: &str| t.events.iter().find(|e| e.who == who && e.what == what);
-        let end = t.events.last().map_or(0.0, ms);
-        let _ = write!(
-            s,
-            r##"<text x="10" y="{:.1}">{} #{}</text><text x="10" y="{:.1}" fill="#666">fences {} → {}</text>"##,
-            y0 + lane - 3.0,
-            t.arm,
-            t.n + 1,
-            y0 + 2.0 * lane - 3.0,
-            t.holder_fence,
-            t.successor_fence.map_or("-".into(), |f| f.to_string())
-        );
-        // Holder lease: acquire → lost/release.
-        let start = find("holder", "acquire").map_or(0.0, ms);
-        let stop = find("holder", "lost")
-            .or_else(|| find("holder", "release"))
-            .or_else(|| if unknown { find("successor", "acquire") } else { None })
-            .map_or(end, ms);
-        let _ = write!(
-            s,
-            r##"<rect x="{:.1}" y="{y0:.1}" width="{:.1}" height="{}" fill="#1f77b4" opacity="0.55"><title>holder lease, fence {}</title></rect>"##,
-            x(start),
-            (x(stop) - x(start)).max(1.0),
-            lane - 3.0,
-            t.holder_fence
-        );
-        if let (Some(p), Some(c)) = (find("chaos", "pause"), find("chaos", "resume")) {
-            let _ = write!(
-                s,
-                r##"<rect x="{:.1}" y="{y0:.1}" width="{:.1}" height="{}" fill="url(#hatch)"><title>{hatched}</title></rect>"##,
-                x(ms(p)),
-                (x(ms(c)) - x(ms(p))).max(1.0),
-                lane - 3.0
-            );
-        }
-        if let Some(a) = find("successor", "acquire") {
-            let rel = find("successor", "release").map_or(end, ms);
-            let _ = write!(
-                s,
-                r##"<rect x="{:.1}" y="{:.1}" width="{:.1}" height="{}" fill="#ff7f0e" opacity="0.6"><title>successor lease, fence {}</title></rect>"##,
-                x(ms(a)),
-                y0 + lane,
-                (x(rel) - x(ms(a))).max(1.0),
-                lane - 3.0,
-                a.fence.unwrap_or(0)
-            );
-        }
-        for e in t.events.iter().filter(|e| e.what == "effect") {
-            let yy = y0 + if e.who == "holder" { lane / 2.0 } else { lane * 1.5 } - 1.5;
-            let ok = e.detail.as_deref().is_some_and(|d| d.starts_with("accepted"));
-            let xx = x(ms(e));
-            let tip = esc(&format!(
-                "{} effect with fence {}: {}",
-                e.who,
-                e.fence.unwrap_or(0),
-                e.detail.clone().unwrap_or_default()
-            ));
-            if ok {
-                let _ = write!(
-                    s,
-                    r##"<circle cx="{xx:.1}" cy="{yy:.1}" r="4" fill="#2ca02c"><title>{tip}</title></circle>"##
-                );
-            } else {
-                let _ = write!(
-                    s,
-                    r##"<g stroke="#d62728" stroke-width="2.5"><title>{tip}</title><line x1="{:.1}" y1="{:.1}" x2="{:.1}" y2="{:.1}"/><line x1="{:.1}" y1="{:.1}" x2="{:.1}" y2="{:.1}"/></g>"##,
-                    xx - 4.0,
-                    yy - 4.0,
-                    xx + 4.0,
-                    yy + 4.0,
-                    xx - 4.0,
-                    yy + 4.0,
-                    xx + 4.0,
-                    yy - 4.0
-                );
-            }
-        }
-    }
-    let ay = top + row * shown.len() as f64 + 10.0;
-    let step = (span_ms / 5.0).max(1.0);
-    let mut m = 0.0;
-    while m <= span_ms + 0.1 {
-        let _ = write!(
-            s,
-            r##"<line x1="{0:.1}" x2="{0:.1}" y1="{top}" y2="{ay:.1}" stroke="#eee"/><text x="{0:.1}" y="{1:.1}" text-anchor="middle">{2:.0}</text>"##,
-            x(m),
-            ay + 14.0,
-            m
-        );
-        m += step;
-    }
-    s.push_str("</svg>\n");
-    s
 }

@@ -1,0 +1,169 @@
+//! The holder process of a trial: `leasehold chaos-worker` (the worker side), and the handle
+//! the tool drives it through (its stdin, its `event …` lines, signals).
+
+use std::io::Write as _;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use leasehold::{Locker, Wait};
+use leasehold_testkit::history::monotonic_ns;
+use leasehold_testkit::process::resource;
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+use tokio::io::{AsyncBufReadExt, BufReader};
+
+use super::{Event, KEY, Settings};
+
+/// The worker side (`leasehold chaos-worker`): hold the key, claim, write, say `ready`, and on
+/// `write` write again; every step is printed as `event …` lines with monotonic timestamps.
+pub async fn worker(url: &str, key: &str, ttl: Duration, spec: &str, fenced: bool) -> i32 {
+    let out = |line: String| {
+        let mut o = std::io::stdout().lock();
+        let _ = writeln!(o, "{line}");
+        let _ = o.flush();
+    };
+    let e = |what: &str, fence: u64, detail: &str| {
+        format!("event {} {what} {fence} {detail}", monotonic_ns())
+    };
+    let locker = match Locker::connect(url).await {
+        Ok(l) => l,
+        Err(err) => {
+            out(format!("error {err}"));
+            return 69;
+        }
+    };
+    let lease = match locker.acquire(key, ttl).auto_renew(true).wait(Wait::For(ttl * 20)).await {
+        Ok(l) => l,
+        Err(err) => {
+            out(format!("error {err}"));
+            return 69;
+        }
+    };
+    let fencing = lease.fencing();
+    let fence = fencing.token().get();
+    out(e("acquire", fence, ""));
+    {
+        let lost = lease.lost();
+        tokio::spawn(async move {
+            let why = lost.await;
+            let mut o = std::io::stdout().lock();
+            let _ = writeln!(o, "event {} lost {fence} {why}", monotonic_ns());
+            let _ = o.flush();
+        });
+    }
+    let mut res = resource::open(spec).await;
+    if fenced {
+        match res.claim(&fencing).await {
+            Ok(()) => out(e("claim", fence, "")),
+            Err(err) => {
+                out(format!("error claim: {err}"));
+                return 70;
+            }
+        }
+    }
+    match res.write(fenced.then_some(&fencing), "holder").await {
+        Ok(()) => out(e("effect", fence, "accepted")),
+        Err(err) => out(e("effect", fence, &format!("rejected {err}"))),
+    }
+    out(format!("ready {fence}"));
+    let mut stdin = BufReader::new(tokio::io::stdin()).lines();
+    while let Ok(Some(line)) = stdin.next_line().await {
+        if line == "write" {
+            match res.write(fenced.then_some(&fencing), "stale-holder").await {
+                Ok(()) => {
+                    out(e("effect", fence, "accepted"));
+                    out("accepted".into());
+                }
+                Err(err) => {
+                    out(e("effect", fence, &format!("rejected {err}")));
+                    out(format!("rejected: {err}"));
+                }
+            }
+            break;
+        }
+    }
+    // Stops working here: a successor granted from now on does not overlap this holder.
+    out(e("releasing", fence, ""));
+    let released = lease.release().await;
+    out(e("release", fence, &format!("{released:?}")));
+    0
+}
+
+pub(super) struct Holder {
+    pub(super) child: tokio::process::Child,
+    pub(super) stdin: tokio::process::ChildStdin,
+    lines: tokio::io::Lines<BufReader<tokio::process::ChildStdout>>,
+    pub(super) events: Vec<Event>,
+}
+
+impl Holder {
+    pub(super) async fn spawn(
+        s: &Settings,
+        url: &str,
+        spec: &str,
+        fenced: bool,
+    ) -> Result<Holder, String> {
+        let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+        let mut child = tokio::process::Command::new(exe)
+            .arg("chaos-worker")
+            .args(["--store", url, "--key", KEY, "--resource", spec])
+            .arg(format!("--ttl-ms={}", s.ttl.as_millis()))
+            .arg(format!("--fenced={}", u8::from(fenced)))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|e| format!("cannot start a holder process: {e}"))?;
+        let stdin = child.stdin.take().expect("piped");
+        let lines = BufReader::new(child.stdout.take().expect("piped")).lines();
+        Ok(Holder { child, stdin, lines, events: Vec::new() })
+    }
+
+    /// The next non-event line, recording events on the way (bounded).
+    pub(super) async fn line(&mut self, limit: Duration) -> Result<String, String> {
+        let deadline = Instant::now() + limit;
+        loop {
+            let next = tokio::time::timeout_at(deadline.into(), self.lines.next_line()).await;
+            let line = match next {
+                Err(_) => return Err(format!("the holder said nothing within {limit:?}")),
+                Ok(Ok(Some(l))) => l,
+                Ok(_) => return Err("the holder exited".into()),
+            };
+            if let Some(rest) = line.strip_prefix("event ") {
+                self.record(rest);
+                continue;
+            }
+            return Ok(line);
+        }
+    }
+
+    fn record(&mut self, rest: &str) {
+        let mut f = rest.splitn(4, ' ');
+        let t = f.next().and_then(|v| v.parse().ok()).unwrap_or(0);
+        let what = f.next().unwrap_or("?").to_owned();
+        let fence = f.next().and_then(|v| v.parse().ok());
+        let detail = f.next().filter(|d| !d.is_empty()).map(str::to_owned);
+        self.events.push(Event { t_ns: t, who: "holder", what, fence, detail });
+    }
+
+    pub(super) fn signal(&self, sig: Signal) {
+        if let Some(pid) = self.child.id() {
+            let _ = kill(Pid::from_raw(pid as i32), sig);
+        }
+    }
+
+    /// Drains the remaining event lines until the process exits (bounded).
+    pub(super) async fn finish(&mut self) {
+        let _ = tokio::time::timeout(Duration::from_secs(10), async {
+            while let Ok(Some(l)) = self.lines.next_line().await {
+                if let Some(rest) = l.strip_prefix("event ") {
+                    self.record(rest);
+                }
+            }
+        })
+        .await;
+        let _ = self.child.start_kill();
+        let _ = self.child.wait().await;
+    }
+}
