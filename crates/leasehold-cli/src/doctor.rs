@@ -98,7 +98,28 @@ pub async fn run(url: &str, locker: &Locker) -> R<Report> {
             return Err(format!("the store did not answer doctor's questions within {limit:?}"));
         }
     }
+    if locker.guarantees().fence_repeat == leasehold::FenceRepeat::ClockBacked {
+        fence_clock(&mut r);
+    }
     Ok(r)
+}
+
+/// The clock-backed fences' assumption, and what doctor could check of it.
+fn fence_clock(r: &mut Report) {
+    r.verdict(format!(
+        "fences are max(counter + 1, the store's clock in µs), so they never go back after a \
+         restart or failover as long as {}",
+        leasehold::CLOCK_ASSUMPTION
+    ));
+    if let Some((o, u)) = r.clock
+        && o.abs() > FAILOVER_CLOCK_SLACK_MS + u
+    {
+        r.verdict(format!(
+            "the store's clock is {o:+.0} ms from this host's: one of the two is not kept by \
+             NTP; a store server with a clock that far off could, after a failover, issue \
+             fences below the last ones"
+        ));
+    }
 }
 
 // ------------------------------------------------------------------------------- Redis
@@ -122,6 +143,8 @@ struct RedisFacts {
     save: Option<String>,
     min_replicas: Option<u64>,
     clock: (f64, f64),
+    /// `ip:port` of each connected replica, from `INFO replication`.
+    replica_addrs: Vec<String>,
 }
 
 async fn redis_facts(client_url: &str) -> R<RedisFacts> {
@@ -150,8 +173,54 @@ async fn redis_facts(client_url: &str) -> R<RedisFacts> {
             .await
             .and_then(|v| v.parse().ok()),
         clock: offset(before, after, server),
+        replica_addrs: repl
+            .lines()
+            .filter(|l| l.starts_with("slave") && l.contains("ip="))
+            .filter_map(|l| {
+                let field = |k: &str| l.split([':', ',']).find_map(|p| p.strip_prefix(k));
+                Some(format!("{}:{}", field("ip=")?, field("port=")?))
+            })
+            .collect(),
     })
 }
+
+/// `client_url` with its `host:port` replaced by `addr` (credentials and db kept).
+fn with_addr(client_url: &str, addr: &str) -> String {
+    let (scheme, rest) = client_url.split_once("://").unwrap_or(("redis", client_url));
+    let end = rest.find(['/', '?']).unwrap_or(rest.len());
+    let auth = rest[..end].rsplit_once('@').map_or(String::new(), |(u, _)| format!("{u}@"));
+    format!("{scheme}://{auth}{addr}{}", &rest[end..])
+}
+
+/// Each replica's clock against the primary's: the fence floor after a failover is the
+/// promoted replica's clock, so one far behind could issue fences below the last ones.
+async fn redis_replica_clocks(base: &str, primary: &RedisFacts, r: &mut Report) {
+    for addr in &primary.replica_addrs {
+        let name = format!("replica {addr} clock − primary clock");
+        match tokio::time::timeout(Duration::from_secs(3), redis_facts(&with_addr(base, addr)))
+            .await
+        {
+            Ok(Ok(f)) => {
+                let (d, u) = (f.clock.0 - primary.clock.0, f.clock.1 + primary.clock.1);
+                r.set(&name, format!("{d:+.1} ms (±{u:.1} ms)"));
+                if d < -(FAILOVER_CLOCK_SLACK_MS + u) {
+                    r.verdict(format!(
+                        "replica {addr}'s clock is {:.0} ms behind the primary's: promoted \
+                         quickly, it could issue fences below the last ones the primary issued \
+                         and a stale holder would win at the resource; fix its clock (NTP)",
+                        -d
+                    ));
+                }
+            }
+            Ok(Err(e)) => r.set(&name, format!("not read ({e})")),
+            Err(_) => r.set(&name, "not read (no answer within 3 s)"),
+        }
+    }
+}
+
+/// How far behind the old primary a promoted server's clock may be before doctor warns: a
+/// failover takes at least this long, and the clock-backed fences rely on it.
+const FAILOVER_CLOCK_SLACK_MS: f64 = 1000.0;
 
 fn version_at_least(v: &str, major: u64, minor: u64) -> bool {
     let mut it = v.split('.').map(|p| p.parse::<u64>().unwrap_or(0));
@@ -173,25 +242,25 @@ fn redis_persistence(f: &RedisFacts) -> (&'static str, String) {
             format!(
                 "AOF with appendfsync={}: a clean restart keeps everything, but a crash can lose \
                  the last writes (about a second): a grant made just before it can vanish, so a \
-                 second holder can be admitted and a fence repeated; owner-bound fence tables \
-                 refuse the repeat, unfenced resources do not",
+                 second holder can be admitted; its fence is still larger (clock-backed), so \
+                 fenced resources refuse the stale holder, unfenced ones do not",
                 fsync.unwrap_or("?")
             ),
         ),
         (Some("no"), _, Some(save)) if save.trim().is_empty() => (
             "none",
             "no persistence (appendonly no, save \"\"): a restart frees every lease at once and \
-             restarts fences from 1; fenced resources reject the repeated tokens (owner-bound \
-             claims), unfenced ones do not"
+             forgets the fence counters; the next fences start from the server's clock, above \
+             every earlier one, so fenced resources refuse the stale holder, unfenced ones do not"
                 .into(),
         ),
         (Some("no"), _, Some(save)) => (
             "rdb",
             format!(
                 "RDB snapshots only (save \"{save}\"): a restart returns to the last snapshot: \
-                 leases granted since are forgotten (a second holder can be admitted), old ones \
-                 may come back, and fences go back to the snapshot's values (repeats refused by \
-                 owner-bound fence tables)"
+                 leases granted since are forgotten (a second holder can be admitted) and old \
+                 ones may come back; fence counters go back to the snapshot's values, but the \
+                 next grants issue the server's clock in µs, above every earlier fence"
             ),
         ),
         _ => (
@@ -219,6 +288,7 @@ async fn redis(url: &str, r: &mut Report) -> R<()> {
     let delex = version_at_least(&f.version, 8, 4);
     r.set("DELEX … IFEQ (Redis 8.4+)", if delex { "available" } else { "not available" });
     r.clock = Some(f.clock);
+    redis_replica_clocks(&base, &f, r).await;
     let wait = query_flag(url, "wait_replicas").and_then(|v| v.parse::<u64>().ok());
     r.set("leasehold wait_replicas", wait.map(|w| w.to_string()).unwrap_or("off".into()));
 
@@ -237,7 +307,8 @@ async fn redis(url: &str, r: &mut Report) -> R<()> {
         ),
         (n, None) => r.verdict(format!(
             "{n} replica(s), asynchronous: a failover to a replica that missed a grant admits a \
-             second holder and repeats fences; fenced resources still take one writer"
+             second holder, with a larger fence (clock-backed): fenced resources refuse the \
+             stale one"
         )),
         (n, Some(w)) => r.verdict(format!(
             "{n} replica(s); each grant waits for {w} replica ack(s) and fails closed without \
@@ -416,8 +487,8 @@ async fn postgres(url: &str, r: &mut Report) -> R<()> {
     }
     if fsync == "off" {
         r.verdict(
-            "fsync=off: a crash can lose committed grants and fence bumps: a second holder and \
-             repeated fences are possible (owner-bound fence tables refuse repeats)",
+            "fsync=off: a crash can lose committed grants and fence bumps: a second holder is \
+             possible, with a larger fence (clock-backed), so fenced resources refuse the stale one",
         );
         r.change("fsync=on");
     }
@@ -440,8 +511,8 @@ async fn postgres(url: &str, r: &mut Report) -> R<()> {
         Some((n, s)) if s == 0 || sync_names.trim().is_empty() => {
             r.verdict(format!(
                 "{n} asynchronous standby(s): promoting one can lose the latest grants: a second \
-                 holder can be admitted and fences repeat; fenced resources (owner-bound) still \
-                 take one writer"
+                 holder can be admitted, with a larger fence (clock-backed), so fenced resources \
+                 refuse the stale one"
             ));
             r.change("synchronous_standby_names (and synchronous_commit=on or remote_apply): a promoted standby has every acknowledged grant");
         }
@@ -521,7 +592,7 @@ async fn mysql(url: &str, r: &mut Report) -> R<()> {
         if flush != "1" {
             r.verdict(format!(
                 "innodb_flush_log_at_trx_commit={flush}: a crash can lose up to a second of \
-                 committed grants: a second holder and repeated fences are possible"
+                 committed grants: a second holder is possible, with a larger fence (clock-backed)"
             ));
             r.change("innodb_flush_log_at_trx_commit=1");
         }
@@ -532,7 +603,8 @@ async fn mysql(url: &str, r: &mut Report) -> R<()> {
             Some(n) if semi.as_deref() != Some("ON") => {
                 r.verdict(format!(
                     "{n} asynchronous replica(s): promoting one can lose the latest grants: a \
-                     second holder and repeated fences (owner-bound fence tables refuse repeats)"
+                     second holder is possible, with a larger fence (clock-backed), so fenced \
+                     resources refuse the stale one"
                 ));
                 r.change("semi-synchronous replication (rpl_semi_sync_master_enabled=ON)");
             }
@@ -578,7 +650,8 @@ async fn etcd(url: &str, locker: &Locker, r: &mut Report) -> R<()> {
         r.verdict(
             "a single member: its loss stops every grant and every keepalive (holders' lost() \
              fires before their sessions could expire); losing its data directory resets \
-             revisions, so fences could repeat (owner-bound fence tables refuse repeats)",
+             revisions, so fences go back and a stale holder would win at the resource: restore \
+             from a snapshot, never restart it empty",
         );
         r.change("3 or 5 members: survive 1 or 2 member losses with no second holder");
     } else if voters % 2 == 0 {
