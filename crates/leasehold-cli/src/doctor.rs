@@ -108,7 +108,7 @@ pub async fn run(url: &str, locker: &Locker) -> R<Report> {
 fn fence_clock(r: &mut Report) {
     r.verdict(format!(
         "fences are max(counter + 1, the store's clock in µs), so they never go back after a \
-         restart or failover as long as {}",
+         restart or failover; this assumes that {}",
         leasehold::CLOCK_ASSUMPTION
     ));
     if let Some((o, u)) = r.clock

@@ -4,6 +4,7 @@ mod bench;
 mod chaos;
 mod doctor;
 mod dur;
+mod manual;
 mod svg;
 
 use std::ffi::OsString;
@@ -226,6 +227,14 @@ enum Cmd {
         #[arg(long)]
         fenced: u8,
     },
+    /// Print a shell completion script (e.g. `leasehold completions bash >
+    /// ~/.local/share/bash-completion/completions/leasehold`).
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (roff; `leasehold man | man -l -`).
+    Man,
     /// List holders: key, owner, fence, time left.
     Status {
         #[command(flatten)]
@@ -300,6 +309,11 @@ fn main() -> ExitCode {
         Ok(c) => c,
         Err(e) => return ExitCode::from(clap_exit(e)),
     };
+    match &cli.cmd {
+        Cmd::Completions { shell } => return manual::completions(*shell),
+        Cmd::Man => return manual::man(),
+        _ => {}
+    }
     let _ = tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_max_level(tracing_subscriber::filter::LevelFilter::WARN)
@@ -437,6 +451,8 @@ async fn dispatch(cmd: Cmd) -> Exit {
         Cmd::Renew { store, ttl, owner, key } => renew(store, ttl, owner, key).await,
         Cmd::Release { store, owner, key } => release(store, owner, key).await,
         Cmd::Status { store, json, key } => status(store, json, key).await,
+        // Answered in main, before a runtime starts.
+        Cmd::Completions { .. } | Cmd::Man => Ok(Exit::ok(0)),
         Cmd::Doctor { store, json } => doctor_cmd(store, json).await,
         Cmd::Chaos { store, scenario, trials, control_trials, ttl, out } => {
             let control = control_trials.unwrap_or(trials);

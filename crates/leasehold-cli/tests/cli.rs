@@ -396,8 +396,9 @@ fn doctor_reads_redis_persistence_and_replication() {
     assert_eq!(setting(&v, "appendonly"), "no");
     let text = verdicts(&v);
     assert!(text.contains("no persistence"), "{text}");
-    assert!(text.contains("restarts fences from 1"), "{text}");
+    assert!(text.contains("forgets the fence counters"), "{text}");
     assert!(text.contains("no replicas"), "{text}");
+    assert!(text.contains("never go back after a restart or failover"), "{text}");
     assert_eq!(v["guarantees"]["backend"], "redis");
     assert!(v["clock_offset_ms"]["uncertainty"].as_f64().is_some());
 
@@ -413,6 +414,10 @@ fn doctor_reads_redis_persistence_and_replication() {
     let v = doctor_json(&bare.url());
     assert_eq!(setting(&v, "connected replicas"), "1");
     assert!(verdicts(&v).contains("1 replica(s), asynchronous"), "{v}");
+    // The replica's clock, read against the primary's (one machine: well within a second).
+    let name = format!("replica 127.0.0.1:{} clock − primary clock", replica.port());
+    assert!(setting(&v, &name).ends_with(" ms)"), "{v}");
+    assert!(!verdicts(&v).contains("behind the primary"), "{v}");
     let v = doctor_json(&format!("{}?wait_replicas=1", bare.url()));
     assert!(verdicts(&v).contains("waits for 1 replica ack"), "{v}");
     let v = doctor_json(&replica.url());
@@ -832,4 +837,24 @@ fn chaos_unknown_acquire() {
             assert_eq!(a["orphans_seen"], 0, "{r}");
         }
     }
+}
+
+/// Shell completions and the man page come from the clap definitions.
+#[test]
+fn completions_and_man_page() {
+    for shell in ["bash", "zsh", "fish"] {
+        let o = Command::new(BIN).args(["completions", shell]).output().unwrap();
+        assert_eq!(code(&o), 0, "{}", stderr(&o));
+        let script = stdout(&o);
+        assert!(
+            script.contains("leasehold") && script.contains("doctor"),
+            "{shell}: {script:.300}"
+        );
+    }
+    let o = Command::new(BIN).arg("man").output().unwrap();
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let page = stdout(&o);
+    assert!(page.contains(".TH leasehold") && page.contains("chaos"), "{page:.300}");
+    let o = Command::new(BIN).args(["completions", "tcsh"]).output().unwrap();
+    assert_eq!(code(&o), 64, "an unknown shell is a usage error: {}", stderr(&o));
 }
