@@ -14,7 +14,8 @@ use crate::{Error, Result, Store};
 pub(crate) mod bell;
 #[cfg(feature = "etcd")]
 pub mod etcd;
-#[cfg(feature = "file")]
+/// `file://` needs Linux: `flock(2)` plus inotify for waiting and `/proc/locks` for `status`.
+#[cfg(all(feature = "file", target_os = "linux"))]
 pub mod file;
 #[cfg(feature = "mysql")]
 pub mod mysql;
@@ -76,8 +77,12 @@ pub(crate) async fn open(url: &str) -> Result<Arc<dyn Store>> {
     match scheme {
         #[cfg(feature = "sqlite")]
         "sqlite" => Ok(Arc::new(sqlite::SqliteStore::open(&url["sqlite://".len()..]).await?)),
-        #[cfg(feature = "file")]
+        #[cfg(all(feature = "file", target_os = "linux"))]
         "file" => Ok(Arc::new(file::FileStore::open(&url["file://".len()..])?)),
+        #[cfg(all(feature = "file", not(target_os = "linux")))]
+        "file" => Err(Error::invalid(
+            "the file:// store needs Linux (flock, inotify, /proc/locks); use sqlite:// here",
+        )),
         #[cfg(feature = "redis")]
         "redis" => Ok(Arc::new(redis::RedisStore::connect(url).await?)),
         #[cfg(feature = "redis-tls")]

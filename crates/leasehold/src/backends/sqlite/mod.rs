@@ -7,14 +7,17 @@
 //!   transaction to `max(fence + 1, the wall clock in µs)` and never deleted, so fences never
 //!   reset, not even when the file is deleted or an old backup restored.
 //!
-//! Expiry is judged on `CLOCK_BOOTTIME` (monotonic, counts suspend, shared by all processes of
-//! the machine), read inside the write transaction: wall-clock jumps neither extend nor cut a
+//! Expiry is judged on `CLOCK_BOOTTIME` on Linux (monotonic, counts suspend, shared by all
+//! processes of the machine; `CLOCK_MONOTONIC` on macOS and FreeBSD, see [`boot`]), read
+//! inside the write transaction: wall-clock jumps neither extend nor cut a
 //! lease, and a reboot (new boot id) frees everything. Commits use `synchronous=FULL`, so a
 //! fence handed out survives power loss and is never issued twice.
 //!
 //! Waiting: waiters in the same process are woken by the release itself; across processes
 //! SQLite has no notification, so waiters back off from 1 ms to 50 ms, and never sleep past
 //! the holder's expiry.
+
+mod boot;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -80,19 +83,6 @@ impl<T> SqlExt<T> for rusqlite::Result<T> {
     }
 }
 
-/// Nanoseconds on `CLOCK_BOOTTIME`.
-fn boottime_ns() -> Result<i64> {
-    let ts = nix::time::clock_gettime(nix::time::ClockId::CLOCK_BOOTTIME)
-        .map_err(|e| Error::backend("sqlite", "CLOCK_BOOTTIME unavailable", e))?;
-    Ok(ts.tv_sec() * 1_000_000_000 + ts.tv_nsec())
-}
-
-fn boot_id() -> Result<String> {
-    std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
-        .map(|s| s.trim().to_owned())
-        .map_err(|e| Error::backend("sqlite", "cannot read the boot id", e))
-}
-
 fn ns(d: Duration) -> i64 {
     i64::try_from(d.as_nanos()).unwrap_or(i64::MAX)
 }
@@ -150,7 +140,7 @@ impl SqliteStore {
             conn.execute_batch(SCHEMA)
         };
         setup().map_err(|e| unavailable("initialise", e.into()))?;
-        let boot = boot_id()?;
+        let boot = boot::boot_id()?;
         // Rows from earlier boots are dead; dropping them keeps `status` cheap.
         conn.execute("DELETE FROM leasehold_leases WHERE boot_id <> ?1", [&boot])
             .map_err(|e| unavailable("write to", e.into()))?;
@@ -200,7 +190,7 @@ impl Store for SqliteStore {
             store_failure: "the file survives process and machine crashes; a reboot frees every \
                             lease (boot id); a deleted file or a restored backup still issues \
                             larger fences (the clock floor)",
-            expiry: "the machine's CLOCK_BOOTTIME, read inside the write transaction",
+            expiry: boot::EXPIRY,
             fence: "per-key row set to max(fence + 1, the machine's clock in µs) in the granting \
                     transaction, never deleted",
             fence_repeat: FenceRepeat::ClockBacked,
@@ -215,7 +205,7 @@ impl Store for SqliteStore {
         let sent = Instant::now();
         self.blocking(move |c, boot| {
             let tx = c.transaction_with_behavior(TransactionBehavior::Immediate).sql()?;
-            let now = boottime_ns()?;
+            let now = boot::now_ns()?;
             let cur: Option<(String, i64)> = tx
                 .query_row(
                     "SELECT boot_id, expires_ns FROM leasehold_leases WHERE key = ?1",
@@ -270,7 +260,7 @@ impl Store for SqliteStore {
             items.iter().map(|i| (i.key.clone(), i.owner.to_string(), ns(i.ttl))).collect();
         self.blocking(move |c, boot| {
             let tx = c.transaction_with_behavior(TransactionBehavior::Immediate).sql()?;
-            let now = boottime_ns()?;
+            let now = boot::now_ns()?;
             let mut out = Vec::with_capacity(items.len());
             {
                 let mut st = tx
@@ -297,7 +287,7 @@ impl Store for SqliteStore {
         let (deleted, live) = self
             .blocking(move |c, boot| {
                 let tx = c.transaction_with_behavior(TransactionBehavior::Immediate).sql()?;
-                let now = boottime_ns()?;
+                let now = boot::now_ns()?;
                 let row: Option<(String, i64)> = tx
                     .query_row(
                         "DELETE FROM leasehold_leases WHERE key = ?1 AND owner = ?2
@@ -324,7 +314,7 @@ impl Store for SqliteStore {
         let key = key.cloned();
         let rows = self
             .blocking(move |c, boot| {
-                let now = boottime_ns()?;
+                let now = boot::now_ns()?;
                 let mut st = c
                     .prepare_cached(
                         "SELECT key, owner, fence, expires_ns FROM leasehold_leases
