@@ -1,4 +1,4 @@
-//! Resource-side fencing (DESIGN §4): the protected resource, not the lock, rejects a holder
+//! Resource-side fencing (`docs/design.md`, "Fencing"): the protected resource, not the lock, rejects a holder
 //! whose lease has ended.
 //!
 //! The protocol, for every resource kind:
@@ -8,8 +8,10 @@
 //! 2. **check**: every effect applies iff the installed fence is still exactly this holder's,
 //!    checked atomically with the effect (same transaction, same script).
 //!
-//! Binding the owner makes repeated fences (possible after some store failures, see
-//! [`crate::FenceRepeat`]) harmless: a second holder with the same number is refused.
+//! Binding the owner stops two holders with one number from interleaving, but it keeps the
+//! *first* claimant; after a store failure that would be the stale holder. So a repeated
+//! fence is a safety failure, and no store here issues fences that go back (see
+//! [`crate::FenceRepeat`]).
 
 use std::fmt;
 

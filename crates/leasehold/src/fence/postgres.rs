@@ -18,10 +18,10 @@
 //! `check` reads the fence row `FOR SHARE`, so a successor's `claim` waits until the checked
 //! transaction ends: the check and the effect commit together or not at all.
 //!
-//! For a table of your own, one statement suffices when the fence can never repeat
-//! ([`crate::FenceRepeat::Never`]): `UPDATE t SET …, fence = $tok WHERE id = $id AND
-//! fence <= $tok`. It cannot tell two holders with the same token apart, so after a store
-//! failure that repeats fences (async failover) use the owner-bound table above.
+//! For a table of your own, one statement suffices: `UPDATE t SET …, fence = $tok WHERE id =
+//! $id AND fence <= $tok`. It cannot tell two holders with the same token apart, so it relies
+//! on fences that never go back: [`crate::FenceRepeat::Never`], or
+//! [`crate::FenceRepeat::ClockBacked`] while its clock assumption holds (every store here).
 
 pub use tokio_postgres;
 use tokio_postgres::GenericClient;

@@ -20,9 +20,10 @@
 //!
 //! Use `BEGIN IMMEDIATE` transactions (as above) so the check and the effect hold the write
 //! lock together. For a table of your own, the one-statement pattern
-//! `UPDATE t SET …, fence = ?tok WHERE id = ?id AND fence <= ?tok` also works, **only** with
-//! stores whose fences never repeat ([`crate::FenceRepeat::Never`]): it cannot tell two
-//! holders with the same token apart.
+//! `UPDATE t SET …, fence = ?tok WHERE id = ?id AND fence <= ?tok` also works, with stores
+//! whose fences never go back ([`crate::FenceRepeat::Never`], or
+//! [`crate::FenceRepeat::ClockBacked`] while its clock assumption holds): it cannot tell two
+//! holders with the same token apart, and needs none to exist.
 
 pub use rusqlite;
 use rusqlite::{Connection, OptionalExtension, params};
