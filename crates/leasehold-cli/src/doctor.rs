@@ -1,6 +1,6 @@
 //! `leasehold doctor`: reads a deployment's real settings and says what it guarantees.
 //!
-//! The backend's guarantees (DESIGN §5) are data in the library; this turns them into the
+//! The backend's guarantees (`docs/design.md` §5) are data in the library; this turns them into the
 //! verdict for *this* deployment: persistence, replication, synchronous settings, poolers,
 //! members, and the settings that would change the verdict.
 

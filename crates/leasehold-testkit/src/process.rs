@@ -407,7 +407,7 @@ pub struct StallReport {
     pub fences: (u64, u64),
 }
 
-/// DESIGN §8: a holder (a separate process) takes the lease with auto-renew, claims the
+/// The stalled holder (`docs/design.md` §1): a holder (a separate process) takes the lease with auto-renew, claims the
 /// resource and writes; it is SIGSTOPped past its TTL; a successor acquires, claims and
 /// writes; the holder is resumed and writes again. With `fenced`, every write is checked
 /// against the fence table; without, none is (the control).

@@ -218,7 +218,7 @@ async fn wait_replicas_fails_closed() {
     assert!(lease.release().await.unwrap());
 }
 
-/// DESIGN §3: an acquire whose answer does not come back is reported as unknown, and the
+/// An acquire (`docs/design.md` §3) whose answer does not come back is reported as unknown, and the
 /// owner-conditional cleanup removes the grant once the server answers again, long before
 /// its TTL: no orphan blocks others.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -3,7 +3,7 @@
 //! Each trial connects an acquirer to the store through a fault proxy, drops the store's
 //! replies (from the acquire's first, second, third or fourth reply on, trial by trial, so
 //! the last round trip of a multi-step acquisition is hit too) and acquires: the store grants, the acquirer's op timeout ends in an unknown
-//! outcome, and the library schedules an owner-conditional cleanup (DESIGN §3). An observer
+//! outcome, and the library schedules an owner-conditional cleanup (`docs/design.md` §3). An observer
 //! (this process, connected directly) then measures how long the key stays blocked by that
 //! orphaned grant. Two arms:
 //! - `reconnect`: right after the unknown outcome the proxy resets the connection and passes
