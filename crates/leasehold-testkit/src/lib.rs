@@ -5,15 +5,15 @@
 //! - [`process`]: scenarios that need several OS processes (mutual exclusion across
 //!   processes, the stalled holder) driven through the `lh-worker` binary, with
 //!   SIGSTOP/SIGCONT fault injection.
-//! - [`history`]: the recorder those processes write and the checker that judges it.
-//! - [`proxy`]: a TCP fault proxy (latency, blackhole, reset) in front of a store.
+//! - [`history`], [`proxy`], [`servers`]: re-exported from `leasehold-harness`, the
+//!   publishable crate the CLI's tools use (the recorder and checker, the TCP fault proxy,
+//!   private store servers).
 #![deny(missing_docs)]
 
 pub mod conformance;
-pub mod history;
 pub mod process;
-pub mod proxy;
-pub mod servers;
+
+pub use leasehold_harness::{history, proxy, servers};
 
 /// A store under test plus whatever must live as long as it (a temp dir, a server).
 pub struct Fixture {

@@ -18,7 +18,7 @@
 use std::time::Duration;
 
 use leasehold::{Locker, Wait};
-use leasehold_testkit::servers::{EtcdCluster, MyServer, PgServer, RedisServer, ZkServer};
+use leasehold_harness::servers::{EtcdCluster, MyServer, PgServer, RedisServer, ZkServer};
 use tokio::io::AsyncWriteExt;
 
 use super::{

@@ -6,8 +6,8 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use leasehold::{Locker, Wait};
-use leasehold_testkit::history::monotonic_ns;
-use leasehold_testkit::process::resource;
+use leasehold_harness::history::monotonic_ns;
+use leasehold_harness::resource;
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use tokio::io::{AsyncBufReadExt, BufReader};

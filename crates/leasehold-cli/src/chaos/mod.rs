@@ -32,8 +32,8 @@ use std::time::Duration;
 
 use leasehold::fence::Fencing;
 use leasehold::{Error, Locker, Wait};
-use leasehold_testkit::history::monotonic_ns;
-use leasehold_testkit::process::resource;
+use leasehold_harness::history::monotonic_ns;
+use leasehold_harness::resource;
 use nix::sys::signal::Signal;
 use serde_json::{Value, json};
 use tokio::io::AsyncWriteExt;
@@ -231,7 +231,7 @@ async fn stalled_trial(
     let proxy = if partition {
         let (upstream, _) = through(&s.url, "127.0.0.1:1".parse().expect("addr"))?;
         Some(
-            leasehold_testkit::proxy::FaultProxy::start(upstream)
+            leasehold_harness::proxy::FaultProxy::start(upstream)
                 .await
                 .map_err(|e| e.to_string())?,
         )
@@ -251,7 +251,7 @@ async fn stalled_trial(
     let mut events = Vec::new();
     match &proxy {
         Some(p) => {
-            p.set(leasehold_testkit::proxy::Fault::Blackhole);
+            p.set(leasehold_harness::proxy::Fault::Blackhole);
             events.push(ev(
                 "chaos",
                 "pause",
@@ -322,7 +322,7 @@ async fn stalled_trial(
         events.push(ev("successor", "release", successor_fence, Some(format!("{r:?}"))));
     }
     if let Some(p) = &proxy {
-        p.set(leasehold_testkit::proxy::Fault::Reset);
+        p.set(leasehold_harness::proxy::Fault::Reset);
     }
     holder.finish().await;
     events.append(&mut holder.events);

@@ -18,7 +18,7 @@ use std::future::IntoFuture;
 use std::time::{Duration, Instant};
 
 use leasehold::{Error, Locker, Wait};
-use leasehold_testkit::proxy::{Fault, FaultProxy};
+use leasehold_harness::proxy::{Fault, FaultProxy};
 
 use super::{Event, KEY, Outline, Settings, Trial, ev, progress, session_timeout, through};
 

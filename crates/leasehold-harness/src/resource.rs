@@ -1,0 +1,245 @@
+//! The protected resource of `chaos` and the process-level tests: one value, in a SQLite
+//! table (`sqlite:PATH`), a Redis key (`redis://…`), a PostgreSQL schema, a MySQL database or
+//! etcd, with leasehold's fence table, fence hash or fenced transaction beside it. Each store's
+//! variant is behind the cargo feature of that store.
+
+use std::time::Duration;
+
+use leasehold::fence::Fencing;
+#[cfg(feature = "redis")]
+use leasehold::fence::redis::RedisFence;
+use leasehold::fence::sqlite::rusqlite::{Connection, OptionalExtension, TransactionBehavior};
+
+/// The resource's name in the fence table / hash.
+pub const NAME: &str = "row-1";
+#[cfg(feature = "redis")]
+/// The Redis resource's value key, under the store URL's prefix.
+fn redis_key(prefix: &str) -> String {
+    format!("{prefix}{{row-1}}:value")
+}
+
+/// An open resource.
+pub enum Resource {
+    /// A SQLite database.
+    Sqlite(Connection),
+    /// A Redis server: the fence, a plain connection, and the value key (under the
+    /// store URL's prefix, as the fence hash).
+    #[cfg(feature = "redis")]
+    Redis(RedisFence, leasehold::fence::redis::redis::aio::ConnectionManager, String),
+    /// A PostgreSQL schema (the one `search_path` names).
+    #[cfg(feature = "postgres")]
+    Postgres(leasehold::fence::postgres::tokio_postgres::Client),
+    /// A MySQL/MariaDB database.
+    #[cfg(feature = "mysql")]
+    Mysql(leasehold::fence::mysql::mysql_async::Conn),
+    /// An etcd cluster, fenced by the lock keys themselves (no claim step).
+    #[cfg(feature = "etcd")]
+    Etcd(Box<(leasehold::fence::etcd::EtcdFence, leasehold::backends::etcd::EtcdStore)>),
+}
+
+#[cfg(feature = "etcd")]
+const ETCD_KEY: &str = "leasehold-test/row-1";
+
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+const DATA: &str =
+    "CREATE TABLE IF NOT EXISTS data (id VARCHAR(64) PRIMARY KEY, value TEXT NOT NULL)";
+
+/// Opens `sqlite:PATH`, `redis://HOST:PORT`, `postgres://…?options=-csearch_path%3DS`,
+/// `mysql://…/DB` or `etcd://…` (the lock store's own URL), setting up the fence table if
+/// needed.
+pub async fn open(spec: &str) -> Resource {
+    #[cfg(feature = "etcd")]
+    if spec.starts_with("etcd://") {
+        let store =
+            leasehold::backends::etcd::EtcdStore::connect(spec).await.expect("resource etcd");
+        return Resource::Etcd(Box::new((
+            leasehold::fence::etcd::EtcdFence::for_store(&store),
+            store,
+        )));
+    }
+    #[cfg(feature = "postgres")]
+    if spec.starts_with("postgres") {
+        use leasehold::fence::postgres::tokio_postgres;
+        let (db, conn) =
+            tokio_postgres::connect(spec, tokio_postgres::NoTls).await.expect("resource pg");
+        tokio::spawn(conn);
+        let path: String = db.query_one("SHOW search_path", &[]).await.unwrap().get(0);
+        db.batch_execute(&format!("CREATE SCHEMA IF NOT EXISTS {path}")).await.unwrap();
+        leasehold::fence::postgres::install(&db).await.expect("fence table");
+        db.batch_execute(DATA).await.unwrap();
+        return Resource::Postgres(db);
+    }
+    #[cfg(feature = "mysql")]
+    if spec.starts_with("mysql") {
+        use leasehold::fence::mysql::mysql_async::{self, prelude::Queryable};
+        let mut db = mysql_async::Conn::from_url(spec).await.expect("resource mysql");
+        leasehold::fence::mysql::install(&mut db).await.expect("fence table");
+        db.query_drop(DATA).await.unwrap();
+        return Resource::Mysql(db);
+    }
+    if let Some(path) = spec.strip_prefix("sqlite:") {
+        let db = Connection::open(path).expect("open resource db");
+        db.busy_timeout(Duration::from_secs(10)).unwrap();
+        leasehold::fence::sqlite::install(&db).expect("fence table");
+        db.execute_batch(
+            "CREATE TABLE IF NOT EXISTS data (id TEXT PRIMARY KEY, value TEXT NOT NULL)",
+        )
+        .unwrap();
+        return Resource::Sqlite(db);
+    }
+    #[cfg(feature = "redis")]
+    if spec.starts_with("redis") {
+        // The store URL's prefix option names the fence hash and the value key.
+        let fence = RedisFence::connect(spec).await.expect("connect resource redis");
+        let key = redis_key(fence.prefix());
+        let base = spec.split('?').next().unwrap_or(spec);
+        let client = leasehold::fence::redis::redis::Client::open(base).expect("redis url");
+        let conn = client.get_connection_manager().await.expect("connect resource redis");
+        return Resource::Redis(fence, conn, key);
+    }
+    panic!("no resource for {spec:?} in this build (its store's feature is off)")
+}
+
+impl Resource {
+    /// Claims the resource for `fencing` (before the first effect).
+    pub async fn claim(&mut self, fencing: &Fencing) -> leasehold::Result<()> {
+        match self {
+            Resource::Sqlite(db) => {
+                let tx = db.transaction_with_behavior(TransactionBehavior::Immediate).unwrap();
+                leasehold::fence::sqlite::claim(&tx, NAME, fencing)?;
+                tx.commit().unwrap();
+                Ok(())
+            }
+            #[cfg(feature = "redis")]
+            Resource::Redis(f, ..) => f.claim(NAME, fencing).await,
+            // The lock key is the fence: nothing to install.
+            #[cfg(feature = "etcd")]
+            Resource::Etcd(..) => Ok(()),
+            #[cfg(feature = "postgres")]
+            Resource::Postgres(db) => {
+                let tx = db.transaction().await.unwrap();
+                leasehold::fence::postgres::claim(&tx, NAME, fencing).await?;
+                tx.commit().await.unwrap();
+                Ok(())
+            }
+            #[cfg(feature = "mysql")]
+            Resource::Mysql(db) => {
+                let mut tx = db.start_transaction(Default::default()).await.unwrap();
+                leasehold::fence::mysql::claim(&mut tx, NAME, fencing).await?;
+                tx.commit().await.unwrap();
+                Ok(())
+            }
+        }
+    }
+
+    /// Writes `value`; with `fencing`, only if its fence is still the installed one,
+    /// checked atomically with the write.
+    pub async fn write(
+        &mut self,
+        fencing: Option<&Fencing>,
+        value: &str,
+    ) -> leasehold::Result<()> {
+        match (self, fencing) {
+            (Resource::Sqlite(db), fencing) => {
+                let tx = db.transaction_with_behavior(TransactionBehavior::Immediate).unwrap();
+                if let Some(f) = fencing {
+                    leasehold::fence::sqlite::check(&tx, NAME, f)?;
+                }
+                tx.execute(
+                    "INSERT OR REPLACE INTO data (id, value) VALUES ('row-1', ?1)",
+                    [value],
+                )
+                .unwrap();
+                tx.commit().unwrap();
+                Ok(())
+            }
+            #[cfg(feature = "redis")]
+            (Resource::Redis(f, _, key), Some(fencing)) => {
+                f.set(NAME, fencing, key, value).await
+            }
+            #[cfg(feature = "postgres")]
+            (Resource::Postgres(db), fencing) => {
+                let tx = db.transaction().await.unwrap();
+                if let Some(f) = fencing {
+                    leasehold::fence::postgres::check(&tx, NAME, f).await?;
+                }
+                tx.execute(
+                    "INSERT INTO data (id, value) VALUES ('row-1', $1)
+                     ON CONFLICT (id) DO UPDATE SET value = excluded.value",
+                    &[&value],
+                )
+                .await
+                .unwrap();
+                tx.commit().await.unwrap();
+                Ok(())
+            }
+            #[cfg(feature = "mysql")]
+            (Resource::Mysql(db), fencing) => {
+                use leasehold::fence::mysql::mysql_async::prelude::Queryable;
+                let mut tx = db.start_transaction(Default::default()).await.unwrap();
+                if let Some(f) = fencing {
+                    leasehold::fence::mysql::check(&mut tx, NAME, f).await?;
+                }
+                tx.exec_drop("REPLACE INTO data (id, value) VALUES ('row-1', ?)", (value,))
+                    .await
+                    .unwrap();
+                tx.commit().await.unwrap();
+                Ok(())
+            }
+            #[cfg(feature = "etcd")]
+            (Resource::Etcd(r), Some(fencing)) => r.0.put(fencing, ETCD_KEY, value).await,
+            #[cfg(feature = "etcd")]
+            (Resource::Etcd(r), None) => {
+                r.1.client().put(ETCD_KEY, value, None).await.expect("plain PUT");
+                Ok(())
+            }
+            #[cfg(feature = "redis")]
+            (Resource::Redis(_, conn, key), None) => {
+                let _: () = leasehold::fence::redis::redis::cmd("SET")
+                    .arg(&*key)
+                    .arg(value)
+                    .query_async(conn)
+                    .await
+                    .expect("plain SET");
+                Ok(())
+            }
+        }
+    }
+
+    /// The current value.
+    pub async fn read(&mut self) -> Option<String> {
+        match self {
+            Resource::Sqlite(db) => db
+                .query_row("SELECT value FROM data WHERE id = 'row-1'", [], |r| r.get(0))
+                .optional()
+                .unwrap(),
+            #[cfg(feature = "postgres")]
+            Resource::Postgres(db) => db
+                .query_opt("SELECT value FROM data WHERE id = 'row-1'", &[])
+                .await
+                .unwrap()
+                .map(|r| r.get(0)),
+            #[cfg(feature = "mysql")]
+            Resource::Mysql(db) => {
+                use leasehold::fence::mysql::mysql_async::prelude::Queryable;
+                db.query_first("SELECT value FROM data WHERE id = 'row-1'").await.unwrap()
+            }
+            #[cfg(feature = "etcd")]
+            Resource::Etcd(r) => {
+                r.1.client()
+                    .get(ETCD_KEY, None)
+                    .await
+                    .expect("GET")
+                    .kvs()
+                    .first()
+                    .map(|kv| kv.value_str().unwrap_or("").to_owned())
+            }
+            #[cfg(feature = "redis")]
+            Resource::Redis(_, conn, key) => leasehold::fence::redis::redis::cmd("GET")
+                .arg(&*key)
+                .query_async(conn)
+                .await
+                .expect("GET"),
+        }
+    }
+}
