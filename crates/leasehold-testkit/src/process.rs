@@ -250,7 +250,12 @@ pub mod resource {
                 }
                 (Resource::Etcd(r), Some(fencing)) => r.0.put(fencing, ETCD_KEY, value).await,
                 (Resource::Etcd(r), None) => {
-                    r.1.client().put(ETCD_KEY, value, None).await.expect("plain PUT");
+                    let put = leasehold::backends::etcd::rpc::PutRequest {
+                        key: ETCD_KEY.into(),
+                        value: value.into(),
+                        ..Default::default()
+                    };
+                    r.1.client().put(put).await.expect("plain PUT");
                     Ok(())
                 }
                 (Resource::Redis(_, conn), None) => {
@@ -282,13 +287,14 @@ pub mod resource {
                     db.query_first("SELECT value FROM data WHERE id = 'row-1'").await.unwrap()
                 }
                 Resource::Etcd(r) => {
+                    let get = leasehold::backends::etcd::rpc::RangeRequest::key(ETCD_KEY);
                     r.1.client()
-                        .get(ETCD_KEY, None)
+                        .range(get)
                         .await
                         .expect("GET")
-                        .kvs()
+                        .kvs
                         .first()
-                        .map(|kv| kv.value_str().unwrap_or("").to_owned())
+                        .map(|kv| String::from_utf8_lossy(&kv.value).into_owned())
                 }
                 Resource::Redis(_, conn) => leasehold::fence::redis::redis::cmd("GET")
                     .arg(REDIS_KEY)
