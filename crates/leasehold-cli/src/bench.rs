@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
-use leasehold::backends::etcd::etcd_client;
+use leasehold::backends::etcd::{client::Client as EtcdClient, rpc as etcd_rpc};
 use leasehold::backends::mysql::mysql_async;
 use leasehold::{Locker, OwnerToken, Wait};
 use serde_json::{Value, json};
@@ -778,12 +778,12 @@ impl Contender for MyRaw {
     }
 }
 
-/// The raw etcd-client on the same connection kind, sending the requests leasehold's etcd
+/// leasehold's raw etcd client on the same connection, sending the requests leasehold's etcd
 /// store sends: a conditional put bound to a lease (kept for the whole run) and a delete
 /// compared on the create revision.
 #[derive(Clone)]
 struct EtcdRaw {
-    client: etcd_client::Client,
+    client: EtcdClient,
     prefix: String,
     lease: i64,
     owner: String,
@@ -794,8 +794,8 @@ impl EtcdRaw {
     async fn connect(url: &str) -> BenchResult<Self> {
         let store =
             leasehold::backends::etcd::EtcdStore::connect(url).await.map_err(|e| e.to_string())?;
-        let mut client = store.client();
-        let lease = client.lease_grant(60, None).await.map_err(|e| e.to_string())?.id();
+        let client = store.client();
+        let lease = client.lease_grant(60).await.map_err(|e| e.to_string())?.id;
         let owner = OwnerToken::generate().map_err(|e| e.to_string())?.to_string();
         Ok(EtcdRaw {
             prefix: store.prefix().to_owned(),
@@ -814,32 +814,34 @@ impl EtcdRaw {
 impl Contender for EtcdRaw {
     type Guard = (String, i64);
     async fn acquire(&self, key: &str, _wait: Duration) -> BenchResult<Option<Self::Guard>> {
-        use etcd_client::{Compare, CompareOp, GetOptions, PutOptions, Txn, TxnOp};
+        use etcd_rpc::{Compare, CompareResult, RangeRequest, RequestOp, TxnRequest};
         let pfx = format!("{}/", self.name(key));
         let lock_key = format!("{pfx}{}", self.owner);
-        let first = GetOptions::new()
-            .with_prefix()
-            .with_sort(etcd_client::SortTarget::Create, etcd_client::SortOrder::Ascend)
-            .with_limit(1);
-        let txn = Txn::new()
-            .when([Compare::create_revision(pfx.as_str(), CompareOp::Equal, 0).with_prefix()])
-            .and_then([TxnOp::put(
-                lock_key.as_str(),
-                self.owner.as_str(),
-                Some(PutOptions::new().with_lease(self.lease)),
-            )])
-            .or_else([TxnOp::get(pfx.as_str(), Some(first))]);
-        let r = self.client.clone().txn(txn).await.map_err(|e| e.to_string())?;
-        let rev = r.header().map(|h| h.revision()).unwrap_or(0);
-        Ok(r.succeeded().then_some((lock_key, rev)))
+        let first = RangeRequest {
+            limit: 1,
+            ..RangeRequest::prefix(pfx.as_str())
+                .sorted(etcd_rpc::SortTarget::Create, etcd_rpc::SortOrder::Ascend)
+        };
+        let txn = TxnRequest {
+            compare: vec![
+                Compare::create_revision(pfx.as_str(), CompareResult::Equal, 0).with_prefix(),
+            ],
+            success: vec![RequestOp::put(lock_key.as_str(), self.owner.as_str(), self.lease)],
+            failure: vec![RequestOp::range(first)],
+        };
+        let r = self.client.txn(txn).await.map_err(|e| e.to_string())?;
+        let rev = r.header.map(|h| h.revision).unwrap_or(0);
+        Ok(r.succeeded.then_some((lock_key, rev)))
     }
     async fn release(&self, (lock_key, rev): Self::Guard) -> BenchResult<()> {
-        use etcd_client::{Compare, CompareOp, Txn, TxnOp};
-        let txn = Txn::new()
-            .when([Compare::create_revision(lock_key.as_str(), CompareOp::Equal, rev)])
-            .and_then([TxnOp::delete(lock_key.as_str(), None)]);
-        let r = self.client.clone().txn(txn).await.map_err(|e| e.to_string())?;
-        if r.succeeded() { Ok(()) } else { Err("raw release found the key not ours".into()) }
+        use etcd_rpc::{Compare, CompareResult, RequestOp, TxnRequest};
+        let txn = TxnRequest {
+            compare: vec![Compare::create_revision(lock_key.as_str(), CompareResult::Equal, rev)],
+            success: vec![RequestOp::delete(lock_key.as_str())],
+            failure: vec![],
+        };
+        let r = self.client.txn(txn).await.map_err(|e| e.to_string())?;
+        if r.succeeded { Ok(()) } else { Err("raw release found the key not ours".into()) }
     }
 }
 
@@ -852,7 +854,7 @@ struct EtcdLockRpc(EtcdRaw);
 impl EtcdLockRpc {
     async fn new(raw: &EtcdRaw) -> BenchResult<Self> {
         let mut raw = raw.clone();
-        raw.lease = raw.client.lease_grant(60, None).await.map_err(|e| e.to_string())?.id();
+        raw.lease = raw.client.lease_grant(60).await.map_err(|e| e.to_string())?.id;
         Ok(EtcdLockRpc(raw))
     }
 }
@@ -860,17 +862,15 @@ impl EtcdLockRpc {
 impl Contender for EtcdLockRpc {
     type Guard = Vec<u8>;
     async fn acquire(&self, key: &str, wait: Duration) -> BenchResult<Option<Vec<u8>>> {
-        let opts = etcd_client::LockOptions::new().with_lease(self.0.lease);
-        let mut client = self.0.client.clone();
-        let lock = client.lock(self.0.name(key), Some(opts));
+        let lock = self.0.client.lock(self.0.name(key), self.0.lease);
         match tokio::time::timeout(wait.max(TTL), lock).await {
-            Ok(Ok(r)) => Ok(Some(r.key().to_vec())),
+            Ok(Ok(r)) => Ok(Some(r.key)),
             Ok(Err(e)) => Err(e.to_string()),
             Err(_) => Ok(None),
         }
     }
     async fn release(&self, key: Vec<u8>) -> BenchResult<()> {
-        self.0.client.clone().unlock(key).await.map(|_| ()).map_err(|e| e.to_string())
+        self.0.client.unlock(key).await.map(|_| ()).map_err(|e| e.to_string())
     }
 }
 

@@ -619,28 +619,28 @@ async fn mysql(url: &str, r: &mut Report) -> R<()> {
 async fn etcd(url: &str, locker: &Locker, r: &mut Report) -> R<()> {
     let store =
         leasehold::backends::etcd::EtcdStore::connect(url).await.map_err(|e| e.to_string())?;
-    let mut client = store.client();
-    let members = client.member_list().await.map_err(|e| e.to_string())?;
+    let client = store.client();
+    let members = client.member_list().await.map_err(|e| e.to_string())?.members;
     let status = client.status().await.map_err(|e| e.to_string())?;
-    let n = members.members().len();
-    r.set("version", status.version());
+    let n = members.len();
+    r.set("version", &status.version);
     r.set("members", n);
-    for m in members.members() {
-        let leader = if m.id() == status.leader() { " (leader)" } else { "" };
+    for m in &members {
+        let leader = if m.id == status.leader { " (leader)" } else { "" };
         r.set(
-            &format!("member {}", if m.name().is_empty() { "(unstarted)" } else { m.name() }),
+            &format!("member {}", if m.name.is_empty() { "(unstarted)" } else { &m.name }),
             format!(
                 "{}{leader}{}",
-                m.client_urls().join(","),
-                if m.is_learner() { " learner" } else { "" }
+                m.client_urls.join(","),
+                if m.is_learner { " learner" } else { "" }
             ),
         );
     }
-    r.set("raft term", status.raft_term());
+    r.set("raft term", status.raft_term);
     r.set("lock prefix", format!("{:?}", store.prefix()));
     r.set("session TTL", query_flag(url, "ttl").unwrap_or("10s (default)".into()));
     let _ = locker;
-    let voters = members.members().iter().filter(|m| !m.is_learner()).count();
+    let voters = members.iter().filter(|m| !m.is_learner).count();
     let tolerate = voters.saturating_sub(1) / 2;
     r.verdict(format!(
         "{voters} voting member(s): linearizable grants; survives the loss of {tolerate} \

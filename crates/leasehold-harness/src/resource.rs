@@ -190,7 +190,12 @@ impl Resource {
             (Resource::Etcd(r), Some(fencing)) => r.0.put(fencing, ETCD_KEY, value).await,
             #[cfg(feature = "etcd")]
             (Resource::Etcd(r), None) => {
-                r.1.client().put(ETCD_KEY, value, None).await.expect("plain PUT");
+                let put = leasehold::backends::etcd::rpc::PutRequest {
+                    key: ETCD_KEY.into(),
+                    value: value.into(),
+                    ..Default::default()
+                };
+                r.1.client().put(put).await.expect("plain PUT");
                 Ok(())
             }
             #[cfg(feature = "redis")]
@@ -226,13 +231,14 @@ impl Resource {
             }
             #[cfg(feature = "etcd")]
             Resource::Etcd(r) => {
+                let get = leasehold::backends::etcd::rpc::RangeRequest::key(ETCD_KEY);
                 r.1.client()
-                    .get(ETCD_KEY, None)
+                    .range(get)
                     .await
                     .expect("GET")
-                    .kvs()
+                    .kvs
                     .first()
-                    .map(|kv| kv.value_str().unwrap_or("").to_owned())
+                    .map(|kv| String::from_utf8_lossy(&kv.value).into_owned())
             }
             #[cfg(feature = "redis")]
             Resource::Redis(_, conn, key) => leasehold::fence::redis::redis::cmd("GET")

@@ -15,10 +15,12 @@
 //! # Ok(()) }
 //! ```
 
-use etcd_client::{Client, Compare, CompareOp, Txn, TxnOp, TxnResponse};
-
 use super::{Fencing, require_token};
 use crate::backends::etcd::EtcdStore;
+use crate::backends::etcd::client::Client;
+use crate::backends::etcd::rpc::{
+    Compare, CompareResult, RangeRequest, RequestOp, TxnRequest, TxnResponse,
+};
 use crate::{Error, Result};
 
 /// Applies etcd operations only while a given grant still holds its lock.
@@ -42,6 +44,7 @@ impl EtcdFence {
 
     /// Fenced effects through `client`, for locks taken under `prefix` (the URL path of the
     /// `etcd://` store; `leasehold` by default, empty for bare names).
+    #[doc(hidden)]
     pub fn new(client: Client, prefix: impl Into<String>) -> Self {
         EtcdFence { client, prefix: prefix.into() }
     }
@@ -55,33 +58,28 @@ impl EtcdFence {
     /// the fence as its create revision. Add it to transactions of your own.
     pub fn compare(&self, fencing: &Fencing) -> Compare {
         let rev = i64::try_from(fencing.token().get()).unwrap_or(i64::MAX);
-        Compare::create_revision(self.lock_key(fencing), CompareOp::Equal, rev)
+        Compare::create_revision(self.lock_key(fencing), CompareResult::Equal, rev)
     }
 
     /// Runs `ops` iff the grant still holds its lock; [`Error::StaleFence`] otherwise.
-    pub async fn txn(&self, fencing: &Fencing, ops: Vec<TxnOp>) -> Result<TxnResponse> {
+    pub async fn txn(&self, fencing: &Fencing, ops: Vec<RequestOp>) -> Result<TxnResponse> {
         require_token("etcd", fencing)?;
         let lock_key = self.lock_key(fencing);
-        let r = self
-            .client
-            .clone()
-            .txn(
-                Txn::new()
-                    .when([self.compare(fencing)])
-                    .and_then(ops)
-                    .or_else([TxnOp::get(lock_key.as_str(), None)]),
-            )
-            .await
-            .map_err(|e| {
-                Error::unavailable(format!("etcd fenced txn failed: {e}"), Some(Box::new(e)))
-            })?;
-        if r.succeeded() {
+        let req = TxnRequest {
+            compare: vec![self.compare(fencing)],
+            success: ops,
+            failure: vec![RequestOp::range(RangeRequest::key(lock_key.as_str()))],
+        };
+        let r = self.client.txn(req).await.map_err(|e| {
+            Error::unavailable(format!("etcd fenced txn failed: {e}"), Some(Box::new(e)))
+        })?;
+        if r.succeeded {
             return Ok(r);
         }
-        let installed = match r.op_responses().first() {
-            Some(etcd_client::TxnOpResponse::Get(g)) => match g.kvs().first() {
+        let installed = match r.responses.first().and_then(|op| op.range()) {
+            Some(g) => match g.kvs.first() {
                 Some(kv) => {
-                    format!("the lock key exists with create revision {}", kv.create_revision())
+                    format!("the lock key exists with create revision {}", kv.create_revision)
                 }
                 None => format!("the grant's lock key {lock_key:?} is gone (released or expired)"),
             },
@@ -92,11 +90,11 @@ impl EtcdFence {
 
     /// `PUT key value` iff the grant still holds its lock.
     pub async fn put(&self, fencing: &Fencing, key: &str, value: &str) -> Result<()> {
-        self.txn(fencing, vec![TxnOp::put(key, value, None)]).await.map(|_| ())
+        self.txn(fencing, vec![RequestOp::put(key, value, 0)]).await.map(|_| ())
     }
 
     /// `DELETE key` iff the grant still holds its lock.
     pub async fn delete(&self, fencing: &Fencing, key: &str) -> Result<()> {
-        self.txn(fencing, vec![TxnOp::delete(key, None)]).await.map(|_| ())
+        self.txn(fencing, vec![RequestOp::delete(key)]).await.map(|_| ())
     }
 }
