@@ -134,29 +134,20 @@ impl Resource {
 
     /// Writes `value`; with `fencing`, only if its fence is still the installed one,
     /// checked atomically with the write.
-    pub async fn write(
-        &mut self,
-        fencing: Option<&Fencing>,
-        value: &str,
-    ) -> leasehold::Result<()> {
+    pub async fn write(&mut self, fencing: Option<&Fencing>, value: &str) -> leasehold::Result<()> {
         match (self, fencing) {
             (Resource::Sqlite(db), fencing) => {
                 let tx = db.transaction_with_behavior(TransactionBehavior::Immediate).unwrap();
                 if let Some(f) = fencing {
                     leasehold::fence::sqlite::check(&tx, NAME, f)?;
                 }
-                tx.execute(
-                    "INSERT OR REPLACE INTO data (id, value) VALUES ('row-1', ?1)",
-                    [value],
-                )
-                .unwrap();
+                tx.execute("INSERT OR REPLACE INTO data (id, value) VALUES ('row-1', ?1)", [value])
+                    .unwrap();
                 tx.commit().unwrap();
                 Ok(())
             }
             #[cfg(feature = "redis")]
-            (Resource::Redis(f, _, key), Some(fencing)) => {
-                f.set(NAME, fencing, key, value).await
-            }
+            (Resource::Redis(f, _, key), Some(fencing)) => f.set(NAME, fencing, key, value).await,
             #[cfg(feature = "postgres")]
             (Resource::Postgres(db), fencing) => {
                 let tx = db.transaction().await.unwrap();

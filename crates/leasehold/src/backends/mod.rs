@@ -66,6 +66,17 @@ const KNOWN: &[&str] = &[
     "zk",
 ];
 
+/// The cargo feature that builds the store of a known scheme in.
+fn feature_of(scheme: &str) -> &str {
+    match scheme {
+        "rediss" => "redis-tls",
+        "redlock" => "redis",
+        "postgresql" => "postgres",
+        "zk" => "zookeeper",
+        other => other,
+    }
+}
+
 /// Opens a store from its URL.
 pub(crate) async fn open(url: &str) -> Result<Arc<dyn Store>> {
     let Some((scheme, _)) = url.split_once("://") else {
@@ -98,7 +109,9 @@ pub(crate) async fn open(url: &str) -> Result<Arc<dyn Store>> {
         #[cfg(feature = "zookeeper")]
         "zk" => Ok(Arc::new(zookeeper::ZkStore::connect(url).await?)),
         known if KNOWN.contains(&known) => Err(Error::invalid(format!(
-            "the {known}:// store is not available in this build; available: {}",
+            "the {known}:// store is not in this build: enable the cargo feature \"{}\" (for \
+             the CLI: cargo install leasehold-cli --features {0}); available: {}",
+            feature_of(known),
             SCHEMES.join(", ")
         ))),
         other => Err(Error::invalid(format!(

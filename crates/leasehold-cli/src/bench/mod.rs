@@ -10,12 +10,41 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
-use leasehold::backends::etcd::{client::Client as EtcdClient, rpc as etcd_rpc};
-use leasehold::backends::mysql::mysql_async;
 use leasehold::{Locker, OwnerToken, Wait};
 use serde_json::{Value, json};
 
 use crate::dur;
+
+// One file per store's baselines, each behind its feature; a store compiled out gets a
+// stand-in that is never constructed (`off`), so the scenarios read the same in every build.
+#[cfg(feature = "etcd")]
+mod etcd;
+#[cfg(feature = "mysql")]
+mod mysql;
+mod off;
+#[cfg(feature = "postgres")]
+mod postgres;
+#[cfg(feature = "redis")]
+mod redis;
+mod table;
+
+#[cfg(feature = "etcd")]
+use etcd::{EtcdLockRpc, EtcdRaw};
+#[cfg(feature = "mysql")]
+use mysql::MyRaw;
+#[cfg(not(feature = "mysql"))]
+use off::MyRaw;
+#[cfg(not(feature = "postgres"))]
+use off::PgSide;
+#[cfg(not(feature = "etcd"))]
+use off::{EtcdLockRpc, EtcdRaw};
+#[cfg(not(feature = "redis"))]
+use off::{Raw, RedisSide, redis_benchmark};
+#[cfg(feature = "postgres")]
+use postgres::PgSide;
+#[cfg(feature = "redis")]
+use redis::{Raw, RedisSide, redis_benchmark};
+pub use table::table;
 
 /// Which scenarios to run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -195,83 +224,6 @@ const SLICES: u32 = 10;
 
 type BenchResult<T> = Result<T, String>;
 
-/// What a Redis URL points at, for baselines.
-struct RedisSide {
-    #[cfg_attr(not(feature = "peers"), allow(dead_code))]
-    url: String,
-    host: String,
-    port: u16,
-    conn: redis::aio::ConnectionManager,
-}
-
-impl RedisSide {
-    async fn connect(url: &str) -> BenchResult<Self> {
-        let base = url.split('?').next().unwrap_or(url).to_string();
-        let client = redis::Client::open(base.as_str()).map_err(|e| e.to_string())?;
-        let (host, port) = match client.get_connection_info().addr() {
-            redis::ConnectionAddr::Tcp(h, p) => (h.clone(), *p),
-            other => return Err(format!("unsupported redis address {other:?}")),
-        };
-        let conn = client.get_connection_manager().await.map_err(|e| e.to_string())?;
-        Ok(RedisSide { url: base, host, port, conn })
-    }
-
-    /// Calls of the named commands so far (INFO commandstats). Commands a script runs
-    /// internally are counted under their own names, so passing only what a client sends
-    /// counts client requests.
-    async fn calls(&self, names: &[&str]) -> BenchResult<u64> {
-        Ok(self.stats(names).await?.0)
-    }
-
-    /// Calls of the named commands so far and the server time they took, in µs.
-    async fn stats(&self, names: &[&str]) -> BenchResult<(u64, u64)> {
-        let mut c = self.conn.clone();
-        let info: String = redis::cmd("INFO")
-            .arg("commandstats")
-            .query_async(&mut c)
-            .await
-            .map_err(|e| e.to_string())?;
-        let (mut calls, mut usec) = (0, 0);
-        for line in info.lines() {
-            let Some(rest) = line.strip_prefix("cmdstat_") else { continue };
-            let Some((name, stats)) = rest.split_once(':') else { continue };
-            if names.contains(&name) {
-                for kv in stats.split(',') {
-                    if let Some(v) = kv.strip_prefix("calls=") {
-                        calls += v.parse::<u64>().unwrap_or(0);
-                    } else if let Some(v) = kv.strip_prefix("usec=") {
-                        usec += v.parse::<u64>().unwrap_or(0);
-                    }
-                }
-            }
-        }
-        Ok((calls, usec))
-    }
-
-    /// Runs `f` and returns its output with the named commands' calls and server µs meanwhile.
-    async fn timed<T>(
-        &self,
-        names: &[&str],
-        f: impl Future<Output = BenchResult<T>>,
-    ) -> BenchResult<(T, (u64, u64))> {
-        let (c0, u0) = self.stats(names).await?;
-        let out = f.await?;
-        let (c1, u1) = self.stats(names).await?;
-        Ok((out, (c1.saturating_sub(c0), u1.saturating_sub(u0))))
-    }
-
-    async fn version(&self) -> String {
-        let mut c = self.conn.clone();
-        let info: String =
-            redis::cmd("INFO").arg("server").query_async(&mut c).await.unwrap_or_default();
-        info.lines()
-            .find_map(|l| l.strip_prefix("redis_version:"))
-            .unwrap_or("?")
-            .trim()
-            .to_string()
-    }
-}
-
 /// Progress on stderr (drawn only on a terminal).
 struct Progress(indicatif::ProgressBar);
 
@@ -287,86 +239,6 @@ impl Progress {
     fn step(&self, msg: String) {
         self.0.set_message(msg);
         self.0.inc(1);
-    }
-}
-
-/// A `postgres://` store, for the pgbench baselines: the same statements leasehold prepares,
-/// run by pgbench (`-M prepared`, one client) on the same server in the same run.
-struct PgSide {
-    /// The URL without leasehold's options, as pgbench takes it.
-    url: String,
-    /// (label, pgbench script) pairs.
-    scripts: Vec<(&'static str, String)>,
-}
-
-/// leasehold's URL options (everything else is the server's).
-const PG_OPTIONS: &[&str] =
-    &["mode", "schema", "table", "prefix", "fence", "heartbeat", "pgbouncer"];
-
-impl PgSide {
-    fn new(url: &str) -> BenchResult<Self> {
-        let (base, query) = url.split_once('?').unwrap_or((url, ""));
-        let keep: Vec<&str> = query
-            .split('&')
-            .filter(|p| !p.is_empty())
-            .filter(|p| !PG_OPTIONS.contains(&p.split_once('=').map_or(*p, |(k, _)| k)))
-            .collect();
-        let session = query.split('&').any(|p| p == "mode=session");
-        let vars = |sql: &str, third: &str| {
-            sql.replace("$1", ":key").replace("$2", ":owner").replace("$3", third) + ";\n"
-        };
-        let scripts = if session {
-            let st = leasehold::backends::postgres::session_statements(url)
-                .map_err(|e| e.to_string())?;
-            vec![
-                ("pgbench: leasehold's try-lock and unlock statements", vars(&st.try_grant, "") + &vars(&st.unlock, "")),
-                (
-                    "pgbench: pg_advisory_lock + pg_advisory_unlock",
-                    "SELECT pg_advisory_lock(hashtextextended(:key, 0));\nSELECT pg_advisory_unlock(hashtextextended(:key, 0));\n".into(),
-                ),
-            ]
-        } else {
-            let st =
-                leasehold::backends::postgres::lease_statements(url).map_err(|e| e.to_string())?;
-            vec![(
-                "pgbench: leasehold's grant and release statements",
-                vars(&st.grant, ":ttl") + &vars(&st.release, ":chan"),
-            )]
-        };
-        let url =
-            if keep.is_empty() { base.to_owned() } else { format!("{base}?{}", keep.join("&")) };
-        Ok(PgSide { url, scripts })
-    }
-
-    /// Cycles (script runs) per second of pgbench over `d` with `script`.
-    async fn pgbench(&self, script: &str, key: &str, d: Duration) -> BenchResult<f64> {
-        let dir = std::env::temp_dir().join(format!("leasehold-bench-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
-        let file = dir.join("script.sql");
-        std::fs::write(&file, script).map_err(|e| e.to_string())?;
-        let chan = leasehold::backends::postgres::lease_statements("postgres://x/y")
-            .map(|s| s.channel)
-            .unwrap_or_default();
-        let out = tokio::process::Command::new("pgbench")
-            .args(["-n", "-M", "prepared", "-c", "1", "-j", "1", "-T"])
-            .arg(d.as_secs().max(1).to_string())
-            .args(["-D", &format!("key={key}"), "-D", "owner=00000000000000000000000000000001"])
-            .args(["-D", "ttl=30000", "-D", &format!("chan={chan}"), "-f"])
-            .arg(&file)
-            .arg(&self.url)
-            .output()
-            .await
-            .map_err(|e| {
-                format!("cannot run pgbench (Debian package postgresql-client or postgresql): {e}")
-            })?;
-        let text = String::from_utf8_lossy(&out.stdout);
-        text.lines()
-            .find_map(|l| l.strip_prefix("tps = "))
-            .and_then(|l| l.split_whitespace().next())
-            .and_then(|v| v.parse::<f64>().ok())
-            .ok_or_else(|| {
-                format!("pgbench failed: {}{}", text, String::from_utf8_lossy(&out.stderr))
-            })
     }
 }
 
@@ -466,7 +338,7 @@ async fn uncontended(
     let mut lh = Tally::default();
     let mut my_t = Tally::default();
     let mut etcd_lock = Tally::default();
-    let mut pgbench: Vec<Vec<f64>> = vec![Vec::new(); pg.map_or(0, |p| p.scripts.len())];
+    let mut pgbench: Vec<Vec<f64>> = vec![Vec::new(); pg.map_or(0, |p| p.scripts().len())];
     let mut direct = Tally::default();
     let mut raw = Tally::default();
     let mut raw_fenced = Tally::default();
@@ -490,7 +362,7 @@ async fn uncontended(
             // Every Redis contender is in-process: interleave them in slices.
             let direct_c = StoreOnly(locker.store().clone());
             #[cfg(feature = "peers")]
-            let rs = peers::Rslock(rslock::LockManager::new(vec![r.url.clone()]));
+            let rs = redis::peers::Rslock(rslock::LockManager::new(vec![r.url.clone()]));
             const N: usize = if cfg!(feature = "peers") { 5 } else { 4 };
             let mut acc: Vec<RunResult> = (0..N).map(|_| RunResult::default()).collect();
             // (calls, server µs) of leasehold's EVALSHAs and of the raw client's SETs.
@@ -550,7 +422,7 @@ async fn uncontended(
                 }
                 1 if pg.is_some() => {
                     let pg = pg.expect("checked");
-                    for (i, (_, script)) in pg.scripts.iter().enumerate() {
+                    for (i, (_, script)) in pg.scripts().iter().enumerate() {
                         let k = format!("{key}:pgbench{i}");
                         pgbench[i].push(pg.pgbench(script, &k, s.duration).await?);
                     }
@@ -610,7 +482,7 @@ async fn uncontended(
     }
     if let Some(pg) = pg {
         let mut ratios = Vec::new();
-        for ((label, _), tps) in pg.scripts.iter().zip(&pgbench) {
+        for ((label, _), tps) in pg.scripts().iter().zip(&pgbench) {
             rows.push(json!({
                 "contender": label,
                 "ops_per_s_median": median(tps.clone()).round(),
@@ -677,203 +549,6 @@ impl Contender for Leasehold {
     }
 }
 
-/// The raw mysql_async client on one connection, sending leasehold's lease statements, or
-/// for session mode plain `GET_LOCK(key, 0)` / `RELEASE_LOCK(key)`.
-#[derive(Clone)]
-struct MyRaw {
-    conn: Arc<tokio::sync::Mutex<mysql_async::Conn>>,
-    lease: Option<leasehold::backends::mysql::LeaseStatements>,
-    session: Option<leasehold::backends::mysql::SessionStatements>,
-    owner: String,
-}
-
-/// leasehold's `mysql://` URL options (everything else is the driver's).
-const MY_OPTIONS: &[&str] = &["mode", "table", "prefix", "fence", "heartbeat"];
-
-impl MyRaw {
-    async fn connect(url: &str) -> BenchResult<Self> {
-        let (base, query) = url.split_once('?').unwrap_or((url, ""));
-        let mut keep: Vec<&str> = query
-            .split('&')
-            .filter(|p| !p.is_empty())
-            .filter(|p| !MY_OPTIONS.contains(&p.split_once('=').map_or(*p, |(k, _)| k)))
-            .collect();
-        if !keep.iter().any(|p| p.starts_with("prefer_socket=")) {
-            keep.push("prefer_socket=false"); // TCP, as the store uses
-        }
-        let session = query.split('&').any(|p| p == "mode=session");
-        let (lease, session) = if session {
-            let st =
-                leasehold::backends::mysql::session_statements(url).map_err(|e| e.to_string())?;
-            (None, Some(st))
-        } else {
-            let st =
-                leasehold::backends::mysql::lease_statements(url).map_err(|e| e.to_string())?;
-            (Some(st), None)
-        };
-        let conn = mysql_async::Conn::from_url(format!("{base}?{}", keep.join("&")))
-            .await
-            .map_err(|e| e.to_string())?;
-        let owner = OwnerToken::generate().map_err(|e| e.to_string())?.to_string();
-        Ok(MyRaw { conn: Arc::new(tokio::sync::Mutex::new(conn)), lease, session, owner })
-    }
-
-    fn label(&self) -> &'static str {
-        if self.lease.is_some() {
-            "raw mysql_async: leasehold's grant and release statements, one connection"
-        } else {
-            "raw mysql_async: leasehold's GET_LOCK, fence bump and RELEASE_LOCK statements, one connection"
-        }
-    }
-}
-
-impl Contender for MyRaw {
-    type Guard = String;
-    async fn acquire(&self, key: &str, _wait: Duration) -> BenchResult<Option<String>> {
-        use mysql_async::prelude::Queryable;
-        let mut c = self.conn.lock().await;
-        match &self.lease {
-            Some(sql) => {
-                c.exec_drop(&sql.grant, (key.as_bytes(), &self.owner, 30_000_000u64))
-                    .await
-                    .map_err(|e| e.to_string())?;
-                Ok((c.affected_rows() > 0).then(|| key.to_owned()))
-            }
-            None => {
-                let st = self.session.as_ref().expect("session statements");
-                let got: Option<i64> = c
-                    .exec_first(&st.get_lock, (key, key, key, 0.0f64))
-                    .await
-                    .map_err(|e| e.to_string())?;
-                if got != Some(1) {
-                    return Ok(None);
-                }
-                if let Some(fence) = &st.fence {
-                    c.exec_drop(fence, (key.as_bytes(),)).await.map_err(|e| e.to_string())?;
-                }
-                Ok(Some(key.to_owned()))
-            }
-        }
-    }
-    async fn release(&self, key: String) -> BenchResult<()> {
-        use mysql_async::prelude::Queryable;
-        let mut c = self.conn.lock().await;
-        let ok = match &self.lease {
-            Some(sql) => {
-                c.exec_drop(&sql.release, (key.as_bytes(), &self.owner))
-                    .await
-                    .map_err(|e| e.to_string())?;
-                c.affected_rows() == 1
-            }
-            None => {
-                let st = self.session.as_ref().expect("session statements");
-                let r: Option<i64> = c
-                    .exec_first(&st.release_lock, (&key, &key, &key))
-                    .await
-                    .map_err(|e| e.to_string())?;
-                r == Some(1)
-            }
-        };
-        if ok { Ok(()) } else { Err("raw release found the lock not ours".into()) }
-    }
-}
-
-/// leasehold's raw etcd client on the same connection, sending the requests leasehold's etcd
-/// store sends: a conditional put bound to a lease (kept for the whole run) and a delete
-/// compared on the create revision.
-#[derive(Clone)]
-struct EtcdRaw {
-    client: EtcdClient,
-    prefix: String,
-    lease: i64,
-    owner: String,
-    _store: Arc<leasehold::backends::etcd::EtcdStore>,
-}
-
-impl EtcdRaw {
-    async fn connect(url: &str) -> BenchResult<Self> {
-        let store =
-            leasehold::backends::etcd::EtcdStore::connect(url).await.map_err(|e| e.to_string())?;
-        let client = store.client();
-        let lease = client.lease_grant(60).await.map_err(|e| e.to_string())?.id;
-        let owner = OwnerToken::generate().map_err(|e| e.to_string())?.to_string();
-        Ok(EtcdRaw {
-            prefix: store.prefix().to_owned(),
-            client,
-            lease,
-            owner,
-            _store: Arc::new(store),
-        })
-    }
-
-    fn name(&self, key: &str) -> String {
-        if self.prefix.is_empty() { key.to_owned() } else { format!("{}/{key}", self.prefix) }
-    }
-}
-
-impl Contender for EtcdRaw {
-    type Guard = (String, i64);
-    async fn acquire(&self, key: &str, _wait: Duration) -> BenchResult<Option<Self::Guard>> {
-        use etcd_rpc::{Compare, CompareResult, RangeRequest, RequestOp, TxnRequest};
-        let pfx = format!("{}/", self.name(key));
-        let lock_key = format!("{pfx}{}", self.owner);
-        let first = RangeRequest {
-            limit: 1,
-            ..RangeRequest::prefix(pfx.as_str())
-                .sorted(etcd_rpc::SortTarget::Create, etcd_rpc::SortOrder::Ascend)
-        };
-        let txn = TxnRequest {
-            compare: vec![
-                Compare::create_revision(pfx.as_str(), CompareResult::Equal, 0).with_prefix(),
-            ],
-            success: vec![RequestOp::put(lock_key.as_str(), self.owner.as_str(), self.lease)],
-            failure: vec![RequestOp::range(first)],
-        };
-        let r = self.client.txn(txn).await.map_err(|e| e.to_string())?;
-        let rev = r.header.map(|h| h.revision).unwrap_or(0);
-        Ok(r.succeeded.then_some((lock_key, rev)))
-    }
-    async fn release(&self, (lock_key, rev): Self::Guard) -> BenchResult<()> {
-        use etcd_rpc::{Compare, CompareResult, RequestOp, TxnRequest};
-        let txn = TxnRequest {
-            compare: vec![Compare::create_revision(lock_key.as_str(), CompareResult::Equal, rev)],
-            success: vec![RequestOp::delete(lock_key.as_str())],
-            failure: vec![],
-        };
-        let r = self.client.txn(txn).await.map_err(|e| e.to_string())?;
-        if r.succeeded { Ok(()) } else { Err("raw release found the key not ours".into()) }
-    }
-}
-
-/// etcd's own lock recipe, driven through the server's Lock RPC (etcd's v3lock service runs
-/// `concurrency.Mutex`, the code behind `etcdctl lock`), on a lease of its own kept for the run
-/// (the recipe names its key after the lease: contenders need one each).
-#[derive(Clone)]
-struct EtcdLockRpc(EtcdRaw);
-
-impl EtcdLockRpc {
-    async fn new(raw: &EtcdRaw) -> BenchResult<Self> {
-        let mut raw = raw.clone();
-        raw.lease = raw.client.lease_grant(60).await.map_err(|e| e.to_string())?.id;
-        Ok(EtcdLockRpc(raw))
-    }
-}
-
-impl Contender for EtcdLockRpc {
-    type Guard = Vec<u8>;
-    async fn acquire(&self, key: &str, wait: Duration) -> BenchResult<Option<Vec<u8>>> {
-        let lock = self.0.client.lock(self.0.name(key), self.0.lease);
-        match tokio::time::timeout(wait.max(TTL), lock).await {
-            Ok(Ok(r)) => Ok(Some(r.key)),
-            Ok(Err(e)) => Err(e.to_string()),
-            Err(_) => Ok(None),
-        }
-    }
-    async fn release(&self, key: Vec<u8>) -> BenchResult<()> {
-        self.0.client.unlock(key).await.map(|_| ()).map_err(|e| e.to_string())
-    }
-}
-
 /// leasehold's store trait called directly: no `Locker`, no `Lease` (one attempt only).
 #[derive(Clone)]
 struct StoreOnly(Arc<dyn leasehold::Store>);
@@ -891,77 +566,6 @@ impl Contender for StoreOnly {
     }
     async fn release(&self, (k, owner): Self::Guard) -> BenchResult<()> {
         self.0.release(&k, &owner).await.map(|_| ()).map_err(|e| e.to_string())
-    }
-}
-
-const RAW_RELEASE: &str = r"
-if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
-return 0";
-
-/// Raw redis-rs: plain `SET NX PX`, then EVALSHA compare-and-delete (one attempt only). With
-/// `fenced`, the two scripts leasehold sends instead: the grant (SET NX PX + INCR of a fence
-/// counter) and the release (compare-and-delete + PUBLISH), so the pairing isolates what the
-/// client side costs.
-#[derive(Clone)]
-struct Raw {
-    conn: redis::aio::ConnectionManager,
-    fenced: bool,
-    grant: Arc<redis::Script>,
-    release: Arc<redis::Script>,
-}
-
-impl Raw {
-    fn new(r: &RedisSide, fenced: bool) -> Self {
-        // leasehold's own script texts, so the pairing stays exact if they change.
-        let (lh_grant, lh_release) = leasehold::backends::redis::scripts();
-        Raw {
-            conn: r.conn.clone(),
-            fenced,
-            grant: Arc::new(redis::Script::new(lh_grant)),
-            release: Arc::new(redis::Script::new(if fenced { lh_release } else { RAW_RELEASE })),
-        }
-    }
-}
-
-impl Contender for Raw {
-    type Guard = (String, String);
-    async fn acquire(&self, key: &str, _wait: Duration) -> BenchResult<Option<Self::Guard>> {
-        let mut c = self.conn.clone();
-        let owner = OwnerToken::generate().map_err(|e| e.to_string())?.to_string();
-        let granted = if self.fenced {
-            let (ok, _fence): (i64, i64) = self
-                .grant
-                .key(key)
-                .key(format!("{key}:fence"))
-                .arg(&owner)
-                .arg(TTL.as_millis() as u64)
-                .invoke_async(&mut c)
-                .await
-                .map_err(|e| e.to_string())?;
-            ok == 1
-        } else {
-            let ok: Option<String> = redis::cmd("SET")
-                .arg(key)
-                .arg(&owner)
-                .arg("NX")
-                .arg("PX")
-                .arg(TTL.as_millis() as u64)
-                .query_async(&mut c)
-                .await
-                .map_err(|e| e.to_string())?;
-            ok.is_some()
-        };
-        Ok(granted.then(|| (key.to_owned(), owner)))
-    }
-    async fn release(&self, (key, owner): Self::Guard) -> BenchResult<()> {
-        let mut c = self.conn.clone();
-        let mut inv = self.release.key(&key);
-        inv.arg(&owner);
-        if self.fenced {
-            inv.arg(format!("{key}:released"));
-        }
-        let deleted: i64 = inv.invoke_async(&mut c).await.map_err(|e| e.to_string())?;
-        if deleted == 1 { Ok(()) } else { Err("raw release found the key not ours".into()) }
     }
 }
 
@@ -1039,7 +643,7 @@ async fn handoff(
         #[cfg(feature = "peers")]
         if let Some(rs) = redis {
             let b = rs.calls(RSLOCK_REQUESTS).await?;
-            let peer_c = peers::Rslock(rslock::LockManager::new(vec![rs.url.clone()]));
+            let peer_c = redis::peers::Rslock(rslock::LockManager::new(vec![rs.url.clone()]));
             let mut r = handoff_run(&peer_c, &unique("h"), s.tasks, s.duration).await?;
             r.commands = Some(rs.calls(RSLOCK_REQUESTS).await?.saturating_sub(b));
             peer.add(r);
@@ -1239,42 +843,6 @@ async fn many<C: Contender>(c: &C, tasks: usize, d: Duration) -> BenchResult<Run
     Ok(total)
 }
 
-/// `redis-benchmark` doing `SET … NX PX` with 50 clients and 16-deep pipelines, for about
-/// `d`. Returns requests per second.
-async fn redis_benchmark(r: &RedisSide, d: Duration) -> BenchResult<f64> {
-    // Size the request count from a short probe so the run lasts about `d`.
-    let probe = run_redis_benchmark(r, 100_000).await?;
-    let n = ((probe * d.as_secs_f64()) as u64).clamp(100_000, 50_000_000);
-    run_redis_benchmark(r, n).await
-}
-
-async fn run_redis_benchmark(r: &RedisSide, n: u64) -> BenchResult<f64> {
-    let out = tokio::process::Command::new("redis-benchmark")
-        .args(["-h", &r.host, "-p", &r.port.to_string(), "-c", "50", "-P", "16", "-r", "1000000"])
-        .args([
-            "-n",
-            &n.to_string(),
-            "-q",
-            "SET",
-            "bench:rb:__rand_int__",
-            "v",
-            "NX",
-            "PX",
-            "30000",
-        ])
-        .output()
-        .await
-        .map_err(|e| format!("cannot run redis-benchmark (package redis-tools): {e}"))?;
-    let text = String::from_utf8_lossy(&out.stdout);
-    // The last line with "requests per second" holds the final figure.
-    text.split(['\r', '\n'])
-        .rfind(|l| l.contains("requests per second"))
-        .and_then(|l| l.split(" requests per second").next())
-        .and_then(|l| l.split_whitespace().next_back())
-        .and_then(|n| n.parse().ok())
-        .ok_or_else(|| format!("cannot read redis-benchmark output: {text}"))
-}
-
 // ---------------------------------------------------------------- hold many
 
 async fn hold_many(
@@ -1302,18 +870,15 @@ async fn hold_many(
         while Instant::now() < end {
             tokio::time::sleep(Duration::from_millis(100)).await;
             if let Some(r) = redis {
-                let mut pipe = redis::pipe();
                 let mut keys = Vec::new();
                 for _ in 0..50 {
                     seed ^= seed << 13;
                     seed ^= seed >> 7;
                     seed ^= seed << 17;
                     let i = (seed % leases.len() as u64) as usize;
-                    keys.push(i);
-                    pipe.cmd("PTTL").arg(format!("leasehold:{{{}}}", leases[i].key().as_str()));
+                    keys.push(format!("leasehold:{{{}}}", leases[i].key().as_str()));
                 }
-                let mut c = r.conn.clone();
-                let pttls: Vec<i64> = pipe.query_async(&mut c).await.map_err(|e| e.to_string())?;
+                let pttls = r.pttls(&keys).await?;
                 for p in pttls {
                     samples += 1;
                     let left = Duration::from_millis(p.max(0) as u64);
@@ -1405,165 +970,4 @@ fn rss_bytes() -> Option<u64> {
         .parse()
         .ok()?;
     Some(kb * 1024)
-}
-
-// ---------------------------------------------------------------- output
-
-/// A plain-text table of a report.
-pub fn table(r: &Value) -> String {
-    let mut out = String::new();
-    out.push_str(&format!(
-        "store {} ({}{}) · {} runs × {} s · tokio {} runtime · throughput = median over runs · latency µs p50/p90/p99/p99.9/max over all samples\n",
-        r["store"].as_str().unwrap_or("?"),
-        r["backend"].as_str().unwrap_or("?"),
-        r["server_version"].as_str().map(|v| format!(" {v}")).unwrap_or_default(),
-        r["runs"],
-        r["duration_s"],
-        r["runtime"].as_str().unwrap_or("?"),
-    ));
-    let Some(scs) = r["scenarios"].as_object() else { return out };
-    for (name, sc) in scs {
-        out.push_str(&format!("\n[{name}] {}\n", sc["what"].as_str().unwrap_or("")));
-        if let Some(rows) = sc["contenders"].as_array() {
-            for c in rows {
-                out.push_str(&format!("  {}\n", c["contender"].as_str().unwrap_or("?")));
-                out.push_str(&format!(
-                    "      acquisitions/s {} (runs {})",
-                    c["ops_per_s_median"], c["ops_per_s_runs"]
-                ));
-                if !c["handoffs_per_s_median"].is_null() {
-                    out.push_str(&format!(
-                        "  handoffs/s {} (runs {})",
-                        c["handoffs_per_s_median"], c["handoffs_per_s_runs"]
-                    ));
-                }
-                for (k, label) in [
-                    ("acquire_us", "acquire"),
-                    ("release_us", "release"),
-                    ("handoff_us", "handoff wait"),
-                ] {
-                    if !c[k].is_null() {
-                        out.push_str(&format!("  {label} {}", pct_text(&c[k])));
-                    }
-                }
-                if !c["store_commands_per_acquisition"].is_null() {
-                    out.push_str(&format!(
-                        "  store requests/acquisition {}",
-                        c["store_commands_per_acquisition"]
-                    ));
-                }
-                out.push('\n');
-            }
-        }
-        for (k, label) in [
-            (
-                "leasehold_time_per_cycle_vs_raw",
-                "leasehold time per cycle ÷ the raw client's (first raw row above), median of per-run ratios",
-            ),
-            (
-                "leasehold_time_per_cycle_vs_raw_fenced",
-                "leasehold time per cycle ÷ raw client's sending leasehold's two scripts",
-            ),
-            ("leasehold_handoffs_vs_peer", "leasehold handoffs/s ÷ peer's"),
-            (
-                "leasehold_cycles_vs_half_redis_benchmark",
-                "leasehold cycles/s ÷ (redis-benchmark ops/s ÷ 2)",
-            ),
-            (
-                "raw_cycles_vs_half_redis_benchmark",
-                "raw redis-rs (SET NX PX + compare-and-delete) cycles/s ÷ (redis-benchmark ops/s ÷ 2)",
-            ),
-            (
-                "raw_fenced_cycles_vs_half_redis_benchmark",
-                "raw redis-rs sending leasehold's scripts, cycles/s ÷ (redis-benchmark ops/s ÷ 2)",
-            ),
-        ] {
-            if !sc[k].is_null() {
-                out.push_str(&format!("  → {label}: {}\n", sc[k]));
-            }
-        }
-        for (k, label) in [
-            ("per_run_ratios", "vs the raw client"),
-            ("per_run_ratios_fenced", "vs leasehold's scripts sent raw"),
-        ] {
-            if !sc[k].is_null() {
-                out.push_str(&format!("    per-run ratios {label}: {}\n", sc[k]));
-            }
-        }
-        if let Some(list) = sc["leasehold_time_per_cycle_vs_pgbench"].as_array() {
-            for r in list {
-                out.push_str(&format!(
-                    "  → leasehold time per cycle ÷ {}'s: {} (per run {})\n",
-                    r["baseline"].as_str().unwrap_or("?"),
-                    r["median"],
-                    r["per_run"]
-                ));
-            }
-        }
-        if !sc["server_us_per_request"].is_null() {
-            let u = &sc["server_us_per_request"];
-            out.push_str(&format!(
-                "  server time per request (INFO commandstats, median over runs): leasehold EVALSHA (grant or release) {} µs, raw bare SET {} µs\n",
-                u["leasehold_evalsha"], u["raw_set"]
-            ));
-        }
-        if !sc["redis_benchmark"].is_null() {
-            let rb = &sc["redis_benchmark"];
-            out.push_str(&format!(
-                "  redis-benchmark: {} ops/s (runs {}) — {}\n",
-                rb["ops_per_s_median"],
-                rb["ops_per_s_runs"],
-                rb["command"].as_str().unwrap_or("")
-            ));
-        }
-        if let Some(runs) = sc["runs"].as_array() {
-            for (i, run) in runs.iter().enumerate() {
-                let renewal = if run["oldest_renewal_seen_ms"].is_null() {
-                    "no PTTL sampling on this store".to_string()
-                } else {
-                    format!(
-                        "oldest renewal seen {} ms (renew interval {} ms, {} samples)",
-                        run["oldest_renewal_seen_ms"],
-                        run["renew_interval_ms"],
-                        run["pttl_samples"]
-                    )
-                };
-                out.push_str(&format!(
-                    "  run {}: {} leases acquired in {} s, held {} s: lost {}, {renewal}, RSS {} MB before → {} MB holding → {} MB at end\n",
-                    i + 1, run["leases"], run["acquire_all_s"], run["held_s"], run["lost"],
-                    run["rss_mb_before"], run["rss_mb_holding"], run["rss_mb_end"],
-                ));
-            }
-        }
-    }
-    out
-}
-
-#[cfg(feature = "peers")]
-mod peers {
-    //! The peer crate, driven the way its documentation shows.
-    use super::*;
-    use rslock::LockManager;
-
-    /// rslock: `lock` (3 tries, 0-200 ms apart) for one attempt, `acquire_no_guard` (loops on
-    /// `lock`) to wait, `unlock` to release.
-    #[derive(Clone)]
-    pub struct Rslock(pub LockManager);
-
-    impl Contender for Rslock {
-        type Guard = rslock::Lock;
-        async fn acquire(&self, key: &str, wait: Duration) -> BenchResult<Option<rslock::Lock>> {
-            if wait.is_zero() {
-                return self.0.lock(key.as_bytes(), TTL).await.map(Some).map_err(|e| e.to_string());
-            }
-            match tokio::time::timeout(wait, self.0.acquire_no_guard(key.as_bytes(), TTL)).await {
-                Ok(r) => r.map(Some).map_err(|e| e.to_string()),
-                Err(_) => Ok(None),
-            }
-        }
-        async fn release(&self, lock: rslock::Lock) -> BenchResult<()> {
-            self.0.unlock(&lock).await;
-            Ok(())
-        }
-    }
 }

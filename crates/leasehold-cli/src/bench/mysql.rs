@@ -1,0 +1,105 @@
+//! The MySQL/MariaDB baseline: the raw mysql_async client sending leasehold's own statements.
+
+use super::*;
+use leasehold::backends::mysql::mysql_async;
+
+/// The raw mysql_async client on one connection, sending leasehold's lease statements, or
+/// for session mode plain `GET_LOCK(key, 0)` / `RELEASE_LOCK(key)`.
+#[derive(Clone)]
+pub(super) struct MyRaw {
+    conn: Arc<tokio::sync::Mutex<mysql_async::Conn>>,
+    lease: Option<leasehold::backends::mysql::LeaseStatements>,
+    session: Option<leasehold::backends::mysql::SessionStatements>,
+    owner: String,
+}
+
+/// leasehold's `mysql://` URL options (everything else is the driver's).
+const MY_OPTIONS: &[&str] = &["mode", "table", "prefix", "fence", "heartbeat"];
+
+impl MyRaw {
+    pub(super) async fn connect(url: &str) -> BenchResult<Self> {
+        let (base, query) = url.split_once('?').unwrap_or((url, ""));
+        let mut keep: Vec<&str> = query
+            .split('&')
+            .filter(|p| !p.is_empty())
+            .filter(|p| !MY_OPTIONS.contains(&p.split_once('=').map_or(*p, |(k, _)| k)))
+            .collect();
+        if !keep.iter().any(|p| p.starts_with("prefer_socket=")) {
+            keep.push("prefer_socket=false"); // TCP, as the store uses
+        }
+        let session = query.split('&').any(|p| p == "mode=session");
+        let (lease, session) = if session {
+            let st =
+                leasehold::backends::mysql::session_statements(url).map_err(|e| e.to_string())?;
+            (None, Some(st))
+        } else {
+            let st =
+                leasehold::backends::mysql::lease_statements(url).map_err(|e| e.to_string())?;
+            (Some(st), None)
+        };
+        let conn = mysql_async::Conn::from_url(format!("{base}?{}", keep.join("&")))
+            .await
+            .map_err(|e| e.to_string())?;
+        let owner = OwnerToken::generate().map_err(|e| e.to_string())?.to_string();
+        Ok(MyRaw { conn: Arc::new(tokio::sync::Mutex::new(conn)), lease, session, owner })
+    }
+
+    pub(super) fn label(&self) -> &'static str {
+        if self.lease.is_some() {
+            "raw mysql_async: leasehold's grant and release statements, one connection"
+        } else {
+            "raw mysql_async: leasehold's GET_LOCK, fence bump and RELEASE_LOCK statements, one connection"
+        }
+    }
+}
+
+impl Contender for MyRaw {
+    type Guard = String;
+    async fn acquire(&self, key: &str, _wait: Duration) -> BenchResult<Option<String>> {
+        use mysql_async::prelude::Queryable;
+        let mut c = self.conn.lock().await;
+        match &self.lease {
+            Some(sql) => {
+                c.exec_drop(&sql.grant, (key.as_bytes(), &self.owner, 30_000_000u64))
+                    .await
+                    .map_err(|e| e.to_string())?;
+                Ok((c.affected_rows() > 0).then(|| key.to_owned()))
+            }
+            None => {
+                let st = self.session.as_ref().expect("session statements");
+                let got: Option<i64> = c
+                    .exec_first(&st.get_lock, (key, key, key, 0.0f64))
+                    .await
+                    .map_err(|e| e.to_string())?;
+                if got != Some(1) {
+                    return Ok(None);
+                }
+                if let Some(fence) = &st.fence {
+                    c.exec_drop(fence, (key.as_bytes(),)).await.map_err(|e| e.to_string())?;
+                }
+                Ok(Some(key.to_owned()))
+            }
+        }
+    }
+    async fn release(&self, key: String) -> BenchResult<()> {
+        use mysql_async::prelude::Queryable;
+        let mut c = self.conn.lock().await;
+        let ok = match &self.lease {
+            Some(sql) => {
+                c.exec_drop(&sql.release, (key.as_bytes(), &self.owner))
+                    .await
+                    .map_err(|e| e.to_string())?;
+                c.affected_rows() == 1
+            }
+            None => {
+                let st = self.session.as_ref().expect("session statements");
+                let r: Option<i64> = c
+                    .exec_first(&st.release_lock, (&key, &key, &key))
+                    .await
+                    .map_err(|e| e.to_string())?;
+                r == Some(1)
+            }
+        };
+        if ok { Ok(()) } else { Err("raw release found the lock not ours".into()) }
+    }
+}

@@ -1,0 +1,105 @@
+//! Stand-ins for the baselines of stores compiled out of this build. None of them is ever
+//! constructed: each constructor answers that its store is not built in, and the scenarios
+//! only reach a baseline through an `Option` that is then `None`.
+
+#![allow(dead_code, clippy::unused_async)]
+
+use super::*;
+
+macro_rules! never {
+    ($($name:ident),* $(,)?) => {$(
+        /// A baseline of a store this build does not have (uninhabited).
+        #[derive(Debug)]
+        pub(super) enum $name {}
+        impl Clone for $name {
+            fn clone(&self) -> Self {
+                match *self {}
+            }
+        }
+    )*};
+}
+never!(RedisSide, Raw, PgSide, MyRaw, EtcdRaw, EtcdLockRpc);
+
+fn not_built<T>(store: &str) -> BenchResult<T> {
+    Err(format!("this leasehold was built without the {store} feature"))
+}
+
+impl RedisSide {
+    pub(super) async fn connect(_: &str) -> BenchResult<Self> {
+        not_built("redis")
+    }
+    pub(super) async fn calls(&self, _: &[&str]) -> BenchResult<u64> {
+        match *self {}
+    }
+    pub(super) async fn timed<T>(
+        &self,
+        _: &[&str],
+        _: impl Future<Output = BenchResult<T>>,
+    ) -> BenchResult<(T, (u64, u64))> {
+        match *self {}
+    }
+    pub(super) async fn pttls(&self, _: &[String]) -> BenchResult<Vec<i64>> {
+        match *self {}
+    }
+    pub(super) async fn version(&self) -> String {
+        match *self {}
+    }
+}
+
+impl Raw {
+    pub(super) fn new(r: &RedisSide, _: bool) -> Self {
+        match *r {}
+    }
+}
+
+pub(super) async fn redis_benchmark(r: &RedisSide, _: Duration) -> BenchResult<f64> {
+    match *r {}
+}
+
+impl PgSide {
+    pub(super) fn new(_: &str) -> BenchResult<Self> {
+        not_built("postgres")
+    }
+    pub(super) fn scripts(&self) -> &[(&'static str, String)] {
+        match *self {}
+    }
+    pub(super) async fn pgbench(&self, _: &str, _: &str, _: Duration) -> BenchResult<f64> {
+        match *self {}
+    }
+}
+
+impl MyRaw {
+    pub(super) async fn connect(_: &str) -> BenchResult<Self> {
+        not_built("mysql")
+    }
+    pub(super) fn label(&self) -> &'static str {
+        match *self {}
+    }
+}
+
+impl EtcdRaw {
+    pub(super) async fn connect(_: &str) -> BenchResult<Self> {
+        not_built("etcd")
+    }
+}
+
+impl EtcdLockRpc {
+    pub(super) async fn new(raw: &EtcdRaw) -> BenchResult<Self> {
+        match *raw {}
+    }
+}
+
+macro_rules! never_contends {
+    ($($name:ident),*) => {$(
+        impl Contender for $name {
+            type Guard = ();
+            async fn acquire(&self, _: &str, _: Duration) -> BenchResult<Option<()>> {
+                match *self {}
+            }
+            async fn release(&self, _: ()) -> BenchResult<()> {
+                match *self {}
+            }
+        }
+    )*};
+}
+never_contends!(Raw, MyRaw, EtcdRaw, EtcdLockRpc);
