@@ -31,7 +31,28 @@
 //! assert!(lease.release().await?, "it was still ours");
 //! # let _ = fence; Ok(()) }
 //! ```
+//!
+//! # Cargo features
+//!
+//! | feature | stores and resources | pulls in | platforms |
+//! |---|---|---|---|
+//! | `sqlite` (default) | `sqlite://PATH`, the embedded store; `fence::sqlite` | rusqlite with **bundled C SQLite** (a C compiler at build time) | Linux, Android, macOS, iOS, FreeBSD (a boot identity is needed) |
+//! | `file` (default) | `file://DIR`, `flock(2)` session locks | nix (fs, inotify) | Linux only; elsewhere the URL is refused |
+//! | `redis` | `redis://`, `redlock://`; `fence::redis` | redis-rs (tokio, connection manager, scripts) | any |
+//! | `redis-tls` | `rediss://` | rustls with ring | any |
+//! | `postgres` | `postgres://` lease table, session and transaction locks; `fence::postgres` | tokio-postgres | any |
+//! | `mysql` | `mysql://` lease table and `GET_LOCK`; `fence::mysql` | mysql_async (pure Rust) | any |
+//! | `etcd` | `etcd://`; `fence::etcd` | tonic and prost (no `protoc`: the messages are written in Rust) | any |
+//! | `zookeeper` | `zk://` | zookeeper-client | any |
+//! | `http` | `fence::http`, a tower layer that fences HTTP requests | http, tower-layer, tower-service | any |
+//!
+//! Without default features nothing platform-specific or written in C is compiled:
+//! `leasehold = { version = "0.1", default-features = false, features = ["redis"] }`.
+//!
+//! Warnings (a lease dropped without release, a failed heartbeat) go through `tracing`: install
+//! a subscriber to see them.
 #![deny(missing_docs)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod error;
 mod guarantees;

@@ -8,7 +8,7 @@
 //!   reset, not even when the file is deleted or an old backup restored.
 //!
 //! Expiry is judged on `CLOCK_BOOTTIME` on Linux (monotonic, counts suspend, shared by all
-//! processes of the machine; `CLOCK_MONOTONIC` on macOS and FreeBSD, see [`boot`]), read
+//! processes of the machine; `CLOCK_MONOTONIC` on macOS and FreeBSD), read
 //! inside the write transaction: wall-clock jumps neither extend nor cut a
 //! lease, and a reboot (new boot id) frees everything. Commits use `synchronous=FULL`, so a
 //! fence handed out survives power loss and is never issued twice.
