@@ -1,0 +1,154 @@
+//! Tasks contending for one key: how long a release takes to reach the next holder.
+
+use super::*;
+
+pub(super) async fn handoff(
+    s: &Settings,
+    locker: &Locker,
+    redis: Option<&RedisSide>,
+    etcd: Option<&EtcdRaw>,
+    p: &Progress,
+) -> BenchResult<Value> {
+    let mut lh = Tally::default();
+    let mut separate = Tally::default();
+    let mut etcd_lock = Tally::default();
+    // Waiters in other processes are woken by the store's notification (NOTIFY, pub/sub),
+    // not by this process's queue: measure that path with one store connection per task.
+    let per_task: Vec<Leasehold> =
+        if ["postgres", "etcd", "zk"].iter().any(|scheme| s.url.starts_with(scheme)) {
+            let mut v = Vec::new();
+            for _ in 0..s.tasks {
+                v.push(Leasehold(Locker::connect(&s.url).await.map_err(|e| e.to_string())?));
+            }
+            v
+        } else {
+            Vec::new()
+        };
+    #[cfg_attr(not(feature = "peers"), allow(unused_mut))]
+    let mut peer = Tally::default();
+    for run in 0..s.runs {
+        p.step(format!("handoff run {}/{}", run + 1, s.runs));
+        if !per_task.is_empty() {
+            separate.add(handoff_each(per_task.clone(), &unique("h"), s.duration).await?);
+        }
+        let before = match redis {
+            Some(r) => Some(r.calls(LEASEHOLD_REQUESTS).await?),
+            None => None,
+        };
+        let mut r =
+            handoff_run(&Leasehold(locker.clone()), &unique("h"), s.tasks, s.duration).await?;
+        if let (Some(rs), Some(b)) = (redis, before) {
+            r.commands = Some(rs.calls(LEASEHOLD_REQUESTS).await?.saturating_sub(b));
+        }
+        lh.add(r);
+        if let Some(etcd) = etcd {
+            let mut each = Vec::new();
+            for _ in 0..s.tasks {
+                each.push(EtcdLockRpc::new(etcd).await?);
+            }
+            etcd_lock.add(handoff_each(each, &unique("h"), s.duration).await?);
+        }
+        #[cfg(feature = "peers")]
+        if let Some(rs) = redis {
+            let b = rs.calls(RSLOCK_REQUESTS).await?;
+            let peer_c = redis::peers::Rslock(rslock::LockManager::new(vec![rs.url.clone()]));
+            let mut r = handoff_run(&peer_c, &unique("h"), s.tasks, s.duration).await?;
+            r.commands = Some(rs.calls(RSLOCK_REQUESTS).await?.saturating_sub(b));
+            peer.add(r);
+        }
+    }
+    let mut rows = vec![lh.json("leasehold (wait forever, notified)")];
+    if !separate.per_run.is_empty() {
+        rows.push(
+            separate.json(
+                "leasehold, one store connection per task (woken by the store's notification)",
+            ),
+        );
+    }
+    let mut v = json!({
+        "what": format!(
+            "{} tasks on one key, empty critical section. A handoff is an acquisition by another task than the previous holder; handoff wait runs from the holder calling release to the next waiter's acquire returning.{}",
+            s.tasks,
+            if redis.is_some() { " Store requests are client requests counted by INFO commandstats." } else { "" }
+        ),
+    });
+    if !etcd_lock.per_run.is_empty() {
+        rows.push(etcd_lock.json(
+            "etcd's Lock RPC (server-side concurrency.Mutex, as etcdctl lock), one lease per task",
+        ));
+        let ratio =
+            median(lh.handoffs_per_run.clone()) / median(etcd_lock.handoffs_per_run.clone());
+        v["leasehold_handoffs_vs_etcd_lock"] = json!((ratio * 100.0).round() / 100.0);
+    }
+    if !peer.per_run.is_empty() {
+        rows.push(peer.json("rslock 0.10 (acquire_no_guard: retries with 0-200 ms sleeps)"));
+        let ratio = median(lh.handoffs_per_run.clone()) / median(peer.handoffs_per_run.clone());
+        v["leasehold_handoffs_vs_peer"] = json!((ratio * 10.0).round() / 10.0);
+    }
+    v["contenders"] = json!(rows);
+    Ok(v)
+}
+
+/// `tasks` tasks taking turns on `key` for `d`, each acquiring with a wait.
+async fn handoff_run<C: Contender>(
+    c: &C,
+    key: &str,
+    tasks: usize,
+    d: Duration,
+) -> BenchResult<RunResult> {
+    handoff_each(vec![c.clone(); tasks], key, d).await
+}
+
+/// Like [`handoff_run`] with one contender per task (e.g. one store connection each).
+async fn handoff_each<C: Contender>(cs: Vec<C>, key: &str, d: Duration) -> BenchResult<RunResult> {
+    let base = Instant::now();
+    let deadline = base + d;
+    // Nanoseconds since `base` at which the current holder started its release.
+    let released_at = Arc::new(AtomicU64::new(0));
+    let last_holder = Arc::new(AtomicU64::new(u64::MAX));
+    let mut handles = Vec::new();
+    for (task, c) in cs.into_iter().enumerate() {
+        let task = task as u64;
+        let (key, released_at, last_holder) =
+            (key.to_string(), released_at.clone(), last_holder.clone());
+        handles.push(tokio::spawn(async move {
+            let (mut acq, mut hand) = (hist(), hist());
+            let (mut n, mut changes) = (0u64, 0u64);
+            while Instant::now() < deadline {
+                let t0 = base.elapsed().as_nanos() as u64;
+                let wait =
+                    deadline.saturating_duration_since(Instant::now()) + Duration::from_secs(2);
+                let Some(guard) = c.acquire(&key, wait).await? else { break };
+                let got = base.elapsed().as_nanos() as u64;
+                acq.record(((got - t0) / 1000).max(1)).ok();
+                let rel = released_at.load(Ordering::SeqCst);
+                if rel > t0 && got >= rel {
+                    hand.record(((got - rel) / 1000).max(1)).ok();
+                }
+                n += 1;
+                if last_holder.swap(task, Ordering::SeqCst) != task {
+                    changes += 1;
+                }
+                released_at.store(base.elapsed().as_nanos() as u64, Ordering::SeqCst);
+                c.release(guard).await?;
+            }
+            Ok::<_, String>((n, changes, acq, hand))
+        }));
+    }
+    let (mut ops, mut changes, mut acq, mut hand) = (0, 0, hist(), hist());
+    for h in handles {
+        let (n, ch, a, hd) = h.await.map_err(|e| e.to_string())??;
+        ops += n;
+        changes += ch;
+        acq.add(a).ok();
+        hand.add(hd).ok();
+    }
+    Ok(RunResult {
+        ops,
+        handoffs: Some(changes),
+        elapsed: base.elapsed(),
+        acquire: Some(acq),
+        handoff: Some(hand),
+        ..Default::default()
+    })
+}

@@ -1,0 +1,130 @@
+//! Many leases held with auto-renew on one connection: renewal lag, losses, memory.
+
+use super::*;
+
+pub(super) async fn hold_many(
+    s: &Settings,
+    locker: &Locker,
+    redis: Option<&RedisSide>,
+    p: &Progress,
+) -> BenchResult<Value> {
+    let ttl = Duration::from_secs(3);
+    let mut runs = Vec::new();
+    for run in 0..s.runs {
+        p.step(format!("hold-many run {}/{} ({} leases)", run + 1, s.runs, s.leases));
+        let rss_before = rss_bytes();
+        let prefix = unique("hm");
+        let t0 = Instant::now();
+        let leases = acquire_many(locker, &prefix, s.leases, ttl).await?;
+        let acquire_s = t0.elapsed().as_secs_f64();
+        let rss_held = rss_bytes();
+        // Hold for at least three TTLs, sampling how long ago random leases were renewed.
+        let hold = s.duration.max(ttl * 3);
+        let mut oldest_renewal = Duration::ZERO;
+        let mut samples = 0u64;
+        let end = Instant::now() + hold;
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64 ^ (run as u64);
+        while Instant::now() < end {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            if let Some(r) = redis {
+                let mut keys = Vec::new();
+                for _ in 0..50 {
+                    seed ^= seed << 13;
+                    seed ^= seed >> 7;
+                    seed ^= seed << 17;
+                    let i = (seed % leases.len() as u64) as usize;
+                    keys.push(format!("leasehold:{{{}}}", leases[i].key().as_str()));
+                }
+                let pttls = r.pttls(&keys).await?;
+                for p in pttls {
+                    samples += 1;
+                    let left = Duration::from_millis(p.max(0) as u64);
+                    oldest_renewal = oldest_renewal.max(ttl.saturating_sub(left));
+                }
+            }
+        }
+        let lost = leases.iter().filter(|l| l.is_lost()).count();
+        let rss_end = rss_bytes();
+        release_many(leases).await?;
+        runs.push(json!({
+            "leases": s.leases,
+            "acquire_all_s": (acquire_s * 100.0).round() / 100.0,
+            "held_s": hold.as_secs_f64(),
+            "lost": lost,
+            "oldest_renewal_seen_ms": if samples > 0 { json!(oldest_renewal.as_millis() as u64) } else { Value::Null },
+            "pttl_samples": samples,
+            "renew_interval_ms": (ttl / 3).as_millis() as u64,
+            "rss_mb_before": rss_before.map(|b| b / 1_000_000),
+            "rss_mb_holding": rss_held.map(|b| b / 1_000_000),
+            "rss_mb_end": rss_end.map(|b| b / 1_000_000),
+        }));
+    }
+    Ok(json!({
+        "what": format!("{} leases, ttl {}, auto-renew every ttl/3 (batched: one round trip per tick)", s.leases, dur::human(ttl)),
+        "runs": runs,
+    }))
+}
+
+async fn acquire_many(
+    locker: &Locker,
+    prefix: &str,
+    n: usize,
+    ttl: Duration,
+) -> BenchResult<Vec<leasehold::Lease>> {
+    const PAR: usize = 64;
+    let mut handles = Vec::new();
+    for t in 0..PAR {
+        let (locker, prefix) = (locker.clone(), prefix.to_string());
+        handles.push(tokio::spawn(async move {
+            let mut out = Vec::new();
+            for i in (t..n).step_by(PAR) {
+                let lease = locker
+                    .acquire(&format!("{prefix}:{i}"), ttl)
+                    .auto_renew(true)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                out.push(lease);
+            }
+            Ok::<_, String>(out)
+        }));
+    }
+    let mut all = Vec::with_capacity(n);
+    for h in handles {
+        all.extend(h.await.map_err(|e| e.to_string())??);
+    }
+    Ok(all)
+}
+
+async fn release_many(leases: Vec<leasehold::Lease>) -> BenchResult<()> {
+    let mut chunks: Vec<Vec<leasehold::Lease>> = (0..64).map(|_| Vec::new()).collect();
+    for (i, l) in leases.into_iter().enumerate() {
+        chunks[i % 64].push(l);
+    }
+    let handles: Vec<_> = chunks
+        .into_iter()
+        .map(|c| {
+            tokio::spawn(async move {
+                for l in c {
+                    l.release().await.map_err(|e| e.to_string())?;
+                }
+                Ok::<_, String>(())
+            })
+        })
+        .collect();
+    for h in handles {
+        h.await.map_err(|e| e.to_string())??;
+    }
+    Ok(())
+}
+
+fn rss_bytes() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let kb: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()?;
+    Some(kb * 1024)
+}

@@ -1,0 +1,190 @@
+//! One task, acquire + release of one free key, back to back, against every baseline of the store.
+
+use super::*;
+
+pub(super) async fn uncontended(
+    s: &Settings,
+    locker: &Locker,
+    redis: Option<&RedisSide>,
+    pg: Option<&PgSide>,
+    my: Option<&MyRaw>,
+    etcd: Option<&EtcdRaw>,
+    p: &Progress,
+) -> BenchResult<Value> {
+    let mut lh = Tally::default();
+    let mut my_t = Tally::default();
+    let mut etcd_lock = Tally::default();
+    let mut pgbench: Vec<Vec<f64>> = vec![Vec::new(); pg.map_or(0, |p| p.scripts().len())];
+    let mut direct = Tally::default();
+    let mut raw = Tally::default();
+    let mut raw_fenced = Tally::default();
+    // Server time per request (INFO commandstats), to show what the fenced grant costs.
+    let (mut lh_server_us, mut raw_set_us) = (Vec::new(), Vec::new());
+    #[cfg_attr(not(feature = "peers"), allow(unused_mut))]
+    let mut peer = Tally::default();
+    // Warm up connections and script caches.
+    let lh_c = Leasehold(locker.clone());
+    let raw_c = redis.map(|r| (Raw::new(r, false), Raw::new(r, true)));
+    let warm = Duration::from_millis(200);
+    cycles(&lh_c, &unique("warm"), warm).await?;
+    if let Some((plain, fenced)) = &raw_c {
+        cycles(plain, &unique("warm"), warm).await?;
+        cycles(fenced, &unique("warm"), warm).await?;
+    }
+    for run in 0..s.runs {
+        p.step(format!("uncontended run {}/{}", run + 1, s.runs));
+        let key = unique("u");
+        if let (Some(r), Some((plain, fenced))) = (redis, &raw_c) {
+            // Every Redis contender is in-process: interleave them in slices.
+            let direct_c = StoreOnly(locker.store().clone());
+            #[cfg(feature = "peers")]
+            let rs = redis::peers::Rslock(rslock::LockManager::new(vec![r.url.clone()]));
+            const N: usize = if cfg!(feature = "peers") { 5 } else { 4 };
+            let mut acc: Vec<RunResult> = (0..N).map(|_| RunResult::default()).collect();
+            // (calls, server µs) of leasehold's EVALSHAs and of the raw client's SETs.
+            let (mut lh_srv, mut set_srv) = ((0, 0), (0, 0));
+            let slice = s.duration / SLICES;
+            for i in 0..SLICES as usize {
+                for turn in 0..N {
+                    let who = (turn + i + run) % N;
+                    let res = match who {
+                        0 => {
+                            let (res, (c, u)) =
+                                r.timed(&["evalsha"], cycles(&lh_c, &key, slice)).await?;
+                            (lh_srv.0, lh_srv.1) = (lh_srv.0 + c, lh_srv.1 + u);
+                            res
+                        }
+                        1 => {
+                            let k = format!("{key}:raw");
+                            let (res, (c, u)) = r.timed(&["set"], cycles(plain, &k, slice)).await?;
+                            (set_srv.0, set_srv.1) = (set_srv.0 + c, set_srv.1 + u);
+                            res
+                        }
+                        2 => cycles(fenced, &format!("{key}:raw-fenced"), slice).await?,
+                        3 => cycles(&direct_c, &format!("{key}:direct"), slice).await?,
+                        #[cfg(feature = "peers")]
+                        _ => cycles(&rs, &format!("{key}:rslock"), slice).await?,
+                        #[cfg(not(feature = "peers"))]
+                        _ => unreachable!("{N} contenders"),
+                    };
+                    acc[who].merge(res);
+                }
+            }
+            let mut acc = acc.into_iter();
+            for t in [&mut lh, &mut raw, &mut raw_fenced, &mut direct] {
+                t.add(acc.next().expect("one per contender"));
+            }
+            #[cfg(feature = "peers")]
+            peer.add(acc.next().expect("one per contender"));
+            lh_server_us.push(lh_srv.1 as f64 / f64::max(lh_srv.0 as f64, 1.0));
+            raw_set_us.push(set_srv.1 as f64 / f64::max(set_srv.0 as f64, 1.0));
+            continue;
+        }
+        // Rotate the order so none always goes first.
+        for turn in 0..3 {
+            match (turn + run) % 3 {
+                0 => lh.add(cycles(&lh_c, &key, s.duration).await?),
+                1 if my.is_some() => {
+                    let my = my.expect("checked");
+                    my_t.add(cycles(my, &format!("{key}:raw"), s.duration).await?);
+                }
+                1 if etcd.is_some() => {
+                    let etcd = etcd.expect("checked");
+                    my_t.add(cycles(etcd, &format!("{key}:raw"), s.duration).await?);
+                }
+                2 if etcd.is_some() => {
+                    let rpc = EtcdLockRpc::new(etcd.expect("checked")).await?;
+                    etcd_lock.add(cycles(&rpc, &format!("{key}:lock-rpc"), s.duration).await?);
+                }
+                1 if pg.is_some() => {
+                    let pg = pg.expect("checked");
+                    for (i, (_, script)) in pg.scripts().iter().enumerate() {
+                        let k = format!("{key}:pgbench{i}");
+                        pgbench[i].push(pg.pgbench(script, &k, s.duration).await?);
+                    }
+                }
+                _ => {}
+            }
+        }
+        let direct_c = StoreOnly(locker.store().clone());
+        direct.add(cycles(&direct_c, &format!("{key}:direct"), s.duration).await?);
+    }
+    let mut rows = vec![lh.json("leasehold")];
+    let mut v = json!({ "what": "one task: acquire + release of one free key, back to back" });
+    if redis.is_some() {
+        rows.push(
+            raw.json("raw redis-rs: SET NX PX + EVALSHA compare-and-delete, same connection kind"),
+        );
+        // Pair the contenders of each run; the headline is the median of those ratios.
+        let paired = |base: &Tally| -> Vec<f64> {
+            base.per_run
+                .iter()
+                .zip(&lh.per_run)
+                .map(|(b, l)| ((b / l) * 1000.0).round() / 1000.0)
+                .collect()
+        };
+        let per_run = paired(&raw);
+        v["leasehold_time_per_cycle_vs_raw"] = json!(median(per_run.clone()));
+        v["per_run_ratios"] = json!(per_run);
+        rows.push(raw_fenced.json(
+            "raw redis-rs sending leasehold's two scripts: fenced grant (SET NX PX + INCR), release (compare-and-delete + PUBLISH)",
+        ));
+        let fenced_runs = paired(&raw_fenced);
+        v["leasehold_time_per_cycle_vs_raw_fenced"] = json!(median(fenced_runs.clone()));
+        v["per_run_ratios_fenced"] = json!(fenced_runs);
+        v["server_us_per_request"] = json!({
+            "leasehold_evalsha": (median(lh_server_us.clone()) * 100.0).round() / 100.0,
+            "raw_set": (median(raw_set_us.clone()) * 100.0).round() / 100.0,
+        });
+    }
+    rows.push(direct.json("leasehold store trait alone (no Locker/Lease): try_acquire + release"));
+    let raw_label = match (my, etcd) {
+        (Some(my), _) => Some(my.label()),
+        (None, Some(_)) => Some(
+            "raw etcd-client: leasehold's conditional put (bound to a lease) and create-revision delete",
+        ),
+        _ => None,
+    };
+    if let Some(label) = raw_label {
+        rows.push(my_t.json(label));
+        let per_run: Vec<f64> = my_t
+            .per_run
+            .iter()
+            .zip(&lh.per_run)
+            .map(|(b, l)| ((b / l) * 1000.0).round() / 1000.0)
+            .collect();
+        v["leasehold_time_per_cycle_vs_raw"] = json!(median(per_run.clone()));
+        v["per_run_ratios"] = json!(per_run);
+    }
+    if let Some(pg) = pg {
+        let mut ratios = Vec::new();
+        for ((label, _), tps) in pg.scripts().iter().zip(&pgbench) {
+            rows.push(json!({
+                "contender": label,
+                "ops_per_s_median": median(tps.clone()).round(),
+                "ops_per_s_runs": tps.iter().map(|v| v.round()).collect::<Vec<_>>(),
+            }));
+            // Time per cycle of leasehold over that of pgbench, run by run.
+            let per_run: Vec<f64> = tps
+                .iter()
+                .zip(&lh.per_run)
+                .map(|(b, l)| ((b / l) * 1000.0).round() / 1000.0)
+                .collect();
+            ratios.push(
+                json!({ "baseline": label, "median": median(per_run.clone()), "per_run": per_run }),
+            );
+        }
+        v["leasehold_time_per_cycle_vs_pgbench"] = json!(ratios);
+    }
+    if !etcd_lock.per_run.is_empty() {
+        rows.push(
+            etcd_lock
+                .json("etcd's Lock RPC (server-side concurrency.Mutex, as etcdctl lock) + Unlock"),
+        );
+    }
+    if !peer.per_run.is_empty() {
+        rows.push(peer.json("rslock 0.10 (lock + unlock)"));
+    }
+    v["contenders"] = json!(rows);
+    Ok(v)
+}
