@@ -5,6 +5,8 @@ mod chaos;
 mod doctor;
 mod dur;
 mod manual;
+mod run;
+mod shell;
 mod svg;
 
 use std::ffi::OsString;
@@ -310,8 +312,8 @@ fn main() -> ExitCode {
         Err(e) => return ExitCode::from(clap_exit(e)),
     };
     match &cli.cmd {
-        Cmd::Completions { shell } => return manual::completions(*shell),
-        Cmd::Man => return manual::man(),
+        Cmd::Completions { shell } => return shell::completions(*shell),
+        Cmd::Man => return shell::man(),
         _ => {}
     }
     let _ = tracing_subscriber::fmt()
@@ -445,12 +447,12 @@ async fn connect(opt: StoreOpt) -> Result<Locker, Exit> {
 async fn dispatch(cmd: Cmd) -> Exit {
     let r = match cmd {
         Cmd::Run { store, grant, grace, key, command } => {
-            run(store, grant, grace, key, command).await
+            run::run(store, grant, grace, key, command).await
         }
-        Cmd::Acquire { store, grant, json, key } => acquire(store, grant, json, key).await,
-        Cmd::Renew { store, ttl, owner, key } => renew(store, ttl, owner, key).await,
-        Cmd::Release { store, owner, key } => release(store, owner, key).await,
-        Cmd::Status { store, json, key } => status(store, json, key).await,
+        Cmd::Acquire { store, grant, json, key } => manual::acquire(store, grant, json, key).await,
+        Cmd::Renew { store, ttl, owner, key } => manual::renew(store, ttl, owner, key).await,
+        Cmd::Release { store, owner, key } => manual::release(store, owner, key).await,
+        Cmd::Status { store, json, key } => manual::status(store, json, key).await,
         // Answered in main, before a runtime starts.
         Cmd::Completions { .. } | Cmd::Man => Ok(Exit::ok(0)),
         Cmd::Doctor { store, json } => doctor_cmd(store, json).await,
@@ -470,109 +472,6 @@ async fn dispatch(cmd: Cmd) -> Exit {
         }
     };
     r.unwrap_or_else(|e| e)
-}
-
-fn parse_owner(s: &str) -> Result<OwnerToken, Exit> {
-    Ok(s.parse::<OwnerToken>()?)
-}
-
-async fn acquire(
-    store: StoreOpt,
-    GrantOpt { ttl, wait }: GrantOpt,
-    json: bool,
-    key: String,
-) -> Result<Exit, Exit> {
-    let locker = connect(store).await?;
-    if locker.guarantees().kind != LockKind::Lease {
-        return Err(Exit::fail(
-            code::USAGE,
-            format!(
-                "{}:// locks live only as long as the process holding them; use `leasehold run`",
-                locker.guarantees().backend
-            ),
-        ));
-    }
-    let lease = locker.acquire(&key, ttl).wait(wait).await?;
-    let f = lease.detach();
-    if json {
-        let v = serde_json::json!({
-            "key": f.key().as_str(),
-            "owner": f.owner().to_string(),
-            "fence": f.token().get(),
-            "ttl_ms": ttl.as_millis() as u64,
-        });
-        println!("{v}");
-    } else {
-        println!("owner={}\nfence={}", f.owner(), f.token());
-    }
-    Ok(Exit::ok(0))
-}
-
-async fn renew(store: StoreOpt, ttl: Duration, owner: String, key: String) -> Result<Exit, Exit> {
-    let owner = parse_owner(&owner)?;
-    let locker = connect(store).await?;
-    if locker.renew_by_owner(&key, &owner, ttl).await? {
-        Ok(Exit::ok(0))
-    } else {
-        Err(Error::NotOwner { key }.into())
-    }
-}
-
-async fn release(store: StoreOpt, owner: String, key: String) -> Result<Exit, Exit> {
-    let owner = parse_owner(&owner)?;
-    let locker = connect(store).await?;
-    if locker.release_by_owner(&key, &owner).await? {
-        Ok(Exit::ok(0))
-    } else {
-        Err(Exit::fail(
-            code::NOT_OWNER,
-            format!(
-                "not the owner of {key:?}: the lease expired or was taken over; the current holder, if any, is untouched"
-            ),
-        ))
-    }
-}
-
-async fn status(store: StoreOpt, json: bool, key: Option<String>) -> Result<Exit, Exit> {
-    let locker = connect(store).await?;
-    let holders = match locker.holders(key.as_deref()).await {
-        // A session lock held by another process: the server knows the session, not the
-        // owner token.
-        Err(leasehold::Error::Busy { key }) => {
-            if json {
-                println!(
-                    "{}",
-                    serde_json::json!([{ "key": key, "owner": null, "held_by": "another session" }])
-                );
-            } else {
-                println!(
-                    "{key}: held by another session (its owner token is not known to the server)"
-                );
-            }
-            return Ok(Exit::ok(0));
-        }
-        r => r?,
-    };
-    if json {
-        println!(
-            "{}",
-            serde_json::to_string(&holders)
-                .map_err(|e| Exit::fail(code::SOFTWARE, e.to_string()))?
-        );
-        return Ok(Exit::ok(0));
-    }
-    if holders.is_empty() {
-        eprintln!("no holders");
-        return Ok(Exit::ok(0));
-    }
-    let w = holders.iter().map(|h| h.key.as_str().chars().count()).max().unwrap_or(3).max(3);
-    println!("{:<w$}  {:<32}  {:>8}  TIME LEFT", "KEY", "OWNER", "FENCE");
-    for h in holders {
-        let left = h.expires_in.map_or_else(|| "session".to_string(), dur::human);
-        let fence = h.fence.map_or_else(|| "-".to_string(), |f| f.to_string());
-        println!("{:<w$}  {}  {fence:>8}  {left}", h.key.as_str(), h.owner);
-    }
-    Ok(Exit::ok(0))
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -621,114 +520,4 @@ async fn bench_cmd(
         print!("{}", bench::table(&report));
     }
     Ok(Exit::ok(0))
-}
-
-async fn run(
-    store: StoreOpt,
-    GrantOpt { ttl, wait }: GrantOpt,
-    grace: Duration,
-    key: String,
-    command: Vec<OsString>,
-) -> Result<Exit, Exit> {
-    use tokio::signal::unix::{SignalKind, signal};
-
-    let locker = connect(store).await?;
-    // Pull the local deadline `grace` earlier (at most to ttl/2) so SIGTERM + grace ends
-    // before the store's expiry.
-    let base = (ttl / 10).min(Duration::from_secs(2));
-    let margin = (base + grace).min(ttl / 2);
-    let lease = locker.acquire(&key, ttl).wait(wait).auto_renew(true).margin(margin).await?;
-
-    let sig = |k| {
-        signal(k)
-            .map_err(|e| Exit::fail(code::SOFTWARE, format!("cannot install signal handler: {e}")))
-    };
-    let (mut int, mut term, mut hup) =
-        (sig(SignalKind::interrupt())?, sig(SignalKind::terminate())?, sig(SignalKind::hangup())?);
-
-    let (prog, args) = command.split_first().expect("clap requires a command");
-    let spawned = tokio::process::Command::new(prog)
-        .args(args)
-        .env(ENV_KEY, lease.key().as_str())
-        .env(ENV_FENCE, lease.fence().to_string())
-        .env(ENV_OWNER, lease.owner().to_string())
-        // Its own process group, so loss terminates everything it started.
-        .process_group(0)
-        .spawn();
-    let mut child = match spawned {
-        Ok(c) => c,
-        Err(e) => {
-            let _ = lease.release().await;
-            let code = if e.kind() == std::io::ErrorKind::NotFound {
-                code::NOT_FOUND
-            } else {
-                code::CANNOT_EXECUTE
-            };
-            return Err(Exit::fail(code, format!("cannot run {}: {e}", prog.to_string_lossy())));
-        }
-    };
-    let pgid = Pid::from_raw(child.id().map(|p| p as i32).unwrap_or(0));
-    let send = |s: Signal| {
-        if pgid.as_raw() > 0 {
-            let _ = killpg(pgid, s);
-        }
-    };
-
-    let lost = lease.lost();
-    tokio::pin!(lost);
-    let mut lost_reason = None;
-    let mut kill_at: Option<Instant> = None;
-    let status = loop {
-        tokio::select! {
-            st = child.wait() => break st,
-            reason = &mut lost, if lost_reason.is_none() => {
-                eprintln!("leasehold: lease on {key:?} lost ({reason}); sending SIGTERM to the command");
-                send(Signal::SIGTERM);
-                lost_reason = Some(reason);
-                kill_at = Some(Instant::now() + grace);
-            }
-            _ = tokio::time::sleep_until(kill_at.unwrap_or_else(Instant::now).into()), if kill_at.is_some() => {
-                eprintln!("leasehold: the command outlived --grace {}; sending SIGKILL", dur::human(grace));
-                send(Signal::SIGKILL);
-                kill_at = None;
-            }
-            _ = int.recv() => send(Signal::SIGINT),
-            _ = term.recv() => send(Signal::SIGTERM),
-            _ = hup.recv() => send(Signal::SIGHUP),
-        }
-    };
-    let status =
-        status.map_err(|e| Exit::fail(code::SOFTWARE, format!("waiting for the command: {e}")))?;
-    if lost_reason.is_some() {
-        // Nothing it started may go on writing without the lease.
-        send(Signal::SIGKILL);
-    }
-    let released = lease.release().await;
-    if let Some(reason) = lost_reason {
-        return Err(Exit::fail(
-            code::LOST,
-            format!("lease on {key:?} lost ({reason}); the command was terminated"),
-        ));
-    }
-    match released {
-        Ok(true) => {}
-        Ok(false) => {
-            return Err(Exit::fail(
-                code::LOST,
-                format!(
-                    "the lease on {key:?} was no longer ours when the command ended: it may have overlapped with another holder"
-                ),
-            ));
-        }
-        Err(e) => {
-            eprintln!("leasehold: warning: release of {key:?} failed ({e}); its TTL will free it")
-        }
-    }
-    use std::os::unix::process::ExitStatusExt;
-    let code = match (status.code(), status.signal()) {
-        (Some(c), _) => c.clamp(0, 255) as u8,
-        (None, Some(sig)) => (128 + sig).clamp(0, 255) as u8,
-        _ => code::SOFTWARE,
-    };
-    Ok(Exit::ok(code))
 }

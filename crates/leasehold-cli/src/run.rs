@@ -1,0 +1,114 @@
+//! `leasehold run`: the command under a lease; SIGTERM, then SIGKILL after the grace, when the
+//! lease is lost or cannot be confirmed before its local deadline.
+
+use super::*;
+
+pub(crate) async fn run(
+    store: StoreOpt,
+    GrantOpt { ttl, wait }: GrantOpt,
+    grace: Duration,
+    key: String,
+    command: Vec<OsString>,
+) -> Result<Exit, Exit> {
+    use tokio::signal::unix::{SignalKind, signal};
+
+    let locker = connect(store).await?;
+    // Pull the local deadline `grace` earlier (at most to ttl/2) so SIGTERM + grace ends
+    // before the store's expiry.
+    let base = (ttl / 10).min(Duration::from_secs(2));
+    let margin = (base + grace).min(ttl / 2);
+    let lease = locker.acquire(&key, ttl).wait(wait).auto_renew(true).margin(margin).await?;
+
+    let sig = |k| {
+        signal(k)
+            .map_err(|e| Exit::fail(code::SOFTWARE, format!("cannot install signal handler: {e}")))
+    };
+    let (mut int, mut term, mut hup) =
+        (sig(SignalKind::interrupt())?, sig(SignalKind::terminate())?, sig(SignalKind::hangup())?);
+
+    let (prog, args) = command.split_first().expect("clap requires a command");
+    let spawned = tokio::process::Command::new(prog)
+        .args(args)
+        .env(ENV_KEY, lease.key().as_str())
+        .env(ENV_FENCE, lease.fence().to_string())
+        .env(ENV_OWNER, lease.owner().to_string())
+        // Its own process group, so loss terminates everything it started.
+        .process_group(0)
+        .spawn();
+    let mut child = match spawned {
+        Ok(c) => c,
+        Err(e) => {
+            let _ = lease.release().await;
+            let code = if e.kind() == std::io::ErrorKind::NotFound {
+                code::NOT_FOUND
+            } else {
+                code::CANNOT_EXECUTE
+            };
+            return Err(Exit::fail(code, format!("cannot run {}: {e}", prog.to_string_lossy())));
+        }
+    };
+    let pgid = Pid::from_raw(child.id().map(|p| p as i32).unwrap_or(0));
+    let send = |s: Signal| {
+        if pgid.as_raw() > 0 {
+            let _ = killpg(pgid, s);
+        }
+    };
+
+    let lost = lease.lost();
+    tokio::pin!(lost);
+    let mut lost_reason = None;
+    let mut kill_at: Option<Instant> = None;
+    let status = loop {
+        tokio::select! {
+            st = child.wait() => break st,
+            reason = &mut lost, if lost_reason.is_none() => {
+                eprintln!("leasehold: lease on {key:?} lost ({reason}); sending SIGTERM to the command");
+                send(Signal::SIGTERM);
+                lost_reason = Some(reason);
+                kill_at = Some(Instant::now() + grace);
+            }
+            _ = tokio::time::sleep_until(kill_at.unwrap_or_else(Instant::now).into()), if kill_at.is_some() => {
+                eprintln!("leasehold: the command outlived --grace {}; sending SIGKILL", dur::human(grace));
+                send(Signal::SIGKILL);
+                kill_at = None;
+            }
+            _ = int.recv() => send(Signal::SIGINT),
+            _ = term.recv() => send(Signal::SIGTERM),
+            _ = hup.recv() => send(Signal::SIGHUP),
+        }
+    };
+    let status =
+        status.map_err(|e| Exit::fail(code::SOFTWARE, format!("waiting for the command: {e}")))?;
+    if lost_reason.is_some() {
+        // Nothing it started may go on writing without the lease.
+        send(Signal::SIGKILL);
+    }
+    let released = lease.release().await;
+    if let Some(reason) = lost_reason {
+        return Err(Exit::fail(
+            code::LOST,
+            format!("lease on {key:?} lost ({reason}); the command was terminated"),
+        ));
+    }
+    match released {
+        Ok(true) => {}
+        Ok(false) => {
+            return Err(Exit::fail(
+                code::LOST,
+                format!(
+                    "the lease on {key:?} was no longer ours when the command ended: it may have overlapped with another holder"
+                ),
+            ));
+        }
+        Err(e) => {
+            eprintln!("leasehold: warning: release of {key:?} failed ({e}); its TTL will free it")
+        }
+    }
+    use std::os::unix::process::ExitStatusExt;
+    let code = match (status.code(), status.signal()) {
+        (Some(c), _) => c.clamp(0, 255) as u8,
+        (None, Some(sig)) => (128 + sig).clamp(0, 255) as u8,
+        _ => code::SOFTWARE,
+    };
+    Ok(Exit::ok(code))
+}
