@@ -1,44 +1,15 @@
-//! Durations on the command line: `500ms`, `30s`, `2m`, `1h`, combinations like `1m30s`,
-//! and a bare `0`.
+//! Durations on the command line, in the one syntax every store option uses too: `500ms`,
+//! `30s`, `2m`, `1h`, combinations like `1m30s`, and a bare `0`.
 
 use std::time::Duration;
 
-/// Parses a duration; the error is one line for the user.
+/// Parses a duration in the library's one syntax ([`leasehold::parse_duration`]); the error
+/// is one line for the user.
 pub fn parse(s: &str) -> Result<Duration, String> {
-    let bad = |why: &str| format!("{s:?} is not a duration ({why}; use e.g. 500ms, 30s, 2m, 1h)");
-    if s == "0" {
-        return Ok(Duration::ZERO);
-    }
-    if s.is_empty() {
-        return Err(bad("empty"));
-    }
-    let mut total = Duration::ZERO;
-    let mut rest = s;
-    while !rest.is_empty() {
-        let digits = rest.find(|c: char| !c.is_ascii_digit() && c != '.').unwrap_or(rest.len());
-        let (num, tail) = rest.split_at(digits);
-        if num.is_empty() {
-            return Err(bad("expected a number"));
-        }
-        let unit_len = tail.find(|c: char| c.is_ascii_digit() || c == '.').unwrap_or(tail.len());
-        let (unit, tail) = tail.split_at(unit_len);
-        let scale = match unit {
-            "ms" => 0.001,
-            "s" => 1.0,
-            "m" => 60.0,
-            "h" => 3600.0,
-            "" => return Err(bad("missing unit")),
-            _ => return Err(bad(&format!("unknown unit {unit:?}"))),
-        };
-        let n: f64 = num.parse().map_err(|_| bad("bad number"))?;
-        let secs = n * scale;
-        if !secs.is_finite() || secs > 1e10 {
-            return Err(bad("too long"));
-        }
-        total += Duration::from_secs_f64(secs);
-        rest = tail;
-    }
-    Ok(total)
+    leasehold::parse_duration(s).map_err(|e| match e {
+        leasehold::Error::InvalidInput(m) => m,
+        other => other.to_string(),
+    })
 }
 
 /// Human form for tables: `850ms`, `12.3s`, `4m05s`, `2h10m`.

@@ -62,6 +62,7 @@ mod local;
 mod locker;
 mod store;
 mod token;
+mod url;
 mod watchdog;
 
 pub mod backends;
@@ -74,3 +75,4 @@ pub use lease::Lease;
 pub use locker::{Acquire, DEFAULT_OP_TIMEOUT, Locker, MAX_TTL, Wait};
 pub use store::{AcquireRequest, Attempt, Grant, Holder, RenewItem, SessionEnd, Store, Watch};
 pub use token::{FenceToken, OwnerToken};
+pub use url::{parse_duration, redact};

@@ -265,7 +265,7 @@ pub async fn run(s: Settings) -> BenchResult<Value> {
             .collect();
     let progress = Progress::new((scenarios.len() * s.runs) as u64);
     let mut report = json!({
-        "store": s.url,
+        "store": leasehold::redact(&s.url),
         "backend": locker.guarantees().backend,
         "runs": s.runs,
         "runtime": s.runtime,

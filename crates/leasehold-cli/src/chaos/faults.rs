@@ -254,7 +254,7 @@ pub(super) async fn run(s: &Settings) -> Result<(Vec<Trial>, Outline), String> {
     let guarantees = guarantees.ok_or("no trials were run")?;
     let scheme = s.url.split("://").next().unwrap_or("");
     let outline = Outline {
-        store: format!("{scheme}://(private){}", suffix(&s.url)),
+        store: format!("{scheme}://(private){}", suffix(&leasehold::redact(&s.url))),
         guarantees,
         resource: format!(
             "SQLite file {} (table data), fresh for each trial",

@@ -508,7 +508,7 @@ async fn holder_trials(s: &Settings) -> Result<(Vec<Trial>, Outline), String> {
         }
     }
     let outline = Outline {
-        store: s.url.clone(),
+        store: leasehold::redact(&s.url),
         guarantees: locker.guarantees(),
         resource: where_,
         setup: fenceless.then(|| {

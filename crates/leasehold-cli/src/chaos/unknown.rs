@@ -34,7 +34,7 @@ pub(super) async fn run(s: &Settings) -> Result<(Vec<Trial>, Outline), String> {
         }
     }
     let outline = Outline {
-        store: s.url.clone(),
+        store: leasehold::redact(&s.url),
         guarantees: observer.guarantees(),
         resource: "none (this scenario checks the lock store only)".into(),
         setup: Some(format!(

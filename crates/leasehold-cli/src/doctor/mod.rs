@@ -150,7 +150,7 @@ pub(super) const FAILOVER_CLOCK_SLACK_MS: f64 = 1000.0;
 
 pub fn json(url: &str, locker: &Locker, r: &Report) -> Value {
     json!({
-        "store": url,
+        "store": leasehold::redact(url),
         "guarantees": locker.guarantees(),
         "settings": r.settings.iter().map(|(k, v)| json!({ "setting": k, "value": v })).collect::<Vec<_>>(),
         "clock_offset_ms": r.clock.map(|(o, u)| json!({ "store_minus_local": o, "uncertainty": u })),
@@ -162,7 +162,7 @@ pub fn json(url: &str, locker: &Locker, r: &Report) -> Value {
 pub fn text(url: &str, locker: &Locker, r: &Report) -> String {
     use std::fmt::Write;
     let mut out = String::new();
-    let _ = writeln!(out, "store: {url}");
+    let _ = writeln!(out, "store: {}", leasehold::redact(url));
     let _ = writeln!(out, "\nthe backend promises:");
     for line in locker.guarantees().to_string().lines() {
         let _ = writeln!(out, "  {line}");

@@ -77,37 +77,72 @@ fn feature_of(scheme: &str) -> &str {
     }
 }
 
-/// Opens a store from its URL.
+/// Opens a store from its URL. Unknown options are refused before any connection is made,
+/// and no error carries the URL's password (see [`crate::redact`]).
 pub(crate) async fn open(url: &str) -> Result<Arc<dyn Store>> {
+    let opened = open_unscrubbed(url).await;
+    match crate::url::secret(url) {
+        Some(secret) => opened.map_err(|e| e.scrubbed(&secret)),
+        None => opened,
+    }
+}
+
+async fn open_unscrubbed(url: &str) -> Result<Arc<dyn Store>> {
+    use crate::url::check_options;
     let Some((scheme, _)) = url.split_once("://") else {
         return Err(Error::invalid(format!(
-            "store URL {url:?} has no scheme; expected one of {}",
+            "store URL {:?} has no scheme; expected one of {}",
+            crate::redact(url),
             SCHEMES.join(", ")
         )));
     };
+    let check = |known: &[&str]| check_options(url, scheme, known);
     match scheme {
         #[cfg(feature = "sqlite")]
-        "sqlite" => Ok(Arc::new(sqlite::SqliteStore::open(&url["sqlite://".len()..]).await?)),
+        "sqlite" => {
+            check(&[])?;
+            Ok(Arc::new(sqlite::SqliteStore::open(&url["sqlite://".len()..]).await?))
+        }
         #[cfg(all(feature = "file", target_os = "linux"))]
-        "file" => Ok(Arc::new(file::FileStore::open(&url["file://".len()..])?)),
+        "file" => {
+            check(&[])?;
+            Ok(Arc::new(file::FileStore::open(&url["file://".len()..])?))
+        }
         #[cfg(all(feature = "file", not(target_os = "linux")))]
         "file" => Err(Error::invalid(
             "the file:// store needs Linux (flock, inotify, /proc/locks); use sqlite:// here",
         )),
         #[cfg(feature = "redis")]
-        "redis" => Ok(Arc::new(redis::RedisStore::connect(url).await?)),
+        "redis" => {
+            check(redis::OPTIONS)?;
+            Ok(Arc::new(redis::RedisStore::connect(url).await?))
+        }
         #[cfg(feature = "redis-tls")]
-        "rediss" => Ok(Arc::new(redis::RedisStore::connect(url).await?)),
+        "rediss" => {
+            check(redis::TLS_OPTIONS)?;
+            Ok(Arc::new(redis::RedisStore::connect(url).await?))
+        }
         #[cfg(feature = "redis")]
-        "redlock" => Ok(Arc::new(redlock::RedlockStore::connect(url).await?)),
+        "redlock" => {
+            check(redis::OPTIONS)?;
+            Ok(Arc::new(redlock::RedlockStore::connect(url).await?))
+        }
+        // The drivers refuse parameters they do not know; leasehold's own are checked by
+        // the stores' parsers.
         #[cfg(feature = "postgres")]
         "postgres" | "postgresql" => postgres::connect(url).await,
         #[cfg(feature = "mysql")]
         "mysql" => mysql::connect(url).await,
         #[cfg(feature = "etcd")]
-        "etcd" => Ok(Arc::new(etcd::EtcdStore::connect(url).await?)),
+        "etcd" => {
+            check(&["ttl"])?;
+            Ok(Arc::new(etcd::EtcdStore::connect(url).await?))
+        }
         #[cfg(feature = "zookeeper")]
-        "zk" => Ok(Arc::new(zookeeper::ZkStore::connect(url).await?)),
+        "zk" => {
+            check(&["session"])?;
+            Ok(Arc::new(zookeeper::ZkStore::connect(url).await?))
+        }
         known if KNOWN.contains(&known) => Err(Error::invalid(format!(
             "the {known}:// store is not in this build: enable the cargo feature \"{}\" (for \
              the CLI: cargo install leasehold-cli --features {0}); available: {}",

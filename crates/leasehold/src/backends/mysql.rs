@@ -115,14 +115,12 @@ fn parse_url(url: &str) -> Result<(Opts, Options)> {
                 }
             }
             "heartbeat" => {
-                o.heartbeat = v
-                    .strip_suffix("ms")
-                    .and_then(|n| n.parse::<u64>().ok())
-                    .filter(|n| *n > 0)
-                    .map(Duration::from_millis)
-                    .ok_or_else(|| {
-                        Error::invalid(format!("heartbeat={v:?}: give milliseconds, e.g. 5000ms"))
-                    })?
+                o.heartbeat = crate::url::duration_option(
+                    "heartbeat",
+                    v,
+                    Duration::from_millis(1),
+                    Duration::from_secs(3600),
+                )?
             }
             _ => {
                 socket_given |= k == "prefer_socket";

@@ -101,6 +101,14 @@ fn retry_on(e: &redis::RedisError) -> bool {
     e.is_connection_dropped() && !e.is_connection_refusal()
 }
 
+/// The options a `redis://` (and `redlock://`) URL takes: leasehold's, and redis-rs's
+/// `protocol`.
+pub(crate) const OPTIONS: &[&str] = &["prefix", "wait_replicas", "wait_timeout", "protocol"];
+/// `rediss://` also takes `tls_ca`.
+#[cfg(feature = "redis-tls")]
+pub(crate) const TLS_OPTIONS: &[&str] =
+    &["prefix", "wait_replicas", "wait_timeout", "protocol", "tls_ca"];
+
 /// Options read from the URL's query string (and removed before the driver sees it).
 #[derive(Debug, Clone)]
 pub(crate) struct Options {
@@ -146,11 +154,14 @@ pub(crate) fn parse_query(url: &str) -> Result<(String, Options)> {
                 })?)
             }
             "wait_timeout" => {
-                let ms =
-                    v.strip_suffix("ms").and_then(|n| n.parse::<u64>().ok()).ok_or_else(|| {
-                        Error::invalid(format!("wait_timeout={v:?}: give milliseconds, e.g. 100ms"))
-                    })?;
-                wait_t = Duration::from_millis(ms);
+                // WAIT takes whole milliseconds: a fraction is rounded up.
+                let d = crate::url::duration_option(
+                    "wait_timeout",
+                    v,
+                    Duration::from_millis(1),
+                    Duration::from_secs(60),
+                )?;
+                wait_t = Duration::from_millis(d.as_micros().div_ceil(1000) as u64);
             }
             _ => keep.push(pair),
         }

@@ -77,13 +77,12 @@ fn parse_url(url: &str) -> Result<Config> {
         let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
         match k {
             "session" => {
-                cfg.session = parse_duration(v)
-                    .filter(|d| *d >= Duration::from_millis(100) && *d <= Duration::from_secs(3600))
-                    .ok_or_else(|| {
-                        Error::invalid(format!(
-                            "session={v:?}: give the session timeout, e.g. 10s or 4000ms"
-                        ))
-                    })?
+                cfg.session = crate::url::duration_option(
+                    "session",
+                    v,
+                    Duration::from_millis(100),
+                    Duration::from_secs(3600),
+                )?
             }
             _ => {
                 return Err(Error::invalid(format!(
@@ -95,13 +94,6 @@ fn parse_url(url: &str) -> Result<Config> {
     Ok(cfg)
 }
 
-/// `10s` or `4000ms`.
-fn parse_duration(v: &str) -> Option<Duration> {
-    if let Some(ms) = v.strip_suffix("ms") {
-        return ms.parse().ok().map(Duration::from_millis);
-    }
-    v.strip_suffix('s')?.parse().ok().map(Duration::from_secs)
-}
 
 /// ZooKeeper's path rules: no empty, `.` or `..` segment, no control or reserved characters.
 fn valid_path(path: &str) -> std::result::Result<(), String> {

@@ -48,16 +48,14 @@ pub(super) fn parse_url(url: &str) -> Result<Config> {
         let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
         match k {
             "ttl" => {
-                let secs = v
-                    .strip_suffix('s')
-                    .and_then(|n| n.parse::<i64>().ok())
-                    .filter(|n| (1..=3600).contains(n))
-                    .ok_or_else(|| {
-                        Error::invalid(format!(
-                            "ttl={v:?}: give the session TTL in whole seconds, 1s..3600s"
-                        ))
-                    })?;
-                cfg.ttl_secs = secs;
+                // etcd leases count whole seconds: a fraction is rounded up, never down.
+                let d = crate::url::duration_option(
+                    "ttl",
+                    v,
+                    std::time::Duration::from_millis(1),
+                    std::time::Duration::from_secs(3600),
+                )?;
+                cfg.ttl_secs = d.as_secs_f64().ceil() as i64;
             }
             _ => return Err(Error::invalid(format!("unknown etcd URL option {k:?} (known: ttl)"))),
         }
