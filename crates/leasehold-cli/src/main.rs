@@ -138,7 +138,7 @@ enum Cmd {
     /// with auto-renew). On redis:// the baselines are the raw redis-rs client doing the same
     /// round trips, redis-benchmark, and (built with --features peers) the rslock crate; on
     /// postgres:// pgbench running leasehold's own statements; on mysql:// the raw
-    /// mysql_async client sending them; on etcd:// the raw etcd-client sending them and etcd's
+    /// mysql_async client sending them; on etcd:// leasehold's raw etcd gRPC client sending them and etcd's
     /// own Lock RPC (the etcdctl lock recipe).
     Bench {
         #[command(flatten)]

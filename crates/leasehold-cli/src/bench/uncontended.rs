@@ -141,7 +141,7 @@ pub(super) async fn uncontended(
     let raw_label = match (my, etcd) {
         (Some(my), _) => Some(my.label()),
         (None, Some(_)) => Some(
-            "raw etcd-client: leasehold's conditional put (bound to a lease) and create-revision delete",
+            "raw etcd gRPC client: leasehold's conditional put (bound to a lease) and create-revision delete",
         ),
         _ => None,
     };

@@ -44,14 +44,8 @@ impl std::fmt::Display for Error {
     }
 }
 
-impl std::error::Error for Error {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            Error::Status(s) => Some(s),
-            _ => None,
-        }
-    }
-}
+/// No source: the message already carries the status's code and message.
+impl std::error::Error for Error {}
 
 impl From<tonic::Status> for Error {
     fn from(s: tonic::Status) -> Self {
