@@ -8,7 +8,8 @@ const BIN: &str = env!("CARGO_BIN_EXE_leasehold");
 
 fn leasehold(args: &[&str]) -> (i32, String) {
     let o: Output = Command::new(BIN).args(args).output().unwrap();
-    let text = format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+    let text =
+        format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
     (o.status.code().unwrap_or(-1), text)
 }
 
@@ -105,8 +106,19 @@ fn doctor_and_chaos_keep_the_password_out_of_their_output() {
     let out = tempfile::tempdir().unwrap();
     let o = out.path().to_str().unwrap();
     let (code, text) = leasehold(&[
-        "chaos", "--store", &url, "--scenario", "stalled-holder", "--trials", "1",
-        "--control-trials", "1", "--ttl", "300ms", "--out", o,
+        "chaos",
+        "--store",
+        &url,
+        "--scenario",
+        "stalled-holder",
+        "--trials",
+        "1",
+        "--control-trials",
+        "1",
+        "--ttl",
+        "300ms",
+        "--out",
+        o,
     ]);
     assert_eq!(code, 0, "{text}");
     assert!(!text.contains("S3CRETpw"), "{text}");

@@ -56,11 +56,12 @@
 
 mod error;
 mod guarantees;
+mod held;
 mod key;
 mod lease;
 mod local;
 mod locker;
-mod store;
+pub mod store;
 mod token;
 mod url;
 mod watchdog;
@@ -73,6 +74,6 @@ pub use guarantees::{CLOCK_ASSUMPTION, FenceRepeat, Guarantees, LockKind, MAX_FE
 pub use key::Key;
 pub use lease::Lease;
 pub use locker::{Acquire, DEFAULT_OP_TIMEOUT, Locker, MAX_TTL, Wait};
-pub use store::{AcquireRequest, Attempt, Grant, Holder, RenewItem, SessionEnd, Store, Watch};
+pub use store::{Holder, Store};
 pub use token::{FenceToken, OwnerToken};
 pub use url::{parse_duration, redact};

@@ -13,7 +13,7 @@ use std::time::Instant;
 use tokio::sync::watch;
 
 use crate::Key;
-use crate::lease::Shared;
+use crate::held::Shared;
 
 #[derive(Debug, Default)]
 pub(crate) struct Local {

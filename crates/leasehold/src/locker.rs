@@ -5,7 +5,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::lease::{Shared, Timing};
+use crate::held::{Shared, Timing};
 use crate::store::{AcquireRequest, Attempt};
 use crate::watchdog::Watchdog;
 use crate::{Error, Guarantees, Holder, Key, Lease, LockKind, OwnerToken, Result, Store};

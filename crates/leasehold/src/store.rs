@@ -1,4 +1,6 @@
-//! The small async trait every backend implements.
+//! What store implementors need: the small async trait every backend implements, the types
+//! of its requests and answers, and the two ways a store waits ([`acquire_watching`],
+//! [`acquire_in_server`]). Users of the built-in stores need none of this.
 //!
 //! A store only knows single operations on `(key, owner)`; timing, waiting policy, the lost
 //! signal, auto-renew and unknown-outcome cleanup live in [`crate::Locker`] and
@@ -158,37 +160,16 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
     /// One attempt: grant (issuing a fence atomically with it) or report busy.
     async fn try_acquire(&self, req: &AcquireRequest<'_>) -> Result<Attempt>;
 
-    /// Subscribes to changes of `key` (release, expiry) so a waiter can sleep until one.
-    async fn watch(&self, key: &Key) -> Result<Box<dyn Watch>>;
-
-    /// Acquires, waiting until `until` (None: one attempt). The default alternates
-    /// [`Store::try_acquire`] and [`Store::watch`], waking no later than the holder's expiry;
-    /// stores with server-side blocking waits override it.
-    async fn acquire(&self, req: &AcquireRequest<'_>, until: Option<Instant>) -> Result<Attempt> {
-        let mut watch = match until {
-            Some(_) => Some(self.watch(req.key).await?),
-            None => None,
-        };
-        loop {
-            let attempt = within_op_timeout(req, self.try_acquire(req)).await?;
-            let Attempt::Busy { holder_expires_in } = attempt else {
-                return Ok(attempt);
-            };
-            let (Some(until), Some(watch)) = (until, watch.as_mut()) else {
-                return Ok(Attempt::Busy { holder_expires_in });
-            };
-            let now = Instant::now();
-            if now >= until {
-                return Ok(Attempt::Busy { holder_expires_in });
-            }
-            // Wake at the holder's expiry at the latest (plus a millisecond so the store's
-            // clock has passed it), or at the caller's deadline.
-            let wake = holder_expires_in
-                .map(|d| now + d + Duration::from_millis(1))
-                .map_or(until, |w| w.min(until));
-            watch.changed(wake).await;
-        }
-    }
+    /// Acquires, waiting until `until` (None: one attempt). A store waits in one of two ways,
+    /// and says which by how it answers:
+    /// - it can be told (or can poll) when a key may have become free: subscribe, then
+    ///   alternate attempts and waits, with [`acquire_watching`];
+    /// - the server itself waits (a blocking lock call, a server-side queue): one bounded call
+    ///   that carries the whole wait, with [`acquire_in_server`].
+    ///
+    /// Either way an attempt whose answer does not come within the op timeout (plus the wait,
+    /// for a server-side wait) is [`Error::UnknownOutcome`].
+    async fn acquire(&self, req: &AcquireRequest<'_>, until: Option<Instant>) -> Result<Attempt>;
 
     /// Extends the grant iff `owner` still holds `key`. `Ok(false)`: not ours any more.
     async fn renew(&self, key: &Key, owner: &OwnerToken, ttl: Duration) -> Result<bool>;
@@ -207,6 +188,63 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
 
     /// Current holders, of one key or of all keys.
     async fn holders(&self, key: Option<&Key>) -> Result<Vec<Holder>>;
+}
+
+/// Waiting by watching: `watch` subscribes to changes of the key **before** the first attempt
+/// (so a release between a refused attempt and the wait is not missed); then attempts and
+/// waits alternate, each wait ending at a notification, at the holder's expiry (plus a
+/// millisecond, so the store's clock has passed it) or at `until`.
+pub async fn acquire_watching<S, F, Fut>(
+    store: &S,
+    req: &AcquireRequest<'_>,
+    until: Option<Instant>,
+    watch: F,
+) -> Result<Attempt>
+where
+    S: Store + ?Sized,
+    F: FnOnce() -> Fut,
+    Fut: Future<Output = Result<Box<dyn Watch>>>,
+{
+    let mut watch = match until {
+        Some(_) => Some(watch().await?),
+        None => None,
+    };
+    loop {
+        let attempt = within_op_timeout(req, store.try_acquire(req)).await?;
+        let Attempt::Busy { holder_expires_in } = attempt else {
+            return Ok(attempt);
+        };
+        let (Some(until), Some(watch)) = (until, watch.as_mut()) else {
+            return Ok(Attempt::Busy { holder_expires_in });
+        };
+        let now = Instant::now();
+        if now >= until {
+            return Ok(Attempt::Busy { holder_expires_in });
+        }
+        let wake = holder_expires_in
+            .map(|d| now + d + Duration::from_millis(1))
+            .map_or(until, |w| w.min(until));
+        watch.changed(wake).await;
+    }
+}
+
+/// Waiting in the server (a blocking lock call, a server-side queue): one call to `grant`
+/// carrying the whole wait (`None`: a single attempt), whose answer must come within the wait
+/// plus the op timeout, else the outcome is unknown.
+pub async fn acquire_in_server<F, Fut>(
+    req: &AcquireRequest<'_>,
+    until: Option<Instant>,
+    grant: F,
+) -> Result<Attempt>
+where
+    F: FnOnce(Option<Duration>) -> Fut,
+    Fut: Future<Output = Result<Attempt>>,
+{
+    let wait = until.map(|u| u.saturating_duration_since(Instant::now())).filter(|w| !w.is_zero());
+    let limit = wait.map_or(req.op_timeout, |w| w + req.op_timeout);
+    tokio::time::timeout(limit, grant(wait))
+        .await
+        .map_err(|_| Error::UnknownOutcome(format!("acquire of {:?} got no answer", req.key)))?
 }
 
 /// One acquire attempt bounded by the request's op timeout; no answer in time is an unknown

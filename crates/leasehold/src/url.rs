@@ -57,10 +57,21 @@ pub fn parse_duration(s: &str) -> Result<Duration> {
 
 /// A duration option `name=value` within `[min, max]`, in the one syntax.
 #[cfg_attr(
-    not(any(feature = "redis", feature = "postgres", feature = "mysql", feature = "etcd", feature = "zookeeper")),
+    not(any(
+        feature = "redis",
+        feature = "postgres",
+        feature = "mysql",
+        feature = "etcd",
+        feature = "zookeeper"
+    )),
     allow(dead_code)
 )]
-pub(crate) fn duration_option(name: &str, v: &str, min: Duration, max: Duration) -> Result<Duration> {
+pub(crate) fn duration_option(
+    name: &str,
+    v: &str,
+    min: Duration,
+    max: Duration,
+) -> Result<Duration> {
     let d = parse_duration(v).map_err(|e| match e {
         Error::InvalidInput(m) => Error::invalid(format!("{name}={v:?}: {m}")),
         other => other,
@@ -140,7 +151,9 @@ pub fn redact(url: &str) -> String {
     let tail = rest[end..]
         .split('&')
         .map(|p| match p.split_once("password=") {
-            Some((head, _)) if head.is_empty() || head.ends_with('?') => format!("{head}password=***"),
+            Some((head, _)) if head.is_empty() || head.ends_with('?') => {
+                format!("{head}password=***")
+            }
             _ => p.to_owned(),
         })
         .collect::<Vec<_>>()
@@ -200,7 +213,10 @@ mod tests {
             ("mysql://root:PW@h:3306/db?mode=session", "mysql://root:***@h:3306/db?mode=session"),
             ("etcd://u:PW@h1:1,h2:2/pfx?ttl=2s", "etcd://u:***@h1:1,h2:2/pfx?ttl=2s"),
             ("postgres://u@h/db?password=PW", "postgres://u@h/db?password=***"),
-            ("postgres://u@h/db?sslmode=disable&password=PW", "postgres://u@h/db?sslmode=disable&password=***"),
+            (
+                "postgres://u@h/db?sslmode=disable&password=PW",
+                "postgres://u@h/db?sslmode=disable&password=***",
+            ),
             ("sqlite:///tmp/x.db", "sqlite:///tmp/x.db"),
             ("redis://u@h:1", "redis://u@h:1"),
         ] {

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::Notify;
 
-use crate::lease::Shared;
+use crate::held::Shared;
 use crate::store::RenewItem;
 use crate::{LostReason, Store};
 

@@ -439,13 +439,8 @@ impl Store for FileStore {
         }
     }
 
-    async fn watch(&self, key: &Key) -> Result<Box<dyn Watch>> {
-        let hub = self.hub()?;
-        let path = self.path(key);
-        let w = tokio::task::spawn_blocking(move || hub.subscribe(&path))
-            .await
-            .map_err(|e| Error::backend("file", "worker thread failed", e))??;
-        Ok(Box::new(w))
+    async fn acquire(&self, req: &AcquireRequest<'_>, until: Option<Instant>) -> Result<Attempt> {
+        crate::store::acquire_watching(self, req, until, || self.watch(req.key)).await
     }
 
     async fn renew(&self, key: &Key, owner: &OwnerToken, _ttl: Duration) -> Result<bool> {
@@ -503,6 +498,18 @@ impl Store for FileStore {
         })
         .await
         .map_err(|e| Error::backend("file", "worker thread failed", e))?
+    }
+}
+
+impl FileStore {
+    /// Subscribes to changes of `key` (a release, an expiry), for [`crate::store::acquire_watching`].
+    pub(crate) async fn watch(&self, key: &Key) -> Result<Box<dyn Watch>> {
+        let hub = self.hub()?;
+        let path = self.path(key);
+        let w = tokio::task::spawn_blocking(move || hub.subscribe(&path))
+            .await
+            .map_err(|e| Error::backend("file", "worker thread failed", e))??;
+        Ok(Box::new(w))
     }
 }
 

@@ -4,13 +4,7 @@ use std::sync::Arc;
 
 use crate::{Error, Result, Store};
 
-#[cfg(any(
-    feature = "postgres",
-    feature = "mysql",
-    feature = "sqlite",
-    feature = "etcd",
-    feature = "zookeeper"
-))]
+#[cfg(any(feature = "mysql", feature = "sqlite"))]
 pub(crate) mod bell;
 #[cfg(feature = "etcd")]
 pub mod etcd;
@@ -25,6 +19,8 @@ pub mod postgres;
 pub mod redis;
 #[cfg(feature = "redis")]
 pub mod redlock;
+#[cfg(any(feature = "postgres", feature = "mysql", feature = "etcd", feature = "zookeeper"))]
+pub(crate) mod session;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;
 #[cfg(feature = "zookeeper")]
@@ -88,7 +84,6 @@ pub(crate) async fn open(url: &str) -> Result<Arc<dyn Store>> {
 }
 
 async fn open_unscrubbed(url: &str) -> Result<Arc<dyn Store>> {
-    use crate::url::check_options;
     let Some((scheme, _)) = url.split_once("://") else {
         return Err(Error::invalid(format!(
             "store URL {:?} has no scheme; expected one of {}",
@@ -96,7 +91,8 @@ async fn open_unscrubbed(url: &str) -> Result<Arc<dyn Store>> {
             SCHEMES.join(", ")
         )));
     };
-    let check = |known: &[&str]| check_options(url, scheme, known);
+    let check = |known: &[&str]| crate::url::check_options(url, scheme, known);
+    let _ = &check; // unused when only the driver-checked stores are built
     match scheme {
         #[cfg(feature = "sqlite")]
         "sqlite" => {

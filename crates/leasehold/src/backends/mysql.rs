@@ -28,7 +28,8 @@ use mysql_async::prelude::Queryable;
 use mysql_async::{Conn, Opts, OptsBuilder, Pool};
 use tokio::sync::{oneshot, watch};
 
-use super::bell::{BellWatch, Bells, Undoing};
+use super::bell::{BellWatch, Bells};
+use super::session::Undoing;
 use crate::store::{AcquireRequest, Attempt, Grant, Holder, RenewItem, SessionEnd, Watch};
 use crate::{Error, FenceRepeat, FenceToken, Guarantees, Key, LockKind, OwnerToken, Result, Store};
 
@@ -328,8 +329,8 @@ impl Store for MyLeaseStore {
         Ok(Attempt::Granted(Grant::new(FenceToken::new(fence), sent)))
     }
 
-    async fn watch(&self, key: &Key) -> Result<Box<dyn Watch>> {
-        Ok(Box::new(BellWatch::polling(self.bells.subscribe(key), BACKOFF_MIN, BACKOFF_MAX)))
+    async fn acquire(&self, req: &AcquireRequest<'_>, until: Option<Instant>) -> Result<Attempt> {
+        crate::store::acquire_watching(self, req, until, || self.watch(req.key)).await
     }
 
     async fn renew(&self, key: &Key, owner: &OwnerToken, ttl: Duration) -> Result<bool> {
@@ -436,6 +437,13 @@ impl Store for MyLeaseStore {
                 ))
             })
             .collect()
+    }
+}
+
+impl MyLeaseStore {
+    /// Subscribes to changes of `key` (a release, an expiry), for [`crate::store::acquire_watching`].
+    pub(crate) async fn watch(&self, key: &Key) -> Result<Box<dyn Watch>> {
+        Ok(Box::new(BellWatch::polling(self.bells.subscribe(key), BACKOFF_MIN, BACKOFF_MAX)))
     }
 }
 
@@ -897,13 +905,8 @@ impl Store for MySessionStore {
         self.grant(req, None).await
     }
 
-    async fn watch(&self, _key: &Key) -> Result<Box<dyn Watch>> {
-        // Unused: waits happen inside the server (`acquire` is overridden).
-        Ok(Box::new(super::bell::SleepWatch))
-    }
-
     async fn acquire(&self, req: &AcquireRequest<'_>, until: Option<Instant>) -> Result<Attempt> {
-        super::bell::server_side_acquire(req, until, |wait| self.grant(req, wait)).await
+        crate::store::acquire_in_server(req, until, |wait| self.grant(req, wait)).await
     }
 
     async fn renew(&self, key: &Key, owner: &OwnerToken, _ttl: Duration) -> Result<bool> {

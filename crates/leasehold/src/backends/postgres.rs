@@ -42,9 +42,9 @@ use tokio::task::AbortHandle;
 use tokio_postgres::error::SqlState;
 use tokio_postgres::{AsyncMessage, Client, Config, NoTls, Statement, Transaction};
 
-use super::bell::Undoing;
+use super::session::Undoing;
 use crate::store::{
-    AcquireRequest, Attempt, Grant, Holder, RenewItem, SessionEnd, Watch, within_op_timeout,
+    AcquireRequest, Attempt, Grant, Holder, RenewItem, SessionEnd, within_op_timeout,
 };
 use crate::{Error, FenceRepeat, FenceToken, Guarantees, Key, LockKind, OwnerToken, Result, Store};
 
@@ -643,29 +643,6 @@ impl PgLeaseStore {
     }
 }
 
-struct PgWatch {
-    rx: watch::Receiver<u64>,
-    listener: Arc<Listener>,
-}
-
-#[async_trait]
-impl Watch for PgWatch {
-    async fn changed(&mut self, until: Instant) {
-        if !self.listener.alive() {
-            // No notifications while the listener is down: reconnect, or poll.
-            if self.listener.ensure().await.is_err() {
-                let wake = until.min(Instant::now() + Duration::from_millis(100));
-                tokio::time::sleep_until(wake.into()).await;
-                return;
-            }
-        }
-        tokio::select! {
-            _ = self.rx.changed() => {}
-            _ = tokio::time::sleep_until(until.into()) => {}
-        }
-    }
-}
-
 #[async_trait]
 impl Store for PgLeaseStore {
     fn guarantees(&self) -> Guarantees {
@@ -699,14 +676,6 @@ impl Store for PgLeaseStore {
             Some(f) => Ok(Attempt::Granted(Grant::new(FenceToken::new(f as u64), sent))),
             None => Ok(Attempt::Busy { holder_expires_in: Some(left(row.get(1))) }),
         }
-    }
-
-    async fn watch(&self, key: &Key) -> Result<Box<dyn Watch>> {
-        // Subscribe first, then make sure LISTEN is in force: a release after this point
-        // rings the bell.
-        let rx = self.listener.queues.subscribe(key);
-        self.listener.ensure().await?;
-        Ok(Box::new(PgWatch { rx, listener: self.listener.clone() }))
     }
 
     /// Waiting takes a ticket: a release calls the next ticket, and only the waiter holding it
@@ -1192,12 +1161,8 @@ impl Store for PgSessionStore {
         self.grant(req, None).await
     }
 
-    async fn watch(&self, _key: &Key) -> Result<Box<dyn Watch>> {
-        Ok(Box::new(super::bell::SleepWatch))
-    }
-
     async fn acquire(&self, req: &AcquireRequest<'_>, until: Option<Instant>) -> Result<Attempt> {
-        super::bell::server_side_acquire(req, until, |wait| self.grant(req, wait)).await
+        crate::store::acquire_in_server(req, until, |wait| self.grant(req, wait)).await
     }
 
     async fn renew(&self, key: &Key, owner: &OwnerToken, _ttl: Duration) -> Result<bool> {

@@ -762,8 +762,8 @@ impl Store for RedisStore {
         }
     }
 
-    async fn watch(&self, key: &Key) -> Result<Box<dyn Watch>> {
-        Ok(Box::new(self.node.sub.watch(self.names.channel(key)).await?))
+    async fn acquire(&self, req: &AcquireRequest<'_>, until: Option<Instant>) -> Result<Attempt> {
+        crate::store::acquire_watching(self, req, until, || self.watch(req.key)).await
     }
 
     async fn renew(&self, key: &Key, owner: &OwnerToken, ttl: Duration) -> Result<bool> {
@@ -781,6 +781,13 @@ impl Store for RedisStore {
 
     async fn holders(&self, key: Option<&Key>) -> Result<Vec<Holder>> {
         self.node.holders(&self.names, key, true).await
+    }
+}
+
+impl RedisStore {
+    /// Subscribes to changes of `key` (a release, an expiry), for [`crate::store::acquire_watching`].
+    pub(crate) async fn watch(&self, key: &Key) -> Result<Box<dyn Watch>> {
+        Ok(Box::new(self.node.sub.watch(self.names.channel(key)).await?))
     }
 }
 

@@ -245,19 +245,8 @@ impl Store for RedlockStore {
         })
     }
 
-    async fn watch(&self, key: &Key) -> Result<Box<dyn Watch>> {
-        let mut subs = Vec::new();
-        for s in self.slots.iter() {
-            if let Ok(n) = s.node().await
-                && let Ok(w) = n.sub.watch(self.names.channel(key)).await
-            {
-                subs.push(w);
-            }
-        }
-        if subs.len() < self.quorum() {
-            return Err(Error::unavailable("could not subscribe on a majority of instances", None));
-        }
-        Ok(Box::new(MultiWatch(subs)))
+    async fn acquire(&self, req: &AcquireRequest<'_>, until: Option<Instant>) -> Result<Attempt> {
+        crate::store::acquire_watching(self, req, until, || self.watch(req.key)).await
     }
 
     async fn renew(&self, key: &Key, owner: &OwnerToken, ttl: Duration) -> Result<bool> {
@@ -315,5 +304,23 @@ impl Store for RedlockStore {
             .collect();
         out.sort_by(|a, b| a.key.cmp(&b.key));
         Ok(out)
+    }
+}
+
+impl RedlockStore {
+    /// Subscribes to changes of `key` (a release, an expiry), for [`crate::store::acquire_watching`].
+    pub(crate) async fn watch(&self, key: &Key) -> Result<Box<dyn Watch>> {
+        let mut subs = Vec::new();
+        for s in self.slots.iter() {
+            if let Ok(n) = s.node().await
+                && let Ok(w) = n.sub.watch(self.names.channel(key)).await
+            {
+                subs.push(w);
+            }
+        }
+        if subs.len() < self.quorum() {
+            return Err(Error::unavailable("could not subscribe on a majority of instances", None));
+        }
+        Ok(Box::new(MultiWatch(subs)))
     }
 }

@@ -34,8 +34,8 @@ use async_trait::async_trait;
 use tokio::sync::watch;
 use zookeeper_client::{Acls, Client, CreateMode, EventType, SessionState};
 
-use super::bell::{SessionSignals, Undoing};
-use crate::store::{AcquireRequest, Attempt, Holder, Watch};
+use super::session::{SessionSignals, Undoing};
+use crate::store::{AcquireRequest, Attempt, Holder};
 use crate::{Error, FenceRepeat, FenceToken, Guarantees, Key, LockKind, OwnerToken, Result, Store};
 
 pub use zookeeper_client;
@@ -93,7 +93,6 @@ fn parse_url(url: &str) -> Result<Config> {
     }
     Ok(cfg)
 }
-
 
 /// ZooKeeper's path rules: no empty, `.` or `..` segment, no control or reserved characters.
 fn valid_path(path: &str) -> std::result::Result<(), String> {
@@ -581,14 +580,9 @@ impl Store for ZkStore {
         self.attempt(req, None).await
     }
 
-    async fn watch(&self, _key: &Key) -> Result<Box<dyn Watch>> {
-        // Unused: `acquire` queues and watches its predecessor itself.
-        Ok(Box::new(super::bell::SleepWatch))
-    }
-
     async fn acquire(&self, req: &AcquireRequest<'_>, until: Option<Instant>) -> Result<Attempt> {
         // The whole wait (queue place, predecessor watches) answers within `until` + op timeout.
-        super::bell::server_side_acquire(req, until, |_| self.attempt(req, until)).await
+        crate::store::acquire_in_server(req, until, |_| self.attempt(req, until)).await
     }
 
     async fn renew(&self, key: &Key, owner: &OwnerToken, _ttl: Duration) -> Result<bool> {

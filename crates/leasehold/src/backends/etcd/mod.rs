@@ -36,8 +36,8 @@ use self::rpc::{
     Compare, CompareResult, EventType, FilterType, KeyValue, RangeRequest, RequestOp,
     ResponseHeader, ResponseOp, SortOrder, SortTarget, TxnRequest, TxnResponse, WatchCreateRequest,
 };
-use super::bell::Undoing;
-use crate::store::{AcquireRequest, Attempt, Holder, Watch};
+use super::session::Undoing;
+use crate::store::{AcquireRequest, Attempt, Holder};
 use crate::{Error, FenceRepeat, FenceToken, Guarantees, Key, LockKind, OwnerToken, Result, Store};
 
 #[doc(hidden)]
@@ -470,14 +470,9 @@ impl Store for EtcdStore {
         self.attempt(req, None).await
     }
 
-    async fn watch(&self, _key: &Key) -> Result<Box<dyn Watch>> {
-        // Unused: `acquire` queues and watches its predecessor itself.
-        Ok(Box::new(super::bell::SleepWatch))
-    }
-
     async fn acquire(&self, req: &AcquireRequest<'_>, until: Option<Instant>) -> Result<Attempt> {
         // The whole wait (queue place, predecessor watches) answers within `until` + op timeout.
-        super::bell::server_side_acquire(req, until, |_| self.attempt(req, until)).await
+        crate::store::acquire_in_server(req, until, |_| self.attempt(req, until)).await
     }
 
     async fn renew(&self, key: &Key, owner: &OwnerToken, _ttl: Duration) -> Result<bool> {

@@ -9,7 +9,7 @@ use tokio::sync::watch;
 use super::client::{self, Client};
 use super::{etcd_err, rpc};
 use crate::Result;
-use crate::backends::bell::SessionSignals;
+use crate::backends::session::SessionSignals;
 
 /// The session's local deadline: the server expires the lease no earlier than `ttl` after it
 /// applied the keepalive, itself after `sent`.

@@ -1,0 +1,188 @@
+//! The state of one held grant, shared by its [`crate::Lease`], the watchdog that renews it
+//! and the per-key queue of its [`crate::Locker`]: the local deadline, the latched loss, and
+//! the session signals. A module of its own so that those three depend on it and not on
+//! each other.
+
+use std::future::Future;
+use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
+
+use tokio::sync::Notify;
+
+use crate::fence::Fencing;
+use crate::{LockKind, LostReason, Store};
+
+/// How the local deadline is derived from the time a request was sent.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Timing {
+    pub drift: f64,
+    pub margin: Duration,
+}
+
+impl Timing {
+    /// `sent + ttl·(1 − drift) − margin`, never before `sent`.
+    pub fn deadline(&self, sent: Instant, ttl: Duration) -> Instant {
+        sent + ttl.mul_f64(1.0 - self.drift).saturating_sub(self.margin)
+    }
+}
+
+#[derive(Debug, Clone)]
+struct State {
+    /// `None` for session and transaction locks, which have no time limit of their own.
+    deadline: Option<Instant>,
+    /// Latched: once set it never clears.
+    lost: Option<LostReason>,
+}
+
+/// State shared by a [`crate::Lease`], its watchdog entry and its lost-signal futures.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    pub store: Arc<dyn Store>,
+    /// Key, fence and owner of the grant.
+    pub id: Fencing,
+    pub ttl: Duration,
+    pub kind: LockKind,
+    pub timing: Timing,
+    pub op_timeout: Duration,
+    state: std::sync::Mutex<State>,
+    /// Woken when `state.lost` is set. (A moved deadline wakes nobody: a `lost()` future that
+    /// wakes at the old deadline re-reads the new one.)
+    lost_notify: Notify,
+    /// Dropped with this: ends the task watching a session (see `watch_session`).
+    session_watch: std::sync::Mutex<Option<tokio::sync::oneshot::Sender<()>>>,
+    /// `false` while the store cannot confirm the session (see `Grant::session_live`).
+    session_live: std::sync::OnceLock<tokio::sync::watch::Receiver<bool>>,
+}
+
+impl Shared {
+    pub fn new(
+        store: Arc<dyn Store>,
+        id: Fencing,
+        ttl: Duration,
+        kind: LockKind,
+        timing: Timing,
+        op_timeout: Duration,
+        sent: Instant,
+    ) -> Self {
+        let deadline = (kind == LockKind::Lease).then(|| timing.deadline(sent, ttl));
+        Shared {
+            store,
+            id,
+            ttl,
+            kind,
+            timing,
+            op_timeout,
+            state: std::sync::Mutex::new(State { deadline, lost: None }),
+            lost_notify: Notify::new(),
+            session_watch: std::sync::Mutex::new(None),
+            session_live: std::sync::OnceLock::new(),
+        }
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The loss cause, latching `DeadlinePassed` if the deadline has gone by.
+    pub fn lost_now(&self) -> Option<LostReason> {
+        let mut s = self.state();
+        if s.lost.is_none() && s.deadline.is_some_and(|d| Instant::now() >= d) {
+            s.lost = Some(LostReason::DeadlinePassed);
+            drop(s);
+            self.lost_notify.notify_waiters();
+            return Some(LostReason::DeadlinePassed);
+        }
+        s.lost.clone()
+    }
+
+    /// Latches a loss cause; the first cause wins.
+    pub fn mark_lost(&self, reason: LostReason) {
+        let mut s = self.state();
+        if s.lost.is_none() {
+            s.lost = Some(reason);
+            drop(s);
+            self.lost_notify.notify_waiters();
+        }
+    }
+
+    /// A renewal sent at `sent` was confirmed: move the deadline, unless already lost.
+    pub fn confirm(&self, sent: Instant) -> std::result::Result<(), LostReason> {
+        let mut s = self.state();
+        if let Some(l) = &s.lost {
+            return Err(l.clone());
+        }
+        let Some(d) = s.deadline else { return Ok(()) };
+        if Instant::now() >= d {
+            // The confirmation came too late: anyone asking in between was told "lost",
+            // and lost is never taken back.
+            s.lost = Some(LostReason::DeadlinePassed);
+            drop(s);
+            self.lost_notify.notify_waiters();
+            return Err(LostReason::DeadlinePassed);
+        }
+        let nd = self.timing.deadline(sent, self.ttl);
+        if nd > d {
+            s.deadline = Some(nd);
+        }
+        Ok(())
+    }
+
+    pub fn deadline(&self) -> Option<Instant> {
+        self.state().deadline
+    }
+
+    /// Resolves when the lease is lost for any cause.
+    pub fn lost(self: &Arc<Self>) -> impl Future<Output = LostReason> + Send + 'static {
+        let me = self.clone();
+        async move {
+            loop {
+                // Register before checking, so a loss between the check and the wait wakes us.
+                let woken = me.lost_notify.notified();
+                tokio::pin!(woken);
+                woken.as_mut().enable();
+                if let Some(r) = me.lost_now() {
+                    return r;
+                }
+                match me.deadline() {
+                    Some(d) => {
+                        tokio::select! {
+                            _ = woken => {}
+                            _ = tokio::time::sleep_until(d.into()) => {}
+                        }
+                    }
+                    None => woken.await,
+                }
+            }
+        }
+    }
+
+    /// Attaches the store's session-liveness signal.
+    pub fn set_session_live(&self, live: tokio::sync::watch::Receiver<bool>) {
+        let _ = self.session_live.set(live);
+    }
+
+    /// Whether the store currently confirms the session (always true without a signal).
+    pub fn session_live(&self) -> bool {
+        self.session_live.get().is_none_or(|l| *l.borrow())
+    }
+
+    /// Watches a session-end future and latches the loss when it fires.
+    pub fn watch_session(self: &Arc<Self>, end: crate::store::SessionEnd) {
+        let weak: Weak<Shared> = Arc::downgrade(self);
+        // The watcher ends with the session or with this lease, whichever is first: a store
+        // whose sessions outlive many leases (a shared connection) must not collect one
+        // parked task per lease ever granted.
+        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+        *self.session_watch.lock().unwrap_or_else(|p| p.into_inner()) = Some(stop_tx);
+        tokio::spawn(async move {
+            tokio::select! {
+                why = end => {
+                    if let Some(me) = weak.upgrade() {
+                        me.mark_lost(LostReason::SessionEnded(why));
+                    }
+                }
+                _ = stop_rx => {}
+            }
+        });
+    }
+}
