@@ -18,7 +18,7 @@ pub mod postgres;
 #[cfg(feature = "redis")]
 pub mod redis;
 #[cfg(feature = "redis")]
-pub mod redlock;
+pub use redis::redlock;
 #[cfg(any(feature = "postgres", feature = "mysql", feature = "etcd", feature = "zookeeper"))]
 pub(crate) mod session;
 #[cfg(feature = "sqlite")]

@@ -17,18 +17,19 @@ use std::fmt;
 
 use crate::{Error, FenceToken, Key, OwnerToken, Result};
 
+// Each store's fence resource lives in its folder; these are the paths users write.
 #[cfg(feature = "etcd")]
-pub mod etcd;
+pub use crate::backends::etcd::fence as etcd;
 #[cfg(feature = "http")]
 pub mod http;
 #[cfg(feature = "mysql")]
-pub mod mysql;
+pub use crate::backends::mysql::fence as mysql;
 #[cfg(feature = "postgres")]
-pub mod postgres;
+pub use crate::backends::postgres::fence as postgres;
 #[cfg(feature = "redis")]
-pub mod redis;
+pub use crate::backends::redis::fence as redis;
 #[cfg(feature = "sqlite")]
-pub mod sqlite;
+pub use crate::backends::sqlite::fence as sqlite;
 
 /// Environment variables the CLI exports to the child of `leasehold run`.
 pub const ENV_KEY: &str = "LEASEHOLD_KEY";

@@ -25,6 +25,8 @@
 //! lease) or the server answers that the lease is gone, `lost()` fires, and the next acquire
 //! opens a new session.
 
+pub mod fence;
+
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};

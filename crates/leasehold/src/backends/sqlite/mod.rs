@@ -19,6 +19,8 @@
 
 mod boot;
 
+pub mod fence;
+
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, LazyLock, Mutex};

@@ -26,7 +26,7 @@
 pub use tokio_postgres;
 use tokio_postgres::GenericClient;
 
-use super::{Fencing, Installed, stale};
+use crate::fence::{Fencing, Installed, stale};
 use crate::{Error, Result};
 
 /// The fence table: one row per protected resource.
@@ -79,7 +79,7 @@ pub async fn claim<C: GenericClient + Sync>(
     resource: &str,
     fencing: &Fencing,
 ) -> Result<()> {
-    super::require_token(resource, fencing)?;
+    crate::fence::require_token(resource, fencing)?;
     let n = c
         .execute(
             "INSERT INTO leasehold_fence AS f (resource, lock_key, fence, owner)
@@ -102,5 +102,5 @@ pub async fn check<C: GenericClient + Sync>(
     resource: &str,
     fencing: &Fencing,
 ) -> Result<()> {
-    super::verify(resource, fencing, installed(c, resource, "FOR SHARE").await?)
+    crate::fence::verify(resource, fencing, installed(c, resource, "FOR SHARE").await?)
 }

@@ -21,7 +21,7 @@ pub use redis;
 use redis::aio::ConnectionManager;
 use redis::{FromRedisValue, Script, ToRedisArgs};
 
-use super::{Fencing, Installed, stale};
+use crate::fence::{Fencing, Installed, stale};
 use crate::{Error, Result};
 
 const CLAIM: &str = r"
@@ -117,7 +117,7 @@ impl RedisFence {
     /// one, or equal with the same owner, and the resource is unclaimed or guarded by the same
     /// lock key. Otherwise [`Error::StaleFence`].
     pub async fn claim(&mut self, resource: &str, fencing: &Fencing) -> Result<()> {
-        super::require_token(resource, fencing)?;
+        crate::fence::require_token(resource, fencing)?;
         let r: Vec<Option<String>> = self
             .claim
             .key(self.fence_key(resource))

@@ -28,9 +28,9 @@
 pub use rusqlite;
 use rusqlite::{Connection, OptionalExtension, params};
 
-use super::{Fencing, Installed, stale};
 use crate::Result;
 use crate::backends::sqlite::SqlExt;
+use crate::fence::{Fencing, Installed, stale};
 
 /// The fence table: one row per protected resource.
 pub const SCHEMA: &str = "CREATE TABLE IF NOT EXISTS leasehold_fence (
@@ -63,7 +63,7 @@ fn token(f: &Fencing) -> i64 {
 /// or equal with the same owner, and the resource is unclaimed or guarded by the same key.
 /// Otherwise [`crate::Error::StaleFence`]. Call inside the caller's transaction.
 pub fn claim(conn: &Connection, resource: &str, fencing: &Fencing) -> Result<()> {
-    super::require_token(resource, fencing)?;
+    crate::fence::require_token(resource, fencing)?;
     let n = conn
         .execute(
             "INSERT INTO leasehold_fence (resource, lock_key, fence, owner) VALUES (?1, ?2, ?3, ?4)
@@ -81,7 +81,7 @@ pub fn claim(conn: &Connection, resource: &str, fencing: &Fencing) -> Result<()>
 /// Succeeds iff `fencing` is exactly what `resource` has installed; otherwise
 /// [`crate::Error::StaleFence`]. Call in the same transaction as the effect it guards.
 pub fn check(conn: &Connection, resource: &str, fencing: &Fencing) -> Result<()> {
-    super::verify(resource, fencing, installed(conn, resource)?)
+    crate::fence::verify(resource, fencing, installed(conn, resource)?)
 }
 
 #[cfg(test)]

@@ -15,12 +15,12 @@
 //! # Ok(()) }
 //! ```
 
-use super::{Fencing, require_token};
 use crate::backends::etcd::EtcdStore;
 use crate::backends::etcd::client::Client;
 use crate::backends::etcd::rpc::{
     Compare, CompareResult, RangeRequest, RequestOp, TxnRequest, TxnResponse,
 };
+use crate::fence::{Fencing, require_token};
 use crate::{Error, Result};
 
 /// Applies etcd operations only while a given grant still holds its lock.
@@ -51,7 +51,7 @@ impl EtcdFence {
 
     /// The etcd key holding `fencing`'s grant.
     pub fn lock_key(&self, fencing: &Fencing) -> String {
-        super::super::backends::etcd::lock_key_in(&self.prefix, fencing.key(), &fencing.owner())
+        super::lock_key_in(&self.prefix, fencing.key(), &fencing.owner())
     }
 
     /// The comparison every fenced transaction starts with: the grant's key still exists with

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 
-use super::redis::{Names, Node, SubWatch, parse_query};
+use super::{Names, Node, SubWatch, parse_query};
 use crate::store::{AcquireRequest, Attempt, Grant, Holder, RenewItem, Watch};
 use crate::{Error, FenceRepeat, FenceToken, Guarantees, Key, LockKind, OwnerToken, Result, Store};
 

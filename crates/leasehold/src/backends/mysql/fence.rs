@@ -20,7 +20,7 @@
 pub use mysql_async;
 use mysql_async::prelude::Queryable;
 
-use super::{Fencing, Installed, may_claim, stale};
+use crate::fence::{Fencing, Installed, may_claim, stale};
 use crate::{Error, Result};
 
 /// The fence table: one row per protected resource.
@@ -67,7 +67,7 @@ async fn installed<Q: Queryable>(
 /// or equal with the same owner, and the resource is unclaimed or guarded by the same key.
 /// Otherwise [`Error::StaleFence`]. Call inside the caller's transaction.
 pub async fn claim<Q: Queryable>(q: &mut Q, resource: &str, fencing: &Fencing) -> Result<()> {
-    super::require_token(resource, fencing)?;
+    crate::fence::require_token(resource, fencing)?;
     let current = installed(q, resource, "FOR UPDATE").await?;
     if !may_claim(current.as_ref(), fencing) {
         return Err(stale(resource, fencing, current));
@@ -89,5 +89,5 @@ pub async fn claim<Q: Queryable>(q: &mut Q, resource: &str, fencing: &Fencing) -
 /// Succeeds iff `fencing` is exactly what `resource` has installed, and keeps it so until the
 /// transaction ends (`LOCK IN SHARE MODE`); otherwise [`Error::StaleFence`].
 pub async fn check<Q: Queryable>(q: &mut Q, resource: &str, fencing: &Fencing) -> Result<()> {
-    super::verify(resource, fencing, installed(q, resource, "LOCK IN SHARE MODE").await?)
+    crate::fence::verify(resource, fencing, installed(q, resource, "LOCK IN SHARE MODE").await?)
 }

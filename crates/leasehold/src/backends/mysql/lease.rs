@@ -1,0 +1,281 @@
+//! The lease table (`mode=lease`, the default).
+
+use super::*;
+
+/// The lease-table statements (`?` parameters), for operators who want to read them and for
+/// `leasehold bench`, which runs the very same text through the raw client.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct LeaseStatements {
+    /// key, owner, TTL in µs → affected rows 1 (first grant) or 2 (granted), with the fence
+    /// in `LAST_INSERT_ID`; 0 (busy).
+    pub grant: String,
+    /// TTL in µs, key, owner → 1 row iff renewed.
+    pub renew: String,
+    /// key, owner → 1 row iff released while live.
+    pub release: String,
+}
+
+/// The lease-table statements for a `mysql://` URL's `table` option.
+pub fn lease_statements(url: &str) -> Result<LeaseStatements> {
+    let (_, o) = parse_url(url)?;
+    let s = LeaseSql::new(&o.table);
+    Ok(LeaseStatements { grant: s.grant, renew: s.renew, release: s.release })
+}
+
+/// The lease-table store (`mode=lease`).
+pub struct MyLeaseStore {
+    pool: Pool,
+    sql: LeaseSql,
+    bells: Bells,
+}
+
+impl std::fmt::Debug for MyLeaseStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MyLeaseStore").field("table", &self.sql.table).finish()
+    }
+}
+
+struct LeaseSql {
+    table: String,
+    grant: String,
+    busy_left: String,
+    renew: String,
+    release: String,
+    release_expired: String,
+}
+
+impl LeaseSql {
+    fn new(table: &str) -> LeaseSql {
+        let t = format!("`{table}`");
+        const NOW: &str = "UTC_TIMESTAMP(6)";
+        LeaseSql {
+            // Assignments run left to right and see earlier ones: the fence and owner are
+            // decided on the old row; expires_at follows the owner.
+            grant: format!(
+                "INSERT INTO {t} (lock_key, owner, fence, expires_at)
+                 VALUES (?, ?, LAST_INSERT_ID({CLOCK_US}), {NOW} + INTERVAL ? MICROSECOND)
+                 ON DUPLICATE KEY UPDATE
+                   fence = IF(owner IS NULL OR expires_at <= {NOW},
+                              LAST_INSERT_ID(GREATEST(fence + 1, {CLOCK_US})), fence),
+                   owner = IF(owner IS NULL OR expires_at <= {NOW}, VALUES(owner), owner),
+                   expires_at = IF(owner <=> VALUES(owner), VALUES(expires_at), expires_at)"
+            ),
+            busy_left: format!(
+                "SELECT GREATEST(0, TIMESTAMPDIFF(MICROSECOND, {NOW}, expires_at)) FROM {t}
+                 WHERE lock_key = ? AND owner IS NOT NULL"
+            ),
+            renew: format!(
+                "UPDATE {t} SET expires_at = {NOW} + INTERVAL ? MICROSECOND, renewals = renewals + 1
+                 WHERE lock_key = ? AND owner = ? AND expires_at > {NOW}"
+            ),
+            release: format!(
+                "UPDATE {t} SET owner = NULL, expires_at = {NOW}
+                 WHERE lock_key = ? AND owner = ? AND expires_at > {NOW}"
+            ),
+            release_expired: format!(
+                "UPDATE {t} SET owner = NULL WHERE lock_key = ? AND owner = ?"
+            ),
+            table: t,
+        }
+    }
+}
+
+impl MyLeaseStore {
+    pub(super) async fn open(opts: Opts, o: &Options) -> Result<Self> {
+        let sql = LeaseSql::new(&o.table);
+        // Our statements leave no session state behind, and a reset on every return to the
+        // pool would cost a round trip and drop the prepared-statement cache.
+        let pool_opts = opts.pool_opts().clone().with_reset_connection(false);
+        let pool = Pool::new(OptsBuilder::from_opts(opts).pool_opts(pool_opts));
+        let mut c = pool.get_conn().await.map_err(|e| {
+            Error::unavailable(format!("cannot connect to mysql: {e}"), Some(e.into()))
+        })?;
+        c.query_drop(format!(
+            "CREATE TABLE IF NOT EXISTS {} (
+                lock_key   VARBINARY(512) NOT NULL PRIMARY KEY,
+                owner      VARBINARY(64) NULL,
+                fence      BIGINT UNSIGNED NOT NULL,
+                expires_at DATETIME(6) NOT NULL,
+                renewals   BIGINT UNSIGNED NOT NULL DEFAULT 0
+            ) ENGINE = InnoDB",
+            sql.table
+        ))
+        .await
+        .map_err(|e| my_err("creating the lease table", e))?;
+        Ok(MyLeaseStore { pool, sql, bells: Bells::default() })
+    }
+
+    async fn conn(&self) -> Result<Conn> {
+        self.pool.get_conn().await.map_err(|e| {
+            Error::unavailable(format!("cannot connect to mysql: {e}"), Some(e.into()))
+        })
+    }
+}
+
+#[async_trait]
+impl Store for MyLeaseStore {
+    fn guarantees(&self) -> Guarantees {
+        Guarantees {
+            backend: "mysql",
+            kind: LockKind::Lease,
+            exclusion: "linearizable (one InnoDB row per key, updated under its row lock)",
+            store_failure: "a committed grant survives a crash with innodb_flush_log_at_trx_commit=1; \
+                            failing over to an asynchronous replica can lose recent grants and \
+                            admit a second holder, whose fence is still larger than the stale \
+                            holder's",
+            expiry: "the server's UTC_TIMESTAMP(6); no client clock takes part",
+            fence: "per-row max(fence + 1, UTC_TIMESTAMP(6) in µs), set by the granting \
+                    statement; rows are never deleted",
+            fence_repeat: FenceRepeat::ClockBacked,
+            failure_admits_second_holder: true,
+            waiting: "woken by a release in this process; 1-50 ms backoff across processes, \
+                      never later than the holder's expiry",
+        }
+    }
+
+    async fn try_acquire(&self, req: &AcquireRequest<'_>) -> Result<Attempt> {
+        let mut c = self.conn().await?;
+        let sent = Instant::now();
+        let key = req.key.as_str().as_bytes();
+        let owner = req.owner.to_string();
+        c.exec_drop(&self.sql.grant, (key, &owner, us(req.ttl)))
+            .await
+            .map_err(|e| my_err("grant", e))?;
+        let fence = match c.affected_rows() {
+            1 | 2 => c.last_insert_id().filter(|f| *f > 0).ok_or_else(|| {
+                Error::backend(
+                    "mysql",
+                    "grant: the server did not return the fence (LAST_INSERT_ID)",
+                    "missing last_insert_id",
+                )
+            })?,
+            _ => {
+                let left: Option<i64> = c
+                    .exec_first(&self.sql.busy_left, (key,))
+                    .await
+                    .map_err(|e| my_err("reading the holder's expiry", e))?;
+                let left = Duration::from_micros(u64::try_from(left.unwrap_or(0)).unwrap_or(0));
+                return Ok(Attempt::Busy { holder_expires_in: Some(left) });
+            }
+        };
+        Ok(Attempt::Granted(Grant::new(FenceToken::new(fence), sent)))
+    }
+
+    async fn acquire(&self, req: &AcquireRequest<'_>, until: Option<Instant>) -> Result<Attempt> {
+        crate::store::acquire_watching(self, req, until, || self.watch(req.key)).await
+    }
+
+    async fn renew(&self, key: &Key, owner: &OwnerToken, ttl: Duration) -> Result<bool> {
+        let mut c = self.conn().await?;
+        c.exec_drop(&self.sql.renew, (us(ttl), key.as_str().as_bytes(), owner.to_string()))
+            .await
+            .map_err(|e| my_err("renew", e))?;
+        Ok(c.affected_rows() == 1)
+    }
+
+    async fn renew_many(&self, items: &[RenewItem]) -> Result<Vec<bool>> {
+        let mut c = self.conn().await?;
+        let mut out = Vec::with_capacity(items.len());
+        let t = &self.sql.table;
+        for chunk in items.chunks(RENEW_CHUNK) {
+            // One UPDATE per distinct TTL (the watchdog's batch has one), then one SELECT
+            // that reads back which rows are ours and live.
+            let mut by_ttl: HashMap<Duration, Vec<&RenewItem>> = HashMap::new();
+            for it in chunk {
+                by_ttl.entry(it.ttl).or_default().push(it);
+            }
+            for (ttl, its) in by_ttl {
+                let keys = vec!["?"; its.len()].join(",");
+                let pairs = vec!["(?,?)"; its.len()].join(",");
+                let mut params: Vec<mysql_async::Value> = vec![us(ttl).into()];
+                params.extend(its.iter().map(|i| i.key.as_str().as_bytes().into()));
+                for i in &its {
+                    params.push(i.key.as_str().as_bytes().into());
+                    params.push(i.owner.to_string().into());
+                }
+                c.exec_drop(
+                    format!(
+                        "UPDATE {t} SET expires_at = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND,
+                           renewals = renewals + 1
+                         WHERE lock_key IN ({keys}) AND (lock_key, owner) IN ({pairs})
+                           AND expires_at > UTC_TIMESTAMP(6)"
+                    ),
+                    params,
+                )
+                .await
+                .map_err(|e| my_err("renew", e))?;
+            }
+            let keys = vec!["?"; chunk.len()].join(",");
+            let params: Vec<mysql_async::Value> =
+                chunk.iter().map(|i| i.key.as_str().as_bytes().into()).collect();
+            let rows: Vec<(Vec<u8>, Vec<u8>)> = c
+                .exec(
+                    format!(
+                        "SELECT lock_key, owner FROM {t} WHERE lock_key IN ({keys})
+                           AND owner IS NOT NULL AND expires_at > UTC_TIMESTAMP(6)"
+                    ),
+                    params,
+                )
+                .await
+                .map_err(|e| my_err("renew", e))?;
+            let live: HashSet<(Vec<u8>, Vec<u8>)> = rows.into_iter().collect();
+            out.extend(chunk.iter().map(|i| {
+                live.contains(&(
+                    i.key.as_str().as_bytes().to_vec(),
+                    i.owner.to_string().into_bytes(),
+                ))
+            }));
+        }
+        Ok(out)
+    }
+
+    async fn release(&self, key: &Key, owner: &OwnerToken) -> Result<bool> {
+        let mut c = self.conn().await?;
+        let (k, o) = (key.as_str().as_bytes(), owner.to_string());
+        c.exec_drop(&self.sql.release, (k, &o)).await.map_err(|e| my_err("release", e))?;
+        let live = c.affected_rows() == 1;
+        if live {
+            self.bells.ring(key.as_str());
+        } else {
+            // Ours but expired: clear the owner anyway (a no-op for anyone else's row).
+            c.exec_drop(&self.sql.release_expired, (k, &o))
+                .await
+                .map_err(|e| my_err("release", e))?;
+        }
+        Ok(live)
+    }
+
+    async fn holders(&self, key: Option<&Key>) -> Result<Vec<Holder>> {
+        let mut c = self.conn().await?;
+        let t = &self.sql.table;
+        let sql = format!(
+            "SELECT lock_key, owner, fence, TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), expires_at)
+             FROM {t} WHERE owner IS NOT NULL AND expires_at > UTC_TIMESTAMP(6) {} ORDER BY lock_key",
+            if key.is_some() { "AND lock_key = ?" } else { "" }
+        );
+        let params: Vec<mysql_async::Value> =
+            key.map(|k| k.as_str().as_bytes().into()).into_iter().collect();
+        let rows: Vec<(Vec<u8>, String, u64, i64)> =
+            c.exec(sql, params).await.map_err(|e| my_err("holders", e))?;
+        rows.into_iter()
+            .map(|(k, o, f, left)| {
+                let k = String::from_utf8(k)
+                    .map_err(|_| Error::invalid("a lease row's key is not UTF-8"))?;
+                Ok(Holder::new(
+                    Key::new(k)?,
+                    o.parse()?,
+                    Some(FenceToken::new(f)),
+                    Some(Duration::from_micros(u64::try_from(left).unwrap_or(0))),
+                ))
+            })
+            .collect()
+    }
+}
+
+impl MyLeaseStore {
+    /// Subscribes to changes of `key` (a release, an expiry), for [`crate::store::acquire_watching`].
+    pub(crate) async fn watch(&self, key: &Key) -> Result<Box<dyn Watch>> {
+        Ok(Box::new(BellWatch::polling(self.bells.subscribe(key), BACKOFF_MIN, BACKOFF_MAX)))
+    }
+}

@@ -1,0 +1,179 @@
+//! MySQL and MariaDB, two lock forms:
+//!
+//! - `mysql://USER[:PASS]@HOST:PORT/DB[?mode=lease&table=T]` (the default): a **lease
+//!   table** `(lock_key, owner, fence, expires_at)`. Grant is one `INSERT … ON DUPLICATE KEY
+//!   UPDATE` whose fence comes back as `LAST_INSERT_ID`; renew and release are one owner-checked
+//!   `UPDATE` each; expiry is decided by the server's `UTC_TIMESTAMP(6)` (no client clock, no
+//!   session time zone); the fence is set by grants only, to `max(fence + 1, the server's
+//!   clock in µs)`, and rows are never deleted, so a replica promoted after missing grants
+//!   still issues larger fences ([`crate::FenceRepeat::ClockBacked`]). MySQL has no notifications: waiters in this process wake at a release here,
+//!   others poll with a 1–50 ms backoff, never later than the holder's expiry.
+//! - `mysql://…?mode=session[&prefix=P&fence=table|none&heartbeat=5000ms]`: **`GET_LOCK`**
+//!   on the name `P || KEY`, or `leasehold:` + `SHA1(P || KEY)` when that is longer than the
+//!   server's 64 characters (computed by the server, so any client can take the same lock).
+//!   Locks ride on connections owned by this store, never on a pooled one (a pool's
+//!   `reset_connection` silently drops `GET_LOCK`s, or keeps them for the next borrower).
+//!   Waiting is the server's blocking `GET_LOCK(name, timeout)`. The fence, unless
+//!   `fence=none`, is a per-key counter row in `TABLE_fences`, set to `max(fence + 1,
+//!   clock µs)` right after the grant while the lock is held. A failed unlock, heartbeat or request closes the
+//!   connection: the server drops its locks and every lease on it fires `lost()`.
+
+pub mod fence;
+
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use mysql_async::prelude::Queryable;
+use mysql_async::{Conn, Opts, OptsBuilder, Pool};
+use tokio::sync::{oneshot, watch};
+
+use super::bell::{BellWatch, Bells};
+use super::session::Undoing;
+use crate::store::{AcquireRequest, Attempt, Grant, Holder, RenewItem, SessionEnd, Watch};
+use crate::{Error, FenceRepeat, FenceToken, Guarantees, Key, LockKind, OwnerToken, Result, Store};
+
+pub use mysql_async;
+
+const RENEW_CHUNK: usize = 1000;
+const PER_CONN: usize = 64;
+const BACKOFF_MIN: Duration = Duration::from_millis(1);
+const BACKOFF_MAX: Duration = Duration::from_millis(50);
+
+/// The lock name of `?` as the server computes it (one parameter, used three times).
+const LOCK_NAME: &str = "IF(CHAR_LENGTH(?) <= 64, ?, CONCAT('leasehold:', SHA1(?)))";
+
+fn my_err(what: &str, e: mysql_async::Error) -> Error {
+    let msg = format!("mysql {what}: {e}");
+    match e {
+        mysql_async::Error::Server(_) => Error::backend("mysql", msg, e),
+        // The request may have been applied; we cannot tell.
+        _ => Error::UnknownOutcome(msg),
+    }
+}
+
+fn us(d: Duration) -> u64 {
+    u64::try_from(d.as_micros()).unwrap_or(u64::MAX).max(1)
+}
+
+fn ident(what: &str, v: &str) -> Result<String> {
+    let ok = !v.is_empty()
+        && v.len() <= 64
+        && !v.starts_with(|c: char| c.is_ascii_digit())
+        && v.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+    if ok {
+        Ok(v.to_owned())
+    } else {
+        Err(Error::invalid(format!(
+            "{what}={v:?}: use 1-64 ASCII letters, digits or '_', not starting with a digit"
+        )))
+    }
+}
+
+#[derive(Debug, Clone)]
+struct Options {
+    session: bool,
+    table: String,
+    prefix: String,
+    fence: bool,
+    heartbeat: Duration,
+}
+
+fn parse_url(url: &str) -> Result<(Opts, Options)> {
+    let (base, query) = url.split_once('?').unwrap_or((url, ""));
+    let mut keep = Vec::new();
+    let mut o = Options {
+        session: false,
+        table: "leasehold_leases".into(),
+        prefix: String::new(),
+        fence: true,
+        heartbeat: Duration::from_secs(5),
+    };
+    let mut socket_given = false;
+    for pair in query.split('&').filter(|p| !p.is_empty()) {
+        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+        match k {
+            "mode" => {
+                o.session = match v {
+                    "lease" => false,
+                    "session" => true,
+                    _ => {
+                        return Err(Error::invalid(format!(
+                            "mode={v:?}: expected lease or session"
+                        )));
+                    }
+                }
+            }
+            "table" => o.table = ident("table", v)?,
+            "prefix" => o.prefix = v.to_owned(),
+            "fence" => {
+                o.fence = match v {
+                    "table" => true,
+                    "none" => false,
+                    _ => {
+                        return Err(Error::invalid(format!("fence={v:?}: expected table or none")));
+                    }
+                }
+            }
+            "heartbeat" => {
+                o.heartbeat = crate::url::duration_option(
+                    "heartbeat",
+                    v,
+                    Duration::from_millis(1),
+                    Duration::from_secs(3600),
+                )?
+            }
+            _ => {
+                socket_given |= k == "prefer_socket";
+                keep.push(pair)
+            }
+        }
+    }
+    let base = if keep.is_empty() { base.to_owned() } else { format!("{base}?{}", keep.join("&")) };
+    let opts = Opts::from_url(&base)
+        .map_err(|e| Error::invalid(format!("bad mysql URL {base:?}: {e}")))?;
+    if opts.db_name().is_none() {
+        return Err(Error::invalid(format!("mysql URL {base:?} names no database (…/DB)")));
+    }
+    // Talk TCP to the address given (a fault proxy in front of the server must see every
+    // byte), unless the URL says otherwise.
+    let mut b = OptsBuilder::from_opts(opts);
+    if !socket_given {
+        b = b.prefer_socket(false);
+    }
+    Ok((b.into(), o))
+}
+
+/// The driver options of a `mysql://` store URL, leasehold's options removed (TCP unless a
+/// socket is named). For tools that talk to the same server (`leasehold doctor`).
+pub fn client_opts(url: &str) -> Result<Opts> {
+    parse_url(url).map(|(opts, _)| opts)
+}
+
+/// Opens a `mysql://` store in the form its URL asks for.
+pub async fn connect(url: &str) -> Result<Arc<dyn Store>> {
+    let (opts, o) = parse_url(url)?;
+    Ok(if o.session {
+        Arc::new(MySessionStore::open(opts, &o).await?)
+    } else {
+        Arc::new(MyLeaseStore::open(opts, &o).await?)
+    })
+}
+
+async fn new_conn(opts: &Opts) -> Result<Conn> {
+    Conn::new(opts.clone())
+        .await
+        .map_err(|e| Error::unavailable(format!("cannot connect to mysql: {e}"), Some(e.into())))
+}
+
+mod lease;
+mod session;
+
+pub use lease::{LeaseStatements, MyLeaseStore, lease_statements};
+pub use session::{MySessionStore, SessionStatements, session_statements};
+
+/// The server's clock in µs since 1970 (UTC, whatever the session time zone), the floor of
+/// every fence (see [`crate::FenceRepeat::ClockBacked`]).
+const CLOCK_US: &str = "TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6))";

@@ -1,0 +1,530 @@
+//! `GET_LOCK` session locks (`mode=session`), each on a connection of this store's own.
+
+use super::*;
+
+/// A connection of this store carrying `GET_LOCK`s (held, or reserved by a request in
+/// flight). Requests run in tasks of their own, so an abandoned caller never leaves the
+/// connection mid-request.
+struct SessionConn {
+    conn: tokio::sync::Mutex<Option<Conn>>,
+    id: u32,
+    keys: Mutex<HashSet<String>>,
+    dead: AtomicBool,
+    ended: watch::Sender<Option<String>>,
+}
+
+impl SessionConn {
+    pub(super) async fn open(
+        opts: &Opts,
+        heartbeat: Duration,
+        alarm: watch::Receiver<u64>,
+    ) -> Result<Arc<SessionConn>> {
+        let conn = new_conn(opts).await?;
+        let c = Arc::new(SessionConn {
+            id: conn.id(),
+            conn: tokio::sync::Mutex::new(Some(conn)),
+            keys: Mutex::default(),
+            dead: AtomicBool::new(false),
+            ended: watch::Sender::new(None),
+        });
+        tokio::spawn(session_heartbeat(Arc::downgrade(&c), heartbeat, alarm));
+        Ok(c)
+    }
+
+    fn keys(&self) -> std::sync::MutexGuard<'_, HashSet<String>> {
+        self.keys.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn alive(&self) -> bool {
+        !self.dead.load(Ordering::SeqCst)
+    }
+
+    /// Declares the session over: every lease on it is lost; the connection is closed (the
+    /// server then drops its locks) as soon as no request holds it.
+    fn kill(self: &Arc<Self>, why: &str) {
+        if self.dead.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        self.ended.send_replace(Some(why.to_owned()));
+        let me = self.clone();
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            rt.spawn(async move {
+                if let Some(c) = me.conn.lock().await.take() {
+                    let _ = c.disconnect().await;
+                }
+            });
+        }
+    }
+
+    fn end_signal(&self) -> SessionEnd {
+        let mut rx = self.ended.subscribe();
+        Box::pin(async move {
+            match rx.wait_for(|r| r.is_some()).await {
+                Ok(r) => r.clone().unwrap_or_default(),
+                Err(_) => "mysql connection closed".to_owned(),
+            }
+        })
+    }
+
+    /// Runs one statement returning one optional integer; a transport error kills the
+    /// session.
+    async fn scalar(
+        self: &Arc<Self>,
+        sql: &str,
+        params: Vec<mysql_async::Value>,
+    ) -> Result<Option<i64>> {
+        let mut g = self.conn.lock().await;
+        let Some(c) = g.as_mut().filter(|_| self.alive()) else {
+            return Err(Error::UnknownOutcome("mysql session connection is closed".into()));
+        };
+        match c.exec_first::<Option<i64>, _, _>(sql, params).await {
+            Ok(v) => Ok(v.flatten()),
+            Err(e) => {
+                let fatal = e.is_fatal();
+                let err = my_err("session request", e);
+                drop(g);
+                if fatal {
+                    self.kill("mysql connection failed");
+                }
+                Err(err)
+            }
+        }
+    }
+}
+
+/// Pings a connection carrying locks every `every`, and at once when the store's sentinel
+/// connection ends (see [`sentinel`]); a failed or slow ping closes it, which fires `lost()`
+/// of every lease on it.
+async fn session_heartbeat(conn: Weak<SessionConn>, every: Duration, alarm: watch::Receiver<u64>) {
+    let mut alarm = Some(alarm);
+    loop {
+        match alarm.as_mut() {
+            Some(a) => tokio::select! {
+                r = a.changed() => {
+                    if r.is_err() {
+                        alarm = None;
+                    }
+                }
+                _ = tokio::time::sleep(every) => {}
+            },
+            None => tokio::time::sleep(every).await,
+        }
+        let Some(c) = conn.upgrade() else { return };
+        if !c.alive() {
+            return;
+        }
+        if c.keys().is_empty() {
+            continue;
+        }
+        let ok = tokio::time::timeout(every, c.scalar("SELECT 1", vec![])).await;
+        if !matches!(ok, Ok(Ok(Some(1)))) {
+            tracing::warn!("mysql session heartbeat failed: closing the connection");
+            c.kill("mysql session heartbeat failed");
+            return;
+        }
+    }
+}
+
+struct Held {
+    key: Key,
+    fence: u64,
+    conn: Arc<SessionConn>,
+}
+
+/// The `GET_LOCK` store (`mode=session`).
+pub struct MySessionStore {
+    opts: Opts,
+    prefix: String,
+    fences: Option<String>,
+    heartbeat: Duration,
+    conns: Mutex<Vec<Arc<SessionConn>>>,
+    held: Mutex<HashMap<OwnerToken, Held>>,
+    undoing: Arc<Undoing>,
+    /// Bumped by the sentinel when its connection ends; every heartbeat pings at once.
+    alarm: watch::Sender<u64>,
+    sentinel: tokio::task::AbortHandle,
+}
+
+impl Drop for MySessionStore {
+    fn drop(&mut self) {
+        self.sentinel.abort();
+    }
+}
+
+/// A connection that sits in `SELECT SLEEP(…)` for the store's lifetime. MySQL connections
+/// are only read when a request is in flight, so a lock holder would learn that the server
+/// restarted (and dropped its locks) only at its next heartbeat, after a successor may have
+/// taken them; the sentinel's read ends the moment the server closes its connections, and it
+/// makes every heartbeat ping at once.
+async fn sentinel(opts: Opts, alarm: watch::Sender<u64>) {
+    loop {
+        if let Ok(mut c) = new_conn(&opts).await {
+            let _ = c.query_drop("DO SLEEP(31536000)").await;
+        }
+        alarm.send_modify(|n| *n += 1);
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+impl std::fmt::Debug for MySessionStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MySessionStore").field("prefix", &self.prefix).finish()
+    }
+}
+
+fn name_params(name: &str) -> Vec<mysql_async::Value> {
+    vec![name.into(), name.into(), name.into()]
+}
+
+/// A grant request answered, or not yet: dropping it unanswered undoes the request on its
+/// connection (a blocking wait is interrupted with `KILL QUERY`, a lock granted meanwhile is
+/// released) before a release of the same name in this process may proceed.
+struct Flight {
+    rx: Option<oneshot::Receiver<Result<Option<u64>>>>,
+    abandon: Option<oneshot::Sender<()>>,
+    conn: Arc<SessionConn>,
+    name: String,
+    undoing: Arc<Undoing>,
+}
+
+impl Drop for Flight {
+    fn drop(&mut self) {
+        let Some(rx) = self.rx.take() else { return };
+        if let Some(a) = self.abandon.take() {
+            let _ = a.send(());
+        }
+        let (conn, name, undoing) = (self.conn.clone(), self.name.clone(), self.undoing.clone());
+        undoing.start(&name);
+        let Ok(rt) = tokio::runtime::Handle::try_current() else {
+            conn.kill("acquire abandoned without a runtime");
+            undoing.finish(&name);
+            return;
+        };
+        rt.spawn(async move {
+            if let Ok(Ok(Some(_))) = rx.await {
+                let sql = format!("SELECT RELEASE_LOCK({LOCK_NAME})");
+                if !matches!(conn.scalar(&sql, name_params(&name)).await, Ok(Some(1))) {
+                    conn.kill("could not undo an abandoned GET_LOCK");
+                }
+            }
+            conn.keys().remove(&name);
+            undoing.finish(&name);
+        });
+    }
+}
+
+impl MySessionStore {
+    pub(super) async fn open(opts: Opts, o: &Options) -> Result<Self> {
+        let fences = o.fence.then(|| format!("`{}_fences`", o.table));
+        if let Some(t) = &fences {
+            let mut c = new_conn(&opts).await?;
+            c.query_drop(format!(
+                "CREATE TABLE IF NOT EXISTS {t} (
+                    lock_key VARBINARY(512) NOT NULL PRIMARY KEY,
+                    fence    BIGINT UNSIGNED NOT NULL
+                ) ENGINE = InnoDB"
+            ))
+            .await
+            .map_err(|e| my_err("creating the fence table", e))?;
+            let _ = c.disconnect().await;
+        }
+        let alarm = watch::Sender::new(0);
+        let sentinel = tokio::spawn(sentinel(opts.clone(), alarm.clone())).abort_handle();
+        Ok(MySessionStore {
+            opts,
+            prefix: o.prefix.clone(),
+            fences,
+            heartbeat: o.heartbeat,
+            conns: Mutex::default(),
+            held: Mutex::default(),
+            undoing: Arc::default(),
+            alarm,
+            sentinel,
+        })
+    }
+
+    fn lock_name(&self, key: &Key) -> String {
+        format!("{}{}", self.prefix, key.as_str())
+    }
+
+    fn held(&self) -> std::sync::MutexGuard<'_, HashMap<OwnerToken, Held>> {
+        self.held.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn conns(&self) -> std::sync::MutexGuard<'_, Vec<Arc<SessionConn>>> {
+        self.conns.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// A connection for `name`, with `name` reserved on it; never one already carrying it
+    /// (`GET_LOCK` is re-entrant within a session). `exclusive`: one carrying nothing, taken
+    /// out of the shared list while a blocking wait stalls it.
+    async fn reserve(&self, name: &str, exclusive: bool) -> Result<Arc<SessionConn>> {
+        let found = {
+            let mut conns = self.conns();
+            conns.retain(|c| c.alive());
+            let pick = conns.iter().position(|c| {
+                let keys = c.keys();
+                if exclusive {
+                    keys.is_empty()
+                } else {
+                    keys.len() < PER_CONN && !keys.contains(name)
+                }
+            });
+            match pick {
+                Some(i) if exclusive => Some(conns.swap_remove(i)),
+                Some(i) => Some(conns[i].clone()),
+                None => None,
+            }
+        };
+        let conn = match found {
+            Some(c) => c,
+            None => {
+                let c =
+                    SessionConn::open(&self.opts, self.heartbeat, self.alarm.subscribe()).await?;
+                if !exclusive {
+                    self.conns().push(c.clone());
+                }
+                c
+            }
+        };
+        conn.keys().insert(name.to_owned());
+        Ok(conn)
+    }
+
+    fn give_back(&self, conn: Arc<SessionConn>) {
+        let mut conns = self.conns();
+        let empty = conns.iter().filter(|c| c.keys().is_empty()).count();
+        if conn.alive() && (!conn.keys().is_empty() || empty < 2) {
+            conns.push(conn);
+        }
+    }
+
+    async fn grant(&self, req: &AcquireRequest<'_>, wait: Option<Duration>) -> Result<Attempt> {
+        let name = self.lock_name(req.key);
+        let conn = self.reserve(&name, wait.is_some()).await?;
+        let (tx, rx) = oneshot::channel();
+        let (abandon_tx, abandon_rx) = oneshot::channel();
+        let mut flight = Flight {
+            rx: Some(rx),
+            abandon: Some(abandon_tx),
+            conn: conn.clone(),
+            name: name.clone(),
+            undoing: self.undoing.clone(),
+        };
+        let sent = Instant::now();
+        let (opts, fences, key) = (self.opts.clone(), self.fences.clone(), req.key.clone());
+        tokio::spawn(async move {
+            let _ = tx.send(
+                grant_on(&conn, &opts, &name, wait, fences.as_deref(), &key, abandon_rx).await,
+            );
+        });
+        let answer = flight.rx.as_mut().expect("present").await;
+        flight.rx = None; // answered: nothing to undo on drop
+        let conn = flight.conn.clone();
+        let name = flight.name.clone();
+        drop(flight);
+        let answer =
+            answer.unwrap_or_else(|_| Err(Error::UnknownOutcome("grant task ended".into())));
+        let fence = match answer {
+            Ok(f) => f,
+            Err(e) => {
+                // Undo whatever the server did, on that connection.
+                conn.kill("a GET_LOCK request failed");
+                return Err(e);
+            }
+        };
+        if fence.is_none() {
+            conn.keys().remove(&name);
+        }
+        if wait.is_some() {
+            self.give_back(conn.clone());
+        }
+        let Some(fence) = fence else { return Ok(Attempt::Busy { holder_expires_in: None }) };
+        let end = conn.end_signal();
+        self.held().insert(*req.owner, Held { key: req.key.clone(), fence, conn });
+        Ok(Attempt::Granted(Grant::new(FenceToken::new(fence), sent).with_session_end(end)))
+    }
+}
+
+/// The session-lock statements (`?` parameters), as the store sends them.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct SessionStatements {
+    /// name, name, name, timeout in seconds → 1 granted, 0 timed out.
+    pub get_lock: String,
+    /// key → bumps the key's fence (the new fence in `LAST_INSERT_ID`);
+    /// `None` with `fence=none`.
+    pub fence: Option<String>,
+    /// name, name, name → 1 released, 0 held by another session, NULL no such lock.
+    pub release_lock: String,
+}
+
+/// The session-lock statements for a `mysql://…?mode=session` URL. The lock name is the
+/// `prefix` option followed by the key.
+pub fn session_statements(url: &str) -> Result<SessionStatements> {
+    let (_, o) = parse_url(url)?;
+    Ok(SessionStatements {
+        get_lock: format!("SELECT GET_LOCK({LOCK_NAME}, ?)"),
+        fence: o.fence.then(|| fence_sql(&format!("`{}_fences`", o.table))),
+        release_lock: format!("SELECT RELEASE_LOCK({LOCK_NAME})"),
+    })
+}
+
+fn fence_sql(table: &str) -> String {
+    format!(
+        "INSERT INTO {table} (lock_key, fence) VALUES (?, LAST_INSERT_ID({CLOCK_US}))
+         ON DUPLICATE KEY UPDATE fence = LAST_INSERT_ID(GREATEST(fence + 1, {CLOCK_US}))"
+    )
+}
+
+/// `GET_LOCK`, then the fence bump while holding it. `Ok(None)`: busy.
+async fn grant_on(
+    conn: &Arc<SessionConn>,
+    opts: &Opts,
+    name: &str,
+    wait: Option<Duration>,
+    fences: Option<&str>,
+    key: &Key,
+    abandon: oneshot::Receiver<()>,
+) -> Result<Option<u64>> {
+    let secs = wait.map_or(0.0, |w| w.as_secs_f64().min(365.0 * 86400.0));
+    let mut params = name_params(name);
+    params.push(secs.into());
+    let sql = format!("SELECT GET_LOCK({LOCK_NAME}, ?)");
+    let lock = conn.scalar(&sql, params);
+    tokio::pin!(lock);
+    let got = tokio::select! {
+        r = &mut lock => r,
+        Ok(()) = abandon => {
+            // Interrupt the server-side wait from another connection, then let it answer.
+            if let Ok(mut side) = new_conn(opts).await {
+                let _ = side.query_drop(format!("KILL QUERY {}", conn.id)).await;
+                let _ = side.disconnect().await;
+            }
+            lock.await
+        }
+    };
+    if got? != Some(1) {
+        return Ok(None);
+    }
+    let Some(t) = fences else { return Ok(Some(0)) };
+    let mut g = conn.conn.lock().await;
+    let c = g.as_mut().ok_or_else(|| Error::UnknownOutcome("mysql connection closed".into()))?;
+    c.exec_drop(fence_sql(t), (key.as_str().as_bytes(),)).await.map_err(|e| my_err("fence", e))?;
+    match c.last_insert_id().filter(|f| *f > 0) {
+        Some(f) => Ok(Some(f)),
+        None => Err(Error::backend(
+            "mysql",
+            "fence: the server did not return the fence (LAST_INSERT_ID)",
+            "missing last_insert_id",
+        )),
+    }
+}
+
+#[async_trait]
+impl Store for MySessionStore {
+    fn guarantees(&self) -> Guarantees {
+        Guarantees {
+            backend: "mysql-session",
+            kind: LockKind::Session,
+            exclusion: "linearizable (the server's lock registry)",
+            store_failure: "a server restart or the end of the holder's connection releases \
+                            the lock; the holder's lost() fires when its connection is found \
+                            closed: at once on a restart (a sentinel connection's read ends and \
+                            every heartbeat pings), else at the next heartbeat",
+            expiry: "session: held while the holder's connection lives (heartbeat pings it)",
+            fence: if self.fences.is_some() {
+                "per-key counter row set to max(fence + 1, UTC_TIMESTAMP(6) in µs) right after \
+                 the grant, while the lock is held"
+            } else {
+                "none (fence=none)"
+            },
+            fence_repeat: if self.fences.is_some() {
+                FenceRepeat::ClockBacked
+            } else {
+                FenceRepeat::NoFence
+            },
+            failure_admits_second_holder: true,
+            waiting: "server-side blocking GET_LOCK(name, timeout)",
+        }
+    }
+
+    async fn try_acquire(&self, req: &AcquireRequest<'_>) -> Result<Attempt> {
+        self.grant(req, None).await
+    }
+
+    async fn acquire(&self, req: &AcquireRequest<'_>, until: Option<Instant>) -> Result<Attempt> {
+        crate::store::acquire_in_server(req, until, |wait| self.grant(req, wait)).await
+    }
+
+    async fn renew(&self, key: &Key, owner: &OwnerToken, _ttl: Duration) -> Result<bool> {
+        let conn = match self.held().get(owner) {
+            Some(h) if h.key == *key => h.conn.clone(),
+            _ => return Ok(false),
+        };
+        let v = conn
+            .scalar(
+                &format!("SELECT IS_USED_LOCK({LOCK_NAME}) = CONNECTION_ID()"),
+                name_params(&self.lock_name(key)),
+            )
+            .await?;
+        Ok(v == Some(1))
+    }
+
+    async fn release(&self, key: &Key, owner: &OwnerToken) -> Result<bool> {
+        let held = {
+            let mut map = self.held();
+            match map.get(owner) {
+                Some(h) if h.key == *key => map.remove(owner),
+                _ => None,
+            }
+        };
+        let Some(h) = held else { return Ok(false) };
+        let name = self.lock_name(key);
+        self.undoing.settled(&name, Duration::from_secs(10)).await;
+        let r =
+            h.conn.scalar(&format!("SELECT RELEASE_LOCK({LOCK_NAME})"), name_params(&name)).await;
+        match r {
+            Ok(Some(1)) => {
+                h.conn.keys().remove(&name);
+                Ok(true)
+            }
+            Ok(_) => {
+                h.conn.kill("RELEASE_LOCK found the lock not held");
+                Ok(false)
+            }
+            Err(e) => {
+                h.conn.kill("RELEASE_LOCK failed");
+                Err(e)
+            }
+        }
+    }
+
+    async fn holders(&self, key: Option<&Key>) -> Result<Vec<Holder>> {
+        let mut out: Vec<Holder> = self
+            .held()
+            .iter()
+            .filter(|(_, h)| key.is_none_or(|k| *k == h.key))
+            .map(|(o, h)| Holder::new(h.key.clone(), *o, Some(FenceToken::new(h.fence)), None))
+            .collect();
+        if let Some(key) = key
+            && out.is_empty()
+        {
+            let mut c = new_conn(&self.opts).await?;
+            let v: Option<Option<i64>> = c
+                .exec_first(
+                    format!("SELECT IS_USED_LOCK({LOCK_NAME})"),
+                    name_params(&self.lock_name(key)),
+                )
+                .await
+                .map_err(|e| my_err("holders", e))?;
+            let _ = c.disconnect().await;
+            if v.flatten().is_some() {
+                // Held by another process: the server knows its connection, not its owner.
+                return Err(Error::Busy { key: key.to_string() });
+            }
+        }
+        out.sort_by(|a, b| a.key.cmp(&b.key));
+        Ok(out)
+    }
+}

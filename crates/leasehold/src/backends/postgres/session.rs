@@ -1,0 +1,433 @@
+//! Session advisory locks (`mode=session`): a dedicated connection per lock, the server's
+//! blocking wait.
+
+use super::*;
+
+/// The advisory-lock key of a string, as the server computes it.
+pub(super) const LOCK_ID: &str = "hashtextextended($1, 0)";
+/// Locks one session connection carries at most.
+const PER_CONN: usize = 64;
+
+/// The statements the session store prepares (`$1` is the lock name: prefix + key).
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct SessionStatements {
+    /// → the fence (0 with `fence=none`) when granted, -1 when busy.
+    pub try_grant: String,
+    /// `$2` lock_timeout (e.g. `250ms`, `0` for none) → the fence, or error 55P03 when the
+    /// wait ran out.
+    pub wait_grant: String,
+    /// → whether this session holds the lock.
+    pub verify: String,
+    /// → whether the lock was held (and is now released).
+    pub unlock: String,
+}
+
+/// The session-lock statements for a `postgres://…?mode=session` URL.
+pub fn session_statements(url: &str) -> Result<SessionStatements> {
+    let (_, o) = parse_url(url)?;
+    let seq = o.fence.then(|| format!("\"{}\".leasehold_fence_seq", o.schema));
+    Ok(SessionStatements::new(seq.as_deref()))
+}
+
+impl SessionStatements {
+    fn new(seq: Option<&str>) -> SessionStatements {
+        // The sequence is set to max(next value, clock µs), so a promoted standby whose
+        // sequence is behind restarts above every fence the old primary issued.
+        let fence = seq.map_or("0::bigint".to_owned(), |s| {
+            format!("setval('{s}', GREATEST(nextval('{s}'), {CLOCK_US}))")
+        });
+        SessionStatements {
+            try_grant: format!(
+                "SELECT CASE WHEN pg_try_advisory_lock({LOCK_ID}) THEN {fence} ELSE -1 END"
+            ),
+            wait_grant: format!(
+                "WITH c AS MATERIALIZED (SELECT set_config('lock_timeout', $2, false) AS v),
+                      g AS MATERIALIZED (SELECT pg_advisory_lock({LOCK_ID}) AS l FROM c)
+                 SELECT {fence} FROM g"
+            ),
+            verify: format!(
+                "SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted
+                     AND pid = pg_backend_pid() AND objsubid = 1
+                     AND ((classid::bigint << 32) | objid::bigint) = {LOCK_ID})"
+            ),
+            unlock: format!("SELECT pg_advisory_unlock({LOCK_ID})"),
+        }
+    }
+}
+
+/// A session connection of this store. It carries the locks named in `keys` (held, or
+/// reserved by a request in flight); no statement of anyone else ever runs on it.
+struct SessionConn {
+    pg: PgConn,
+    try_grant: Statement,
+    wait_grant: Statement,
+    verify: Statement,
+    ping: Statement,
+    unlock: Statement,
+    keys: Mutex<HashSet<String>>,
+}
+
+impl SessionConn {
+    pub(super) async fn open(cfg: &Config, seq: Option<&str>) -> Result<SessionConn> {
+        let pg = PgConn::open(cfg, None).await?;
+        let prep = |sql: String| {
+            let client = &pg.client;
+            async move { client.prepare(&sql).await.map_err(|e| pg_err("prepare", e)) }
+        };
+        let sql = SessionStatements::new(seq);
+        let try_grant = prep(sql.try_grant).await?;
+        let wait_grant = prep(sql.wait_grant).await?;
+        let verify = prep(sql.verify).await?;
+        let ping = prep("SELECT 1".to_owned()).await?;
+        let unlock = prep(sql.unlock).await?;
+        Ok(SessionConn { pg, try_grant, wait_grant, verify, ping, unlock, keys: Mutex::default() })
+    }
+
+    fn keys(&self) -> std::sync::MutexGuard<'_, HashSet<String>> {
+        self.keys.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+struct Held {
+    key: Key,
+    fence: u64,
+    conn: Arc<SessionConn>,
+}
+
+/// The session advisory-lock store (`mode=session`).
+pub struct PgSessionStore {
+    cfg: Config,
+    prefix: String,
+    seq: Option<String>,
+    heartbeat: Duration,
+    conns: Mutex<Vec<Arc<SessionConn>>>,
+    held: Mutex<HashMap<OwnerToken, Held>>,
+    undoing: Arc<Undoing>,
+}
+
+impl std::fmt::Debug for PgSessionStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PgSessionStore").field("prefix", &self.prefix).finish()
+    }
+}
+
+/// A lock request in flight on a session connection. If it is abandoned (the acquire future
+/// dropped, a timeout, an error), the request is undone on that same connection: a blocking
+/// wait is cancelled, then `pg_advisory_unlock` runs after it, so a lock the server granted
+/// after we stopped listening is freed at once, and the other locks on the connection are
+/// untouched.
+struct InFlight {
+    conn: Option<Arc<SessionConn>>,
+    name: String,
+    waiting: bool,
+    undoing: Arc<Undoing>,
+}
+
+impl InFlight {
+    fn conn(&self) -> &Arc<SessionConn> {
+        self.conn.as_ref().expect("connection present until settled")
+    }
+
+    /// The request was answered: keep the reservation (granted) or drop it (busy).
+    fn settle(mut self, granted: bool) -> Arc<SessionConn> {
+        let conn = self.conn.take().expect("settled once");
+        if !granted {
+            conn.keys().remove(&self.name);
+        }
+        conn
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        let Some(conn) = self.conn.take() else { return };
+        let Ok(rt) = tokio::runtime::Handle::try_current() else {
+            conn.pg.kill();
+            return;
+        };
+        let (name, waiting, undoing) = (self.name.clone(), self.waiting, self.undoing.clone());
+        undoing.start(&name);
+        rt.spawn(async move {
+            if waiting {
+                let _ = conn.pg.client.cancel_token().cancel_query(NoTls).await;
+            }
+            // Runs after the abandoned request on the same connection.
+            let undone = tokio::time::timeout(
+                Duration::from_secs(10),
+                conn.pg.client.query_one(&conn.unlock, &[&name]),
+            )
+            .await;
+            if !matches!(undone, Ok(Ok(_))) {
+                conn.pg.kill();
+            }
+            conn.keys().remove(&name);
+            undoing.finish(&name);
+        });
+    }
+}
+
+impl PgSessionStore {
+    pub(super) async fn open(cfg: Config, o: &Options) -> Result<Self> {
+        if o.pgbouncer_transaction {
+            return Err(Error::invalid(
+                "mode=session refused: behind PgBouncer in transaction pooling a session \
+                 advisory lock stays on a server connection that other clients then reuse; \
+                 use mode=lease or the transaction form (with_xact_lock)",
+            ));
+        }
+        let seq = o.fence.then(|| format!("\"{}\".leasehold_fence_seq", o.schema));
+        let store = PgSessionStore {
+            cfg,
+            prefix: o.prefix.clone(),
+            seq,
+            heartbeat: o.heartbeat,
+            conns: Mutex::default(),
+            held: Mutex::default(),
+            undoing: Arc::default(),
+        };
+        let pg = PgConn::open(&store.cfg, None).await?;
+        if let Some(seq) = &store.seq {
+            create_schema(&pg.client, &o.schema, &format!("CREATE SEQUENCE IF NOT EXISTS {seq}"))
+                .await?;
+        }
+        Ok(store)
+    }
+
+    fn lock_name(&self, key: &Key) -> String {
+        format!("{}{}", self.prefix, key.as_str())
+    }
+
+    fn held(&self) -> std::sync::MutexGuard<'_, HashMap<OwnerToken, Held>> {
+        self.held.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn conns(&self) -> std::sync::MutexGuard<'_, Vec<Arc<SessionConn>>> {
+        self.conns.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    async fn new_conn(&self) -> Result<Arc<SessionConn>> {
+        let conn = Arc::new(SessionConn::open(&self.cfg, self.seq.as_deref()).await?);
+        tokio::spawn(heartbeat(Arc::downgrade(&conn), self.heartbeat));
+        Ok(conn)
+    }
+
+    /// A connection to ask for `name` on, with `name` reserved on it. A connection never
+    /// carries the same name twice (advisory locks are re-entrant within a session, so a
+    /// second grant there would not exclude anything). `exclusive`: a connection carrying
+    /// nothing else, taken out of the shared list (a blocking wait stalls its connection).
+    async fn reserve(&self, name: &str, exclusive: bool) -> Result<InFlight> {
+        let found = {
+            let mut conns = self.conns();
+            conns.retain(|c| c.pg.alive());
+            let pick = conns.iter().position(|c| {
+                let keys = c.keys();
+                if exclusive {
+                    keys.is_empty()
+                } else {
+                    keys.len() < PER_CONN && !keys.contains(name)
+                }
+            });
+            match pick {
+                Some(i) if exclusive => Some(conns.swap_remove(i)),
+                Some(i) => Some(conns[i].clone()),
+                None => None,
+            }
+        };
+        let conn = match found {
+            Some(c) => c,
+            None => {
+                let c = self.new_conn().await?;
+                if !exclusive {
+                    self.conns().push(c.clone());
+                }
+                c
+            }
+        };
+        conn.keys().insert(name.to_owned());
+        Ok(InFlight {
+            conn: Some(conn),
+            name: name.to_owned(),
+            waiting: exclusive,
+            undoing: self.undoing.clone(),
+        })
+    }
+
+    /// Gives a connection back to the shared list (after a wait), closing surplus empty ones.
+    fn give_back(&self, conn: Arc<SessionConn>) {
+        let mut conns = self.conns();
+        let empty = conns.iter().filter(|c| c.keys().is_empty()).count();
+        if conn.pg.alive() && (!conn.keys().is_empty() || empty < 2) {
+            conns.push(conn);
+        }
+    }
+
+    async fn grant(&self, req: &AcquireRequest<'_>, wait: Option<Duration>) -> Result<Attempt> {
+        let name = self.lock_name(req.key);
+        let flight = self.reserve(&name, wait.is_some()).await?;
+        let sent = Instant::now();
+        let c = flight.conn();
+        let res = match wait {
+            None => c.pg.client.query_one(&c.try_grant, &[&name]).await,
+            Some(t) => {
+                // 0 means "no timeout" to the server: what an unbounded wait asks.
+                let t = if t.as_millis() >= i32::MAX as u128 { 0 } else { ms(t) };
+                c.pg.client.query_one(&c.wait_grant, &[&name, &format!("{t}ms")]).await
+            }
+        };
+        let fence: i64 = match res {
+            Ok(row) => row.get(0),
+            Err(e) if e.code() == Some(&SqlState::LOCK_NOT_AVAILABLE) => -1,
+            // Dropping the flight undoes whatever the server did.
+            Err(e) => return Err(pg_err("advisory lock", e)),
+        };
+        let waited = flight.waiting;
+        let conn = flight.settle(fence >= 0);
+        if waited {
+            self.give_back(conn.clone());
+        }
+        if fence < 0 {
+            return Ok(Attempt::Busy { holder_expires_in: None });
+        }
+        let end = conn.pg.end_signal();
+        self.held().insert(*req.owner, Held { key: req.key.clone(), fence: fence as u64, conn });
+        Ok(Attempt::Granted(Grant::new(FenceToken::new(fence as u64), sent).with_session_end(end)))
+    }
+}
+
+/// Pings a connection carrying locks every `every`; a failed or slow ping closes it, which
+/// fires `lost()` of every lease on it (through their session ends) before the server could
+/// notice the client gone and hand the locks to someone else.
+async fn heartbeat(conn: Weak<SessionConn>, every: Duration) {
+    loop {
+        tokio::time::sleep(every).await;
+        let Some(c) = conn.upgrade() else { return };
+        if !c.pg.alive() {
+            return;
+        }
+        if c.keys().is_empty() {
+            continue;
+        }
+        let ok = tokio::time::timeout(every, c.pg.client.query_one(&c.ping, &[])).await;
+        if !matches!(ok, Ok(Ok(_))) {
+            tracing::warn!("postgres session heartbeat failed: closing the connection");
+            c.pg.kill();
+            return;
+        }
+    }
+}
+
+#[async_trait]
+impl Store for PgSessionStore {
+    fn guarantees(&self) -> Guarantees {
+        Guarantees {
+            backend: "postgres-session",
+            kind: LockKind::Session,
+            exclusion: "linearizable (the server's lock manager)",
+            store_failure: "a server restart or the end of the holder's connection releases \
+                            the lock; the holder's lost() fires when that connection ends or a \
+                            heartbeat fails",
+            expiry: "session: held while the holder's connection lives (heartbeat pings it)",
+            fence: if self.seq.is_some() {
+                "the sequence leasehold_fence_seq set to max(nextval, clock_timestamp() in µs), \
+                 in the granting statement"
+            } else {
+                "none (fence=none)"
+            },
+            fence_repeat: if self.seq.is_some() {
+                FenceRepeat::ClockBacked
+            } else {
+                FenceRepeat::NoFence
+            },
+            // A promoted standby has none of the old primary's locks: while the old primary
+            // (cut off, not dead) keeps the holder's session, the standby grants the key again.
+            failure_admits_second_holder: true,
+            waiting: "server-side blocking pg_advisory_lock under lock_timeout (FIFO)",
+        }
+    }
+
+    async fn try_acquire(&self, req: &AcquireRequest<'_>) -> Result<Attempt> {
+        self.grant(req, None).await
+    }
+
+    async fn acquire(&self, req: &AcquireRequest<'_>, until: Option<Instant>) -> Result<Attempt> {
+        crate::store::acquire_in_server(req, until, |wait| self.grant(req, wait)).await
+    }
+
+    async fn renew(&self, key: &Key, owner: &OwnerToken, _ttl: Duration) -> Result<bool> {
+        let conn = match self.held().get(owner) {
+            Some(h) if h.key == *key => h.conn.clone(),
+            _ => return Ok(false),
+        };
+        let row = conn
+            .pg
+            .client
+            .query_one(&conn.verify, &[&self.lock_name(key)])
+            .await
+            .map_err(|e| pg_err("verifying the lock", e))?;
+        Ok(row.get(0))
+    }
+
+    async fn release(&self, key: &Key, owner: &OwnerToken) -> Result<bool> {
+        let held = {
+            let mut map = self.held();
+            match map.get(owner) {
+                Some(h) if h.key == *key => map.remove(owner),
+                _ => None,
+            }
+        };
+        // Session locks belong to a connection of this process; anyone else's are not ours.
+        let Some(h) = held else { return Ok(false) };
+        let name = self.lock_name(key);
+        // An abandoned request for this key must not grab what we free.
+        self.undoing.settled(&name, Duration::from_secs(10)).await;
+        match h.conn.pg.client.query_one(&h.conn.unlock, &[&name]).await {
+            Ok(row) if row.get::<_, bool>(0) => {
+                h.conn.keys().remove(&name);
+                Ok(true)
+            }
+            // Not held any more, or no answer: the connection is closed, never reused.
+            Ok(_) => {
+                h.conn.pg.kill();
+                Ok(false)
+            }
+            Err(e) => {
+                h.conn.pg.kill();
+                Err(pg_err("advisory unlock", e))
+            }
+        }
+    }
+
+    async fn holders(&self, key: Option<&Key>) -> Result<Vec<Holder>> {
+        let mut out: Vec<Holder> = self
+            .held()
+            .iter()
+            .filter(|(_, h)| key.is_none_or(|k| *k == h.key))
+            .map(|(o, h)| Holder::new(h.key.clone(), *o, Some(FenceToken::new(h.fence)), None))
+            .collect();
+        if let Some(key) = key
+            && out.is_empty()
+        {
+            // Held by another process? The server knows its session, not its owner token.
+            let pg = PgConn::open(&self.cfg, None).await?;
+            let row = pg
+                .client
+                .query_one(
+                    &format!(
+                        "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted
+                           AND objsubid = 1
+                           AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
+                           AND ((classid::bigint << 32) | objid::bigint) = {LOCK_ID}"
+                    ),
+                    &[&self.lock_name(key)],
+                )
+                .await
+                .map_err(|e| pg_err("holders", e))?;
+            if row.get::<_, i64>(0) > 0 {
+                return Err(Error::Busy { key: key.to_string() });
+            }
+        }
+        out.sort_by(|a, b| a.key.cmp(&b.key));
+        Ok(out)
+    }
+}
