@@ -426,7 +426,7 @@ report: {0}/report.json · timeline: {0}/timeline.svg",
 async fn doctor_cmd(opt: StoreOpt, json: bool) -> Result<Exit, Exit> {
     let url = store_url(opt.clone())?;
     let locker = connect(opt).await?;
-    match doctor::run(&url, &locker).await {
+    match doctor::run(&url).await {
         Ok(report) => {
             if json {
                 println!("{}", doctor::json(&url, &locker, &report));

@@ -48,8 +48,9 @@ fn every_duration_option_takes_the_one_syntax() {
         "postgres://x@127.0.0.1:1/x?mode=session&heartbeat=1m",
         "mysql://x@127.0.0.1:1/x?mode=session&heartbeat=1m30s",
         "etcd://127.0.0.1:1?ttl=1m30s",
-        "zk://127.0.0.1:1?session=1m",
-        "zk://127.0.0.1:1?session=4000ms",
+        // A zk connect waits up to the session timeout: keep it short here.
+        "zk://127.0.0.1:1?session=1s500ms",
+        "zk://127.0.0.1:1?session=2000ms",
     ] {
         let (code, text) = run_on(url);
         assert_eq!(code, 69, "{url} is valid and reaches no server: {text}");

@@ -61,6 +61,7 @@ mod key;
 mod lease;
 mod local;
 mod locker;
+pub mod probe;
 pub mod store;
 mod token;
 mod url;

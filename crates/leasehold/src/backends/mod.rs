@@ -1,7 +1,14 @@
-//! Store implementations, one module per backend, each behind its cargo feature.
+//! Store implementations, one folder per store, each behind its cargo feature. Each store's
+//! folder exports one descriptor (its schemes, URL form, options, how to open and probe it);
+//! one list of them is where opening a URL, probing a deployment, the URL forms in messages and
+//! the option checks all come from.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::time::Duration;
 
+use crate::probe::Probe;
 use crate::{Error, Result, Store};
 
 #[cfg(any(feature = "mysql", feature = "sqlite"))]
@@ -26,128 +33,134 @@ pub mod sqlite;
 #[cfg(feature = "zookeeper")]
 pub mod zookeeper;
 
-/// The schemes this build understands, for error messages.
-pub const SCHEMES: &[&str] = &[
+/// A boxed future borrowing the URL.
+pub(crate) type Boxed<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+/// How a descriptor opens its store.
+pub(crate) type OpenFn = for<'a> fn(&'a str) -> Boxed<'a, Result<Arc<dyn Store>>>;
+/// How a descriptor probes a deployment.
+pub(crate) type ProbeFn =
+    for<'a> fn(&'a str, &'a mut Probe) -> Boxed<'a, std::result::Result<(), String>>;
+
+/// What the rest of the crate knows of one store: everything else is in its folder.
+pub(crate) struct Descriptor {
+    /// The URL schemes it answers (`postgres`, `postgresql`).
+    pub schemes: &'static [&'static str],
+    /// The URL form, for messages.
+    pub form: &'static str,
+    /// The options its URLs take, checked before any connection; `None` when its driver
+    /// refuses unknown parameters itself (leasehold's own are checked by its parser).
+    pub options: Option<&'static [&'static str]>,
+    /// Connects.
+    pub open: OpenFn,
+    /// Reads the deployment's real settings into a [`Probe`].
+    pub probe: ProbeFn,
+}
+
+/// The stores of this build. Adding a store: its folder, and one line here.
+const STORES: &[Descriptor] = &[
     #[cfg(feature = "sqlite")]
-    "sqlite://PATH",
-    #[cfg(feature = "file")]
-    "file://DIR",
+    sqlite::STORE,
+    #[cfg(all(feature = "file", target_os = "linux"))]
+    file::STORE,
     #[cfg(feature = "redis")]
-    "redis://HOST:PORT",
+    redis::STORE,
     #[cfg(feature = "redis-tls")]
-    "rediss://HOST:PORT[?tls_ca=PEM]",
+    redis::TLS_STORE,
     #[cfg(feature = "redis")]
-    "redlock://H1:P1,H2:P2,H3:P3",
+    redlock::STORE,
     #[cfg(feature = "postgres")]
-    "postgres://USER@HOST:PORT/DB[?mode=lease|session]",
+    postgres::STORE,
     #[cfg(feature = "mysql")]
-    "mysql://USER@HOST:PORT/DB[?mode=lease|session]",
+    mysql::STORE,
     #[cfg(feature = "etcd")]
-    "etcd://H1:P1[,H2:P2…][/PREFIX][?ttl=10s]",
+    etcd::STORE,
     #[cfg(feature = "zookeeper")]
-    "zk://H1:P1[,H2:P2…][/CHROOT][?session=10s]",
+    zookeeper::STORE,
 ];
 
-/// Every scheme leasehold knows, built in or not.
-const KNOWN: &[&str] = &[
-    "sqlite",
-    "file",
-    "redis",
-    "rediss",
-    "redlock",
-    "postgres",
-    "postgresql",
-    "mysql",
-    "etcd",
-    "zk",
+/// Every scheme leasehold knows, built in or not, and the cargo feature that builds it in:
+/// the one list that must name stores a build may not contain.
+const KNOWN: &[(&str, &str)] = &[
+    ("sqlite", "sqlite"),
+    ("file", "file"),
+    ("redis", "redis"),
+    ("rediss", "redis-tls"),
+    ("redlock", "redis"),
+    ("postgres", "postgres"),
+    ("postgresql", "postgres"),
+    ("mysql", "mysql"),
+    ("etcd", "etcd"),
+    ("zk", "zookeeper"),
 ];
 
-/// The cargo feature that builds the store of a known scheme in.
-fn feature_of(scheme: &str) -> &str {
-    match scheme {
-        "rediss" => "redis-tls",
-        "redlock" => "redis",
-        "postgresql" => "postgres",
-        "zk" => "zookeeper",
-        other => other,
+/// The store a URL names, its options checked; a clear error for a scheme this build lacks.
+fn descriptor(url: &str) -> Result<&'static Descriptor> {
+    let forms = || STORES.iter().map(|d| d.form).collect::<Vec<_>>().join(", ");
+    let Some((scheme, _)) = url.split_once("://") else {
+        return Err(Error::invalid(format!(
+            "store URL {:?} has no scheme; expected one of {}",
+            crate::redact(url),
+            forms()
+        )));
+    };
+    if let Some(d) = STORES.iter().find(|d| d.schemes.contains(&scheme)) {
+        if let Some(known) = d.options {
+            crate::url::check_options(url, scheme, known)?;
+        }
+        return Ok(d);
+    }
+    if scheme == "file" && cfg!(feature = "file") {
+        return Err(Error::invalid(
+            "the file:// store needs Linux (flock, inotify, /proc/locks); use sqlite:// here",
+        ));
+    }
+    match KNOWN.iter().find(|(s, _)| *s == scheme) {
+        Some((_, feature)) => Err(Error::invalid(format!(
+            "the {scheme}:// store is not in this build: enable the cargo feature \"{feature}\" \
+             (for the CLI: cargo install leasehold-cli --features {feature}); available: {}",
+            forms()
+        ))),
+        None => Err(Error::invalid(format!(
+            "unknown store URL scheme {scheme:?}; expected one of {}",
+            forms()
+        ))),
+    }
+}
+
+/// `result` with the URL's password scrubbed from its error, if it has one.
+fn scrubbed<T>(url: &str, result: Result<T>) -> Result<T> {
+    match crate::url::secret(url) {
+        Some(secret) => result.map_err(|e| e.scrubbed(&secret)),
+        None => result,
     }
 }
 
 /// Opens a store from its URL. Unknown options are refused before any connection is made,
 /// and no error carries the URL's password (see [`crate::redact`]).
 pub(crate) async fn open(url: &str) -> Result<Arc<dyn Store>> {
-    let opened = open_unscrubbed(url).await;
-    match crate::url::secret(url) {
-        Some(secret) => opened.map_err(|e| e.scrubbed(&secret)),
-        None => opened,
-    }
+    let opened = match descriptor(url) {
+        Ok(d) => (d.open)(url).await,
+        Err(e) => Err(e),
+    };
+    scrubbed(url, opened)
 }
 
-async fn open_unscrubbed(url: &str) -> Result<Arc<dyn Store>> {
-    let Some((scheme, _)) = url.split_once("://") else {
-        return Err(Error::invalid(format!(
-            "store URL {:?} has no scheme; expected one of {}",
-            crate::redact(url),
-            SCHEMES.join(", ")
-        )));
-    };
-    let check = |known: &[&str]| crate::url::check_options(url, scheme, known);
-    let _ = &check; // unused when only the driver-checked stores are built
-    match scheme {
-        #[cfg(feature = "sqlite")]
-        "sqlite" => {
-            check(&[])?;
-            Ok(Arc::new(sqlite::SqliteStore::open(&url["sqlite://".len()..]).await?))
-        }
-        #[cfg(all(feature = "file", target_os = "linux"))]
-        "file" => {
-            check(&[])?;
-            Ok(Arc::new(file::FileStore::open(&url["file://".len()..])?))
-        }
-        #[cfg(all(feature = "file", not(target_os = "linux")))]
-        "file" => Err(Error::invalid(
-            "the file:// store needs Linux (flock, inotify, /proc/locks); use sqlite:// here",
+/// Connects (for the store's guarantees) and probes the deployment, within `limit`. The
+/// outer error: the store could not be opened; the inner one: reading its settings failed.
+pub(crate) async fn probe(
+    url: &str,
+    p: &mut Probe,
+    limit: Duration,
+) -> Result<(Arc<dyn Store>, Result<()>)> {
+    let d = scrubbed(url, descriptor(url))?;
+    let store = open(url).await?;
+    let read = match tokio::time::timeout(limit, (d.probe)(url, p)).await {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(e)) => Err(Error::unavailable(e, None)),
+        Err(_) => Err(Error::unavailable(
+            format!("the store did not answer the probe's questions within {limit:?}"),
+            None,
         )),
-        #[cfg(feature = "redis")]
-        "redis" => {
-            check(redis::OPTIONS)?;
-            Ok(Arc::new(redis::RedisStore::connect(url).await?))
-        }
-        #[cfg(feature = "redis-tls")]
-        "rediss" => {
-            check(redis::TLS_OPTIONS)?;
-            Ok(Arc::new(redis::RedisStore::connect(url).await?))
-        }
-        #[cfg(feature = "redis")]
-        "redlock" => {
-            check(redis::OPTIONS)?;
-            Ok(Arc::new(redlock::RedlockStore::connect(url).await?))
-        }
-        // The drivers refuse parameters they do not know; leasehold's own are checked by
-        // the stores' parsers.
-        #[cfg(feature = "postgres")]
-        "postgres" | "postgresql" => postgres::connect(url).await,
-        #[cfg(feature = "mysql")]
-        "mysql" => mysql::connect(url).await,
-        #[cfg(feature = "etcd")]
-        "etcd" => {
-            check(&["ttl"])?;
-            Ok(Arc::new(etcd::EtcdStore::connect(url).await?))
-        }
-        #[cfg(feature = "zookeeper")]
-        "zk" => {
-            check(&["session"])?;
-            Ok(Arc::new(zookeeper::ZkStore::connect(url).await?))
-        }
-        known if KNOWN.contains(&known) => Err(Error::invalid(format!(
-            "the {known}:// store is not in this build: enable the cargo feature \"{}\" (for \
-             the CLI: cargo install leasehold-cli --features {0}); available: {}",
-            feature_of(known),
-            SCHEMES.join(", ")
-        ))),
-        other => Err(Error::invalid(format!(
-            "unknown store URL scheme {other:?}; expected one of {}",
-            SCHEMES.join(", ")
-        ))),
-    }
+    };
+    Ok((store, scrubbed(url, read)))
 }

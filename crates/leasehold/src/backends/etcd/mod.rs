@@ -26,6 +26,7 @@
 //! opens a new session.
 
 pub mod fence;
+mod probe;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -575,3 +576,17 @@ impl Store for EtcdStore {
         Ok(out)
     }
 }
+
+/// `etcd://H1:P1[,H2:P2…][/PREFIX][?ttl=DUR]`.
+pub(crate) const STORE: super::Descriptor = super::Descriptor {
+    schemes: &["etcd"],
+    form: "etcd://H1:P1[,H2:P2…][/PREFIX][?ttl=10s]",
+    options: Some(&["ttl"]),
+    open: |url| {
+        Box::pin(async move {
+            let store: Arc<dyn Store> = Arc::new(EtcdStore::connect(url).await?);
+            Ok(store)
+        })
+    },
+    probe: |url, p| Box::pin(probe::etcd(url, p)),
+};

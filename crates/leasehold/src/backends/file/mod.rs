@@ -513,6 +513,32 @@ impl FileStore {
     }
 }
 
+/// `file://DIR`: no options.
+pub(crate) const STORE: super::Descriptor = super::Descriptor {
+    schemes: &["file"],
+    form: "file://DIR",
+    options: Some(&[]),
+    open: |url| {
+        Box::pin(async move {
+            let store: Arc<dyn Store> = Arc::new(FileStore::open(&url["file://".len()..])?);
+            Ok(store)
+        })
+    },
+    probe: |url, p| {
+        Box::pin(async move {
+            p.set("dir", &url["file://".len()..]);
+            p.verdict(
+                "one host, local file system only: flock on NFS or other network file systems \
+                 does not exclude other hosts",
+            );
+            p.verdict(
+                "the holder's death releases its lock at once; fences survive in the lock files",
+            );
+            Ok(())
+        })
+    },
+};
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -19,6 +19,7 @@
 //!   connection: the server drops its locks and every lease on it fires `lost()`.
 
 pub mod fence;
+mod probe;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -148,7 +149,7 @@ fn parse_url(url: &str) -> Result<(Opts, Options)> {
 
 /// The driver options of a `mysql://` store URL, leasehold's options removed (TCP unless a
 /// socket is named). For tools that talk to the same server (`leasehold doctor`).
-pub fn client_opts(url: &str) -> Result<Opts> {
+pub(crate) fn client_opts(url: &str) -> Result<Opts> {
     parse_url(url).map(|(opts, _)| opts)
 }
 
@@ -177,3 +178,13 @@ pub use session::{MySessionStore, SessionStatements, session_statements};
 /// The server's clock in µs since 1970 (UTC, whatever the session time zone), the floor of
 /// every fence (see [`crate::FenceRepeat::ClockBacked`]).
 const CLOCK_US: &str = "TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6))";
+
+/// `mysql://USER@HOST:PORT/DB[?mode=lease|session…]`: the driver refuses parameters it does
+/// not know.
+pub(crate) const STORE: super::Descriptor = super::Descriptor {
+    schemes: &["mysql"],
+    form: "mysql://USER@HOST:PORT/DB[?mode=lease|session]",
+    options: None,
+    open: |url| Box::pin(connect(url)),
+    probe: |url, p| Box::pin(probe::mysql(url, p)),
+};

@@ -32,6 +32,7 @@
 //! (`sslmode=require` is refused by the driver).
 
 pub mod fence;
+mod probe;
 
 use std::collections::{HashMap, HashSet};
 use std::future::poll_fn;
@@ -198,7 +199,7 @@ pub(crate) fn parse_url(url: &str) -> Result<(Config, Options)> {
 /// The driver configuration of a `postgres://` store URL: leasehold's options removed, its
 /// connect timeout and application name applied. For tools that talk to the same server
 /// (`leasehold doctor`, benchmarks).
-pub fn client_config(url: &str) -> Result<Config> {
+pub(crate) fn client_config(url: &str) -> Result<Config> {
     parse_url(url).map(|(cfg, _)| cfg)
 }
 
@@ -292,3 +293,13 @@ pub async fn connect(url: &str) -> Result<Arc<dyn Store>> {
         Mode::Session => Arc::new(PgSessionStore::open(cfg, &o).await?),
     })
 }
+
+/// `postgres://USER@HOST:PORT/DB[?mode=lease|session…]`: the driver refuses parameters it does
+/// not know.
+pub(crate) const STORE: super::Descriptor = super::Descriptor {
+    schemes: &["postgres", "postgresql"],
+    form: "postgres://USER@HOST:PORT/DB[?mode=lease|session]",
+    options: None,
+    open: |url| Box::pin(connect(url)),
+    probe: |url, p| Box::pin(probe::postgres(url, p)),
+};

@@ -23,6 +23,7 @@
 //! which a second holder can be admitted, but does not close it.
 
 pub mod fence;
+mod probe;
 mod pubsub;
 pub mod redlock;
 pub(crate) use pubsub::{SubWatch, Subscriber};
@@ -133,7 +134,7 @@ pub fn scripts() -> (&'static str, &'static str) {
 
 /// The redis-rs URL of a `redis://` store URL, leasehold's options removed. For tools that
 /// talk to the same server (`leasehold doctor`).
-pub fn client_url(url: &str) -> Result<String> {
+pub(crate) fn client_url(url: &str) -> Result<String> {
     parse_query(url).map(|(base, _)| base)
 }
 
@@ -595,6 +596,29 @@ impl RedisStore {
         Ok(Box::new(self.node.sub.watch(self.names.channel(key)).await?))
     }
 }
+
+/// `redis://HOST:PORT[/DB]`.
+pub(crate) const STORE: super::Descriptor = super::Descriptor {
+    schemes: &["redis"],
+    form: "redis://HOST:PORT",
+    options: Some(OPTIONS),
+    open: |url| {
+        Box::pin(async move {
+            let store: Arc<dyn Store> = Arc::new(RedisStore::connect(url).await?);
+            Ok(store)
+        })
+    },
+    probe: |url, p| Box::pin(probe::redis(url, p)),
+};
+
+/// `rediss://HOST:PORT[?tls_ca=PEM]`.
+#[cfg(feature = "redis-tls")]
+pub(crate) const TLS_STORE: super::Descriptor = super::Descriptor {
+    schemes: &["rediss"],
+    form: "rediss://HOST:PORT[?tls_ca=PEM]",
+    options: Some(TLS_OPTIONS),
+    ..STORE
+};
 
 #[cfg(test)]
 mod tests {

@@ -324,3 +324,18 @@ impl RedlockStore {
         Ok(Box::new(MultiWatch(subs)))
     }
 }
+
+/// `redlock://H1:P1,H2:P2,H3:P3[,…]`.
+pub(crate) const STORE: crate::backends::Descriptor = crate::backends::Descriptor {
+    schemes: &["redlock"],
+    form: "redlock://H1:P1,H2:P2,H3:P3",
+    options: Some(super::OPTIONS),
+    open: |url| {
+        Box::pin(async move {
+            let store: std::sync::Arc<dyn Store> =
+                std::sync::Arc::new(RedlockStore::connect(url).await?);
+            Ok(store)
+        })
+    },
+    probe: |url, p| Box::pin(super::probe::redlock(url, p)),
+};

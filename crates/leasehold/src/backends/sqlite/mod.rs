@@ -360,6 +360,35 @@ impl SqliteStore {
     }
 }
 
+/// `sqlite://PATH`: no options.
+pub(crate) const STORE: super::Descriptor = super::Descriptor {
+    schemes: &["sqlite"],
+    form: "sqlite://PATH",
+    options: Some(&[]),
+    open: |url| {
+        Box::pin(async move {
+            let store: Arc<dyn Store> =
+                Arc::new(SqliteStore::open(&url["sqlite://".len()..]).await?);
+            Ok(store)
+        })
+    },
+    probe: |url, p| {
+        Box::pin(async move {
+            p.set("path", &url["sqlite://".len()..]);
+            p.verdict(
+                "one machine only: processes on other hosts do not see these leases, even on a \
+                 shared file system",
+            );
+            p.verdict(
+                "leases survive process and machine restarts in the file; a reboot frees them \
+                 (boot id); fences survive power loss (synchronous=FULL)",
+            );
+            p.change("for exclusion across machines, use a networked store (postgres://, etcd://, redis://)");
+            Ok(())
+        })
+    },
+};
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -27,6 +27,7 @@
 //! `Expired` fires `lost()` at once; the next acquire opens a new session.
 
 mod config;
+mod probe;
 use config::{Config, parse_url, valid_path};
 
 use std::collections::HashMap;
@@ -613,3 +614,17 @@ impl Store for ZkStore {
         Ok(out)
     }
 }
+
+/// `zk://H1:P1[,H2:P2…][/CHROOT][?session=DUR]`.
+pub(crate) const STORE: super::Descriptor = super::Descriptor {
+    schemes: &["zk"],
+    form: "zk://H1:P1[,H2:P2…][/CHROOT][?session=10s]",
+    options: Some(&["session"]),
+    open: |url| {
+        Box::pin(async move {
+            let store: Arc<dyn Store> = Arc::new(ZkStore::connect(url).await?);
+            Ok(store)
+        })
+    },
+    probe: |url, p| Box::pin(probe::zookeeper(url, p)),
+};

@@ -1,10 +1,12 @@
 //! What doctor reads of a PostgreSQL server.
 
-use super::*;
+use crate::probe::*;
+#[allow(unused_imports)]
+use std::time::Duration;
 
-pub(super) async fn postgres(url: &str, r: &mut Report) -> R<()> {
-    use leasehold::backends::postgres::tokio_postgres::NoTls;
-    let cfg = leasehold::backends::postgres::client_config(url).map_err(|e| e.to_string())?;
+pub(crate) async fn postgres(url: &str, r: &mut Probe) -> std::result::Result<(), String> {
+    use crate::backends::postgres::tokio_postgres::NoTls;
+    let cfg = crate::backends::postgres::client_config(url).map_err(|e| e.to_string())?;
     let (client, conn) = cfg.connect(NoTls).await.map_err(|e| e.to_string())?;
     let driver = tokio::spawn(conn);
     let show = |name: &'static str| {

@@ -1,6 +1,8 @@
 //! What doctor reads of a Redis server (and of each Redlock instance).
 
-use super::*;
+use crate::probe::*;
+#[allow(unused_imports)]
+use std::time::Duration;
 
 fn info_field<'a>(info: &'a str, name: &str) -> Option<&'a str> {
     info.lines().find_map(|l| l.strip_prefix(name)?.strip_prefix(':')).map(|v| v.trim())
@@ -20,12 +22,12 @@ struct RedisFacts {
     fsync: Option<String>,
     save: Option<String>,
     min_replicas: Option<u64>,
-    clock: (f64, f64),
+    clock: ClockOffset,
     /// `ip:port` of each connected replica, from `INFO replication`.
     replica_addrs: Vec<String>,
 }
 
-async fn redis_facts(client_url: &str) -> R<RedisFacts> {
+async fn redis_facts(client_url: &str) -> std::result::Result<RedisFacts, String> {
     let client = ::redis::Client::open(client_url).map_err(|e| e.to_string())?;
     let mut c = client.get_multiplexed_async_connection().await.map_err(|e| e.to_string())?;
     let info: String =
@@ -73,14 +75,17 @@ fn with_addr(client_url: &str, addr: &str) -> String {
 
 /// Each replica's clock against the primary's: the fence floor after a failover is the
 /// promoted replica's clock, so one far behind could issue fences below the last ones.
-async fn redis_replica_clocks(base: &str, primary: &RedisFacts, r: &mut Report) {
+async fn redis_replica_clocks(base: &str, primary: &RedisFacts, r: &mut Probe) {
     for addr in &primary.replica_addrs {
         let name = format!("replica {addr} clock − primary clock");
         match tokio::time::timeout(Duration::from_secs(3), redis_facts(&with_addr(base, addr)))
             .await
         {
             Ok(Ok(f)) => {
-                let (d, u) = (f.clock.0 - primary.clock.0, f.clock.1 + primary.clock.1);
+                let (d, u) = (
+                    f.clock.store_minus_local - primary.clock.store_minus_local,
+                    f.clock.uncertainty + primary.clock.uncertainty,
+                );
                 r.set(&name, format!("{d:+.1} ms (±{u:.1} ms)"));
                 if d < -(FAILOVER_CLOCK_SLACK_MS + u) {
                     r.verdict(format!(
@@ -147,8 +152,8 @@ fn redis_persistence(f: &RedisFacts) -> (&'static str, String) {
     }
 }
 
-pub(super) async fn redis(url: &str, r: &mut Report) -> R<()> {
-    let base = leasehold::backends::redis::client_url(url).map_err(|e| e.to_string())?;
+pub(crate) async fn redis(url: &str, r: &mut Probe) -> std::result::Result<(), String> {
+    let base = crate::backends::redis::client_url(url).map_err(|e| e.to_string())?;
     let f = redis_facts(&base).await?;
     r.set("version", &f.version);
     r.set("role", &f.role);
@@ -218,7 +223,7 @@ pub(super) async fn redis(url: &str, r: &mut Report) -> R<()> {
     Ok(())
 }
 
-pub(super) async fn redlock(url: &str, r: &mut Report) -> R<()> {
+pub(crate) async fn redlock(url: &str, r: &mut Probe) -> std::result::Result<(), String> {
     let rest = &url["redlock://".len()..];
     let (hosts, _) = rest.split_once('?').unwrap_or((rest, ""));
     let hosts: Vec<&str> = hosts.split(',').filter(|h| !h.is_empty()).collect();
@@ -235,7 +240,7 @@ pub(super) async fn redlock(url: &str, r: &mut Report) -> R<()> {
                         f.role,
                         f.aof.as_deref().unwrap_or("?"),
                         f.fsync.as_deref().unwrap_or("?"),
-                        f.clock.0
+                        f.clock.store_minus_local
                     ),
                 );
                 if kind != "durable" {

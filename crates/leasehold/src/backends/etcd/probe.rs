@@ -1,10 +1,11 @@
 //! What doctor reads of an etcd cluster.
 
-use super::*;
+use crate::probe::*;
+#[allow(unused_imports)]
+use std::time::Duration;
 
-pub(super) async fn etcd(url: &str, locker: &Locker, r: &mut Report) -> R<()> {
-    let store =
-        leasehold::backends::etcd::EtcdStore::connect(url).await.map_err(|e| e.to_string())?;
+pub(crate) async fn etcd(url: &str, r: &mut Probe) -> std::result::Result<(), String> {
+    let store = crate::backends::etcd::EtcdStore::connect(url).await.map_err(|e| e.to_string())?;
     let client = store.client();
     let members = client.member_list().await.map_err(|e| e.to_string())?.members;
     let status = client.status().await.map_err(|e| e.to_string())?;
@@ -25,7 +26,6 @@ pub(super) async fn etcd(url: &str, locker: &Locker, r: &mut Report) -> R<()> {
     r.set("raft term", status.raft_term);
     r.set("lock prefix", format!("{:?}", store.prefix()));
     r.set("session TTL", query_flag(url, "ttl").unwrap_or("10s (default)".into()));
-    let _ = locker;
     let voters = members.iter().filter(|m| !m.is_learner).count();
     let tolerate = voters.saturating_sub(1) / 2;
     r.verdict(format!(

@@ -1,10 +1,12 @@
 //! What doctor reads of a MySQL/MariaDB server.
 
-use super::*;
+use crate::probe::*;
+#[allow(unused_imports)]
+use std::time::Duration;
 
-pub(super) async fn mysql(url: &str, r: &mut Report) -> R<()> {
-    use leasehold::backends::mysql::mysql_async::{self, prelude::Queryable};
-    let opts = leasehold::backends::mysql::client_opts(url).map_err(|e| e.to_string())?;
+pub(crate) async fn mysql(url: &str, r: &mut Probe) -> std::result::Result<(), String> {
+    use crate::backends::mysql::mysql_async::{self, prelude::Queryable};
+    let opts = crate::backends::mysql::client_opts(url).map_err(|e| e.to_string())?;
     let mut c = mysql_async::Conn::new(opts).await.map_err(|e| e.to_string())?;
     let (version, flush, sync_binlog, read_only, log_bin): (
         String,

@@ -1,6 +1,8 @@
 //! What doctor reads of a ZooKeeper ensemble.
 
-use super::*;
+use crate::probe::*;
+#[allow(unused_imports)]
+use std::time::Duration;
 
 /// A four-letter-word command on `host:port` (often disabled: then `None`).
 async fn four(host: &str, cmd: &str) -> Option<String> {
@@ -15,9 +17,9 @@ async fn four(host: &str, cmd: &str) -> Option<String> {
     (!out.is_empty() && !out.contains("is not executed")).then_some(out)
 }
 
-pub(super) async fn zookeeper(url: &str, r: &mut Report) -> R<()> {
+pub(crate) async fn zookeeper(url: &str, r: &mut Probe) -> std::result::Result<(), String> {
     let store =
-        leasehold::backends::zookeeper::ZkStore::connect(url).await.map_err(|e| e.to_string())?;
+        crate::backends::zookeeper::ZkStore::connect(url).await.map_err(|e| e.to_string())?;
     let client = store.client().await.map_err(|e| e.to_string())?;
     r.set("negotiated session timeout", format!("{:?}", client.session_timeout()));
     let rest = &url["zk://".len()..];

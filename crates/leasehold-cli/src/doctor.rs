@@ -1,0 +1,55 @@
+//! `leasehold doctor`: prints what the library's probe read of a deployment
+//! ([`leasehold::probe`]): the backend's guarantees, this deployment's settings, what they make
+//! of the guarantees, and the settings that would change that.
+
+use leasehold::Locker;
+use leasehold::probe::Probe;
+use serde_json::{Value, json};
+
+/// Reads the deployment `url` names.
+pub async fn run(url: &str) -> Result<Probe, String> {
+    leasehold::probe::probe(url).await.map_err(|e| e.to_string())
+}
+
+pub fn json(url: &str, locker: &Locker, p: &Probe) -> Value {
+    let mut v = json!({ "store": leasehold::redact(url), "guarantees": locker.guarantees() });
+    if let (Some(out), Ok(Value::Object(probe))) = (v.as_object_mut(), serde_json::to_value(p)) {
+        out.extend(probe);
+    }
+    v
+}
+
+pub fn text(url: &str, locker: &Locker, p: &Probe) -> String {
+    use std::fmt::Write;
+    let mut out = String::new();
+    let _ = writeln!(out, "store: {}", leasehold::redact(url));
+    let _ = writeln!(out, "\nthe backend promises:");
+    for line in locker.guarantees().to_string().lines() {
+        let _ = writeln!(out, "  {line}");
+    }
+    let w = p.settings.iter().map(|s| s.setting.len()).max().unwrap_or(0);
+    if !p.settings.is_empty() {
+        let _ = writeln!(out, "\nthis deployment:");
+        for s in &p.settings {
+            let _ = writeln!(out, "  {:<w$}  {}", s.setting, s.value);
+        }
+    }
+    if let Some(c) = p.clock {
+        let _ = writeln!(
+            out,
+            "  {:<w$}  {:+.1} ms (±{:.1} ms); leasehold never compares the two clocks",
+            "store clock − local clock", c.store_minus_local, c.uncertainty
+        );
+    }
+    let _ = writeln!(out, "\nwhat it guarantees:");
+    for v in &p.verdicts {
+        let _ = writeln!(out, "  - {v}");
+    }
+    if !p.changes.is_empty() {
+        let _ = writeln!(out, "\nwhat would change it:");
+        for c in &p.changes {
+            let _ = writeln!(out, "  - {c}");
+        }
+    }
+    out
+}
