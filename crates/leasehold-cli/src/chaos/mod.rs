@@ -24,7 +24,7 @@ mod unknown;
 
 use holder::Holder;
 pub use holder::worker;
-pub use report::{table, verdict};
+pub use report::{Report, table, verdict};
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -35,7 +35,7 @@ use leasehold::{Error, Locker, Wait};
 use leasehold_harness::history::monotonic_ns;
 use leasehold_harness::resource;
 use nix::sys::signal::Signal;
-use serde_json::{Value, json};
+
 use tokio::io::AsyncWriteExt;
 
 /// The lock key every trial uses: the resource is guarded by one key, so fences of later
@@ -147,7 +147,7 @@ struct Event {
 }
 
 #[derive(Debug, Clone, serde::Serialize)]
-struct Trial {
+pub(crate) struct Trial {
     arm: &'static str,
     n: usize,
     holder_fence: u64,
@@ -415,7 +415,7 @@ struct Outline {
 pub const SCENARIOS: &str = "stalled-holder, partition, store-kill, failover, unknown-acquire";
 
 /// Runs the scenario and writes `report.json` and `timeline.svg` to `out`.
-pub async fn run(s: Settings) -> Result<Value, String> {
+pub async fn run(s: Settings) -> Result<Report, String> {
     std::fs::create_dir_all(&s.out)
         .map_err(|e| format!("cannot create {}: {e}", s.out.display()))?;
     let (trials, outline) = match s.scenario.as_str() {
@@ -431,45 +431,22 @@ pub async fn run(s: Settings) -> Result<Value, String> {
             names.push(t.arm);
         }
     }
-    let arms: Vec<Value> = names
-        .iter()
-        .map(|arm| {
-            let t: Vec<&Trial> = trials.iter().filter(|t| t.arm == *arm).collect();
-            let count = |f: fn(&Trial) -> bool| t.iter().filter(|t| f(t)).count();
-            json!({
-                "arm": arm,
-                "trials": t.len(),
-                "successor_acquired": count(|t| t.successor_acquired),
-                "stale_effects_accepted": count(|t| t.stale_effect_accepted),
-                "successors_locked_out": count(|t| t.successor_locked_out),
-                "fences_out_of_order": count(|t| t.fence_out_of_order),
-                "unknown_outcomes": count(|t| t.unknown),
-                "lost_after_successor_grant": count(|t| t.lost_late),
-                "lost_before_grant_ms": lead_stats(t.iter().filter_map(|t| t.lost_lead_ms).collect()),
-                "orphans_seen": count(|t| t.orphan_seen),
-                "orphans": count(|t| t.orphan),
-                "orphan_lifetime_ms": lead_stats(
-                    t.iter().filter(|t| t.orphan_seen).filter_map(|t| t.orphan_ms).collect()
-                ),
-            })
-        })
-        .collect();
-    let report = json!({
-        "store": outline.store,
-        "backend": outline.guarantees.backend,
-        "guarantees": outline.guarantees,
-        "scenario": s.scenario,
-        "ttl_ms": s.ttl.as_millis() as u64,
-        "resource": outline.resource,
-        "setup": outline.setup,
-        "key": KEY,
-        "arms": arms,
-        "trials": trials,
-    });
-    std::fs::write(s.out.join("report.json"), format!("{report:#}\n"))
-        .and_then(|_| {
-            std::fs::write(s.out.join("timeline.svg"), timeline::timeline(&report, &trials))
-        })
+    let arms = names.iter().map(|arm| report::Arm::of(arm, &trials)).collect();
+    let report = Report {
+        store: outline.store,
+        backend: outline.guarantees.backend,
+        guarantees: outline.guarantees,
+        scenario: s.scenario.clone(),
+        ttl_ms: s.ttl.as_millis() as u64,
+        resource: outline.resource,
+        setup: outline.setup,
+        key: KEY,
+        arms,
+        trials,
+    };
+    let json = serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?;
+    std::fs::write(s.out.join("report.json"), format!("{json}\n"))
+        .and_then(|_| std::fs::write(s.out.join("timeline.svg"), timeline::timeline(&report)))
         .map_err(|e| format!("cannot write to {}: {e}", s.out.display()))?;
     Ok(report)
 }
@@ -525,19 +502,4 @@ fn fresh_sqlite(out: &Path) {
     for ext in ["", "-wal", "-shm"] {
         let _ = std::fs::remove_file(out.join(format!("resource.db{ext}")));
     }
-}
-
-/// Minimum and median of how long before the successor's grant `lost()` fired.
-fn lead_stats(mut v: Vec<f64>) -> Value {
-    if v.is_empty() {
-        return Value::Null;
-    }
-    v.sort_by(f64::total_cmp);
-    let round = |x: f64| (x * 10.0).round() / 10.0;
-    json!({
-        "min": round(v[0]),
-        "median": round(v[v.len() / 2]),
-        "max": round(v[v.len() - 1]),
-        "trials": v.len()
-    })
 }
