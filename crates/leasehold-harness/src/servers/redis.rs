@@ -1,0 +1,235 @@
+//! A private `redis-server` (plain or TLS), killed on drop.
+
+use super::*;
+
+/// A private `redis-server`, no persistence unless asked.
+pub struct RedisServer {
+    port: u16,
+    dir: tempfile::TempDir,
+    extra: Vec<String>,
+    tls: bool,
+    child: Option<Child>,
+}
+
+impl RedisServer {
+    /// Starts one without persistence.
+    pub fn start() -> Self {
+        Self::start_with(&[])
+    }
+
+    /// Starts one with extra `redis-server` arguments (e.g. `["--appendonly", "yes"]`).
+    pub fn start_with(extra: &[&str]) -> Self {
+        Self::start_inner(extra, false)
+    }
+
+    /// Starts one that speaks only TLS, with a certificate for 127.0.0.1 signed by a CA made
+    /// for it (`ca.crt` in its directory; [`RedisServer::url`] names it with `tls_ca`).
+    pub fn start_tls() -> Self {
+        Self::start_inner(&[], true)
+    }
+
+    fn start_inner(extra: &[&str], tls: bool) -> Self {
+        let dir = tempfile::tempdir().expect("temp dir");
+        if tls {
+            make_certs(dir.path());
+        }
+        let extra: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
+        let mut s = RedisServer { port: 0, dir, extra, tls, child: None };
+        on_free_port(10, "redis-server", |port| {
+            s.port = port;
+            s.spawn()
+        });
+        s
+    }
+
+    fn spawn(&mut self) -> bool {
+        let mut cmd = Command::new(need("redis-server"));
+        if self.tls {
+            let d = self.dir.path();
+            cmd.args([
+                "--port",
+                "0",
+                "--tls-port",
+                &self.port.to_string(),
+                "--tls-auth-clients",
+                "no",
+            ])
+            .arg("--tls-cert-file")
+            .arg(d.join("server.crt"))
+            .arg("--tls-key-file")
+            .arg(d.join("server.key"))
+            .arg("--tls-ca-cert-file")
+            .arg(d.join("ca.crt"));
+        } else {
+            cmd.args(["--port", &self.port.to_string()]);
+        }
+        cmd.args(["--bind", "127.0.0.1", "--protected-mode", "no"])
+            .args(["--save", "", "--appendonly", "no", "--daemonize", "no"])
+            .args(["--repl-diskless-sync-delay", "0"])
+            .arg("--dir")
+            .arg(self.dir.path())
+            .arg("--logfile")
+            .arg(self.dir.path().join("redis.log"))
+            .args(&self.extra)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        // An early exit means the port was taken, most likely.
+        let mut child = Some(cmd.spawn().expect("spawn redis-server"));
+        let up = until_up(&mut child, Duration::from_secs(10), || self.ping());
+        self.child = child;
+        if !up {
+            self.kill9();
+        }
+        up
+    }
+
+    fn ping(&self) -> bool {
+        if self.tls {
+            return self.cli(&["PING"]) == "PONG";
+        }
+        let Ok(mut s) = TcpStream::connect(("127.0.0.1", self.port)) else { return false };
+        let _ = s.set_read_timeout(Some(Duration::from_millis(500)));
+        let mut buf = [0u8; 64];
+        s.write_all(b"PING\r\n").is_ok()
+            && s.read(&mut buf).map(|n| buf[..n].starts_with(b"+PONG")).unwrap_or(false)
+    }
+
+    /// Its port.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// `redis://127.0.0.1:PORT`, or `rediss://127.0.0.1:PORT?tls_ca=…/ca.crt` for TLS.
+    pub fn url(&self) -> String {
+        if self.tls {
+            format!("rediss://127.0.0.1:{}?tls_ca={}", self.port, self.ca().display())
+        } else {
+            format!("redis://127.0.0.1:{}", self.port)
+        }
+    }
+
+    /// The CA certificate of a TLS server.
+    pub fn ca(&self) -> std::path::PathBuf {
+        self.dir.path().join("ca.crt")
+    }
+
+    fn pid(&self) -> Pid {
+        Pid::from_raw(self.child.as_ref().expect("server running").id() as i32)
+    }
+
+    /// `kill -9`: the process dies with whatever was not persisted.
+    pub fn kill9(&mut self) {
+        kill9_child(&mut self.child);
+    }
+
+    /// Freezes it (SIGSTOP).
+    pub fn stop(&self) {
+        kill(self.pid(), Signal::SIGSTOP).expect("SIGSTOP");
+    }
+
+    /// Resumes it (SIGCONT).
+    pub fn cont(&self) {
+        kill(self.pid(), Signal::SIGCONT).expect("SIGCONT");
+    }
+
+    /// Kills it and starts it again on the same port and directory.
+    pub fn restart(&mut self) {
+        self.kill9();
+        assert!(self.spawn(), "redis-server did not come back on port {}", self.port);
+    }
+
+    /// Runs `redis-cli -p PORT ARGS…` and returns its stdout, trimmed.
+    pub fn cli(&self, args: &[&str]) -> String {
+        // Bounded: a client that never gets an answer must not hang the test.
+        let mut cmd = Command::new(need("timeout"));
+        cmd.arg("10").arg(need("redis-cli")).args([
+            "-h",
+            "127.0.0.1",
+            "-p",
+            &self.port.to_string(),
+        ]);
+        if self.tls {
+            cmd.arg("--tls").arg("--cacert").arg(self.ca());
+        }
+        let out = cmd.args(args).output().expect("run redis-cli");
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    }
+
+    /// Makes this server a replica of `primary` and waits until the link is up.
+    pub fn replicate(&self, primary: &RedisServer) {
+        self.cli(&["REPLICAOF", "127.0.0.1", &primary.port.to_string()]);
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !self.cli(&["INFO", "replication"]).contains("master_link_status:up") {
+            assert!(Instant::now() < deadline, "replica link never came up");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        // And the primary counts it (its first ACK arrived), so WAIT can see it.
+        let me = format!("port={},state=online", self.port);
+        while !primary.cli(&["INFO", "replication"]).contains(&me) {
+            assert!(Instant::now() < deadline, "the primary never saw the replica online");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Cuts this replica off its primary while keeping it a replica (it points at a free port
+    /// where nothing listens), as a partition between them would.
+    pub fn detach(&self) {
+        self.cli(&["REPLICAOF", "127.0.0.1", &free_port().to_string()]);
+    }
+
+    /// Promotes this replica (`REPLICAOF NO ONE`).
+    pub fn promote(&self) {
+        self.cli(&["REPLICAOF", "NO", "ONE"]);
+    }
+}
+
+/// A CA and a server certificate for 127.0.0.1 signed by it, made with `openssl`.
+fn make_certs(dir: &std::path::Path) {
+    let ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"];
+    let run = |args: &[&str]| {
+        let out = Command::new(need("openssl"))
+            .args(args)
+            .current_dir(dir)
+            .output()
+            .expect("run openssl");
+        assert!(out.status.success(), "openssl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    };
+    run(&[
+        &["req", "-x509", "-new"][..],
+        &ec,
+        &["-keyout", "ca.key", "-out", "ca.crt", "-days", "2", "-subj", "/CN=leasehold test CA"],
+    ]
+    .concat());
+    run(&[
+        &["req", "-new"][..],
+        &ec,
+        &["-keyout", "server.key", "-out", "server.csr", "-subj", "/CN=127.0.0.1"],
+    ]
+    .concat());
+    std::fs::write(dir.join("ext"), "subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\n")
+        .unwrap();
+    run(&[
+        "x509",
+        "-req",
+        "-in",
+        "server.csr",
+        "-CA",
+        "ca.crt",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-out",
+        "server.crt",
+        "-days",
+        "2",
+        "-extfile",
+        "ext",
+    ]);
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        self.kill9();
+    }
+}
