@@ -2,9 +2,11 @@
 //! connection (exit 64, naming it), every duration option takes the one syntax, and a password
 //! in the URL never appears in errors, `doctor` (text and JSON) or `chaos` output.
 
+mod common;
+
 use std::process::{Command, Output};
 
-const BIN: &str = env!("CARGO_BIN_EXE_leasehold");
+use common::BIN;
 
 fn leasehold(args: &[&str]) -> (i32, String) {
     let o: Output = Command::new(BIN).args(args).output().unwrap();

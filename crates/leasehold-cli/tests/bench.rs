@@ -1,0 +1,54 @@
+//! `leasehold bench`: shape and completeness of a short run (no timing is asserted).
+
+mod common;
+
+use common::*;
+use std::process::Command;
+
+/// `leasehold bench` on a private Redis measures leasehold and both raw-client baselines (plain
+/// `SET NX PX`, and leasehold's own scripts sent raw) in one run, and reports the ratios the
+/// README and BENCHMARKS.md quote. Checks shape and that every contender completed cycles;
+/// no timing is asserted.
+#[test]
+fn bench_redis_measures_every_baseline() {
+    let redis = leasehold_testkit::servers::RedisServer::start();
+    let bench = |scenario: &str| -> serde_json::Value {
+        let o = Command::new(BIN)
+            .args(["bench", "--json", "--store", &redis.url(), "--runs", "1"])
+            .args(["--duration", "150ms", "--scenario", scenario])
+            .output()
+            .unwrap();
+        assert_eq!(code(&o), 0, "{}", stderr(&o));
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        v["scenarios"][scenario].clone()
+    };
+    let u = &bench("uncontended");
+    let names: Vec<&str> = u["contenders"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["contender"].as_str().unwrap())
+        .collect();
+    assert!(names.iter().any(|n| n.starts_with("raw redis-rs: SET NX PX")), "{names:?}");
+    assert!(names.iter().any(|n| n.starts_with("raw redis-rs sending leasehold's")), "{names:?}");
+    for c in u["contenders"].as_array().unwrap() {
+        assert!(c["ops_per_s_median"].as_f64().unwrap() > 0.0, "{c}");
+    }
+    for k in ["leasehold_time_per_cycle_vs_raw", "leasehold_time_per_cycle_vs_raw_fenced"] {
+        assert!(u[k].as_f64().unwrap() > 0.0, "{k}: {u}");
+    }
+
+    let m = &bench("many-keys");
+    assert_eq!(m["contenders"].as_array().unwrap().len(), 3, "{m}");
+    for c in m["contenders"].as_array().unwrap() {
+        assert!(c["ops_per_s_median"].as_f64().unwrap() > 0.0, "{c}");
+    }
+    for k in [
+        "leasehold_cycles_vs_half_redis_benchmark",
+        "raw_cycles_vs_half_redis_benchmark",
+        "raw_fenced_cycles_vs_half_redis_benchmark",
+    ] {
+        assert!(m[k].as_f64().unwrap() > 0.0, "{k}: {m}");
+    }
+    assert!(m["redis_benchmark"]["ops_per_s_median"].as_f64().unwrap() > 0.0, "{m}");
+}
