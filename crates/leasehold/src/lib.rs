@@ -77,4 +77,4 @@ pub use lease::Lease;
 pub use locker::{Acquire, DEFAULT_OP_TIMEOUT, Locker, MAX_TTL, Wait};
 pub use store::{Holder, Store};
 pub use token::{FenceToken, OwnerToken};
-pub use url::{parse_duration, redact};
+pub use url::{Scheme, StoreUrl, parse_duration, redact};

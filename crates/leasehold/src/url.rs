@@ -163,6 +163,134 @@ pub fn redact(url: &str) -> String {
     out.replace(&secret, "***")
 }
 
+/// The kinds of store URL leasehold knows, built into this build or not.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+#[non_exhaustive]
+pub enum Scheme {
+    /// `sqlite://PATH`, the embedded default.
+    Sqlite,
+    /// `file://DIR`, `flock(2)` session locks.
+    File,
+    /// `redis://`.
+    Redis,
+    /// `rediss://` (TLS).
+    Rediss,
+    /// `redlock://H1,H2,H3…`.
+    Redlock,
+    /// `postgres://` (also spelled `postgresql://`).
+    Postgres,
+    /// `mysql://` (MySQL and MariaDB).
+    Mysql,
+    /// `etcd://`.
+    Etcd,
+    /// `zk://` (ZooKeeper).
+    Zk,
+}
+
+impl Scheme {
+    /// The scheme as written in URLs.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Scheme::Sqlite => "sqlite",
+            Scheme::File => "file",
+            Scheme::Redis => "redis",
+            Scheme::Rediss => "rediss",
+            Scheme::Redlock => "redlock",
+            Scheme::Postgres => "postgres",
+            Scheme::Mysql => "mysql",
+            Scheme::Etcd => "etcd",
+            Scheme::Zk => "zk",
+        }
+    }
+
+    fn of(s: &str) -> Option<Scheme> {
+        Some(match s {
+            "sqlite" => Scheme::Sqlite,
+            "file" => Scheme::File,
+            "redis" => Scheme::Redis,
+            "rediss" => Scheme::Rediss,
+            "redlock" => Scheme::Redlock,
+            "postgres" | "postgresql" => Scheme::Postgres,
+            "mysql" => Scheme::Mysql,
+            "etcd" => Scheme::Etcd,
+            "zk" => Scheme::Zk,
+            _ => return None,
+        })
+    }
+}
+
+/// A store URL, parsed once: its [`Scheme`] and options, checked as the store checks them
+/// (unknown options refused, with the valid ones named). `Display` and `Debug` redact the
+/// password; [`StoreUrl::expose`] gives the text that connects.
+///
+/// ```
+/// use leasehold::{Scheme, StoreUrl};
+/// let url: StoreUrl = "sqlite:///tmp/locks.db".parse().unwrap();
+/// assert_eq!(url.scheme(), Scheme::Sqlite);
+/// assert!("sqlite:///tmp/locks.db?bogus=1".parse::<StoreUrl>().is_err());
+/// ```
+#[derive(Clone, PartialEq, Eq)]
+pub struct StoreUrl {
+    raw: String,
+    scheme: Scheme,
+}
+
+impl StoreUrl {
+    /// Parses and checks `url`. A scheme this build lacks is an error naming the cargo
+    /// feature that builds it in.
+    pub fn parse(url: &str) -> Result<StoreUrl> {
+        crate::backends::check(url)?;
+        let scheme = url.split_once("://").and_then(|(s, _)| Scheme::of(s));
+        let scheme = scheme.ok_or_else(|| Error::invalid("unknown store URL scheme"))?;
+        Ok(StoreUrl { raw: url.to_owned(), scheme })
+    }
+
+    /// The kind of store.
+    pub fn scheme(&self) -> Scheme {
+        self.scheme
+    }
+
+    /// The value of option `name` (`?name=value`), if given.
+    pub fn option(&self, name: &str) -> Option<&str> {
+        let (_, q) = self.raw.split_once('?')?;
+        q.split('&').find_map(|p| match p.split_once('=') {
+            Some((k, v)) if k == name => Some(v),
+            None if p == name => Some(""),
+            _ => None,
+        })
+    }
+
+    /// Duration option `name` in the one syntax ([`parse_duration`]), if given.
+    pub fn duration(&self, name: &str) -> Result<Option<Duration>> {
+        self.option(name).map(parse_duration).transpose()
+    }
+
+    /// The URL with its credentials, to connect with. Never print it: print the `StoreUrl`.
+    pub fn expose(&self) -> &str {
+        &self.raw
+    }
+}
+
+impl std::str::FromStr for StoreUrl {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<StoreUrl> {
+        StoreUrl::parse(s)
+    }
+}
+
+impl std::fmt::Display for StoreUrl {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&redact(&self.raw))
+    }
+}
+
+impl std::fmt::Debug for StoreUrl {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "StoreUrl({:?})", redact(&self.raw))
+    }
+}
+
 impl Error {
     /// This error with `secret` replaced by `***` in every message, and a source whose text
     /// contains it replaced by that text, scrubbed.
@@ -226,6 +354,20 @@ mod tests {
         let e = Error::unavailable("cannot reach redis://u:PW@h", Some("auth PW refused".into()));
         let e = e.scrubbed("PW");
         assert!(!format!("{e} {:?}", std::error::Error::source(&e)).contains("PW"));
+    }
+
+    #[test]
+    fn store_urls() {
+        let u = StoreUrl::parse("redis://u:PW@127.0.0.1:1?prefix=a:&wait_timeout=1s").unwrap();
+        assert_eq!(u.scheme(), Scheme::Redis);
+        assert_eq!(u.option("prefix"), Some("a:"));
+        assert_eq!(u.duration("wait_timeout").unwrap(), Some(Duration::from_secs(1)));
+        assert_eq!(u.duration("absent").unwrap(), None);
+        assert!(!format!("{u} {u:?}").contains("PW"));
+        assert!(u.expose().contains("PW"));
+        assert!(StoreUrl::parse("redis://h:1?wait_replica=1").is_err());
+        assert!(StoreUrl::parse("nope://x").is_err());
+        assert_eq!(StoreUrl::parse("postgresql://u@h/db").unwrap().scheme(), Scheme::Postgres);
     }
 
     #[test]

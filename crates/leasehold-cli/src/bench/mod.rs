@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
-use leasehold::{Locker, OwnerToken, Wait};
+use leasehold::{Locker, OwnerToken, Scheme, Wait};
 use serde_json::{Value, json};
 
 use crate::dur;
@@ -249,13 +249,13 @@ impl Progress {
 /// Runs the bench; returns the report as JSON and prints a table.
 pub async fn run(s: Settings) -> BenchResult<Value> {
     let locker = Locker::connect(&s.url).await.map_err(|e| e.to_string())?;
+    let scheme = leasehold::StoreUrl::parse(&s.url).map_err(|e| e.to_string())?.scheme();
     let redis_side =
-        if s.url.starts_with("redis://") { Some(RedisSide::connect(&s.url).await?) } else { None };
-    let pg_side = if s.url.starts_with("postgres") { Some(PgSide::new(&s.url)?) } else { None };
-    let my_raw =
-        if s.url.starts_with("mysql") { Some(MyRaw::connect(&s.url).await?) } else { None };
+        if scheme == Scheme::Redis { Some(RedisSide::connect(&s.url).await?) } else { None };
+    let pg_side = if scheme == Scheme::Postgres { Some(PgSide::new(&s.url)?) } else { None };
+    let my_raw = if scheme == Scheme::Mysql { Some(MyRaw::connect(&s.url).await?) } else { None };
     let etcd_raw =
-        if s.url.starts_with("etcd") { Some(EtcdRaw::connect(&s.url).await?) } else { None };
+        if scheme == Scheme::Etcd { Some(EtcdRaw::connect(&s.url).await?) } else { None };
     let all = s.scenario == Scenario::All;
     let want = |sc: Scenario| all || s.scenario == sc;
     let scenarios: Vec<Scenario> =

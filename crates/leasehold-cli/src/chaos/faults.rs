@@ -17,7 +17,7 @@
 
 use std::time::Duration;
 
-use leasehold::{Locker, Wait};
+use leasehold::{Locker, Scheme, Wait};
 use leasehold_harness::servers::{EtcdCluster, MyServer, PgServer, RedisServer, ZkServer};
 use tokio::io::AsyncWriteExt;
 
@@ -46,22 +46,23 @@ enum Kind {
 
 impl Kind {
     fn of(url: &str, failover: bool) -> Result<Kind, String> {
-        let scheme = url.split("://").next().unwrap_or("");
+        let scheme = leasehold::StoreUrl::parse(url).map_err(|e| e.to_string())?.scheme();
         match (scheme, failover) {
-            ("redis", _) => Ok(Kind::Redis),
-            ("postgres" | "postgresql", _) => Ok(Kind::Postgres),
-            ("etcd", _) => Ok(Kind::Etcd),
-            ("zk", false) => Ok(Kind::Zk),
-            ("mysql", false) => Ok(Kind::Mysql),
+            (Scheme::Redis, _) => Ok(Kind::Redis),
+            (Scheme::Postgres, _) => Ok(Kind::Postgres),
+            (Scheme::Etcd, _) => Ok(Kind::Etcd),
+            (Scheme::Zk, false) => Ok(Kind::Zk),
+            (Scheme::Mysql, false) => Ok(Kind::Mysql),
             (_, true) => Err(format!(
                 "failover runs on replicated stores this tool starts itself: redis:// (a \
                  primary and a replica), postgres:// (a primary and a streaming standby) or \
-                 etcd:// (three members); not {scheme}://"
+                 etcd:// (three members); not {}://",
+                scheme.as_str()
             )),
             (_, false) => Err(format!(
                 "store-kill kills and restarts a store this tool starts itself (redis://, \
-                 postgres://, mysql://, etcd://, zk://), never one it did not start; not \
-                 {scheme}://"
+                 postgres://, mysql://, etcd://, zk://), never one it did not start; not {}://",
+                scheme.as_str()
             )),
         }
     }

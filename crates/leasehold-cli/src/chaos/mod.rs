@@ -31,7 +31,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use leasehold::fence::Fencing;
-use leasehold::{Error, Locker, Wait};
+use leasehold::{Error, Locker, Scheme, Wait};
 use leasehold_harness::history::monotonic_ns;
 use leasehold_harness::resource;
 use nix::sys::signal::Signal;
@@ -56,59 +56,56 @@ pub struct Settings {
 /// state can be read with psql, mariadb, redis-cli or etcdctl), else an SQLite file in `out`.
 pub fn resource_spec(url: &str, out: &Path) -> (String, String) {
     let base = url.split('?').next().unwrap_or(url);
-    if url.starts_with("postgres") {
-        // The store's own schema when the URL names one, else leasehold_chaos.
-        let schema = url
-            .split_once('?')
-            .and_then(|(_, q)| q.split('&').find_map(|p| p.strip_prefix("schema=")))
-            .filter(|s| s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'))
-            .unwrap_or("leasehold_chaos");
-        (
-            format!("{base}?options=-csearch_path%3D{schema}"),
-            format!(
-                "PostgreSQL: table {schema}.data (id 'row-1') and fence table \
-                 {schema}.leasehold_fence"
-            ),
-        )
-    } else if url.starts_with("mysql") {
-        (base.to_owned(), "MySQL: tables data (id 'row-1') and leasehold_fence".into())
-    } else if url.starts_with("redis://") {
-        // The whole URL: its prefix option names the resource's keys too.
-        let prefix = url
-            .split_once('?')
-            .and_then(|(_, q)| q.split('&').find_map(|p| p.strip_prefix("prefix=")))
-            .unwrap_or("leasehold:");
-        (
-            url.to_owned(),
-            format!("Redis: key {prefix}{{row-1}}:value and fence hash {prefix}fence:{{row-1}}"),
-        )
-    } else if url.starts_with("etcd://") {
-        (
+    let parsed = leasehold::StoreUrl::parse(url).ok();
+    let option = |name: &str| parsed.as_ref().and_then(|u| u.option(name));
+    match parsed.as_ref().map(|u| u.scheme()) {
+        Some(Scheme::Postgres) => {
+            // The store's own schema when the URL names one, else leasehold_chaos.
+            let schema = option("schema")
+                .filter(|s| s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'))
+                .unwrap_or("leasehold_chaos");
+            (
+                format!("{base}?options=-csearch_path%3D{schema}"),
+                format!(
+                    "PostgreSQL: table {schema}.data (id 'row-1') and fence table \
+                     {schema}.leasehold_fence"
+                ),
+            )
+        }
+        Some(Scheme::Mysql) => {
+            (base.to_owned(), "MySQL: tables data (id 'row-1') and leasehold_fence".into())
+        }
+        Some(Scheme::Redis) => {
+            // The whole URL: its prefix option names the resource's keys too.
+            let prefix = option("prefix").unwrap_or("leasehold:");
+            (
+                url.to_owned(),
+                format!(
+                    "Redis: key {prefix}{{row-1}}:value and fence hash {prefix}fence:{{row-1}}"
+                ),
+            )
+        }
+        Some(Scheme::Etcd) => (
             url.to_owned(),
             "etcd: key leasehold-test/row-1, fenced by the lock key's create revision".into(),
-        )
-    } else {
-        let p = out.join("resource.db");
-        (format!("sqlite:{}", p.display()), format!("SQLite file {} (table data)", p.display()))
+        ),
+        _ => {
+            let p = out.join("resource.db");
+            (format!("sqlite:{}", p.display()), format!("SQLite file {} (table data)", p.display()))
+        }
     }
 }
 
 /// The session timeout an etcd or ZooKeeper URL asks for (their defaults otherwise); zero for
 /// other stores.
 fn session_timeout(url: &str) -> Duration {
-    let opt = |name: &str| {
-        url.split_once('?').and_then(|(_, q)| {
-            q.split('&').find_map(|p| p.strip_prefix(name).and_then(|v| v.strip_prefix('=')))
-        })
+    let Ok(u) = leasehold::StoreUrl::parse(url) else { return Duration::ZERO };
+    let option = match u.scheme() {
+        Scheme::Etcd => "ttl",
+        Scheme::Zk => "session",
+        _ => return Duration::ZERO,
     };
-    let parse = |v: &str| crate::dur::parse(v).ok();
-    if url.starts_with("etcd://") {
-        opt("ttl").and_then(parse).unwrap_or(Duration::from_secs(10))
-    } else if url.starts_with("zk://") {
-        opt("session").and_then(parse).unwrap_or(Duration::from_secs(10))
-    } else {
-        Duration::ZERO
-    }
+    u.duration(option).ok().flatten().unwrap_or(Duration::from_secs(10))
 }
 
 /// The single `HOST:PORT` a store URL points at, and the URL with it replaced by `to`.

@@ -127,6 +127,12 @@ fn descriptor(url: &str) -> Result<&'static Descriptor> {
     }
 }
 
+/// Checks a URL as [`open`] would before connecting: a known scheme of this build, and its
+/// options.
+pub(crate) fn check(url: &str) -> Result<()> {
+    scrubbed(url, descriptor(url).map(|_| ()))
+}
+
 /// `result` with the URL's password scrubbed from its error, if it has one.
 fn scrubbed<T>(url: &str, result: Result<T>) -> Result<T> {
     match crate::url::secret(url) {
