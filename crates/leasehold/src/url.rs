@@ -357,6 +357,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg(all(feature = "redis", feature = "postgres"))]
     fn store_urls() {
         let u = StoreUrl::parse("redis://u:PW@127.0.0.1:1?prefix=a:&wait_timeout=1s").unwrap();
         assert_eq!(u.scheme(), Scheme::Redis);
@@ -368,6 +369,15 @@ mod tests {
         assert!(StoreUrl::parse("redis://h:1?wait_replica=1").is_err());
         assert!(StoreUrl::parse("nope://x").is_err());
         assert_eq!(StoreUrl::parse("postgresql://u@h/db").unwrap().scheme(), Scheme::Postgres);
+    }
+
+    #[test]
+    #[cfg(feature = "sqlite")]
+    fn store_urls_of_the_default_build() {
+        assert_eq!(StoreUrl::parse("sqlite:///x.db").unwrap().scheme(), Scheme::Sqlite);
+        assert!(StoreUrl::parse("sqlite:///x.db?bogus=1").is_err());
+        let missing = StoreUrl::parse("nope://x").unwrap_err().to_string();
+        assert!(missing.contains("unknown store URL scheme"), "{missing}");
     }
 
     #[test]
