@@ -5,7 +5,7 @@ use super::*;
 /// What a Redis URL points at, for baselines.
 pub(super) struct RedisSide {
     #[cfg_attr(not(feature = "peers"), allow(dead_code))]
-    url: String,
+    pub(super) url: String,
     host: String,
     port: u16,
     conn: ::redis::aio::ConnectionManager,
@@ -197,7 +197,7 @@ async fn run_redis_benchmark(r: &RedisSide, n: u64) -> BenchResult<f64> {
 }
 
 #[cfg(feature = "peers")]
-mod peers {
+pub(super) mod peers {
     //! The peer crate, driven the way its documentation shows.
     use super::*;
     use rslock::LockManager;
