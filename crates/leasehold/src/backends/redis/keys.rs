@@ -4,11 +4,11 @@ use crate::Key;
 
 /// The fence is `max(counter + 1, server clock in µs)`, written back, so a counter lost in a
 /// restart or behind on a promoted replica restarts above every fence issued before. TIME is
-/// read as strings and compared as numbers (exact below 2^53); `replicate_commands` lets
-/// servers older than 5.0 write after TIME (a no-op since).
+/// read as strings and compared as numbers (exact below 2^53); `replicate_commands`, called
+/// before the first write, lets servers older than 5.0 write after TIME (a no-op since).
 pub(super) const GRANT: &str = r"
+redis.replicate_commands()
 if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
-  redis.replicate_commands()
   local t = redis.call('TIME')
   local now = t[1] .. string.format('%06d', t[2])
   local c = redis.call('GET', KEYS[2])
