@@ -3,7 +3,7 @@
 mod common;
 
 use common::*;
-use std::process::{Command, Stdio};
+use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 #[test]
@@ -20,7 +20,9 @@ fn run_exports_the_grant_and_returns_the_child_code() {
     assert_eq!(code(&o), 3, "{}", stderr(&o));
     let out = stdout(&o);
     assert_eq!(field(&out, "key"), "job");
-    assert_eq!(field(&out, "fence"), "1");
+    // Fences are clock-backed: microseconds since 1970, below 2^53.
+    let fence: u64 = field(&out, "fence").parse().unwrap();
+    assert!(fence > 1_000_000_000_000_000 && fence < 1 << 53, "{fence}");
     assert_eq!(field(&out, "owner").len(), 32);
     // Released at exit: nobody holds it.
     let s = e.run(&["status", "--json", "job"]);
@@ -50,7 +52,8 @@ fn child_signal_death_is_128_plus_n() {
 #[test]
 fn second_run_is_busy_and_a_waiter_gets_it_after() {
     let e = Env::new();
-    let hold = "touch started; while [ ! -e stop ]; do sleep 0.02; done";
+    let hold =
+        "echo fence=$LEASEHOLD_FENCE; touch started; while [ ! -e stop ]; do sleep 0.02; done";
     let first = e.spawn(&["run", "job", "--", "sh", "-c", hold]);
     wait_for(&e.path("started"));
     let busy = e.run(&["run", "--wait", "0", "job", "--", "true"]);
@@ -64,7 +67,8 @@ fn second_run_is_busy_and_a_waiter_gets_it_after() {
     assert_eq!(code(&first), 0, "{}", stderr(&first));
     let waiter = wait_child(waiter, Duration::from_secs(30));
     assert_eq!(code(&waiter), 0, "{}", stderr(&waiter));
-    assert_eq!(field(&stdout(&waiter), "fence"), "2");
+    let fence = |o: &Output| field(&stdout(o), "fence").parse::<u64>().unwrap();
+    assert!(fence(&waiter) > fence(&first), "the waiter's fence is larger");
 }
 
 #[test]
@@ -74,18 +78,19 @@ fn stale_release_exits_77_and_keeps_the_holder() {
     assert_eq!(code(&a), 0, "{}", stderr(&a));
     let a: serde_json::Value = serde_json::from_slice(&a.stdout).unwrap();
     let owner_a = a["owner"].as_str().unwrap().to_string();
-    assert_eq!(a["fence"], 1);
+    let fence_a = a["fence"].as_u64().unwrap();
     assert_eq!(code(&e.run(&["release", "--owner", &owner_a, "job"])), 0);
     let b = e.run(&["acquire", "job"]);
     let owner_b = field(&stdout(&b), "owner");
-    assert_eq!(field(&stdout(&b), "fence"), "2");
+    let fence_b: u64 = field(&stdout(&b), "fence").parse().unwrap();
+    assert!(fence_b > fence_a, "{fence_b} after {fence_a}");
     let stale = e.run(&["release", "--owner", &owner_a, "job"]);
     assert_eq!(code(&stale), 77, "{}", stderr(&stale));
     assert_eq!(code(&e.run(&["renew", "--owner", &owner_a, "job"])), 77);
     let s = e.run(&["status", "--json", "job"]);
     let holders: serde_json::Value = serde_json::from_slice(&s.stdout).unwrap();
     assert_eq!(holders[0]["owner"], owner_b.as_str());
-    assert_eq!(holders[0]["fence"], 2);
+    assert_eq!(holders[0]["fence"], fence_b);
     assert!(holders[0]["expires_in"].as_u64().unwrap() <= 30_000);
     let human = e.run(&["status", "job"]);
     assert!(stdout(&human).contains(&owner_b), "{}", stdout(&human));
@@ -207,7 +212,7 @@ fn file_store_runs_but_refuses_detached_acquire() {
         .output()
         .unwrap();
     assert_eq!(code(&o), 0, "{}", stderr(&o));
-    assert_eq!(field(&stdout(&o), "fence"), "1");
+    assert!(field(&stdout(&o), "fence").parse::<u64>().unwrap() > 0);
     let o = e.cmd().args(["acquire", "--store", &store, "job"]).output().unwrap();
     assert_eq!(code(&o), 64, "{}", stderr(&o));
 }
