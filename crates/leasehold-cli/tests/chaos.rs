@@ -310,14 +310,28 @@ fn chaos_unknown_acquire() {
         format!("{base}{sep}schema={}", pg.name),
         my.url(""),
     ] {
-        let (code, r) = chaos_report(&store, "unknown-acquire", 4, 2);
-        assert_eq!(code, 0, "{r}");
-        let (a, b) = (arm(&r, "reconnect"), arm(&r, "cut"));
-        assert_eq!(a["orphans"], 0, "{r}");
-        assert_eq!(b["orphans"], 0, "{r}");
-        assert!(a["unknown_outcomes"].as_u64().unwrap() >= 1, "{r}");
-        let seen = a["orphans_seen"].as_u64().unwrap() + b["orphans_seen"].as_u64().unwrap();
-        assert!(seen >= 1, "no trial left a grant behind, so nothing was tested: {r}");
+        // Whether a fault leaves a grant behind is chance (the cleanup can win the race with
+        // the probe; on MySQL the connection's handshake takes the first dropped replies), so
+        // sample up to three rounds until one did; every round must leave no orphan.
+        let mut seen = 0;
+        let mut last = serde_json::Value::Null;
+        for _ in 0..3 {
+            let (code, r) = chaos_report(&store, "unknown-acquire", 4, 2);
+            assert_eq!(code, 0, "{r}");
+            let (a, b) = (arm(&r, "reconnect"), arm(&r, "cut"));
+            assert_eq!(a["orphans"], 0, "{r}");
+            assert_eq!(b["orphans"], 0, "{r}");
+            assert!(a["unknown_outcomes"].as_u64().unwrap() >= 1, "{r}");
+            seen += a["orphans_seen"].as_u64().unwrap() + b["orphans_seen"].as_u64().unwrap();
+            last = r;
+            if seen >= 1 {
+                break;
+            }
+        }
+        assert!(
+            seen >= 1,
+            "in three rounds no trial left a grant behind, so nothing was tested: {last}"
+        );
     }
     // Session locks: an unanswered request closes its dedicated connection, and the server
     // drops the lock with it: no grant is left behind at all.
