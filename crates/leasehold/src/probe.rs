@@ -90,17 +90,13 @@ pub(crate) fn offset(before: f64, after: f64, server_s: f64) -> ClockOffset {
     }
 }
 
-/// The value of a URL option.
+/// The value of a URL option, owned (the probes' messages keep it).
 #[cfg_attr(
     not(any(feature = "redis", feature = "postgres", feature = "mysql", feature = "etcd")),
     allow(dead_code)
 )]
 pub(crate) fn query_flag(url: &str, name: &str) -> Option<String> {
-    let (_, q) = url.split_once('?')?;
-    q.split('&').find_map(|p| {
-        let (k, v) = p.split_once('=').unwrap_or((p, ""));
-        (k == name).then(|| v.to_owned())
-    })
+    crate::url::option_of(url, name).map(str::to_owned)
 }
 
 /// Reads the deployment `url` names (bounded at 20 s). Errors carry no password.
@@ -131,5 +127,30 @@ fn fence_clock(r: &mut Probe) {
              fences below the last ones",
             c.store_minus_local
         ));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn with_clock(store_minus_local: f64) -> Probe {
+        let mut p = Probe {
+            clock: Some(ClockOffset { store_minus_local, uncertainty: 0.5 }),
+            ..Probe::default()
+        };
+        fence_clock(&mut p);
+        p
+    }
+
+    /// The assumption is always stated; a store clock over a second off adds a warning.
+    #[test]
+    fn a_far_off_store_clock_is_named() {
+        let near = with_clock(12.0);
+        assert_eq!(near.verdicts.len(), 1);
+        assert!(near.verdicts[0].contains(crate::CLOCK_ASSUMPTION));
+        let far = with_clock(-5000.0);
+        assert_eq!(far.verdicts.len(), 2);
+        assert!(far.verdicts[1].contains("-5000 ms") && far.verdicts[1].contains("NTP"), "{far:?}");
     }
 }

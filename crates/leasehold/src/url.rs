@@ -110,6 +110,16 @@ pub(crate) fn check_options(url: &str, scheme: &str, known: &[&str]) -> Result<(
     Ok(())
 }
 
+/// The value of option `name` (`?name=value`; a bare `?name` is ""), if given.
+pub(crate) fn option_of<'a>(url: &'a str, name: &str) -> Option<&'a str> {
+    let (_, q) = url.split_once('?')?;
+    q.split('&').find_map(|p| match p.split_once('=') {
+        Some((k, v)) if k == name => Some(v),
+        None if p == name => Some(""),
+        _ => None,
+    })
+}
+
 /// The password a store URL carries, in its userinfo (`scheme://user:PASS@host`) or in a
 /// `password=` option, if any.
 pub(crate) fn secret(url: &str) -> Option<String> {
@@ -253,12 +263,7 @@ impl StoreUrl {
 
     /// The value of option `name` (`?name=value`), if given.
     pub fn option(&self, name: &str) -> Option<&str> {
-        let (_, q) = self.raw.split_once('?')?;
-        q.split('&').find_map(|p| match p.split_once('=') {
-            Some((k, v)) if k == name => Some(v),
-            None if p == name => Some(""),
-            _ => None,
-        })
+        option_of(&self.raw, name)
     }
 
     /// Duration option `name` in the one syntax ([`parse_duration`]), if given.
