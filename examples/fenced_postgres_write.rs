@@ -81,8 +81,11 @@ async fn main() -> Result<(), Error> {
 
     // A wakes up and writes, believing it still holds the lock.
     match write(&mut db, &fa, "late write by A").await {
-        Err(Error::StaleFence { presented, installed, .. }) => {
-            println!("A's late write was refused: fence {presented}, {installed}")
+        Err(Error::StaleFence { presented, installed: Some(installed), reason, .. }) => {
+            assert_eq!(installed, fb.token(), "B's grant is what the resource holds");
+            println!(
+                "A's late write was refused: fence {presented} < installed {installed} ({reason})"
+            )
         }
         other => panic!("the stale write was not refused: {other:?}"),
     }
@@ -112,7 +115,7 @@ async fn main() -> Result<(), Error> {
     assert_eq!((n, stale), (1, 0));
 
     drop(a);
-    b.release().await?;
+    assert!(b.release().await?, "B held its lease throughout");
     db.batch_execute(&format!("DROP SCHEMA {schema} CASCADE")).await.unwrap();
     Ok(())
 }

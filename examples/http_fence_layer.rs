@@ -82,7 +82,7 @@ async fn main() -> leasehold::Result<()> {
     println!("a doc:7 token:     {}", send(addr, Some(&other.fencing()), "wrong key").await);
     println!("document: {:?} (installed fence {})", doc.lock().unwrap(), guard.installed());
     assert_eq!(*doc.lock().unwrap(), "from B");
-    b.release().await?;
-    other.release().await?;
+    assert!(b.release().await?, "B held its lease throughout");
+    assert!(other.release().await?, "so did the other key's holder");
     Ok(())
 }

@@ -50,7 +50,7 @@ pub(crate) async fn renew(
     if locker.renew_by_owner(&key, &owner, ttl).await? {
         Ok(Exit::ok(0))
     } else {
-        Err(Error::NotOwner { key }.into())
+        Err(Error::NotOwner { key: leasehold::Key::new(key)? }.into())
     }
 }
 

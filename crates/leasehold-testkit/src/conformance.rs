@@ -5,6 +5,7 @@
 //! session stores they check the session counterpart (nothing expires while the holder
 //! lives) instead of silently passing.
 
+use std::future::IntoFuture;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -41,6 +42,12 @@ fn assert_holder_fence(h: &leasehold::Holder, fence: FenceToken) {
     if let Some(f) = h.fence {
         assert_eq!(f, fence, "status shows another fence than the grant's");
     }
+}
+
+/// Another process's locker on the same store: its own owner identity, queue and renewals
+/// (it shares only the connection).
+pub fn other(l: &Locker) -> Locker {
+    Locker::from_arc(l.store().clone())
 }
 
 fn is_lease(l: &Locker) -> bool {
@@ -81,9 +88,16 @@ pub async fn rejects_bad_input(l: &Locker) {
 pub async fn busy_when_held(l: &Locker) {
     let key = unique_key("busy");
     let a = l.acquire(&key, LONG).await.unwrap();
-    assert!(matches!(l.acquire(&key, LONG).await, Err(Error::Busy { .. })));
-    let r = l.acquire(&key, LONG).wait(Wait::For(Duration::from_millis(200))).await;
+    let b = other(l);
+    assert!(matches!(b.acquire(&key, LONG).await, Err(Error::Busy { .. })));
+    let r = b.acquire(&key, LONG).wait(Wait::For(Duration::from_millis(200))).await;
     assert!(matches!(r, Err(Error::Busy { .. })), "{r:?}");
+    // Asked by its holder, the answer says so (and does not wait on itself).
+    let r = l.acquire(&key, LONG).await;
+    assert!(
+        matches!(&r, Err(Error::HeldByThisLocker { fence, .. }) if *fence == a.fence()),
+        "{r:?}"
+    );
     let fence = a.fence();
     assert!(a.release().await.unwrap());
     let b = l.acquire(&key, LONG).await.expect("free after release");
@@ -95,13 +109,14 @@ pub async fn busy_when_held(l: &Locker) {
 /// even for a moment (an abandoned blocking wait that grabs the lock on release would).
 pub async fn abandoned_wait_does_not_block_others(l: &Locker) {
     let key = unique_key("abandoned-wait");
+    let others = other(l);
     for round in 0..10 {
         let a = l.acquire(&key, LONG).await.unwrap();
-        let r = l.acquire(&key, LONG).wait(Wait::For(Duration::from_millis(20))).await;
+        let r = others.acquire(&key, LONG).wait(Wait::For(Duration::from_millis(20))).await;
         assert!(matches!(r, Err(Error::Busy { .. })), "{r:?}");
         // And one cancelled mid-wait.
         let waiter = {
-            let (l, key) = (l.clone(), key.clone());
+            let (l, key) = (others.clone(), key.clone());
             tokio::spawn(async move { l.acquire(&key, LONG).wait(Wait::For(LONG)).await })
         };
         tokio::time::sleep(Duration::from_millis(20)).await;
@@ -203,8 +218,9 @@ pub async fn owner_checked_renew_and_release(l: &Locker) {
         return;
     }
     let key = unique_key("owner-expiry");
-    let a = l.acquire(&key, Duration::from_millis(200)).await.unwrap();
-    let b = l.acquire(&key, LONG).wait(Wait::For(BOUND)).await.expect("successor after expiry");
+    let a = l.acquire(&key, Duration::from_millis(200)).auto_renew(false).await.unwrap();
+    let b =
+        other(l).acquire(&key, LONG).wait(Wait::For(BOUND)).await.expect("successor after expiry");
     assert_fence_after(l, a.fence(), b.fence());
     assert!(!l.renew_by_owner(&key, &a.owner(), LONG).await.unwrap(), "stale renew must fail");
     assert!(!l.release_by_owner(&key, &a.owner()).await.unwrap(), "stale release must fail");
@@ -281,7 +297,7 @@ pub async fn auto_renew_keeps_lease(l: &Locker) {
     if a.is_lost() {
         panic!("auto-renewed lease lost: {}", a.lost().await);
     }
-    assert!(matches!(l.acquire(&key, LONG).await, Err(Error::Busy { .. })));
+    assert!(matches!(other(l).acquire(&key, LONG).await, Err(Error::Busy { .. })));
     let h = l.holders(Some(&key)).await.unwrap();
     assert_eq!(h.first().map(|h| h.owner), Some(a.owner()));
     assert_holder_fence(&h[0], a.fence());
@@ -310,7 +326,7 @@ pub async fn many_leases_auto_renew(l: &Locker) {
 pub async fn lost_fires_by_local_deadline(l: &Locker) {
     let key = unique_key("deadline");
     let margin = Duration::from_millis(800);
-    let a = l.acquire(&key, Duration::from_secs(3)).margin(margin).await.unwrap();
+    let a = l.acquire(&key, Duration::from_secs(3)).margin(margin).auto_renew(false).await.unwrap();
     let Some(deadline) = a.deadline() else {
         // Session lock: no deadline; it must not fire on its own.
         assert!(tokio::time::timeout(Duration::from_millis(500), a.lost()).await.is_err());
@@ -340,7 +356,7 @@ pub async fn lost_fires_by_local_deadline(l: &Locker) {
 /// `guard` returns the work's output, and cancels the work when the lease is lost.
 pub async fn guard_cancels_on_loss(l: &Locker) {
     let key = unique_key("guard");
-    let a = l.acquire(&key, Duration::from_millis(500)).await.unwrap();
+    let a = l.acquire(&key, Duration::from_millis(500)).auto_renew(false).await.unwrap();
     assert_eq!(a.guard(async { 7 }).await.unwrap(), 7);
     if !is_lease(l) {
         assert!(a.release().await.unwrap());
@@ -447,4 +463,41 @@ pub async fn holders_lists_grant(l: &Locker) {
     assert!(all.iter().any(|x| x.owner == a.owner()));
     assert!(a.release().await.unwrap());
     assert!(l.holders(Some(&key)).await.unwrap().is_empty());
+}
+
+/// A locker never waits on itself: the task holding a key that asks for it again, even
+/// willing to wait, is answered at once with the grant's fence; another task of the same
+/// locker waits its turn and gets the key when the holder releases it.
+pub async fn no_self_wait(l: &Locker) {
+    let key = unique_key("self-wait");
+    let a = l.acquire(&key, LONG).await.unwrap();
+    let again =
+        within("self-wait", l.acquire(&key, LONG).wait(Wait::For(LONG)).into_future()).await;
+    assert!(
+        matches!(&again, Err(Error::HeldByThisLocker { fence, .. }) if *fence == a.fence()),
+        "{again:?}"
+    );
+    assert!(again.as_ref().unwrap_err().is_busy() && !again.as_ref().unwrap_err().is_retryable());
+    let waiter = tokio::spawn(l.acquire(&key, LONG).wait(Wait::For(BOUND)).into_future());
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(!waiter.is_finished(), "another task of the locker got a held key");
+    let fence = a.fence();
+    assert!(a.release().await.unwrap());
+    let b = within("waiter", waiter).await.unwrap().expect("the waiting task gets it");
+    assert_fence_after(l, fence, b.fence());
+    assert!(b.release().await.unwrap());
+}
+
+/// A lease dropped without release is released in the background, and the same locker's
+/// next one-shot acquire waits for that release instead of meeting its own grant.
+pub async fn acquire_right_after_drop(l: &Locker) {
+    let key = unique_key("drop-again");
+    for round in 0..5 {
+        let a = l.acquire(&key, LONG).await.unwrap();
+        drop(a);
+        let b = l.acquire(&key, LONG).await;
+        let b = b.unwrap_or_else(|e| panic!("round {round}: right after a drop: {e}"));
+        assert!(b.release().await.unwrap());
+    }
+    l.close().await.expect("nothing left in flight");
 }

@@ -283,3 +283,28 @@ pub async fn stalled_session_holder_keeps_lock(locker: &Locker, url: &str, worke
         .expect("the holder's death releases the lock");
     assert!(lease.release().await.unwrap());
 }
+
+/// A process that returns from `main` with a lease held (the `lh-exit` binary, on a
+/// multi-threaded runtime, and on a current-thread one that calls `Locker::close`) leaves
+/// the key free at once: no holder, and a one-shot acquire gets it.
+pub async fn exit_with_lease_releases(l: &Locker, url: &str, exit_bin: &Path) {
+    for flavor in ["multi-thread", "current-thread"] {
+        let key = unique_key(&format!("exit-{flavor}"));
+        let out =
+            Command::new(exit_bin).args([url, key.as_str(), flavor]).kill_on_drop(true).output();
+        let out = tokio::time::timeout(Duration::from_secs(30), out)
+            .await
+            .expect("lh-exit finished")
+            .expect("lh-exit ran");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(!out.status.success() && stdout.starts_with("held "), "{flavor}: {out:?}");
+        let h = l.holders(Some(&key)).await;
+        assert!(
+            matches!(&h, Ok(h) if h.is_empty()),
+            "{flavor}: the key is still held after the process returned from main: {h:?}"
+        );
+        let again = l.acquire(&key, Duration::from_secs(30)).await;
+        let again = again.unwrap_or_else(|e| panic!("{flavor}: not free at once: {e}"));
+        assert!(again.release().await.unwrap());
+    }
+}

@@ -281,7 +281,7 @@ async fn transaction_lock_ends_with_the_transaction() {
     // An error rolls back and frees the lock too.
     let r: Result<(), Error> = pg::with_xact_lock(&mut c, &key, None, async |tx| {
         assert!(pg::try_xact_lock(tx, &key).await?, "re-entrant inside its own transaction");
-        Err(Error::Busy { key: "work failed".into() })
+        Err(Error::InvalidInput("work failed".into()))
     })
     .await;
     assert!(r.is_err());

@@ -84,7 +84,7 @@ async fn fenced_scripts() {
     let r = res.set("r", &f("k", big, a), "{r}:v", "stale").await;
     match r {
         Err(Error::StaleFence { installed, .. }) => {
-            assert!(installed.contains(&(big + 1).to_string()), "{installed}")
+            assert_eq!(installed, Some(leasehold::FenceToken::new(big + 1)), "{installed:?}")
         }
         other => panic!("{other:?}"),
     }
@@ -265,4 +265,55 @@ async fn renew_and_release_survive_a_connection_reset() {
     proxy.set(Fault::Pass);
     assert!(lease.release().await.expect("a release after a reset"));
     assert_eq!(server.cli(&["EXISTS", "leasehold:k"]), "0");
+}
+
+/// Returning from `main` with a lease held frees the key at once, also when the release
+/// round trip is slow (100 ms each way through a proxy): the runtime's shutdown would
+/// otherwise cancel it mid-flight.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exit_with_lease_releases() {
+    use leasehold_testkit::proxy::{Fault, FaultProxy};
+    let server = RedisServer::start();
+    let proxy =
+        FaultProxy::start(format!("127.0.0.1:{}", server.port()).parse().unwrap()).await.unwrap();
+    proxy.set(Fault::Latency(Duration::from_millis(100)));
+    let locker = Locker::connect(&server.url()).await.unwrap();
+    let bin = std::path::Path::new(env!("CARGO_BIN_EXE_lh-exit"));
+    let url = format!("redis://{}", proxy.addr());
+    leasehold_testkit::process::exit_with_lease_releases(&locker, &url, bin).await;
+}
+
+/// With Redis frozen (a proxy that swallows everything): `admit()` turns false as soon as a
+/// renewal is overdue, before the lease is lost; once it is lost, `release` and `renew`
+/// answer at once instead of waiting out the op timeout on the dead link.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn frozen_store_fails_fast_once_lost() {
+    use leasehold::LostReason;
+    use leasehold_testkit::proxy::{Fault, FaultProxy};
+    use std::time::Instant;
+    let server = RedisServer::start();
+    let proxy =
+        FaultProxy::start(format!("127.0.0.1:{}", server.port()).parse().unwrap()).await.unwrap();
+    let locker = Locker::connect(&format!("redis://{}", proxy.addr())).await.unwrap();
+    let ttl = Duration::from_secs(3);
+    let lease = locker.acquire("frozen", ttl).margin(Duration::from_millis(300)).await.unwrap();
+    proxy.set(Fault::Blackhole);
+    let frozen = Instant::now();
+    while lease.admit() {
+        assert!(frozen.elapsed() < ttl, "admit() stayed true for a whole ttl");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert!(!lease.is_lost(), "admit() must turn false on the overdue renewal, before the loss");
+    let reason = tokio::time::timeout(ttl, lease.lost()).await.expect("lost within the ttl");
+    assert_eq!(reason, LostReason::DeadlinePassed);
+    let t = Instant::now();
+    assert!(matches!(lease.renew().await, Err(Error::Lost { .. })));
+    let released = lease.release().await;
+    assert!(matches!(released, Ok(false)), "{released:?}");
+    assert!(
+        t.elapsed() < Duration::from_secs(1),
+        "renew and release after the loss took {:?} (the op timeout is 5 s)",
+        t.elapsed()
+    );
+    proxy.set(Fault::Reset); // the background release fails at once; the test ends
 }

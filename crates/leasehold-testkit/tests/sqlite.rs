@@ -65,3 +65,11 @@ async fn a_restored_backup_still_issues_larger_fences() {
     assert!(lease.fence() > last, "{} after {last}", lease.fence());
     assert!(lease.release().await.unwrap());
 }
+
+/// Returning from `main` with a lease held frees the key at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exit_with_lease_releases() {
+    let fx = sqlite_fixture().await;
+    let bin = std::path::Path::new(env!("CARGO_BIN_EXE_lh-exit"));
+    leasehold_testkit::process::exit_with_lease_releases(&fx.locker, &fx.url, bin).await;
+}

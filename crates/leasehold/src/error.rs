@@ -2,6 +2,8 @@
 
 use std::fmt;
 
+use crate::{FenceToken, Key};
+
 /// A boxed error from a store client, kept as the `source` of [`Error`].
 pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
 
@@ -37,7 +39,53 @@ impl fmt::Display for LostReason {
     }
 }
 
+/// Why a fenced resource refused a grant (see [`Error::StaleFence`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum StaleReason {
+    /// This grant has not claimed the resource (nothing, or an older grant, is installed):
+    /// claim first.
+    Unclaimed,
+    /// The resource is guarded by another lock key: a fence only orders grants of one key.
+    OtherKey {
+        /// The key the resource is guarded by.
+        installed_key: String,
+    },
+    /// A newer grant (a successor) has claimed the resource.
+    Newer,
+    /// The same fence is installed by another owner: a forged or replayed claim.
+    OtherOwner,
+    /// The grant carries no fence (its store issues none) and cannot claim anything.
+    NoFence,
+    /// The grant no longer holds its lock in the store (etcd: the lock key is gone or was
+    /// created again).
+    GrantGone,
+}
+
+impl fmt::Display for StaleReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            StaleReason::Unclaimed => f.write_str("this grant has not claimed it (claim first)"),
+            StaleReason::OtherKey { installed_key } => {
+                write!(f, "the resource is guarded by lock key {installed_key:?}")
+            }
+            StaleReason::Newer => f.write_str("a newer grant has claimed it"),
+            StaleReason::OtherOwner => f.write_str("the same fence is installed by another owner"),
+            StaleReason::NoFence => {
+                f.write_str("this grant carries no fence (its store issues none)")
+            }
+            StaleReason::GrantGone => f.write_str("the grant no longer holds its lock"),
+        }
+    }
+}
+
 /// Everything that can go wrong. Store unreachability is always surfaced (fail closed).
+///
+/// Match on the variant, or ask the helpers ([`Error::is_retryable`],
+/// [`Error::is_unavailable`], [`Error::is_lost`]). To combine with the errors of the
+/// resource you protect, use an error type of your own with a `From<leasehold::Error>`
+/// (thiserror's `#[from]`), or `Box<dyn std::error::Error + Send + Sync>`: `Error` is a
+/// `std::error::Error` that is `Send + Sync + 'static`.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
@@ -48,7 +96,17 @@ pub enum Error {
     #[error("busy: {key:?} is held by another owner")]
     Busy {
         /// The key that was busy.
-        key: String,
+        key: Key,
+    },
+    /// This process already holds the key: the acquire would wait on itself (the same task
+    /// asking again, or a one-shot acquire while another task of this locker holds it).
+    /// Answered at once, without a store round trip.
+    #[error("{key:?} is already held by this locker (fence {fence}); release that lease first")]
+    HeldByThisLocker {
+        /// The key.
+        key: Key,
+        /// The fence of the grant this locker holds.
+        fence: FenceToken,
     },
     /// The store could not be reached or refused service; nothing was changed.
     #[error("store unavailable: {message}")]
@@ -67,25 +125,28 @@ pub enum Error {
     #[error("not the owner of {key:?}: the lease expired or was taken over")]
     NotOwner {
         /// The key concerned.
-        key: String,
+        key: Key,
     },
     /// The lease was lost (or must be presumed lost); the critical section must stop.
     #[error("lease on {key:?} lost: {reason}")]
     Lost {
         /// The key concerned.
-        key: String,
+        key: Key,
         /// Why it was lost.
         reason: LostReason,
     },
-    /// A fenced resource refused an effect because a newer (or foreign) fence is installed.
-    #[error("stale fence for resource {resource:?}: presented {presented}, {installed}")]
+    /// A fenced resource refused an effect: a newer (or foreign) grant is installed, or
+    /// none. Nothing was applied.
+    #[error("stale fence for resource {resource:?}: presented {presented}{}, {reason}", installed.map(|i| format!(", installed {i}")).unwrap_or_default())]
     StaleFence {
         /// The resource that refused.
         resource: String,
         /// The fence the caller presented.
-        presented: u64,
-        /// What the resource has installed, in words.
-        installed: String,
+        presented: FenceToken,
+        /// The fence the resource has installed, when it has one.
+        installed: Option<FenceToken>,
+        /// Why.
+        reason: StaleReason,
     },
     /// The store answered with an error that is neither of the above.
     #[error("{backend} error: {message}")]
@@ -101,6 +162,40 @@ pub enum Error {
 }
 
 impl Error {
+    /// Whether the same call may succeed later: busy, unavailable, or an unknown outcome
+    /// (after which the caller holds nothing; acquiring again is safe). Never true for bad
+    /// input, a lost lease or a stale fence, which retrying cannot fix.
+    pub fn is_retryable(&self) -> bool {
+        matches!(self, Error::Busy { .. } | Error::Unavailable { .. } | Error::UnknownOutcome(_))
+    }
+
+    /// Whether the store could not be reached or did not answer: the case
+    /// `leasehold run --if-unavailable` is about. Busy is never unavailable.
+    pub fn is_unavailable(&self) -> bool {
+        matches!(self, Error::Unavailable { .. } | Error::UnknownOutcome(_))
+    }
+
+    /// Whether the lease is gone (lost, or the store says it is not ours): stop the work.
+    pub fn is_lost(&self) -> bool {
+        matches!(self, Error::Lost { .. } | Error::NotOwner { .. })
+    }
+
+    /// Whether the key is held (by another owner, or by this locker).
+    pub fn is_busy(&self) -> bool {
+        matches!(self, Error::Busy { .. } | Error::HeldByThisLocker { .. })
+    }
+
+    /// The key concerned, for the variants that have one.
+    pub fn key(&self) -> Option<&Key> {
+        match self {
+            Error::Busy { key }
+            | Error::HeldByThisLocker { key, .. }
+            | Error::NotOwner { key }
+            | Error::Lost { key, .. } => Some(key),
+            _ => None,
+        }
+    }
+
     pub(crate) fn invalid(msg: impl Into<String>) -> Self {
         Error::InvalidInput(msg.into())
     }

@@ -17,12 +17,20 @@ use crate::{LockKind, LostReason, Store};
 pub(crate) struct Timing {
     pub drift: f64,
     pub margin: Duration,
+    /// The auto-renew interval, when auto-renew is on.
+    pub renew_every: Option<Duration>,
 }
 
 impl Timing {
     /// `sent + ttl·(1 − drift) − margin`, never before `sent`.
     pub fn deadline(&self, sent: Instant, ttl: Duration) -> Instant {
         sent + ttl.mul_f64(1.0 - self.drift).saturating_sub(self.margin)
+    }
+
+    /// When the renewal after a confirmation of a request sent at `sent` is overdue: due at
+    /// `sent + renew_every`, overdue `margin` later. `None` without auto-renew.
+    pub fn overdue(&self, sent: Instant) -> Option<Instant> {
+        self.renew_every.map(|every| sent + every + self.margin)
     }
 }
 
@@ -32,6 +40,8 @@ struct State {
     deadline: Option<Instant>,
     /// Latched: once set it never clears.
     lost: Option<LostReason>,
+    /// From then on a renewal is overdue (see [`Timing::overdue`]).
+    overdue: Option<Instant>,
 }
 
 /// State shared by a [`crate::Lease`], its watchdog entry and its lost-signal futures.
@@ -65,6 +75,7 @@ impl Shared {
         sent: Instant,
     ) -> Self {
         let deadline = (kind == LockKind::Lease).then(|| timing.deadline(sent, ttl));
+        let overdue = if kind == LockKind::Lease { timing.overdue(sent) } else { None };
         Shared {
             store,
             id,
@@ -72,7 +83,7 @@ impl Shared {
             kind,
             timing,
             op_timeout,
-            state: std::sync::Mutex::new(State { deadline, lost: None }),
+            state: std::sync::Mutex::new(State { deadline, lost: None, overdue }),
             lost_notify: Notify::new(),
             session_watch: std::sync::Mutex::new(None),
             session_live: std::sync::OnceLock::new(),
@@ -123,8 +134,14 @@ impl Shared {
         let nd = self.timing.deadline(sent, self.ttl);
         if nd > d {
             s.deadline = Some(nd);
+            s.overdue = self.timing.overdue(sent);
         }
         Ok(())
+    }
+
+    /// Whether auto-renew's renewal is overdue: not confirmed `margin` after it was due.
+    pub fn renewal_overdue(&self) -> bool {
+        self.state().overdue.is_some_and(|o| Instant::now() >= o)
     }
 
     pub fn deadline(&self) -> Option<Instant> {

@@ -4,35 +4,46 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::exit::{Exit, Ticket};
 use crate::fence::Fencing;
 use crate::held::Shared;
+use crate::local::{Ident, Local, LocalKey};
 use crate::watchdog::Watchdog;
 use crate::{Error, FenceToken, Key, LockKind, LostReason, OwnerToken, Result};
+
+type Registration = (Arc<Local>, Arc<LocalKey>);
 
 /// A grant held by this process.
 ///
 /// Dropping a `Lease` without [`Lease::release`] logs a warning and releases it in the
-/// background if a tokio runtime is running (owner-checked, so it can never delete a
-/// successor's grant); otherwise the store's TTL or session end frees the key. `Drop` never
-/// blocks.
+/// background (owner-checked, so it can never delete a successor's grant). The release is
+/// not lost at process exit: the last handle of the [`crate::Locker`] and its leases to be
+/// dropped waits for releases still in flight (at most the op timeout), so returning from
+/// `#[tokio::main]` with `?` while holding a lease frees the key at once. That wait needs
+/// a multi-threaded runtime; on a current-thread runtime call [`crate::Locker::close`]
+/// before the runtime ends. Without any runtime, the store's TTL or session end frees the
+/// key. An acquire of the same key by the same locker right after a drop waits for that
+/// release (up to the op timeout) instead of meeting its own grant.
 #[derive(Debug)]
+#[must_use = "dropping a Lease releases it at once"]
 pub struct Lease {
     shared: Arc<Shared>,
     watchdog: Option<(Arc<Watchdog>, u64)>,
-    local: Option<(Arc<crate::local::Local>, Arc<crate::local::LocalKey>)>,
+    local: Option<Registration>,
     done: bool,
+    exit: Arc<Exit>,
 }
 
 impl Lease {
     pub(crate) fn new(
         shared: Arc<Shared>,
         watchdog: Option<(Arc<Watchdog>, u64)>,
-        local: Option<(Arc<crate::local::Local>, Arc<crate::local::LocalKey>)>,
+        local: Registration,
+        exit: Arc<Exit>,
+        who: Ident,
     ) -> Self {
-        if let Some((_, lk)) = &local {
-            lk.set_holder(&shared);
-        }
-        Lease { shared, watchdog, local, done: false }
+        local.1.set_holder(&shared, who);
+        Lease { shared, watchdog, local: Some(local), done: false, exit }
     }
 
     /// The key held.
@@ -81,12 +92,16 @@ impl Lease {
         self.shared.lost_now().is_some()
     }
 
-    /// Whether new work may start: false once lost, already within `margin` of the local
-    /// deadline (so work stops being admitted *before* authority ends), and, on session
-    /// stores, while the store cannot confirm the session (a ZooKeeper or etcd client that
-    /// lost its connection): the lock may be gone, but `lost()` waits for the verdict.
+    /// Whether new work may start. False once lost; within `margin` of the local deadline
+    /// (so work stops being admitted *before* authority ends); with auto-renew, as soon as a
+    /// renewal is overdue (renewals are due ttl/3 after the last confirmed one: not
+    /// confirmed `margin` after that, the store may be gone, and `admit` stays false until
+    /// one is); and, on session stores, while the store cannot confirm the session (a
+    /// ZooKeeper or etcd client that lost its connection): the lock may be gone, but
+    /// `lost()` waits for the verdict.
     pub fn admit(&self) -> bool {
-        if self.shared.lost_now().is_some() || !self.shared.session_live() {
+        let s = &self.shared;
+        if s.lost_now().is_some() || !s.session_live() || s.renewal_overdue() {
             return false;
         }
         match self.deadline() {
@@ -101,7 +116,9 @@ impl Lease {
         self.shared.lost()
     }
 
-    /// Runs `work`, cancelling it (dropping the future) as soon as the lease is lost.
+    /// Runs `work`, cancelling it (dropping the future) as soon as the lease is lost:
+    /// `Ok(output)` if the work finished first, `Err(Error::Lost { reason, .. })` if the
+    /// loss came first (also at once when it is already lost).
     ///
     /// Cancellation happens at the work's next await point; a fenced resource, not this
     /// call, is what stops an effect already in flight.
@@ -109,18 +126,22 @@ impl Lease {
         let lost = self.lost();
         tokio::select! {
             biased;
-            reason = lost => Err(Error::Lost { key: self.shared.id.key().to_string(), reason }),
+            reason = lost => Err(Error::Lost { key: self.shared.id.key().clone(), reason }),
             out = work => Ok(out),
         }
     }
 
     /// Owner-checked renewal. On success the local deadline moves to
-    /// `t_sent(renew) + ttl·(1 − drift) − margin`. A renewal that times out extends nothing
-    /// ([`Error::UnknownOutcome`]); not-owner marks the lease lost ([`Error::NotOwner`]).
+    /// `t_sent(renew) + ttl·(1 − drift) − margin`.
+    ///
+    /// Failures: a lease already lost (its local deadline passed, or any other cause) is
+    /// [`Error::Lost`] at once, without asking the store (lost is never taken back); a
+    /// renewal that times out extends nothing ([`Error::UnknownOutcome`]); not-owner marks
+    /// the lease lost ([`Error::NotOwner`]); an unreachable store is [`Error::Unavailable`].
     pub async fn renew(&self) -> Result<()> {
         let s = &self.shared;
         if let Some(reason) = s.lost_now() {
-            return Err(Error::Lost { key: s.id.key().to_string(), reason });
+            return Err(Error::Lost { key: s.id.key().clone(), reason });
         }
         let sent = Instant::now();
         let limit = match s.kind {
@@ -135,23 +156,33 @@ impl Lease {
             Ok(Err(e)) => Err(e),
             Ok(Ok(false)) => {
                 s.mark_lost(LostReason::NotOwner);
-                Err(Error::NotOwner { key: s.id.key().to_string() })
+                Err(Error::NotOwner { key: s.id.key().clone() })
             }
-            Ok(Ok(true)) => s
-                .confirm(sent)
-                .map_err(|reason| Error::Lost { key: s.id.key().to_string(), reason }),
+            Ok(Ok(true)) => {
+                s.confirm(sent).map_err(|reason| Error::Lost { key: s.id.key().clone(), reason })
+            }
         }
     }
 
-    /// Owner-checked release. `Ok(true)`: it was still ours. `Ok(false)`: the store says it
-    /// was not (it expired or was taken over), so the critical section may have overlapped
-    /// with another holder's; unless the loss was already known, this is also logged as a
-    /// warning.
+    /// Owner-checked release. `Ok(true)`: it was still ours. `Ok(false)`: it was not (it
+    /// expired or was taken over), so the critical section may have overlapped with another
+    /// holder's; unless the loss was already known, this is also logged as a warning.
+    ///
+    /// A lease already known lost answers `Ok(false)` at once, without waiting on a store
+    /// that may be gone: the owner-checked release is sent in the background (so a store
+    /// that comes back frees the key; [`crate::Locker::close`] waits for it). Otherwise a
+    /// release whose answer does not come within the op timeout is
+    /// [`Error::UnknownOutcome`]: the store's expiry or session end frees the key.
+    #[must_use = "Ok(false) means the critical section may have overlapped another holder's"]
     pub async fn release(mut self) -> Result<bool> {
         self.finish();
         let s = self.shared.clone();
+        if s.lost_now().is_some() {
+            let local = self.local.take();
+            spawn_release(s, local, self.exit.pending.ticket());
+            return Ok(false);
+        }
         let owner = s.id.owner();
-        let known_lost = s.lost_now().is_some();
         let res = tokio::time::timeout(s.op_timeout, s.store.release(s.id.key(), &owner)).await;
         s.mark_lost(LostReason::Released);
         self.leave_local();
@@ -162,7 +193,7 @@ impl Lease {
                 s.id.key().as_str(),
                 s.op_timeout
             ))),
-            Ok(Ok(false)) if !known_lost => {
+            Ok(Ok(false)) => {
                 tracing::warn!(
                     key = s.id.key().as_str(),
                     fence = s.id.token().get(),
@@ -206,40 +237,52 @@ impl Drop for Lease {
         }
         self.finish();
         let s = self.shared.clone();
-        let was_lost = s.lost_now();
-        s.mark_lost(LostReason::Released);
-        let local = self.local.take();
-        match tokio::runtime::Handle::try_current() {
-            Ok(rt) => {
-                if was_lost.is_none() {
-                    tracing::warn!(
-                        key = s.id.key().as_str(),
-                        "lease dropped without release(): releasing it in the background"
-                    );
-                }
-                rt.spawn(async move {
-                    let owner = s.id.owner();
-                    let r = tokio::time::timeout(s.op_timeout, s.store.release(s.id.key(), &owner));
-                    if let Ok(Err(e)) = r.await {
-                        tracing::warn!(key = s.id.key().as_str(), error = %e, "background release failed");
-                    }
-                    if let Some((local, lk)) = local {
-                        lk.clear_holder(&s);
-                        local.tidy(&lk);
-                    }
-                });
-            }
-            Err(_) => {
-                tracing::warn!(
-                    key = s.id.key().as_str(),
-                    "lease dropped without release() and outside a tokio runtime: it stays held \
-                     until the store's expiry or session end"
-                );
-                if let Some((local, lk)) = local {
-                    lk.clear_holder(&s);
-                    local.tidy(&lk);
-                }
-            }
+        if s.lost_now().is_none() {
+            tracing::warn!(
+                key = s.id.key().as_str(),
+                "lease dropped without release(): releasing it in the background"
+            );
         }
+        let local = self.local.take();
+        spawn_release(s, local, self.exit.pending.ticket());
     }
+}
+
+/// The owner-checked release of a lease this process let go of (dropped, or released after
+/// it was known lost), in a task counted by `ticket` so that exit waits for it. The key's
+/// local entry stays held until the answer, so this locker's next acquire of it waits for
+/// the release instead of meeting its own grant.
+fn spawn_release(s: Arc<Shared>, local: Option<Registration>, ticket: Ticket) {
+    s.mark_lost(LostReason::Released);
+    let leave = move |s: &Shared, local: Option<Registration>| {
+        if let Some((local, lk)) = local {
+            lk.clear_holder(s);
+            local.tidy(&lk);
+        }
+    };
+    let Ok(rt) = tokio::runtime::Handle::try_current() else {
+        tracing::warn!(
+            key = s.id.key().as_str(),
+            "lease let go outside a tokio runtime: it stays held until the store's expiry or \
+             session end"
+        );
+        leave(&s, local);
+        return;
+    };
+    rt.spawn(async move {
+        let owner = s.id.owner();
+        let r = tokio::time::timeout(s.op_timeout, s.store.release(s.id.key(), &owner)).await;
+        match r {
+            Ok(Err(e)) => {
+                tracing::warn!(key = s.id.key().as_str(), error = %e, "background release failed")
+            }
+            Err(_) => tracing::warn!(
+                key = s.id.key().as_str(),
+                "background release got no answer; the store's expiry or session end will free it"
+            ),
+            Ok(Ok(_)) => {}
+        }
+        leave(&s, local);
+        drop(ticket);
+    });
 }

@@ -55,6 +55,7 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod error;
+mod exit;
 mod guarantees;
 mod held;
 mod key;
@@ -70,7 +71,8 @@ mod watchdog;
 pub mod backends;
 pub mod fence;
 
-pub use error::{BoxError, Error, LostReason, Result};
+pub use error::{BoxError, Error, LostReason, Result, StaleReason};
+pub use fence::Fencing;
 pub use guarantees::{CLOCK_ASSUMPTION, FenceRepeat, Guarantees, LockKind, MAX_FENCE};
 pub use key::Key;
 pub use lease::Lease;

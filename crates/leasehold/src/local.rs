@@ -5,6 +5,10 @@
 //! waits for that lease to be released (or lost). A handoff between tasks of one process so
 //! costs exactly the release and the next grant, without barging or herds. The store stays
 //! the only authority: this only decides *when* to ask it.
+//!
+//! It also keeps a locker from waiting on itself: every lease it grants is registered here
+//! with the task (or thread) that acquired it, and an acquire of a key this locker holds
+//! is answered at once when it could only wait on itself (`docs/design.md` §3).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
@@ -12,8 +16,31 @@ use std::time::Instant;
 
 use tokio::sync::watch;
 
-use crate::Key;
 use crate::held::Shared;
+use crate::{FenceToken, Key, LostReason};
+
+/// Who is asking: the tokio task, or (outside one, as in `block_on`) the thread.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Ident {
+    Task(tokio::task::Id),
+    Thread(std::thread::ThreadId),
+}
+
+impl Ident {
+    pub fn current() -> Self {
+        tokio::task::try_id()
+            .map_or_else(|| Ident::Thread(std::thread::current().id()), Ident::Task)
+    }
+}
+
+/// Why [`Local::enter`] sends the acquirer away without asking the store.
+#[derive(Debug)]
+pub(crate) enum Refused {
+    /// A live lease of this locker holds the key, and waiting would be waiting on itself.
+    Ours(FenceToken),
+    /// The wait ran out in the queue.
+    Timeout,
+}
 
 #[derive(Debug, Default)]
 pub(crate) struct Local {
@@ -25,8 +52,8 @@ pub(crate) struct LocalKey {
     key: Key,
     /// FIFO of waiting acquirers.
     queue: Arc<tokio::sync::Mutex<()>>,
-    /// The lease of this locker holding the key, if any.
-    holder: Mutex<Option<Weak<Shared>>>,
+    /// The lease of this locker holding the key, if any, and who acquired it.
+    holder: Mutex<Option<(Weak<Shared>, Ident)>>,
     /// Bumped whenever `holder` is cleared.
     freed: watch::Sender<u64>,
 }
@@ -36,21 +63,39 @@ impl Local {
         self.keys.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// For one attempt: no queueing, but the key's entry if some waiter made one, so the
-    /// grant can register there. A key nobody waits on costs nothing here.
-    pub fn peek(self: &Arc<Self>, key: &Key) -> Slot {
-        Slot { local: self.clone(), entry: self.map().get(key).cloned(), _turn: None }
-    }
-
-    /// For a waiting acquire: takes a turn in the key's FIFO, then waits until no live lease
-    /// of this locker holds the key. `None` if `until` comes first.
-    pub async fn wait_turn(self: &Arc<Self>, key: &Key, until: Instant) -> Option<Slot> {
+    /// Admits an acquirer of `key` to the store. With `until` (a waiting acquire): takes a
+    /// turn in the key's FIFO, then waits until no live lease of this locker holds the key.
+    /// Without (one attempt): no queueing. Either way, a live lease of this locker on the key
+    /// refuses at once when waiting could only be waiting on itself: a one-shot acquire, or
+    /// the same task (thread) that acquired it asking again. A release of the key by this
+    /// locker still in flight (a dropped lease) is waited for, up to `settle`, so that
+    /// acquiring right after a drop does not meet our own grant.
+    pub async fn enter(
+        self: &Arc<Self>,
+        key: &Key,
+        until: Option<Instant>,
+        me: Ident,
+        settle: std::time::Duration,
+    ) -> Result<Slot, Refused> {
         // The slot holds the only reference besides the map, so dropping it on any path tidies.
-        let mut slot = Slot { local: self.clone(), entry: Some(self.get(key)), _turn: None };
-        let queue = slot.entry.as_ref()?.queue.clone();
-        slot._turn = Some(tokio::time::timeout_at(until.into(), queue.lock_owned()).await.ok()?);
-        let free = slot.entry.as_ref()?.wait_not_held(until).await;
-        free.then_some(slot)
+        let entry = self.get(key);
+        let mut slot = Slot { local: self.clone(), entry: entry.clone(), _turn: None };
+        if let Some((h, who)) = entry.holder()
+            && h.lost_now().is_none()
+            && (until.is_none() || who == me)
+        {
+            return Err(Refused::Ours(h.id.token()));
+        }
+        if let Some(until) = until {
+            let turn = tokio::time::timeout_at(until.into(), entry.queue.clone().lock_owned());
+            slot._turn = Some(turn.await.map_err(|_| Refused::Timeout)?);
+            if !entry.wait_not_held(until).await {
+                return Err(Refused::Timeout);
+            }
+        }
+        let settle_until = Instant::now() + settle;
+        entry.wait_released(until.map_or(settle_until, |u| u.min(settle_until))).await;
+        Ok(slot)
     }
 
     fn get(&self, key: &Key) -> Arc<LocalKey> {
@@ -70,7 +115,9 @@ impl Local {
     /// Drops the entry when nobody but the map (and the caller) uses it.
     pub fn tidy(&self, lk: &Arc<LocalKey>) {
         let mut m = self.map();
-        if Arc::strong_count(lk) <= 2 && lk.holder().is_none() {
+        if Arc::strong_count(lk) <= 2
+            && lk.holder.lock().unwrap_or_else(|p| p.into_inner()).is_none()
+        {
             m.remove(&lk.key);
         }
     }
@@ -81,14 +128,14 @@ impl Local {
 #[derive(Debug)]
 pub(crate) struct Slot {
     local: Arc<Local>,
-    entry: Option<Arc<LocalKey>>,
+    entry: Arc<LocalKey>,
     _turn: Option<tokio::sync::OwnedMutexGuard<()>>,
 }
 
 impl Slot {
     /// What a lease granted in this slot registers with.
-    pub fn registration(&self) -> Option<(Arc<Local>, Arc<LocalKey>)> {
-        self.entry.clone().map(|e| (self.local.clone(), e))
+    pub fn registration(&self) -> (Arc<Local>, Arc<LocalKey>) {
+        (self.local.clone(), self.entry.clone())
     }
 }
 
@@ -96,25 +143,24 @@ impl Drop for Slot {
     fn drop(&mut self) {
         // The turn passes on first, then the entry goes if nobody else uses it.
         self._turn = None;
-        if let Some(e) = &self.entry {
-            self.local.tidy(e);
-        }
+        self.local.tidy(&self.entry);
     }
 }
 
 impl LocalKey {
-    fn holder(&self) -> Option<Arc<Shared>> {
-        self.holder.lock().unwrap_or_else(|p| p.into_inner()).as_ref().and_then(Weak::upgrade)
+    fn holder(&self) -> Option<(Arc<Shared>, Ident)> {
+        let h = self.holder.lock().unwrap_or_else(|p| p.into_inner());
+        h.as_ref().and_then(|(w, who)| Some((w.upgrade()?, *who)))
     }
 
-    pub fn set_holder(&self, lease: &Arc<Shared>) {
-        *self.holder.lock().unwrap_or_else(|p| p.into_inner()) = Some(Arc::downgrade(lease));
+    pub fn set_holder(&self, lease: &Arc<Shared>, who: Ident) {
+        *self.holder.lock().unwrap_or_else(|p| p.into_inner()) = Some((Arc::downgrade(lease), who));
     }
 
     /// Clears the holder if it is `lease`, waking the head of the queue.
     pub fn clear_holder(&self, lease: &Shared) {
         let mut h = self.holder.lock().unwrap_or_else(|p| p.into_inner());
-        let ours = h.as_ref().is_some_and(|w| std::ptr::eq(w.as_ptr(), lease));
+        let ours = h.as_ref().is_some_and(|(w, _)| std::ptr::eq(w.as_ptr(), lease));
         if ours {
             *h = None;
             drop(h);
@@ -126,7 +172,7 @@ impl LocalKey {
     async fn wait_not_held(&self, until: Instant) -> bool {
         let mut rx = self.freed.subscribe();
         loop {
-            let Some(h) = self.holder() else { return true };
+            let Some((h, _)) = self.holder() else { return true };
             if h.lost_now().is_some() {
                 return true;
             }
@@ -141,35 +187,62 @@ impl LocalKey {
     }
 }
 
+impl LocalKey {
+    /// Waits, up to `until`, while a lease of this locker that is being released (dropped,
+    /// its release in flight) still holds the key.
+    async fn wait_released(&self, until: Instant) {
+        let mut rx = self.freed.subscribe();
+        loop {
+            let releasing =
+                self.holder().is_some_and(|(h, _)| h.lost_now() == Some(LostReason::Released));
+            if !releasing {
+                return;
+            }
+            tokio::select! {
+                _ = rx.changed() => {}
+                _ = tokio::time::sleep_until(until.into()) => return,
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::future::Future;
     use std::time::Duration;
+
+    fn enter(
+        local: &Arc<Local>,
+        key: &Key,
+        wait: Option<Duration>,
+    ) -> impl Future<Output = Result<Slot, Refused>> + Send + 'static {
+        let (local, key) = (local.clone(), key.clone());
+        async move {
+            let until = wait.map(|w| Instant::now() + w);
+            local.enter(&key, until, Ident::current(), Duration::ZERO).await
+        }
+    }
 
     /// Every way out of a wait leaves no entry behind: timeout, success, cancellation.
     #[tokio::test]
     async fn entries_are_tidied() {
         let local = Arc::new(Local::default());
         let key = Key::new("k").unwrap();
-        let held = local.wait_turn(&key, Instant::now() + Duration::from_secs(1)).await.unwrap();
-        let queued = {
-            let (local, key) = (local.clone(), key.clone());
-            tokio::spawn(async move {
-                local.wait_turn(&key, Instant::now() + Duration::from_secs(60)).await
-            })
-        };
+        let held = enter(&local, &key, Some(Duration::from_secs(1))).await.unwrap();
+        let queued = tokio::spawn(enter(&local, &key, Some(Duration::from_secs(60))));
         tokio::time::sleep(Duration::from_millis(20)).await;
         queued.abort(); // cancelled while queued behind `held`
         let _ = queued.await;
-        let timed_out = local.wait_turn(&key, Instant::now() + Duration::from_millis(20)).await;
-        assert!(timed_out.is_none(), "the turn is taken");
+        let timed_out = enter(&local, &key, Some(Duration::from_millis(20))).await;
+        assert!(matches!(timed_out, Err(Refused::Timeout)), "the turn is taken");
         drop(held);
         assert!(
             local.map().is_empty(),
             "entries left: {:?}",
             local.map().keys().collect::<Vec<_>>()
         );
-        drop(local.peek(&key));
+        drop(enter(&local, &key, None).await.unwrap());
         assert!(local.map().is_empty());
     }
 }

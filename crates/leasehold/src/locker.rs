@@ -5,7 +5,9 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::exit::{Exit, Ticket};
 use crate::held::{Shared, Timing};
+use crate::local::{Ident, Refused};
 use crate::store::{AcquireRequest, Attempt};
 use crate::watchdog::Watchdog;
 use crate::{Error, Guarantees, Holder, Key, Lease, LockKind, OwnerToken, Result, Store};
@@ -28,13 +30,20 @@ pub enum Wait {
 }
 
 /// Acquires, renews and releases leases on one store. Cheap to clone; clones share the
-/// auto-renew task.
+/// store connection, the auto-renew task and the per-key queue: tasks of one process that
+/// contend for a key through clones of one locker take turns in FIFO order, and only the
+/// head of the queue asks the store.
+///
+/// A locker never waits on itself: an acquire of a key it holds is answered at once with
+/// [`Error::HeldByThisLocker`] when waiting could only be waiting on itself (a one-shot
+/// acquire, or the same task asking again); other tasks of the process wait their turn.
 #[derive(Debug, Clone)]
 pub struct Locker {
     store: Arc<dyn Store>,
     watchdog: Arc<Watchdog>,
     local: Arc<crate::local::Local>,
     op_timeout: Duration,
+    exit: Arc<Exit>,
 }
 
 impl Locker {
@@ -50,21 +59,61 @@ impl Locker {
             store,
             local: Arc::default(),
             op_timeout: DEFAULT_OP_TIMEOUT,
+            exit: Arc::new(Exit { pending: Arc::default(), limit: DEFAULT_OP_TIMEOUT }),
         }
     }
 
-    /// Opens the store named by `url`: `sqlite://PATH` or `file://DIR` (with their cargo
-    /// features). Unknown schemes are [`Error::InvalidInput`]; an unreachable store is
-    /// [`Error::Unavailable`].
+    /// Opens the store named by `url`, each with its cargo feature (see the crate's feature
+    /// table; every form and its options are in `docs/guide.md`):
+    ///
+    /// | URL | store |
+    /// |---|---|
+    /// | `sqlite://PATH` | the embedded SQLite lease table (default feature) |
+    /// | `file://DIR` | `flock(2)` session locks, one file per key (Linux) |
+    /// | `redis://[USER:PASS@]HOST:PORT[/DB]`, `rediss://…` | one Redis (or Valkey) primary |
+    /// | `redlock://HOST:PORT,HOST:PORT,…` | Redlock over independent Redis primaries |
+    /// | `postgres://USER@HOST:PORT/DB` | lease table; `?mode=session` advisory session locks |
+    /// | `mysql://USER@HOST:PORT/DB` | lease table; `?mode=session` `GET_LOCK` session locks |
+    /// | `etcd://HOST:PORT[,HOST:PORT…]` | etcd v3 leases and revisions |
+    /// | `zk://HOST:PORT[,HOST:PORT…][/CHROOT]` | ZooKeeper ephemeral sequential nodes |
+    ///
+    /// Durations in options take `500ms`, `2s`, `1m30s`. Failures: an unknown scheme, a
+    /// scheme whose feature is compiled out, or an unknown option is
+    /// [`Error::InvalidInput`] (before any connection); an unreachable store is
+    /// [`Error::Unavailable`]. Passwords never appear in errors (see [`crate::redact`]).
     pub async fn connect(url: &str) -> Result<Self> {
         Ok(Self::from_arc(crate::backends::open(url).await?))
     }
 
     /// Sets the bound on one store round trip (default 5 s). An acquire that exceeds it has
-    /// an unknown outcome and is cleaned up; a renewal that exceeds it extends nothing.
+    /// an unknown outcome and is cleaned up; a renewal that exceeds it extends nothing. Also
+    /// bounds how long the last handle waits, at exit, for background releases.
     pub fn with_op_timeout(mut self, t: Duration) -> Self {
         self.op_timeout = t.max(Duration::from_millis(1));
+        match Arc::get_mut(&mut self.exit) {
+            Some(exit) => exit.limit = self.op_timeout,
+            None => {
+                self.exit = Arc::new(Exit { pending: self.exit.pending.clone(), limit: t });
+            }
+        }
         self
+    }
+
+    /// Waits (up to the op timeout) for the background releases still in flight: those of
+    /// leases dropped without [`Lease::release`] or released after they were lost, and the
+    /// cleanups of acquires whose outcome was unknown. Call it before a current-thread
+    /// runtime ends; on a multi-threaded runtime the last handle dropped does the same.
+    /// Leases still held are not touched. [`Error::UnknownOutcome`] if some did not finish:
+    /// the store's expiry or session end frees those keys.
+    pub async fn close(&self) -> Result<()> {
+        if self.exit.pending.settle(self.op_timeout).await {
+            return Ok(());
+        }
+        Err(Error::UnknownOutcome(format!(
+            "{} background release(s) did not finish within {:?}",
+            self.exit.pending.in_flight(),
+            self.op_timeout
+        )))
     }
 
     /// The store.
@@ -77,19 +126,26 @@ impl Locker {
         self.store.guarantees()
     }
 
-    /// Starts an acquisition of `key` for `ttl`; configure it, then `.await` it.
+    /// Starts an acquisition of `key` for `ttl`; configure it, then `.await` it. The
+    /// acquisition owns a clone of the locker, so it can be spawned.
     ///
-    /// Resolves to the [`Lease`], or [`Error::Busy`] when the key stayed held through the
-    /// wait, or [`Error::UnknownOutcome`] when the store's answer never came (an
-    /// owner-conditional cleanup is then scheduled, so no orphan blocks others for a TTL).
-    /// Dropping the future mid-request schedules the same cleanup.
-    pub fn acquire(&self, key: &str, ttl: Duration) -> Acquire<'_> {
+    /// Resolves to the [`Lease`] (renewed in the background unless
+    /// [`Acquire::auto_renew`]`(false)`), or:
+    /// - [`Error::Busy`] when another owner held the key through the wait;
+    /// - [`Error::HeldByThisLocker`] at once when this locker holds it and waiting could only
+    ///   be waiting on itself (see [`Locker`]);
+    /// - [`Error::UnknownOutcome`] when the store's answer never came (an owner-conditional
+    ///   cleanup is then scheduled, so no orphan blocks others for a TTL); dropping the
+    ///   future mid-request schedules the same cleanup;
+    /// - [`Error::Unavailable`] when the store cannot be reached;
+    /// - [`Error::InvalidInput`] for a bad key, ttl, drift or margin.
+    pub fn acquire(&self, key: &str, ttl: Duration) -> Acquire {
         Acquire {
-            locker: self,
+            locker: self.clone(),
             key: key.to_owned(),
             ttl,
             wait: Wait::No,
-            auto_renew: false,
+            auto_renew: true,
             drift: 0.01,
             margin: None,
         }
@@ -97,6 +153,7 @@ impl Locker {
 
     /// Renews a grant identified by key and owner token (for a holder in another process,
     /// such as the CLI). `Ok(false)`: not ours any more.
+    #[must_use = "Ok(false) means the grant is no longer ours"]
     pub async fn renew_by_owner(
         &self,
         key: &str,
@@ -110,6 +167,7 @@ impl Locker {
 
     /// Releases a grant identified by key and owner token. `Ok(false)`: not ours any more; the
     /// current holder, if any, is untouched.
+    #[must_use = "Ok(false) means the grant was no longer ours"]
     pub async fn release_by_owner(&self, key: &str, owner: &OwnerToken) -> Result<bool> {
         let key = Key::new(key)?;
         self.bounded("release", self.store.release(&key, owner)).await
@@ -141,8 +199,8 @@ fn check_ttl(ttl: Duration) -> Result<()> {
 /// A configured acquisition; `.await` it.
 #[derive(Debug)]
 #[must_use = "an acquisition does nothing until awaited"]
-pub struct Acquire<'a> {
-    locker: &'a Locker,
+pub struct Acquire {
+    locker: Locker,
     key: String,
     ttl: Duration,
     wait: Wait,
@@ -151,7 +209,7 @@ pub struct Acquire<'a> {
     margin: Option<Duration>,
 }
 
-impl<'a> Acquire<'a> {
+impl Acquire {
     /// How long to wait for a busy key (default: one attempt). Waiting uses the store's
     /// notification, woken no later than the holder's expiry.
     pub fn wait(mut self, wait: Wait) -> Self {
@@ -159,8 +217,10 @@ impl<'a> Acquire<'a> {
         self
     }
 
-    /// Renew in the background every ttl/3 (batched with the locker's other leases). The lease
-    /// still goes lost at its local deadline if renewals are not confirmed.
+    /// Renew in the background every ttl/3, batched with the locker's other leases (default
+    /// on). The lease still goes lost at its local deadline if renewals are not confirmed.
+    /// Off, the lease lapses at its TTL unless [`Lease::renew`] is called: for work known to
+    /// end well within it. Session and transaction locks need no renewal either way.
     pub fn auto_renew(mut self, on: bool) -> Self {
         self.auto_renew = on;
         self
@@ -192,7 +252,7 @@ impl<'a> Acquire<'a> {
                 self.ttl
             )));
         }
-        let locker = self.locker;
+        let locker = &self.locker;
         let store = locker.store.clone();
         let kind = store.guarantees().kind;
         let owner = OwnerToken::generate()?;
@@ -209,25 +269,28 @@ impl<'a> Acquire<'a> {
         };
 
         // Waiters of this locker queue per key; only the head asks the store, and not while
-        // another lease of this locker holds the key.
-        let slot = match until {
-            None => locker.local.peek(&key),
-            Some(until) => locker
-                .local
-                .wait_turn(&key, until)
-                .await
-                .ok_or_else(|| Error::Busy { key: key.to_string() })?,
+        // another lease of this locker holds the key; none waits on itself.
+        let who = Ident::current();
+        let slot = match locker.local.enter(&key, until, who, locker.op_timeout).await {
+            Ok(slot) => slot,
+            Err(Refused::Ours(fence)) => return Err(Error::HeldByThisLocker { key, fence }),
+            Err(Refused::Timeout) => return Err(Error::Busy { key }),
         };
 
         // From here until an answer is in hand, the store may have granted without us knowing:
         // a drop (cancellation) or an error leaves the guard armed and it cleans up.
-        let mut cleanup = Cleanup { store: Some(store.clone()), key: key.clone(), owner };
+        let mut cleanup = Cleanup {
+            store: Some(store.clone()),
+            key: key.clone(),
+            owner,
+            ticket: Some(locker.exit.pending.ticket()),
+        };
         let attempt = store.acquire(&req, until).await;
         let grant = match attempt {
             Ok(Attempt::Granted(g)) => g,
             Ok(Attempt::Busy { .. }) => {
                 cleanup.disarm();
-                return Err(Error::Busy { key: key.to_string() });
+                return Err(Error::Busy { key });
             }
             Err(e) => {
                 if matches!(e, Error::InvalidInput(_)) {
@@ -237,7 +300,9 @@ impl<'a> Acquire<'a> {
             }
         };
         cleanup.disarm();
-        let timing = Timing { drift: self.drift, margin };
+        let auto_renew = self.auto_renew && kind == LockKind::Lease;
+        let renew_every = auto_renew.then(|| Watchdog::interval(self.ttl));
+        let timing = Timing { drift: self.drift, margin, renew_every };
         let shared = Arc::new(Shared::new(
             store,
             crate::fence::Fencing::new(key, grant.fence, owner),
@@ -253,11 +318,11 @@ impl<'a> Acquire<'a> {
         if let Some(live) = grant.session_live {
             shared.set_session_live(live);
         }
-        let watchdog = (self.auto_renew && kind == LockKind::Lease).then(|| {
+        let watchdog = auto_renew.then(|| {
             let id = locker.watchdog.register(&shared, grant.sent_at);
             (locker.watchdog.clone(), id)
         });
-        let lease = Lease::new(shared, watchdog, slot.registration());
+        let lease = Lease::new(shared, watchdog, slot.registration(), locker.exit.clone(), who);
         // Only now, with this lease registered as the local holder, may the next waiter look.
         drop(slot);
         Ok(lease)
@@ -268,9 +333,9 @@ fn far_future() -> Instant {
     Instant::now() + Duration::from_secs(100 * 365 * 24 * 3600)
 }
 
-impl<'a> IntoFuture for Acquire<'a> {
+impl IntoFuture for Acquire {
     type Output = Result<Lease>;
-    type IntoFuture = Pin<Box<dyn Future<Output = Result<Lease>> + Send + 'a>>;
+    type IntoFuture = Pin<Box<dyn Future<Output = Result<Lease>> + Send + 'static>>;
     fn into_future(self) -> Self::IntoFuture {
         Box::pin(self.run())
     }
@@ -281,11 +346,14 @@ struct Cleanup {
     store: Option<Arc<dyn Store>>,
     key: Key,
     owner: OwnerToken,
+    /// Counts the cleanup as a release in flight, so exit waits for it.
+    ticket: Option<Ticket>,
 }
 
 impl Cleanup {
     fn disarm(&mut self) {
         self.store = None;
+        self.ticket = None;
     }
 }
 
@@ -297,8 +365,9 @@ impl Drop for Cleanup {
         let Ok(rt) = tokio::runtime::Handle::try_current() else {
             return;
         };
-        let (key, owner) = (self.key.clone(), self.owner);
+        let (key, owner, ticket) = (self.key.clone(), self.owner, self.ticket.take());
         rt.spawn(async move {
+            let _ticket = ticket;
             let mut pause = Duration::from_millis(50);
             for _ in 0..5 {
                 let r = tokio::time::timeout(DEFAULT_OP_TIMEOUT, store.release(&key, &owner)).await;

@@ -55,10 +55,16 @@ impl Watchdog {
         self.registry.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// How often a lease of `ttl` is renewed: ttl/3, so two renewals may fail before the
+    /// local deadline.
+    pub fn interval(ttl: Duration) -> Duration {
+        (ttl / 3).max(Duration::from_millis(1))
+    }
+
     /// Starts renewing `lease`, whose grant was requested at `sent`. Must run inside a tokio
     /// runtime.
     pub fn register(self: &Arc<Self>, lease: &Arc<Shared>, sent: Instant) -> u64 {
-        let interval = (lease.ttl / 3).max(Duration::from_millis(1));
+        let interval = Self::interval(lease.ttl);
         let spawn;
         let wake;
         let id;
@@ -146,7 +152,7 @@ impl Watchdog {
             Ok(Ok(results)) if results.len() == batch.len() => {
                 for ((id, lease), ok) in batch.into_iter().zip(results) {
                     if ok && lease.confirm(sent).is_ok() {
-                        self.reschedule(id, sent + (lease.ttl / 3).max(Duration::from_millis(1)));
+                        self.reschedule(id, sent + Self::interval(lease.ttl));
                     } else {
                         if !ok {
                             lease.mark_lost(LostReason::NotOwner);

@@ -15,6 +15,7 @@
 
 use std::fmt;
 
+use crate::error::StaleReason;
 use crate::{Error, FenceToken, Key, OwnerToken, Result};
 
 // Each store's fence resource lives in its folder; these are the paths users write.
@@ -142,8 +143,9 @@ pub(crate) fn require_token(resource: &str, fencing: &Fencing) -> Result<()> {
     if fencing.token.get() == 0 {
         return Err(Error::StaleFence {
             resource: resource.to_owned(),
-            presented: 0,
-            installed: "this grant carries no fence (its store issues none)".into(),
+            presented: fencing.token,
+            installed: None,
+            reason: StaleReason::NoFence,
         });
     }
     Ok(())
@@ -154,21 +156,25 @@ pub(crate) fn require_token(resource: &str, fencing: &Fencing) -> Result<()> {
     allow(dead_code)
 )]
 pub(crate) fn stale(resource: &str, presented: &Fencing, installed: Option<Installed>) -> Error {
-    let installed = match installed {
-        None => "nothing is installed (claim first)".to_string(),
+    let (installed, reason) = match installed {
+        None => (None, StaleReason::Unclaimed),
         Some(i) if i.key != presented.key.as_str() => {
-            format!(
-                "the resource is guarded by lock key {:?}, not {:?}",
-                i.key,
-                presented.key.as_str()
-            )
+            (Some(FenceToken::new(i.token)), StaleReason::OtherKey { installed_key: i.key })
         }
         Some(i) if i.token == presented.token.get() => {
-            format!("fence {} is installed by another owner", i.token)
+            (Some(FenceToken::new(i.token)), StaleReason::OtherOwner)
         }
-        Some(i) => format!("fence {} is installed", i.token),
+        Some(i) if i.token < presented.token.get() => {
+            (Some(FenceToken::new(i.token)), StaleReason::Unclaimed)
+        }
+        Some(i) => (Some(FenceToken::new(i.token)), StaleReason::Newer),
     };
-    Error::StaleFence { resource: resource.to_owned(), presented: presented.token.get(), installed }
+    Error::StaleFence {
+        resource: resource.to_owned(),
+        presented: presented.token,
+        installed,
+        reason,
+    }
 }
 
 /// The claim rule: unclaimed, or guarded by the same key with a greater fence, or the same

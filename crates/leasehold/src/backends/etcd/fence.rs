@@ -21,7 +21,7 @@ use crate::backends::etcd::rpc::{
     Compare, CompareResult, RangeRequest, RequestOp, TxnRequest, TxnResponse,
 };
 use crate::fence::{Fencing, require_token};
-use crate::{Error, Result};
+use crate::{Error, FenceToken, Result};
 
 /// Applies etcd operations only while a given grant still holds its lock.
 #[derive(Clone)]
@@ -76,16 +76,19 @@ impl EtcdFence {
         if r.succeeded {
             return Ok(r);
         }
-        let installed = match r.responses.first().and_then(|op| op.range()) {
-            Some(g) => match g.kvs.first() {
-                Some(kv) => {
-                    format!("the lock key exists with create revision {}", kv.create_revision)
-                }
-                None => format!("the grant's lock key {lock_key:?} is gone (released or expired)"),
-            },
-            _ => "the grant no longer holds the lock".to_owned(),
-        };
-        Err(Error::StaleFence { resource: lock_key, presented: fencing.token().get(), installed })
+        // The lock key's create revision is its fence: another one means another grant.
+        let installed = r
+            .responses
+            .first()
+            .and_then(|op| op.range())
+            .and_then(|g| g.kvs.first())
+            .map(|kv| FenceToken::new(kv.create_revision as u64));
+        Err(Error::StaleFence {
+            resource: lock_key,
+            presented: fencing.token(),
+            installed,
+            reason: crate::error::StaleReason::GrantGone,
+        })
     }
 
     /// `PUT key value` iff the grant still holds its lock.

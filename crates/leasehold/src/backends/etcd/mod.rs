@@ -570,7 +570,7 @@ impl Store for EtcdStore {
             && out.is_empty()
             && foreign
         {
-            return Err(Error::Busy { key: k.to_string() });
+            return Err(Error::Busy { key: k.clone() });
         }
         out.sort_by(|a, b| a.key.cmp(&b.key));
         Ok(out)

@@ -521,7 +521,7 @@ impl Store for MySessionStore {
             let _ = c.disconnect().await;
             if v.flatten().is_some() {
                 // Held by another process: the server knows its connection, not its owner.
-                return Err(Error::Busy { key: key.to_string() });
+                return Err(Error::Busy { key: key.clone() });
             }
         }
         out.sort_by(|a, b| a.key.cmp(&b.key));

@@ -424,7 +424,7 @@ impl Store for PgSessionStore {
                 .await
                 .map_err(|e| pg_err("holders", e))?;
             if row.get::<_, i64>(0) > 0 {
-                return Err(Error::Busy { key: key.to_string() });
+                return Err(Error::Busy { key: key.clone() });
             }
         }
         out.sort_by(|a, b| a.key.cmp(&b.key));

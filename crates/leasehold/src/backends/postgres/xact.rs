@@ -9,7 +9,7 @@ pub async fn xact_lock(tx: &Transaction<'_>, key: &Key) -> Result<()> {
     tx.execute(&format!("SELECT pg_advisory_xact_lock({LOCK_ID})::text"), &[&key.as_str()])
         .await
         .map_err(|e| match e.code() {
-        Some(c) if *c == SqlState::LOCK_NOT_AVAILABLE => Error::Busy { key: key.to_string() },
+        Some(c) if *c == SqlState::LOCK_NOT_AVAILABLE => Error::Busy { key: key.clone() },
         _ => pg_err("pg_advisory_xact_lock", e),
     })?;
     Ok(())
