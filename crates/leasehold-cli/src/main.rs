@@ -5,6 +5,7 @@ mod chaos;
 mod doctor;
 mod dur;
 mod manual;
+mod proxy;
 mod run;
 mod shell;
 mod svg;
@@ -228,6 +229,22 @@ enum Cmd {
         resource: String,
         #[arg(long)]
         fenced: u8,
+    },
+    /// Fence an HTTP service: a reverse proxy that admits a request only under the newest
+    /// grant of KEY that the store confirms.
+    #[command(long_about = proxy::ABOUT)]
+    FenceProxy {
+        #[command(flatten)]
+        store: StoreOpt,
+        /// The lock key that guards the upstream.
+        #[arg(long, value_name = "KEY")]
+        key: String,
+        /// Address to listen on (HOST:PORT; port 0 picks one, printed as listening=ADDR).
+        #[arg(long, value_name = "ADDR")]
+        listen: String,
+        /// The fenced service: http://HOST:PORT.
+        #[arg(long, value_name = "URL")]
+        upstream: String,
     },
     /// Print a shell completion script (e.g. `leasehold completions bash >
     /// ~/.local/share/bash-completion/completions/leasehold`).
@@ -467,6 +484,9 @@ async fn dispatch(cmd: Cmd) -> Exit {
             }
             Err(e) => Err(e),
         },
+        Cmd::FenceProxy { store, key, listen, upstream } => {
+            proxy::fence_proxy(store, key, listen, upstream).await
+        }
         Cmd::Bench { store, scenario, tasks, duration, runs, leases, out, json, runtime } => {
             bench_cmd(store, scenario, tasks, duration, runs, leases, out, json, runtime).await
         }
