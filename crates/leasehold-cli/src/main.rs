@@ -189,7 +189,9 @@ enum Cmd {
     /// stalled-holder: a holder process (SIGSTOPped past its lease) and a successor write to a
     /// fenced resource on the same store (PostgreSQL/MySQL fence tables, Redis fenced scripts,
     /// etcd transactions; an SQLite file for the others); once with the fence check, once
-    /// without. partition: the holder reaches the store through a TCP fault proxy that starts
+    /// without. stalled-holder-http: the same against a recording HTTP service the tool
+    /// starts on loopback, behind `leasehold fence-proxy` (the control writes to it directly).
+    /// partition: the holder reaches the store through a TCP fault proxy that starts
     /// swallowing its traffic; its lost() must fire before the store grants the key to the
     /// successor (stores on this machine's loopback only). Prints a table, writes report.json
     /// and timeline.svg to --out, exits 1 if a stale write got through WITH fencing or a
@@ -197,7 +199,8 @@ enum Cmd {
     Chaos {
         #[command(flatten)]
         store: StoreOpt,
-        /// The scenario: stalled-holder, partition, store-kill, failover or unknown-acquire.
+        /// The scenario: stalled-holder, stalled-holder-http, partition, store-kill, failover
+        /// or unknown-acquire.
         /// store-kill and failover start private servers of the --store URL's kind (redis,
         /// etcd; zk for store-kill) and never touch the server the URL names.
         #[arg(long, default_value = "stalled-holder")]
