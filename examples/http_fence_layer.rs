@@ -3,9 +3,10 @@
 //!     cargo run -p leasehold-examples --bin http-fence-layer
 //!
 //! The service (axum, on a free loopback port) stores one document; its PUT route sits behind
-//! `FenceLayer`, which admits a request only under the newest grant of the lock `doc:42`. Two
-//! clients take the lock one after the other; the first one's late PUT is answered 409 with the
-//! reason, and the document keeps the second one's body. A PUT without fencing headers gets 428.
+//! `FenceLayer`, which admits a request only under the newest grant of the lock `doc:42` that
+//! the lock store confirms. Two clients take the lock one after the other; the first one's late
+//! PUT is answered 409 with the reason, and the document keeps the second one's body. A forged
+//! huge token gets 403 and installs nothing; a PUT without fencing headers gets 428.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -51,8 +52,11 @@ async fn send(
 
 #[tokio::main]
 async fn main() -> leasehold::Result<()> {
+    let dir = tempfile::tempdir().unwrap();
+    let locker = Locker::connect(&format!("sqlite://{}/leases.db", dir.path().display())).await?;
     let doc: Doc = Arc::default();
-    let guard = FenceGuard::new(Key::new("doc:42")?);
+    // The guard confirms each newer grant with the store the holders lock on.
+    let guard = FenceGuard::new(Key::new("doc:42")?, locker.store().clone())?;
     let app = Router::new()
         .route("/doc", put(store_doc))
         .layer(FenceLayer::new(guard.clone()))
@@ -61,13 +65,18 @@ async fn main() -> leasehold::Result<()> {
     let addr = listener.local_addr().unwrap();
     tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
 
-    let dir = tempfile::tempdir().unwrap();
-    let locker = Locker::connect(&format!("sqlite://{}/leases.db", dir.path().display())).await?;
-
     println!("no headers:        {}", send(addr, None, "anonymous").await);
     let a = locker.acquire("doc:42", Duration::from_secs(1)).await?;
     let fa = a.fencing();
     println!("A (fence {}):      {}", fa.token(), send(addr, Some(&fa), "from A").await);
+    let forged = leasehold::fence::Fencing::new(
+        Key::new("doc:42")?,
+        leasehold::FenceToken::new(u64::MAX),
+        leasehold::OwnerToken::generate()?,
+    );
+    let res = send(addr, Some(&forged), "forged").await;
+    println!("forged (fence {}): {res}", u64::MAX);
+    assert!(res.contains("403"), "{res}");
     drop(a.detach()); // A stalls: no renewals, no release
     let b = locker
         .acquire("doc:42", Duration::from_secs(30))

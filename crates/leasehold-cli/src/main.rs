@@ -5,6 +5,7 @@ mod chaos;
 mod doctor;
 mod dur;
 mod manual;
+mod proxy;
 mod run;
 mod shell;
 mod svg;
@@ -188,7 +189,9 @@ enum Cmd {
     /// stalled-holder: a holder process (SIGSTOPped past its lease) and a successor write to a
     /// fenced resource on the same store (PostgreSQL/MySQL fence tables, Redis fenced scripts,
     /// etcd transactions; an SQLite file for the others); once with the fence check, once
-    /// without. partition: the holder reaches the store through a TCP fault proxy that starts
+    /// without. stalled-holder-http: the same against a recording HTTP service the tool
+    /// starts on loopback, behind `leasehold fence-proxy` (the control writes to it directly).
+    /// partition: the holder reaches the store through a TCP fault proxy that starts
     /// swallowing its traffic; its lost() must fire before the store grants the key to the
     /// successor (stores on this machine's loopback only). Prints a table, writes report.json
     /// and timeline.svg to --out, exits 1 if a stale write got through WITH fencing or a
@@ -196,7 +199,8 @@ enum Cmd {
     Chaos {
         #[command(flatten)]
         store: StoreOpt,
-        /// The scenario: stalled-holder, partition, store-kill, failover or unknown-acquire.
+        /// The scenario: stalled-holder, stalled-holder-http, partition, store-kill, failover
+        /// or unknown-acquire.
         /// store-kill and failover start private servers of the --store URL's kind (redis,
         /// etcd; zk for store-kill) and never touch the server the URL names.
         #[arg(long, default_value = "stalled-holder")]
@@ -228,6 +232,22 @@ enum Cmd {
         resource: String,
         #[arg(long)]
         fenced: u8,
+    },
+    /// Fence an HTTP service: a reverse proxy that admits a request only under the newest
+    /// grant of KEY that the store confirms.
+    #[command(long_about = proxy::ABOUT)]
+    FenceProxy {
+        #[command(flatten)]
+        store: StoreOpt,
+        /// The lock key that guards the upstream.
+        #[arg(long, value_name = "KEY")]
+        key: String,
+        /// Address to listen on (HOST:PORT; port 0 picks one, printed as listening=ADDR).
+        #[arg(long, value_name = "ADDR")]
+        listen: String,
+        /// The fenced service: http://HOST:PORT.
+        #[arg(long, value_name = "URL")]
+        upstream: String,
     },
     /// Print a shell completion script (e.g. `leasehold completions bash >
     /// ~/.local/share/bash-completion/completions/leasehold`).
@@ -467,6 +487,9 @@ async fn dispatch(cmd: Cmd) -> Exit {
             }
             Err(e) => Err(e),
         },
+        Cmd::FenceProxy { store, key, listen, upstream } => {
+            proxy::fence_proxy(store, key, listen, upstream).await
+        }
         Cmd::Bench { store, scenario, tasks, duration, runs, leases, out, json, runtime } => {
             bench_cmd(store, scenario, tasks, duration, runs, leases, out, json, runtime).await
         }

@@ -83,6 +83,31 @@ fn chaos_stalled_holder_sqlite() {
     chaos_short(&format!("sqlite://{}/l.db", d.path().display()), true);
 }
 
+/// stalled-holder-http: the frozen holder's late request goes through a fence-proxy to a
+/// recording upstream: refused (409) with fencing, accepted without it (straight to the
+/// upstream). The proxy logs each refusal.
+#[test]
+fn chaos_stalled_holder_http_sqlite() {
+    let d = tempfile::tempdir().unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let store = format!("sqlite://{}/l.db", d.path().display());
+    let (code, r) = chaos_report_in(&store, "stalled-holder-http", 2, 2, out.path());
+    assert_eq!(code, 0, "{r}");
+    assert!(r["resource"].as_str().unwrap().contains("fence-proxy"), "{r}");
+    let (fenced, unfenced) = (arm(&r, "fenced"), arm(&r, "unfenced"));
+    assert_eq!(fenced["successor_acquired"], 2, "{r}");
+    assert_eq!(fenced["stale_effects_accepted"], 0, "{r}");
+    assert_eq!(fenced["successors_locked_out"], 0, "{r}");
+    assert_eq!(unfenced["stale_effects_accepted"], 2, "the control must show stale writes: {r}");
+    assert_fenced_trials_clean(&r);
+    for t in r["trials"].as_array().unwrap().iter().filter(|t| t["arm"] == "fenced") {
+        assert!(t["holder_said"].as_str().unwrap().contains("HTTP 409"), "{t}");
+    }
+    let log = std::fs::read_to_string(out.path().join("fence-proxy.log")).unwrap();
+    let refused = log.lines().filter(|l| l.contains("refused PUT /value") && l.contains(": 409"));
+    assert_eq!(refused.count(), 2, "{log}");
+}
+
 #[test]
 fn chaos_stalled_holder_redis() {
     let server = leasehold_testkit::servers::RedisServer::start();
@@ -152,17 +177,28 @@ fn chaos_report(
     control: u32,
 ) -> (i32, serde_json::Value) {
     let out = tempfile::tempdir().unwrap();
+    chaos_report_in(store, scenario, trials, control, out.path())
+}
+
+/// [`chaos_report`], writing to `out`.
+fn chaos_report_in(
+    store: &str,
+    scenario: &str,
+    trials: u32,
+    control: u32,
+    out: &std::path::Path,
+) -> (i32, serde_json::Value) {
     let o = Command::new(BIN)
         .args(["chaos", "--store", store, "--scenario", scenario, "--ttl", "300ms"])
         .args(["--trials", &trials.to_string(), "--control-trials", &control.to_string()])
         .arg("--out")
-        .arg(out.path())
+        .arg(out)
         .output()
         .unwrap();
-    let report = std::fs::read(out.path().join("report.json"))
+    let report = std::fs::read(out.join("report.json"))
         .unwrap_or_else(|_| panic!("no report: {}{}", stdout(&o), stderr(&o)));
     let r: serde_json::Value = serde_json::from_slice(&report).unwrap();
-    let svg = std::fs::read_to_string(out.path().join("timeline.svg")).unwrap();
+    let svg = std::fs::read_to_string(out.join("timeline.svg")).unwrap();
     assert!(svg.starts_with("<svg") && svg.contains(" #1"), "{svg:.200}");
     (code(&o), r)
 }

@@ -68,6 +68,11 @@ pub struct Guarantees {
     /// missed grants) can admit a second holder while the first still believes it holds. The
     /// fences of [`Guarantees::fence_repeat`] are what lets the resource refuse the stale one.
     pub failure_admits_second_holder: bool,
+    /// Whether [`crate::Store::holders`] reports each current grant's fence (0 where the store
+    /// issues none), so a resource can ask the store whether a claimed grant is real
+    /// ([`crate::fence`]'s HTTP layer does). `false` for Redlock with an external fence
+    /// source, whose instances never see the fences.
+    pub holders_know_fence: bool,
     /// How a waiting acquirer learns that the key may be free.
     pub waiting: &'static str,
 }

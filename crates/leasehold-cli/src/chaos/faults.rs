@@ -22,7 +22,7 @@ use leasehold_harness::servers::{EtcdCluster, MyServer, PgServer, RedisServer, Z
 use tokio::io::AsyncWriteExt;
 
 use super::{
-    Event, Holder, KEY, Outline, Settings, Trial, ev, fresh_sqlite, progress, resource,
+    Event, Holder, KEY, Outline, Settings, Trial, ev, fresh_sqlite, http, progress,
     session_timeout, successor_claim_and_write, successor_write,
 };
 
@@ -353,7 +353,7 @@ async fn trial(
     };
     let locker = connect_after_failure(&successor_url).await?;
     let guarantees = locker.guarantees();
-    let mut res = resource::open(&spec).await;
+    let mut res = http::open(&spec).await;
     // Long enough for any expiry of the holder's grant to pass, and for a restarted store to
     // take requests again.
     let wait = expiry * 2 + s.ttl * 2 + Duration::from_secs(2);

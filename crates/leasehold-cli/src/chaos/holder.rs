@@ -7,7 +7,6 @@ use std::time::{Duration, Instant};
 
 use leasehold::{Locker, Wait};
 use leasehold_harness::history::monotonic_ns;
-use leasehold_harness::resource;
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use tokio::io::{AsyncBufReadExt, BufReader};
@@ -51,7 +50,7 @@ pub async fn worker(url: &str, key: &str, ttl: Duration, spec: &str, fenced: boo
             let _ = o.flush();
         });
     }
-    let mut res = resource::open(spec).await;
+    let mut res = super::http::open(spec).await;
     if fenced {
         match res.claim(&fencing).await {
             Ok(()) => out(e("claim", fence, "")),

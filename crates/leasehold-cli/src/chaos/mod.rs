@@ -7,6 +7,8 @@
 //!   successor (this process) acquires, claims and writes; the holder is resumed and writes
 //!   again. Run with the fence check on every write, and without (the control, where the
 //!   stale write must be seen getting through, so the check can fail).
+//! - `stalled-holder-http` ([`http`]): the same, the resource being an HTTP service behind
+//!   `leasehold fence-proxy` (the control writes to the service directly).
 //! - `partition`: the same, with the holder cut off from the store by a fault proxy instead of
 //!   frozen; its `lost()` must fire before the store grants the key to the successor.
 //! - `store-kill` and `failover` ([`faults`]): the store itself fails, on private servers
@@ -16,6 +18,7 @@
 
 mod faults;
 mod holder;
+mod http;
 mod report;
 #[cfg(test)]
 mod tests;
@@ -33,7 +36,6 @@ use std::time::Duration;
 use leasehold::fence::Fencing;
 use leasehold::{Error, Locker, Scheme, Wait};
 use leasehold_harness::history::monotonic_ns;
-use leasehold_harness::resource;
 use nix::sys::signal::Signal;
 
 use tokio::io::AsyncWriteExt;
@@ -185,7 +187,7 @@ fn ev(who: &'static str, what: &str, fence: Option<u64>, detail: Option<String>)
 
 /// The successor's claim (fenced arm) and write, as history events.
 async fn successor_claim_and_write(
-    res: &mut resource::Resource,
+    res: &mut http::Res,
     l: &leasehold::Lease,
     fenced: bool,
     events: &mut Vec<Event>,
@@ -206,7 +208,7 @@ async fn successor_claim_and_write(
 }
 
 /// The successor's write, fenced or not, as a history event.
-async fn successor_write(res: &mut resource::Resource, f: &Fencing, fenced: bool) -> Event {
+async fn successor_write(res: &mut http::Res, f: &Fencing, fenced: bool) -> Event {
     let outcome = match res.write(fenced.then_some(f), "successor").await {
         Ok(()) => "accepted".to_owned(),
         Err(e) => format!("rejected {e}"),
@@ -261,7 +263,7 @@ async fn stalled_trial(
             events.push(ev("chaos", "pause", Some(holder_fence), Some("SIGSTOP".into())));
         }
     }
-    let mut res = resource::open(spec).await;
+    let mut res = http::open(spec).await;
     // The successor: on lease stores it gets the key once the store expired the frozen
     // holder's lease, on etcd/ZooKeeper once its session expired; stores whose session is a
     // connection (PostgreSQL/MySQL session locks, flock) keep it for a frozen process.
@@ -409,14 +411,15 @@ struct Outline {
 }
 
 /// The scenarios `run` knows.
-pub const SCENARIOS: &str = "stalled-holder, partition, store-kill, failover, unknown-acquire";
+pub const SCENARIOS: &str =
+    "stalled-holder, stalled-holder-http, partition, store-kill, failover, unknown-acquire";
 
 /// Runs the scenario and writes `report.json` and `timeline.svg` to `out`.
 pub async fn run(s: Settings) -> Result<Report, String> {
     std::fs::create_dir_all(&s.out)
         .map_err(|e| format!("cannot create {}: {e}", s.out.display()))?;
     let (trials, outline) = match s.scenario.as_str() {
-        "stalled-holder" | "partition" => holder_trials(&s).await?,
+        "stalled-holder" | "stalled-holder-http" | "partition" => holder_trials(&s).await?,
         "store-kill" | "failover" => faults::run(&s).await?,
         "unknown-acquire" => unknown::run(&s).await?,
         other => return Err(format!("unknown scenario {other:?}; available: {SCENARIOS}")),
@@ -457,7 +460,15 @@ fn progress(s: &Settings, arm: &str, n: usize, count: usize) {
 /// `stalled-holder` and `partition`, on the user's store.
 async fn holder_trials(s: &Settings) -> Result<(Vec<Trial>, Outline), String> {
     let locker = Locker::connect(&s.url).await.map_err(|e| e.to_string())?;
-    let (spec, where_) = resource_spec(&s.url, &s.out);
+    // stalled-holder-http: the upstream and its proxy live as long as the trials.
+    let setup = match s.scenario.as_str() {
+        "stalled-holder-http" => Some(http::start(&s.url, &s.out).await?),
+        _ => None,
+    };
+    let (spec, where_) = match &setup {
+        Some(h) => (h.spec.clone(), h.description.clone()),
+        None => resource_spec(&s.url, &s.out),
+    };
     if spec.starts_with("sqlite:") {
         // The tool's own resource file: start it fresh, since another store's fences (an
         // earlier run's) are not comparable with this one's and would be refused.

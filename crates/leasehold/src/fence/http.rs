@@ -1,5 +1,6 @@
 //! Fencing for HTTP services: a tower [`Layer`] that admits a request only under the newest
-//! grant of the lock that guards the service's resource.
+//! grant of the lock that guards the service's resource, and only once the lock store has
+//! confirmed that grant.
 //!
 //! Clients send the grant with every effectful request (see [`request_headers`]):
 //!
@@ -9,37 +10,59 @@
 //! Fencing-Owner: 6f1c…e2 (32 hex digits)
 //! ```
 //!
-//! The layer follows the fence protocol of [`crate::fence`]: a token for another lock key is
-//! refused (a token is bound to its key); a token lower than the newest one seen is refused; the
-//! same token from another owner is refused; a higher token is installed, after the requests
-//! still running under the older one have finished, so effects of two holders never overlap
-//! inside the service. Refusals are `409 Conflict` with a body that says why; a request without
-//! the headers gets `428 Precondition Required`, malformed ones `400 Bad Request`.
+//! The headers are a **claim**, not authority: anyone can send a big number. The layer follows
+//! the fence protocol of [`crate::fence`] and asks the store before it believes a claim:
 //!
-//! The state lives in the [`FenceGuard`], i.e. in this process. A service with several
-//! replicas needs the check where the effect lands (a fence table in the shared database,
-//! [`crate::fence::postgres`] and friends); this layer then still gives every replica the early,
-//! explicit refusal.
+//! - a token of another lock key, or fence 0, is refused with `403 Forbidden`;
+//! - a token older than the installed one, or the installed token from another owner, is
+//!   refused with `409 Conflict`, without asking the store;
+//! - the installed grant is admitted without asking the store;
+//! - a newer token is confirmed with one [`Store::holders`] round trip: it must be the store's
+//!   current grant of the key, with that owner and that fence. Unconfirmed: `403`, nothing
+//!   installed. The store unreachable or too slow: `503`, nothing installed (fail closed).
+//!   Confirmed: installed once the requests still running under the older grant have finished,
+//!   so the effects of two holders never overlap inside the service.
+//!
+//! A request without the headers gets `428 Precondition Required`, malformed ones `400`. Every
+//! refusal has a one-line body that says why, and carries its [`Refusal`] in the response's
+//! extensions. Verifications are serialized (one store round trip in flight per guard), so a
+//! flood of forged claims costs the store one query at a time and never blocks requests
+//! under the installed grant.
+//!
+//! What it takes to be correct (`docs/fencing.md`): every writer reaches the resource only
+//! through this layer, and the installed grant lives in the [`FenceGuard`], i.e. in this
+//! process. A service with several replicas needs the check where the effect lands (a fence
+//! table in the shared database, [`crate::fence::postgres`] and friends); this layer then still
+//! gives every replica the early, explicit refusal. A grant that ended in the store after it
+//! was installed is still admitted until a successor claims: fencing orders holders, it does
+//! not replace the holder's own [`crate::Lease::admit`].
 //!
 //! ```
-//! # use leasehold::fence::http::{FenceGuard, FenceLayer};
-//! let guard = FenceGuard::new(leasehold::Key::new("report:2026-11").unwrap());
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> leasehold::Result<()> {
+//! # let dir = tempfile::tempdir().unwrap();
+//! # let url = format!("sqlite://{}/locks.db", dir.path().display());
+//! use leasehold::fence::http::{FenceGuard, FenceLayer};
+//! let locker = leasehold::Locker::connect(&url).await?;
+//! let key = leasehold::Key::new("report:2026-11")?;
+//! let guard = FenceGuard::new(key, locker.store().clone())?;
 //! let layer = FenceLayer::new(guard.clone());
 //! // axum: Router::new().route("/report", put(handler)).layer(layer)
-//! # let _ = layer;
+//! # let _ = layer; Ok(()) }
 //! ```
 
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 use http::{HeaderMap, HeaderName, HeaderValue, Request, Response, StatusCode};
 use tower_layer::Layer;
 use tower_service::Service;
 
 use super::Fencing;
-use crate::{FenceToken, Key, OwnerToken};
+use crate::{Error, FenceRepeat, FenceToken, Key, OwnerToken, Store};
 
 pub use http;
 
@@ -93,14 +116,20 @@ fn decode_key(v: &str) -> Option<String> {
 
 /// Why a request was not admitted.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Refusal {
     /// No fencing headers (428).
     Missing(&'static str),
     /// Headers present but unreadable (400).
     Malformed(String),
-    /// A token of another lock key, an older token, or the installed token from another owner
-    /// (409).
+    /// An older token than the installed one, or the installed token from another owner
+    /// (409). Decided without asking the store.
     Stale(String),
+    /// A token of another lock key, fence 0, or a newer grant the store does not confirm as
+    /// its current one (403). Nothing was installed.
+    Forbidden(String),
+    /// The store could not confirm a newer grant in time (503). Nothing was installed.
+    Unavailable(String),
 }
 
 impl Refusal {
@@ -110,6 +139,8 @@ impl Refusal {
             Refusal::Missing(_) => StatusCode::PRECONDITION_REQUIRED,
             Refusal::Malformed(_) => StatusCode::BAD_REQUEST,
             Refusal::Stale(_) => StatusCode::CONFLICT,
+            Refusal::Forbidden(_) => StatusCode::FORBIDDEN,
+            Refusal::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
         }
     }
 
@@ -120,7 +151,9 @@ impl Refusal {
                 format!("fencing required: send the {h} header (and Fencing-Key, Fencing-Owner)\n")
             }
             Refusal::Malformed(m) => format!("malformed fencing headers: {m}\n"),
-            Refusal::Stale(m) => format!("stale or foreign fence: {m}\n"),
+            Refusal::Stale(m) => format!("stale fence: {m}\n"),
+            Refusal::Forbidden(m) => format!("fence not accepted: {m}\n"),
+            Refusal::Unavailable(m) => format!("fence not verified: {m}\n"),
         }
     }
 }
@@ -154,28 +187,84 @@ struct Installed {
     owner: Option<OwnerToken>,
 }
 
-/// The newest grant a resource has seen, and the gate that keeps effects of an older grant
-/// from overlapping with a newer one. Clone it to share it between layers and handlers.
+/// How a grant compares with the installed one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Judged {
+    Installed,
+    Newer,
+}
+
+/// The newest confirmed grant a resource has seen, and the gate that keeps effects of an
+/// older grant from overlapping with a newer one. Clone it to share it between layers and
+/// handlers; clones share the installed grant.
 #[derive(Debug, Clone)]
 pub struct FenceGuard {
     key: Key,
+    store: Arc<dyn Store>,
+    timeout: Duration,
     installed: Arc<Mutex<Installed>>,
     /// Requests hold it shared while they run; installing a newer token takes it exclusively.
     gate: Arc<tokio::sync::RwLock<()>>,
+    /// One verification at a time; holds the last grant the store confirmed.
+    confirming: Arc<tokio::sync::Mutex<Option<Fencing>>>,
 }
 
-/// Admission to the resource: while it lives, no newer grant can be installed.
-#[derive(Debug)]
+/// Admission to the resource: while it or a clone of it lives, no newer grant can be
+/// installed. [`FenceLayer`] puts a clone into the request's extensions: a service whose work
+/// outlives its response future (a streamed response body) keeps that clone until it is done,
+/// and must drop it then, or newer grants wait for it forever.
+#[derive(Debug, Clone)]
 pub struct Admitted {
-    _gate: tokio::sync::OwnedRwLockReadGuard<()>,
+    _gate: Arc<tokio::sync::OwnedRwLockReadGuard<()>>,
     /// The grant the request was admitted under.
     pub fencing: Fencing,
 }
 
 impl FenceGuard {
-    /// A guard for a resource protected by the lock `key`, with nothing installed yet.
-    pub fn new(key: Key) -> Self {
-        FenceGuard { key, installed: Arc::default(), gate: Arc::new(tokio::sync::RwLock::new(())) }
+    /// A guard for a resource protected by the lock `key`, with nothing installed yet, that
+    /// confirms every newer grant with `store` (the store the holders lock on, e.g.
+    /// `locker.store().clone()`) before installing it, each question bounded by
+    /// [`crate::DEFAULT_OP_TIMEOUT`].
+    ///
+    /// [`Error::InvalidInput`] for a store that cannot confirm grants: one that issues no
+    /// fences, or whose [`Store::holders`] does not know them (Redlock with an external fence
+    /// source; see [`crate::Guarantees::holders_know_fence`]).
+    ///
+    /// There is deliberately no constructor without a store: the headers come from the
+    /// network, and a guard that believed them would let one forged token lock every holder
+    /// out. Code that holds the [`crate::Lease`] itself needs no guard: it has
+    /// [`crate::Lease::admit`].
+    pub fn new(key: Key, store: Arc<dyn Store>) -> crate::Result<Self> {
+        let g = store.guarantees();
+        if g.fence_repeat == FenceRepeat::NoFence {
+            return Err(Error::InvalidInput(format!(
+                "the {} store issues no fences (fence 0): an HTTP fence guard cannot verify its \
+                 grants; attach a fence source or use a store that issues fences",
+                g.backend
+            )));
+        }
+        if !g.holders_know_fence {
+            return Err(Error::InvalidInput(format!(
+                "the {} store cannot say which fence its current holder has (an external fence \
+                 source): an HTTP fence guard could not tell a forged fence from a real one",
+                g.backend
+            )));
+        }
+        Ok(FenceGuard {
+            key,
+            store,
+            timeout: crate::DEFAULT_OP_TIMEOUT,
+            installed: Arc::default(),
+            gate: Arc::new(tokio::sync::RwLock::new(())),
+            confirming: Arc::default(),
+        })
+    }
+
+    /// Bounds each question to the store by `t` instead (at least 1 ms); a store that does
+    /// not answer in time is [`Refusal::Unavailable`].
+    pub fn with_timeout(mut self, t: Duration) -> Self {
+        self.timeout = t.max(Duration::from_millis(1));
+        self
     }
 
     /// The lock key this resource is guarded by.
@@ -192,10 +281,10 @@ impl FenceGuard {
         self.installed.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// `Ok(true)`: `f` is the installed grant; `Ok(false)`: newer, must be installed first.
-    fn judge(&self, f: &Fencing) -> Result<bool, Refusal> {
+    /// Compares `f` with the installed grant; refuses other keys, fence 0 and stale grants.
+    fn judge(&self, f: &Fencing) -> Result<Judged, Refusal> {
         if f.key() != &self.key {
-            return Err(Refusal::Stale(format!(
+            return Err(Refusal::Forbidden(format!(
                 "the token belongs to lock key {:?}; this resource is guarded by {:?}",
                 f.key().as_str(),
                 self.key.as_str()
@@ -203,7 +292,7 @@ impl FenceGuard {
         }
         let t = f.token().get();
         if t == 0 {
-            return Err(Refusal::Stale("fence 0: the grant's store issues no fences".into()));
+            return Err(Refusal::Forbidden("fence 0: the grant's store issues no fences".into()));
         }
         let cur = self.lock();
         match t.cmp(&cur.token) {
@@ -214,18 +303,61 @@ impl FenceGuard {
             std::cmp::Ordering::Equal if cur.owner != Some(f.owner()) => {
                 Err(Refusal::Stale(format!("fence {t} is installed by another owner")))
             }
-            std::cmp::Ordering::Equal => Ok(true),
-            std::cmp::Ordering::Greater => Ok(false),
+            std::cmp::Ordering::Equal => Ok(Judged::Installed),
+            std::cmp::Ordering::Greater => Ok(Judged::Newer),
         }
     }
 
-    /// Admits `f`, installing it first if it is newer (waiting for requests admitted under
-    /// the older grant to finish). Refuses stale and foreign grants.
+    /// Asks the store whether `f` is its current grant of the key: one round trip, unless a
+    /// verification that ran meanwhile already confirmed or installed it.
+    async fn confirm(&self, f: &Fencing) -> Result<(), Refusal> {
+        let mut last = self.confirming.lock().await;
+        if self.judge(f)? == Judged::Installed || last.as_ref() == Some(f) {
+            return Ok(());
+        }
+        let asked = tokio::time::timeout(self.timeout, self.store.holders(Some(&self.key))).await;
+        let holders = match asked {
+            Ok(Ok(h)) => h,
+            Ok(Err(e)) => {
+                tracing::warn!("fence guard of {:?}: the lock store failed: {e}", self.key);
+                return Err(Refusal::Unavailable(format!(
+                    "the lock store could not be asked whether fence {} is the current grant",
+                    f.token()
+                )));
+            }
+            Err(_) => {
+                return Err(Refusal::Unavailable(format!(
+                    "the lock store did not answer within {:?} whether fence {} is the current \
+                     grant",
+                    self.timeout,
+                    f.token()
+                )));
+            }
+        };
+        let current = holders
+            .iter()
+            .any(|h| &h.key == f.key() && h.owner == f.owner() && h.fence == Some(f.token()));
+        if !current {
+            return Err(Refusal::Forbidden(format!(
+                "fence {} with that owner is not the lock store's current grant of {:?}",
+                f.token(),
+                self.key.as_str()
+            )));
+        }
+        *last = Some(f.clone());
+        Ok(())
+    }
+
+    /// Admits `f`. The installed grant is admitted at once; a newer one is confirmed with the
+    /// store, then installed once requests admitted under the older grant have finished.
+    /// Refuses other keys, stale grants, unconfirmed grants, and (fail closed) grants the
+    /// store could not be asked about.
     pub async fn admit(&self, f: Fencing) -> Result<Admitted, Refusal> {
-        if !self.judge(&f)? {
+        if self.judge(&f)? == Judged::Newer {
+            self.confirm(&f).await?;
             let _w = self.gate.write().await;
             // Decide again: another request may have installed something meanwhile.
-            if !self.judge(&f)? {
+            if self.judge(&f)? == Judged::Newer {
                 let mut cur = self.lock();
                 cur.token = f.token().get();
                 cur.owner = Some(f.owner());
@@ -233,8 +365,10 @@ impl FenceGuard {
         }
         let gate = self.gate.clone().read_owned().await;
         // A newer grant may have been installed between the check and the gate.
-        self.judge(&f)?;
-        Ok(Admitted { _gate: gate, fencing: f })
+        match self.judge(&f)? {
+            Judged::Installed => Ok(Admitted { _gate: Arc::new(gate), fencing: f }),
+            Judged::Newer => Err(Refusal::Stale(format!("fence {} was not installed", f.token()))),
+        }
     }
 }
 
@@ -300,10 +434,12 @@ where
                         http::header::CONTENT_TYPE,
                         HeaderValue::from_static("text/plain; charset=utf-8"),
                     );
+                    res.extensions_mut().insert(refusal);
                     return Ok(res);
                 }
             };
             req.extensions_mut().insert(admitted.fencing.clone());
+            req.extensions_mut().insert(admitted.clone());
             let out = inner.call(req).await;
             drop(admitted);
             out
@@ -312,55 +448,4 @@ where
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn f(key: &str, token: u64, owner: OwnerToken) -> Fencing {
-        Fencing::new(Key::new(key).unwrap(), FenceToken::new(token), owner)
-    }
-
-    #[tokio::test]
-    async fn admits_newest_refuses_stale_foreign_and_other_keys() {
-        let g = FenceGuard::new(Key::new("res").unwrap());
-        let (a, b) = (OwnerToken::generate().unwrap(), OwnerToken::generate().unwrap());
-        drop(g.admit(f("res", 5, a)).await.unwrap());
-        drop(g.admit(f("res", 5, a)).await.unwrap()); // idempotent
-        assert!(matches!(g.admit(f("res", 5, b)).await, Err(Refusal::Stale(_))));
-        assert!(matches!(g.admit(f("res", 4, b)).await, Err(Refusal::Stale(_))));
-        let other = g.admit(f("other", 9, b)).await.unwrap_err();
-        assert!(other.message().contains("guarded by \"res\""), "{other:?}");
-        drop(g.admit(f("res", 6, b)).await.unwrap());
-        assert!(matches!(g.admit(f("res", 5, a)).await, Err(Refusal::Stale(_))));
-        assert_eq!(g.installed().get(), 6);
-    }
-
-    #[tokio::test]
-    async fn a_newer_grant_waits_for_requests_of_the_older_one() {
-        let g = FenceGuard::new(Key::new("res").unwrap());
-        let (a, b) = (OwnerToken::generate().unwrap(), OwnerToken::generate().unwrap());
-        let running = g.admit(f("res", 1, a)).await.unwrap();
-        let newer = {
-            let g = g.clone();
-            tokio::spawn(async move { g.admit(f("res", 2, b)).await.map(|_| ()) })
-        };
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-        assert!(!newer.is_finished(), "installed while an older request was running");
-        assert_eq!(g.installed().get(), 1);
-        drop(running);
-        newer.await.unwrap().unwrap();
-        assert_eq!(g.installed().get(), 2);
-    }
-
-    #[test]
-    fn headers_round_trip_with_odd_keys() {
-        let fencing = f("a b%c\u{e9}", 77, OwnerToken::generate().unwrap());
-        let mut h = HeaderMap::new();
-        for (k, v) in request_headers(&fencing) {
-            h.insert(k, v);
-        }
-        assert_eq!(read_headers(&h).unwrap(), fencing);
-        assert!(matches!(read_headers(&HeaderMap::new()), Err(Refusal::Missing(_))));
-        h.insert(TOKEN, HeaderValue::from_static("x"));
-        assert!(matches!(read_headers(&h), Err(Refusal::Malformed(_))));
-    }
-}
+mod tests;

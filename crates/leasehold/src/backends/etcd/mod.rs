@@ -465,6 +465,7 @@ impl Store for EtcdStore {
             fence: "create revision of the holder's key",
             fence_repeat: FenceRepeat::Never,
             failure_admits_second_holder: false,
+            holders_know_fence: true,
             waiting: "watch on the predecessor's key only (no herd)",
         }
     }

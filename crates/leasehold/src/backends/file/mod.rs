@@ -423,6 +423,7 @@ impl Store for FileStore {
                     fsynced under the lock",
             fence_repeat: FenceRepeat::ClockBacked,
             failure_admits_second_holder: false,
+            holders_know_fence: true,
             waiting: "inotify close-write event on release; 2 ms-1 s backoff after a holder's death",
         }
     }

@@ -129,6 +129,7 @@ impl Store for MyLeaseStore {
                     statement; rows are never deleted",
             fence_repeat: FenceRepeat::ClockBacked,
             failure_admits_second_holder: true,
+            holders_know_fence: true,
             waiting: "woken by a release in this process; 1-50 ms backoff across processes, \
                       never later than the holder's expiry",
         }

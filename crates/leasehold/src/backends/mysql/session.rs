@@ -445,6 +445,7 @@ impl Store for MySessionStore {
                 FenceRepeat::NoFence
             },
             failure_admits_second_holder: true,
+            holders_know_fence: true,
             waiting: "server-side blocking GET_LOCK(name, timeout)",
         }
     }

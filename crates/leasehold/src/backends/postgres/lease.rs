@@ -387,6 +387,7 @@ impl Store for PgLeaseStore {
                     statement; rows are never deleted",
             fence_repeat: FenceRepeat::ClockBacked,
             failure_admits_second_holder: true,
+            holders_know_fence: true,
             waiting: "LISTEN/NOTIFY on release, calling one ticketed waiter per release; else \
                       the holder's expiry",
         }

@@ -342,6 +342,7 @@ impl Store for PgSessionStore {
             // A promoted standby has none of the old primary's locks: while the old primary
             // (cut off, not dead) keeps the holder's session, the standby grants the key again.
             failure_admits_second_holder: true,
+            holders_know_fence: true,
             waiting: "server-side blocking pg_advisory_lock under lock_timeout (FIFO)",
         }
     }

@@ -464,6 +464,7 @@ impl Store for RedisStore {
                     granting script",
             fence_repeat: FenceRepeat::ClockBacked,
             failure_admits_second_holder: true,
+            holders_know_fence: true,
             waiting: "pub/sub message on release (one waiter woken per process), else the \
                       holder's PTTL",
         }

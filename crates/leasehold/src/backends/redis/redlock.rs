@@ -189,6 +189,8 @@ impl Store for RedlockStore {
             },
             fence_repeat: self.fences.as_ref().map_or(FenceRepeat::NoFence, |f| f.promise()),
             failure_admits_second_holder: true,
+            // The instances never see an external source's fences.
+            holders_know_fence: self.fences.is_none(),
             waiting: "pub/sub on every instance, plus random jitter, else the holders' PTTL",
         }
     }

@@ -197,6 +197,7 @@ impl Store for SqliteStore {
                     transaction, never deleted",
             fence_repeat: FenceRepeat::ClockBacked,
             failure_admits_second_holder: false,
+            holders_know_fence: true,
             waiting: "woken by the release within one process; 1-50 ms backoff across processes, \
                       never later than the holder's expiry",
         }

@@ -415,6 +415,7 @@ impl Store for ZkStore {
             fence: "czxid of the holder's node (a zxid, never reused)",
             fence_repeat: FenceRepeat::Never,
             failure_admits_second_holder: false,
+            holders_know_fence: true,
             waiting: "watch on the predecessor node only (no herd)",
         }
     }
