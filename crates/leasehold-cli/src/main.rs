@@ -73,6 +73,15 @@ struct GrantOpt {
     wait: Wait,
 }
 
+/// `run --if-unavailable`.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+enum IfUnavailable {
+    /// Exit 69 (fail closed).
+    Fail,
+    /// Run the command without a lease (fail open).
+    Run,
+}
+
 #[derive(Subcommand, Debug)]
 enum Cmd {
     /// Run CMD while holding KEY: flock(1) for a cluster.
@@ -83,6 +92,11 @@ enum Cmd {
     /// --grace, and leasehold exits 79. On lease stores the local deadline is placed --grace
     /// earlier (up to ttl/2), so the SIGKILL lands before the store can hand the key to
     /// anyone else. SIGINT, SIGTERM and SIGHUP are forwarded to the command's process group.
+    ///
+    /// Nested in a `run` of the same KEY on the same store (LEASEHOLD_KEY, LEASEHOLD_OWNER
+    /// and LEASEHOLD_STORE_ID in the environment, and the store confirming that grant), the
+    /// command runs at once under the parent's grant, with the same fence, instead of waiting
+    /// on its own parent. A nested run of another key acquires as usual.
     Run {
         #[command(flatten)]
         store: StoreOpt,
@@ -91,6 +105,12 @@ enum Cmd {
         /// Time between SIGTERM and SIGKILL when the lease is lost.
         #[arg(long, default_value = "5s", value_parser = dur::parse, value_name = "DUR")]
         grace: Duration,
+        /// When the store cannot be reached (or does not answer): `fail` (exit 69), or `run`
+        /// the command anyway, without a lease and without LEASEHOLD_FENCE, after a warning
+        /// on stderr (fail open: two holders may then run at once). A busy key is never
+        /// "unavailable".
+        #[arg(long, value_enum, default_value = "fail", value_name = "fail|run")]
+        if_unavailable: IfUnavailable,
         /// The key to hold.
         key: String,
         /// The command and its arguments, after `--`.
@@ -304,7 +324,7 @@ impl From<Error> for Exit {
     fn from(e: Error) -> Self {
         let code = match &e {
             Error::InvalidInput(_) => code::USAGE,
-            Error::Busy { .. } => code::BUSY,
+            Error::Busy { .. } | Error::HeldByThisLocker { .. } => code::BUSY,
             Error::NotOwner { .. } => code::NOT_OWNER,
             Error::Lost { .. } => code::LOST,
             _ => code::UNAVAILABLE,
@@ -466,8 +486,8 @@ async fn connect(opt: StoreOpt) -> Result<Locker, Exit> {
 
 async fn dispatch(cmd: Cmd) -> Exit {
     let r = match cmd {
-        Cmd::Run { store, grant, grace, key, command } => {
-            run::run(store, grant, grace, key, command).await
+        Cmd::Run { store, grant, grace, if_unavailable, key, command } => {
+            run::run(store, grant, grace, if_unavailable, key, command).await
         }
         Cmd::Acquire { store, grant, json, key } => manual::acquire(store, grant, json, key).await,
         Cmd::Renew { store, ttl, owner, key } => manual::renew(store, ttl, owner, key).await,

@@ -3,21 +3,47 @@
 
 use super::*;
 
+/// Which store a `run` holds its key on, exported to the command so that a nested `run` can
+/// tell its parent's store: the URL with any password redacted.
+const ENV_STORE_ID: &str = "LEASEHOLD_STORE_ID";
+
 pub(crate) async fn run(
     store: StoreOpt,
     GrantOpt { ttl, wait }: GrantOpt,
     grace: Duration,
+    if_unavailable: IfUnavailable,
     key: String,
     command: Vec<OsString>,
 ) -> Result<Exit, Exit> {
     use tokio::signal::unix::{SignalKind, signal};
 
-    let locker = connect(store).await?;
+    let url = store_url(store)?;
+    let store_id = leasehold::redact(&url);
     // Pull the local deadline `grace` earlier (at most to ttl/2) so SIGTERM + grace ends
     // before the store's expiry.
     let base = (ttl / 10).min(Duration::from_secs(2));
     let margin = (base + grace).min(ttl / 2);
-    let lease = locker.acquire(&key, ttl).wait(wait).auto_renew(true).margin(margin).await?;
+    let acquired = async {
+        let locker = Locker::connect(&url).await?;
+        if let Some(parent) = parents_grant(&locker, &key, &store_id).await {
+            return Ok(Err(parent));
+        }
+        let lease = locker.acquire(&key, ttl).wait(wait).auto_renew(true).margin(margin).await?;
+        Ok::<_, Error>(Ok(lease))
+    };
+    let lease = match acquired.await {
+        Ok(Ok(lease)) => lease,
+        // Nested in a run of the same key: the parent's grant covers this command.
+        Ok(Err(fence)) => return Err(exec(&command, Some(fence))),
+        Err(e) if e.is_unavailable() && if_unavailable == IfUnavailable::Run => {
+            eprintln!(
+                "leasehold: warning: store unavailable ({e}); running the command WITHOUT a lease \
+                 on {key:?} (--if-unavailable run)"
+            );
+            return Err(exec(&command, None));
+        }
+        Err(e) => return Err(e.into()),
+    };
 
     let sig = |k| {
         signal(k)
@@ -32,6 +58,7 @@ pub(crate) async fn run(
         .env(ENV_KEY, lease.key().as_str())
         .env(ENV_FENCE, lease.fence().to_string())
         .env(ENV_OWNER, lease.owner().to_string())
+        .env(ENV_STORE_ID, &store_id)
         // Its own process group, so loss terminates everything it started.
         .process_group(0)
         .spawn();
@@ -111,4 +138,46 @@ pub(crate) async fn run(
         _ => code::SOFTWARE,
     };
     Ok(Exit::ok(code))
+}
+
+/// The grant of a `run` of the same key on the same store that this process runs under, if
+/// the environment names one and the store confirms it is the current grant: its fence.
+async fn parents_grant(locker: &Locker, key: &str, store_id: &str) -> Option<u64> {
+    let env = |name| std::env::var(name).ok();
+    if env(ENV_KEY).as_deref() != Some(key) || env(ENV_STORE_ID).as_deref() != Some(store_id) {
+        return None;
+    }
+    let owner: OwnerToken = env(ENV_OWNER)?.parse().ok()?;
+    let fence: u64 = env(ENV_FENCE)?.parse().ok()?;
+    let holders = locker.holders(Some(key)).await.ok()?;
+    let current =
+        holders.iter().any(|h| h.owner == owner && h.fence.is_none_or(|f| f.get() == fence));
+    if !current {
+        eprintln!(
+            "leasehold: the enclosing run's grant on {key:?} is no longer current; acquiring anew"
+        );
+    }
+    current.then_some(fence)
+}
+
+/// Replaces this process with the command: under the parent's grant (`Some(fence)`, the
+/// environment already carries it), or without any lease (`None`: the LEASEHOLD_* grant
+/// variables are removed). Returns only if the command cannot be executed.
+fn exec(command: &[OsString], under: Option<u64>) -> Exit {
+    use std::os::unix::process::CommandExt;
+    let (prog, args) = command.split_first().expect("clap requires a command");
+    let mut cmd = std::process::Command::new(prog);
+    cmd.args(args);
+    if under.is_none() {
+        for v in [ENV_KEY, ENV_FENCE, ENV_OWNER, ENV_STORE_ID] {
+            cmd.env_remove(v);
+        }
+    }
+    let e = cmd.exec();
+    let code = if e.kind() == std::io::ErrorKind::NotFound {
+        code::NOT_FOUND
+    } else {
+        code::CANNOT_EXECUTE
+    };
+    Exit::fail(code, format!("cannot run {}: {e}", prog.to_string_lossy()))
 }
