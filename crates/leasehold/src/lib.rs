@@ -24,7 +24,6 @@
 //! let lease = locker
 //!     .acquire("nightly-report", Duration::from_secs(30))
 //!     .wait(Wait::For(Duration::from_secs(10)))
-//!     .auto_renew(true)
 //!     .await?;
 //! let fence = lease.fence(); // present it to the resource you write to
 //! lease.guard(async { /* the critical section; cancelled if the lease is lost */ }).await?;

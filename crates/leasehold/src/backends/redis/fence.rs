@@ -7,6 +7,11 @@
 //! that hash with the caller's [`Fencing`]. In Redis Cluster, give the target keys the same
 //! `{RESOURCE}` hash tag so they share the fence hash's slot.
 //!
+//! Fence hashes have no TTL, by design: an expired one would let any older grant claim the
+//! resource again. A retired resource's hash is deleted with `redis-cli del 'PREFIX
+//! fence:{RESOURCE}'` once no holder of its lock key can still write (fences are
+//! clock-backed, so a later claim still starts above every earlier one).
+//!
 //! ```no_run
 //! # async fn demo(fencing: leasehold::fence::Fencing) -> leasehold::Result<()> {
 //! use leasehold::fence::redis::RedisFence;
