@@ -111,6 +111,10 @@ enum Cmd {
         /// "unavailable".
         #[arg(long, value_enum, default_value = "fail", value_name = "fail|run")]
         if_unavailable: IfUnavailable,
+        /// At exit, write the run's metrics (acquire wait, hold time, renewals, losses…) to
+        /// PATH in the Prometheus text format, e.g. for node-exporter's textfile collector.
+        #[arg(long, value_name = "PATH")]
+        metrics_file: Option<std::path::PathBuf>,
         /// The key to hold.
         key: String,
         /// The command and its arguments, after `--`.
@@ -486,8 +490,11 @@ async fn connect(opt: StoreOpt) -> Result<Locker, Exit> {
 
 async fn dispatch(cmd: Cmd) -> Exit {
     let r = match cmd {
-        Cmd::Run { store, grant, grace, if_unavailable, key, command } => {
-            run::run(store, grant, grace, if_unavailable, key, command).await
+        Cmd::Run { store, grant, grace, if_unavailable, metrics_file, key, command } => {
+            run::install_metrics(metrics_file);
+            let r = run::run(store, grant, grace, if_unavailable, key, command).await;
+            run::flush_metrics();
+            r
         }
         Cmd::Acquire { store, grant, json, key } => manual::acquire(store, grant, json, key).await,
         Cmd::Renew { store, ttl, owner, key } => manual::renew(store, ttl, owner, key).await,

@@ -160,6 +160,32 @@ async fn parents_grant(locker: &Locker, key: &str, store_id: &str) -> Option<u64
     current.then_some(fence)
 }
 
+/// Where `--metrics-file` goes, and what records it.
+static METRICS: std::sync::OnceLock<(
+    std::path::PathBuf,
+    leasehold_harness::metrics::TextRecorder,
+)> = std::sync::OnceLock::new();
+
+/// Installs the recorder behind `--metrics-file`, if one was asked for.
+pub(crate) fn install_metrics(path: Option<std::path::PathBuf>) {
+    let Some(path) = path else { return };
+    let rec = leasehold_harness::metrics::TextRecorder::default();
+    if metrics::set_global_recorder(rec.clone()).is_ok() {
+        let _ = METRICS.set((path, rec));
+    }
+}
+
+/// Writes the recorded metrics to the `--metrics-file` (atomically: a collector never reads
+/// half a file). A failure is a warning: the command's outcome matters more.
+pub(crate) fn flush_metrics() {
+    let Some((path, rec)) = METRICS.get() else { return };
+    let tmp = path.with_extension("tmp");
+    let written = std::fs::write(&tmp, rec.render()).and_then(|()| std::fs::rename(&tmp, path));
+    if let Err(e) = written {
+        eprintln!("leasehold: warning: cannot write --metrics-file {}: {e}", path.display());
+    }
+}
+
 /// Replaces this process with the command: under the parent's grant (`Some(fence)`, the
 /// environment already carries it), or without any lease (`None`: the LEASEHOLD_* grant
 /// variables are removed). Returns only if the command cannot be executed.
@@ -173,6 +199,7 @@ fn exec(command: &[OsString], under: Option<u64>) -> Exit {
             cmd.env_remove(v);
         }
     }
+    flush_metrics();
     let e = cmd.exec();
     let code = if e.kind() == std::io::ErrorKind::NotFound {
         code::NOT_FOUND

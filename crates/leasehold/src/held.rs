@@ -19,6 +19,8 @@ pub(crate) struct Timing {
     pub margin: Duration,
     /// The auto-renew interval, when auto-renew is on.
     pub renew_every: Option<Duration>,
+    /// Bound on one store round trip.
+    pub op_timeout: Duration,
 }
 
 impl Timing {
@@ -54,6 +56,9 @@ pub(crate) struct Shared {
     pub kind: LockKind,
     pub timing: Timing,
     pub op_timeout: Duration,
+    /// Where this lease's metrics go, and when it was granted (for the hold time).
+    pub tel: crate::telemetry::Telemetry,
+    granted: Instant,
     state: std::sync::Mutex<State>,
     /// Woken when `state.lost` is set. (A moved deadline wakes nobody: a `lost()` future that
     /// wakes at the old deadline re-reads the new one.)
@@ -71,8 +76,8 @@ impl Shared {
         ttl: Duration,
         kind: LockKind,
         timing: Timing,
-        op_timeout: Duration,
         sent: Instant,
+        tel: crate::telemetry::Telemetry,
     ) -> Self {
         let deadline = (kind == LockKind::Lease).then(|| timing.deadline(sent, ttl));
         let overdue = if kind == LockKind::Lease { timing.overdue(sent) } else { None };
@@ -82,7 +87,9 @@ impl Shared {
             ttl,
             kind,
             timing,
-            op_timeout,
+            op_timeout: timing.op_timeout,
+            tel,
+            granted: Instant::now(),
             state: std::sync::Mutex::new(State { deadline, lost: None, overdue }),
             lost_notify: Notify::new(),
             session_watch: std::sync::Mutex::new(None),
@@ -96,11 +103,9 @@ impl Shared {
 
     /// The loss cause, latching `DeadlinePassed` if the deadline has gone by.
     pub fn lost_now(&self) -> Option<LostReason> {
-        let mut s = self.state();
+        let s = self.state();
         if s.lost.is_none() && s.deadline.is_some_and(|d| Instant::now() >= d) {
-            s.lost = Some(LostReason::DeadlinePassed);
-            drop(s);
-            self.lost_notify.notify_waiters();
+            self.latch(s, LostReason::DeadlinePassed);
             return Some(LostReason::DeadlinePassed);
         }
         s.lost.clone()
@@ -108,12 +113,29 @@ impl Shared {
 
     /// Latches a loss cause; the first cause wins.
     pub fn mark_lost(&self, reason: LostReason) {
-        let mut s = self.state();
+        let s = self.state();
         if s.lost.is_none() {
-            s.lost = Some(reason);
-            drop(s);
-            self.lost_notify.notify_waiters();
+            self.latch(s, reason);
         }
+    }
+
+    /// Sets the (first) loss cause, wakes the `lost()` futures and records it.
+    fn latch(&self, mut s: std::sync::MutexGuard<'_, State>, reason: LostReason) {
+        s.lost = Some(reason.clone());
+        drop(s);
+        self.lost_notify.notify_waiters();
+        let key = self.id.key();
+        self.tel.lost(key, &reason);
+        let ended = match reason {
+            LostReason::Released => "released",
+            _ => "lost",
+        };
+        self.tel.time(
+            crate::telemetry::HOLD,
+            key,
+            Some(("outcome", ended)),
+            self.granted.elapsed(),
+        );
     }
 
     /// A renewal sent at `sent` was confirmed: move the deadline, unless already lost.
@@ -126,9 +148,7 @@ impl Shared {
         if Instant::now() >= d {
             // The confirmation came too late: anyone asking in between was told "lost",
             // and lost is never taken back.
-            s.lost = Some(LostReason::DeadlinePassed);
-            drop(s);
-            self.lost_notify.notify_waiters();
+            self.latch(s, LostReason::DeadlinePassed);
             return Err(LostReason::DeadlinePassed);
         }
         let nd = self.timing.deadline(sent, self.ttl);

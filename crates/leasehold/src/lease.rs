@@ -148,7 +148,18 @@ impl Lease {
             LockKind::Lease => s.op_timeout.min(s.ttl / 3).max(Duration::from_millis(1)),
             _ => s.op_timeout,
         };
-        match tokio::time::timeout(limit, s.store.renew(s.id.key(), &s.id.owner(), s.ttl)).await {
+        let span = tracing::debug_span!("leasehold.renew", key = s.id.key().as_str());
+        let owner = s.id.owner();
+        let call = s.store.renew(s.id.key(), &owner, s.ttl);
+        let answer = tokio::time::timeout(limit, tracing::Instrument::instrument(call, span)).await;
+        let outcome = match &answer {
+            Err(_) => "timeout",
+            Ok(Err(_)) => "error",
+            Ok(Ok(false)) => "not_owner",
+            Ok(Ok(true)) => "ok",
+        };
+        s.tel.renewed(s.id.key(), outcome, sent.elapsed());
+        match answer {
             Err(_) => Err(Error::UnknownOutcome(format!(
                 "renewal of {:?} got no answer within {limit:?}; the local deadline was not extended",
                 s.id.key().as_str()
@@ -183,7 +194,12 @@ impl Lease {
             return Ok(false);
         }
         let owner = s.id.owner();
-        let res = tokio::time::timeout(s.op_timeout, s.store.release(s.id.key(), &owner)).await;
+        let span = tracing::debug_span!("leasehold.release", key = s.id.key().as_str());
+        let call = tracing::Instrument::instrument(s.store.release(s.id.key(), &owner), span);
+        let res = tokio::time::timeout(s.op_timeout, call).await;
+        if res.is_err() {
+            s.tel.count(crate::telemetry::UNKNOWN, s.id.key(), Some(("op", "release")));
+        }
         s.mark_lost(LostReason::Released);
         self.leave_local();
         match res {

@@ -63,6 +63,7 @@ mod local;
 mod locker;
 pub mod probe;
 pub mod store;
+pub mod telemetry;
 mod token;
 mod url;
 mod watchdog;

@@ -56,6 +56,8 @@ pub(crate) struct LocalKey {
     holder: Mutex<Option<(Weak<Shared>, Ident)>>,
     /// Bumped whenever `holder` is cleared.
     freed: watch::Sender<u64>,
+    /// When `holder` was last cleared (for the handoff-wait metric).
+    freed_at: Mutex<Option<Instant>>,
 }
 
 impl Local {
@@ -107,6 +109,7 @@ impl Local {
                     queue: Arc::new(tokio::sync::Mutex::new(())),
                     holder: Mutex::new(None),
                     freed: watch::Sender::new(0),
+                    freed_at: Mutex::new(None),
                 })
             })
             .clone()
@@ -137,6 +140,11 @@ impl Slot {
     pub fn registration(&self) -> (Arc<Local>, Arc<LocalKey>) {
         (self.local.clone(), self.entry.clone())
     }
+
+    /// When a lease of this locker last let the key go.
+    pub fn freed_at(&self) -> Option<Instant> {
+        *self.entry.freed_at.lock().unwrap_or_else(|p| p.into_inner())
+    }
 }
 
 impl Drop for Slot {
@@ -164,6 +172,7 @@ impl LocalKey {
         if ours {
             *h = None;
             drop(h);
+            *self.freed_at.lock().unwrap_or_else(|p| p.into_inner()) = Some(Instant::now());
             self.freed.send_modify(|n| *n += 1);
         }
     }

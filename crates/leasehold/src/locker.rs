@@ -9,6 +9,7 @@ use crate::exit::{Exit, Ticket};
 use crate::held::{Shared, Timing};
 use crate::local::{Ident, Refused};
 use crate::store::{AcquireRequest, Attempt};
+use crate::telemetry::{ORPHAN_CLEANUPS, Telemetry};
 use crate::watchdog::Watchdog;
 use crate::{Error, Guarantees, Holder, Key, Lease, LockKind, OwnerToken, Result, Store};
 
@@ -44,6 +45,7 @@ pub struct Locker {
     local: Arc<crate::local::Local>,
     op_timeout: Duration,
     exit: Arc<Exit>,
+    tel: Telemetry,
 }
 
 impl Locker {
@@ -54,7 +56,9 @@ impl Locker {
 
     /// Wraps a shared store.
     pub fn from_arc(store: Arc<dyn Store>) -> Self {
+        let tel = Telemetry { backend: store.guarantees().backend, keys: false };
         Locker {
+            tel,
             watchdog: Watchdog::new(store.clone()),
             store,
             local: Arc::default(),
@@ -96,6 +100,18 @@ impl Locker {
                 self.exit = Arc::new(Exit { pending: self.exit.pending.clone(), limit: t });
             }
         }
+        self
+    }
+
+    /// Adds the lock key as a `key` label to this locker's metrics (default off: keys can be
+    /// unbounded, and each distinct label set is a time series in the recorder).
+    ///
+    /// Metrics go through the [`metrics`](https://docs.rs/metrics) facade, so nothing is
+    /// recorded until the application installs a recorder; names are in
+    /// [`crate::telemetry`]. Every metric has the label `backend`; acquire waits and renewals
+    /// also `outcome`, losses `reason`, unknown outcomes `op`.
+    pub fn with_key_label(mut self, on: bool) -> Self {
+        self.tel.keys = on;
         self
     }
 
@@ -240,6 +256,20 @@ impl Acquire {
     }
 
     async fn run(self) -> Result<Lease> {
+        use tracing::Instrument;
+        let (tel, started) = (self.locker.tel, Instant::now());
+        let key = Key::new(self.key.as_str())?;
+        let span =
+            tracing::debug_span!("leasehold.acquire", key = key.as_str(), backend = tel.backend);
+        let r = self.attempt().instrument(span).await;
+        match &r {
+            Ok(_) => tel.acquired(&key, "granted", started.elapsed()),
+            Err(e) => tel.acquired(&key, crate::telemetry::outcome_of(e), started.elapsed()),
+        }
+        r
+    }
+
+    async fn attempt(self) -> Result<Lease> {
         let key = Key::new(self.key)?;
         check_ttl(self.ttl)?;
         if !(0.0..0.5).contains(&self.drift) {
@@ -271,6 +301,7 @@ impl Acquire {
         // Waiters of this locker queue per key; only the head asks the store, and not while
         // another lease of this locker holds the key; none waits on itself.
         let who = Ident::current();
+        let req_started = Instant::now();
         let slot = match locker.local.enter(&key, until, who, locker.op_timeout).await {
             Ok(slot) => slot,
             Err(Refused::Ours(fence)) => return Err(Error::HeldByThisLocker { key, fence }),
@@ -280,6 +311,7 @@ impl Acquire {
         // From here until an answer is in hand, the store may have granted without us knowing:
         // a drop (cancellation) or an error leaves the guard armed and it cleans up.
         let mut cleanup = Cleanup {
+            tel: locker.tel,
             store: Some(store.clone()),
             key: key.clone(),
             owner,
@@ -302,16 +334,24 @@ impl Acquire {
         cleanup.disarm();
         let auto_renew = self.auto_renew && kind == LockKind::Lease;
         let renew_every = auto_renew.then(|| Watchdog::interval(self.ttl));
-        let timing = Timing { drift: self.drift, margin, renew_every };
+        let timing =
+            Timing { drift: self.drift, margin, renew_every, op_timeout: locker.op_timeout };
+        let key_for_tel = key.clone();
         let shared = Arc::new(Shared::new(
             store,
             crate::fence::Fencing::new(key, grant.fence, owner),
             self.ttl,
             kind,
             timing,
-            locker.op_timeout,
             grant.sent_at,
+            locker.tel,
         ));
+        if let (Some(_), Some(freed)) = (until, slot.freed_at())
+            && freed >= req_started
+        {
+            // A handoff inside this process: from our previous holder letting go to now.
+            locker.tel.time(crate::telemetry::HANDOFF_WAIT, &key_for_tel, None, freed.elapsed());
+        }
         if let Some(end) = grant.session_end {
             shared.watch_session(end);
         }
@@ -343,6 +383,7 @@ impl IntoFuture for Acquire {
 
 /// Owner-conditional cleanup of an acquire whose outcome is unknown.
 struct Cleanup {
+    tel: Telemetry,
     store: Option<Arc<dyn Store>>,
     key: Key,
     owner: OwnerToken,
@@ -365,7 +406,8 @@ impl Drop for Cleanup {
         let Ok(rt) = tokio::runtime::Handle::try_current() else {
             return;
         };
-        let (key, owner, ticket) = (self.key.clone(), self.owner, self.ticket.take());
+        let (key, owner, ticket, tel) =
+            (self.key.clone(), self.owner, self.ticket.take(), self.tel);
         rt.spawn(async move {
             let _ticket = ticket;
             let mut pause = Duration::from_millis(50);
@@ -373,19 +415,24 @@ impl Drop for Cleanup {
                 let r = tokio::time::timeout(DEFAULT_OP_TIMEOUT, store.release(&key, &owner)).await;
                 match r {
                     Ok(Ok(true)) => {
+                        tel.count(ORPHAN_CLEANUPS, &key, Some(("outcome", "removed")));
                         tracing::info!(
                             key = key.as_str(),
                             "removed the grant of an acquire whose outcome was unknown"
                         );
                         return;
                     }
-                    Ok(Ok(false)) => return,
+                    Ok(Ok(false)) => {
+                        tel.count(ORPHAN_CLEANUPS, &key, Some(("outcome", "none")));
+                        return;
+                    }
                     _ => {
                         tokio::time::sleep(pause).await;
                         pause *= 2;
                     }
                 }
             }
+            tel.count(ORPHAN_CLEANUPS, &key, Some(("outcome", "failed")));
             tracing::warn!(
                 key = key.as_str(),
                 "could not clean up an acquire with unknown outcome; the store's expiry will"

@@ -148,9 +148,12 @@ impl Watchdog {
             .min()
             .unwrap_or(Duration::from_secs(1))
             .max(Duration::from_millis(1));
-        match tokio::time::timeout(limit, self.store.renew_many(&items)).await {
+        let answer = tokio::time::timeout(limit, self.store.renew_many(&items)).await;
+        let took = sent.elapsed();
+        match answer {
             Ok(Ok(results)) if results.len() == batch.len() => {
                 for ((id, lease), ok) in batch.into_iter().zip(results) {
+                    lease.tel.renewed(lease.id.key(), if ok { "ok" } else { "not_owner" }, took);
                     if ok && lease.confirm(sent).is_ok() {
                         self.reschedule(id, sent + Self::interval(lease.ttl));
                     } else {
@@ -169,7 +172,9 @@ impl Watchdog {
                 };
                 tracing::warn!(leases = batch.len(), error = %why, "renewal failed; retrying");
                 let now = Instant::now();
+                let outcome = if why.starts_with("no answer") { "timeout" } else { "error" };
                 for (id, lease) in batch {
+                    lease.tel.renewed(lease.id.key(), outcome, took);
                     let retry = (lease.ttl / 12).max(Duration::from_millis(5));
                     self.reschedule(id, now + retry);
                 }
