@@ -5,7 +5,7 @@
 
 use std::fmt::Write;
 
-use serde_json::Value;
+use crate::bench::Report;
 
 /// Escapes text for SVG.
 pub fn esc(s: &str) -> String {
@@ -32,33 +32,23 @@ pub fn color(i: usize) -> &'static str {
 /// One latency-percentile chart per scenario of a `leasehold bench` report: x = percentile
 /// (p50, p90, p99, p99.9, max), y = microseconds on a log scale, one line per contender (the
 /// handoff wait in the handoff scenario, the acquire latency elsewhere).
-pub fn bench_plots(report: &Value) -> Vec<(String, String)> {
+pub fn bench_plots(report: &Report) -> Vec<(String, String)> {
     let mut out = Vec::new();
-    let Some(scenarios) = report["scenarios"].as_object() else { return out };
-    for (name, sc) in scenarios {
-        let metric = if name == "handoff" { "handoff_us" } else { "acquire_us" };
-        let mut series: Vec<(String, Vec<f64>)> = Vec::new();
-        for c in sc["contenders"].as_array().into_iter().flatten() {
-            let p = &c[metric];
-            if p.is_null() {
-                continue;
-            }
-            let vals: Vec<f64> = ["p50", "p90", "p99", "p99_9", "max"]
-                .iter()
-                .map(|k| p[k].as_f64().unwrap_or(0.0).max(1.0))
-                .collect();
-            series.push((c["contender"].as_str().unwrap_or("?").to_owned(), vals));
-        }
+    for sc in report.scenarios.ran() {
+        let (latency, metric) = sc.plotted();
+        let series: Vec<(String, Vec<f64>)> = sc
+            .contenders()
+            .iter()
+            .filter_map(|c| {
+                let vals = latency(c)?.points().map(|v| (v as f64).max(1.0));
+                Some((c.contender.clone(), vals.to_vec()))
+            })
+            .collect();
         if series.is_empty() {
             continue;
         }
-        let title = format!(
-            "{} — {} ({})",
-            report["store"].as_str().unwrap_or(""),
-            name,
-            if metric == "handoff_us" { "handoff wait" } else { "acquire latency" }
-        );
-        out.push((format!("{name}.svg"), percentile_chart(&title, &series)));
+        let title = format!("{} — {} ({metric})", report.store, sc.name());
+        out.push((format!("{}.svg", sc.name()), percentile_chart(&title, &series)));
     }
     out
 }
