@@ -108,7 +108,7 @@ pub(super) struct Raw {
 impl Raw {
     pub(super) fn new(r: &RedisSide, fenced: bool) -> Self {
         // leasehold's own script texts, so the pairing stays exact if they change.
-        let (lh_grant, lh_release) = leasehold::backends::redis::scripts();
+        let (lh_grant, lh_release) = leasehold::backends::redis::tools::scripts();
         Raw {
             conn: r.conn.clone(),
             fenced,
