@@ -33,7 +33,7 @@ pub(super) async fn hold_many(
                     seed ^= seed >> 7;
                     seed ^= seed << 17;
                     let i = (seed % leases.len() as u64) as usize;
-                    keys.push(format!("leasehold:{{{}}}", leases[i].key().as_str()));
+                    keys.push(r.lease_key(leases[i].key().as_str()));
                 }
                 let pttls = r.pttls(&keys).await?;
                 for p in pttls {
