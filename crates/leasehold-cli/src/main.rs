@@ -551,10 +551,12 @@ async fn bench_cmd(
     let report = bench::run(settings)
         .await
         .map_err(|e| Exit::fail(code::UNAVAILABLE, format!("bench: {e}")))?;
+    let text = serde_json::to_string_pretty(&report)
+        .map_err(|e| Exit::fail(code::UNAVAILABLE, format!("bench: {e}")))?;
     if let Some(dir) = out {
         let write = || -> std::io::Result<()> {
             std::fs::create_dir_all(&dir)?;
-            std::fs::write(dir.join("bench.json"), format!("{report:#}\n"))?;
+            std::fs::write(dir.join("bench.json"), format!("{text}\n"))?;
             for (name, svg) in svg::bench_plots(&report) {
                 std::fs::write(dir.join(name), svg)?;
             }
@@ -565,7 +567,7 @@ async fn bench_cmd(
         })?;
     }
     if json {
-        println!("{report:#}");
+        println!("{text}");
     } else {
         print!("{}", bench::table(&report));
     }

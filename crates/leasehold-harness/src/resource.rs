@@ -186,7 +186,7 @@ impl Resource {
                     value: value.into(),
                     ..Default::default()
                 };
-                r.1.client().put(put).await.expect("plain PUT");
+                leasehold::backends::etcd::tools::client(&r.1).put(put).await.expect("plain PUT");
                 Ok(())
             }
             #[cfg(feature = "redis")]
@@ -223,7 +223,7 @@ impl Resource {
             #[cfg(feature = "etcd")]
             Resource::Etcd(r) => {
                 let get = leasehold::backends::etcd::rpc::RangeRequest::key(ETCD_KEY);
-                r.1.client()
+                leasehold::backends::etcd::tools::client(&r.1)
                     .range(get)
                     .await
                     .expect("GET")

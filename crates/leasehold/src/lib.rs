@@ -44,6 +44,7 @@
 //! | `etcd` | `etcd://`; `fence::etcd` | tonic and prost (no `protoc`: the messages are written in Rust) | any |
 //! | `zookeeper` | `zk://` | zookeeper-client | any |
 //! | `http` | `fence::http`, a tower layer that fences HTTP requests | http, tower-layer, tower-service | any |
+//! | `tools` | `backends::<store>::tools` for each store built in: for leasehold's own bench/chaos tools, not a stable API | nothing | any |
 //!
 //! Without default features nothing platform-specific or written in C is compiled:
 //! `leasehold = { version = "0.1", default-features = false, features = ["redis"] }`.

@@ -1,7 +1,7 @@
 //! The etcd baselines: the raw gRPC client sending leasehold's conditional put and create-revision delete, and etcd's own Lock RPC.
 
 use super::*;
-use leasehold::backends::etcd::{client::Client as EtcdClient, rpc as etcd_rpc};
+use leasehold::backends::etcd::{rpc as etcd_rpc, tools::Client as EtcdClient};
 
 /// leasehold's raw etcd client on the same connection, sending the requests leasehold's etcd
 /// store sends: a conditional put bound to a lease (kept for the whole run) and a delete
@@ -19,7 +19,7 @@ impl EtcdRaw {
     pub(super) async fn connect(url: &str) -> BenchResult<Self> {
         let store =
             leasehold::backends::etcd::EtcdStore::connect(url).await.map_err(|e| e.to_string())?;
-        let client = store.client();
+        let client = leasehold::backends::etcd::tools::client(&store);
         let lease = client.lease_grant(60).await.map_err(|e| e.to_string())?.id;
         let owner = OwnerToken::generate().map_err(|e| e.to_string())?.to_string();
         Ok(EtcdRaw {

@@ -8,7 +8,7 @@ pub(super) async fn handoff(
     redis: Option<&RedisSide>,
     etcd: Option<&EtcdRaw>,
     p: &Progress,
-) -> BenchResult<Value> {
+) -> BenchResult<report::Handoff> {
     let mut lh = Tally::default();
     let mut separate = Tally::default();
     let mut etcd_lock = Tally::default();
@@ -58,36 +58,44 @@ pub(super) async fn handoff(
             peer.add(r);
         }
     }
-    let mut rows = vec![lh.json("leasehold (wait forever, notified)")];
+    let mut rows = vec![lh.row("leasehold (wait forever, notified)")];
     if !separate.per_run.is_empty() {
         rows.push(
-            separate.json(
+            separate.row(
                 "leasehold, one store connection per task (woken by the store's notification)",
             ),
         );
     }
-    let mut v = json!({
-        "what": format!(
-            "{} tasks on one key, empty critical section. A handoff is an acquisition by another task than the previous holder; handoff wait runs from the holder calling release to the next waiter's acquire returning.{}",
-            s.tasks,
-            if redis.is_some() { " Store requests are client requests counted by INFO commandstats." } else { "" }
-        ),
-    });
-    if !etcd_lock.per_run.is_empty() {
-        rows.push(etcd_lock.json(
+    // leasehold's handoffs/s over a baseline's, when it ran.
+    let vs = |base: &Tally, places| {
+        (!base.per_run.is_empty()).then(|| {
+            let ratio = median(lh.handoffs_per_run.clone()) / median(base.handoffs_per_run.clone());
+            round_to(ratio, places)
+        })
+    };
+    let (vs_etcd_lock, vs_peer) = (vs(&etcd_lock, 2), vs(&peer, 1));
+    if vs_etcd_lock.is_some() {
+        rows.push(etcd_lock.row(
             "etcd's Lock RPC (server-side concurrency.Mutex, as etcdctl lock), one lease per task",
         ));
-        let ratio =
-            median(lh.handoffs_per_run.clone()) / median(etcd_lock.handoffs_per_run.clone());
-        v["leasehold_handoffs_vs_etcd_lock"] = json!((ratio * 100.0).round() / 100.0);
     }
-    if !peer.per_run.is_empty() {
-        rows.push(peer.json("rslock 0.10 (acquire_no_guard: retries with 0-200 ms sleeps)"));
-        let ratio = median(lh.handoffs_per_run.clone()) / median(peer.handoffs_per_run.clone());
-        v["leasehold_handoffs_vs_peer"] = json!((ratio * 10.0).round() / 10.0);
+    if vs_peer.is_some() {
+        rows.push(peer.row("rslock 0.10 (acquire_no_guard: retries with 0-200 ms sleeps)"));
     }
-    v["contenders"] = json!(rows);
-    Ok(v)
+    Ok(report::Handoff {
+        what: format!(
+            "{} tasks on one key, empty critical section. A handoff is an acquisition by another task than the previous holder; handoff wait runs from the holder calling release to the next waiter's acquire returning.{}",
+            s.tasks,
+            if redis.is_some() {
+                " Store requests are client requests counted by INFO commandstats."
+            } else {
+                ""
+            }
+        ),
+        contenders: rows,
+        leasehold_handoffs_vs_etcd_lock: vs_etcd_lock,
+        leasehold_handoffs_vs_peer: vs_peer,
+    })
 }
 
 /// `tasks` tasks taking turns on `key` for `d`, each acquiring with a wait.

@@ -7,7 +7,7 @@ pub(super) async fn hold_many(
     locker: &Locker,
     redis: Option<&RedisSide>,
     p: &Progress,
-) -> BenchResult<Value> {
+) -> BenchResult<report::HoldMany> {
     let ttl = Duration::from_secs(3);
     let mut runs = Vec::new();
     for run in 0..s.runs {
@@ -33,7 +33,7 @@ pub(super) async fn hold_many(
                     seed ^= seed >> 7;
                     seed ^= seed << 17;
                     let i = (seed % leases.len() as u64) as usize;
-                    keys.push(format!("leasehold:{{{}}}", leases[i].key().as_str()));
+                    keys.push(r.lease_key(leases[i].key().as_str()));
                 }
                 let pttls = r.pttls(&keys).await?;
                 for p in pttls {
@@ -46,23 +46,28 @@ pub(super) async fn hold_many(
         let lost = leases.iter().filter(|l| l.is_lost()).count();
         let rss_end = rss_bytes();
         release_many(leases).await?;
-        runs.push(json!({
-            "leases": s.leases,
-            "acquire_all_s": (acquire_s * 100.0).round() / 100.0,
-            "held_s": hold.as_secs_f64(),
-            "lost": lost,
-            "oldest_renewal_seen_ms": if samples > 0 { json!(oldest_renewal.as_millis() as u64) } else { Value::Null },
-            "pttl_samples": samples,
-            "renew_interval_ms": (ttl / 3).as_millis() as u64,
-            "rss_mb_before": rss_before.map(|b| b / 1_000_000),
-            "rss_mb_holding": rss_held.map(|b| b / 1_000_000),
-            "rss_mb_end": rss_end.map(|b| b / 1_000_000),
-        }));
+        let mb = |b: Option<u64>| b.map(|b| b / 1_000_000);
+        runs.push(report::HoldRun {
+            leases: s.leases,
+            acquire_all_s: round_to(acquire_s, 2),
+            held_s: hold.as_secs_f64(),
+            lost,
+            oldest_renewal_seen_ms: (samples > 0).then_some(oldest_renewal.as_millis() as u64),
+            pttl_samples: samples,
+            renew_interval_ms: (ttl / 3).as_millis() as u64,
+            rss_mb_before: mb(rss_before),
+            rss_mb_holding: mb(rss_held),
+            rss_mb_end: mb(rss_end),
+        });
     }
-    Ok(json!({
-        "what": format!("{} leases, ttl {}, auto-renew every ttl/3 (batched: one round trip per tick)", s.leases, dur::human(ttl)),
-        "runs": runs,
-    }))
+    Ok(report::HoldMany {
+        what: format!(
+            "{} leases, ttl {}, auto-renew every ttl/3 (batched: one round trip per tick)",
+            s.leases,
+            dur::human(ttl)
+        ),
+        runs,
+    })
 }
 
 async fn acquire_many(

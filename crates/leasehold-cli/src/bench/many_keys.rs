@@ -7,7 +7,7 @@ pub(super) async fn many_keys(
     locker: &Locker,
     redis: Option<&RedisSide>,
     p: &Progress,
-) -> BenchResult<Value> {
+) -> BenchResult<report::ManyKeys> {
     const TASKS: usize = 64;
     let mut lh = Tally::default();
     let (mut raw, mut raw_fenced) = (Tally::default(), Tally::default());
@@ -46,31 +46,34 @@ pub(super) async fn many_keys(
             rb.push(redis_benchmark(r, s.duration).await?);
         }
     }
-    let mut rows = vec![lh.json("leasehold")];
+    let mut rows = vec![lh.row("leasehold")];
     if raw_c.is_some() {
-        rows.push(raw.json("raw redis-rs: SET NX PX + EVALSHA compare-and-delete, 64 tasks on one connection manager"));
-        rows.push(raw_fenced.json("raw redis-rs sending leasehold's two scripts (fenced grant, release + PUBLISH), 64 tasks on one connection manager"));
+        rows.push(raw.row("raw redis-rs: SET NX PX + EVALSHA compare-and-delete, 64 tasks on one connection manager"));
+        rows.push(raw_fenced.row("raw redis-rs sending leasehold's two scripts (fenced grant, release + PUBLISH), 64 tasks on one connection manager"));
     }
-    let mut v = json!({
-        "what": format!("{TASKS} tasks, each acquiring and releasing its own key, all over one multiplexed connection"),
-        "contenders": rows,
-    });
+    let mut v = report::ManyKeys {
+        what: format!(
+            "{TASKS} tasks, each acquiring and releasing its own key, all over one multiplexed connection"
+        ),
+        contenders: rows,
+        leasehold_cycles_vs_half_redis_benchmark: None,
+        raw_cycles_vs_half_redis_benchmark: None,
+        raw_fenced_cycles_vs_half_redis_benchmark: None,
+        redis_benchmark: None,
+    };
     if !rb.is_empty() {
         let rb_med = median(rb.clone());
-        let lh_med = median(lh.per_run.clone());
-        let half =
-            |t: &Tally| ((median(t.per_run.clone()) / (rb_med / 2.0)) * 1000.0).round() / 1000.0;
-        // The ceiling the server sets: the same figure for raw clients in the same run.
-        v["raw_cycles_vs_half_redis_benchmark"] = json!(half(&raw));
-        v["raw_fenced_cycles_vs_half_redis_benchmark"] = json!(half(&raw_fenced));
-        v["redis_benchmark"] = json!({
-            "command": "redis-benchmark -c 50 -P 16 -r 1000000 SET bench:rb:__rand_int__ v NX PX 30000",
-            "ops_per_s_median": rb_med.round(),
-            "ops_per_s_runs": rb.iter().map(|v| v.round()).collect::<Vec<_>>(),
+        // A cycle is two commands: compare with half of redis-benchmark's ops/s. For the raw
+        // clients in the same run, that is the ceiling the server sets.
+        let half = |t: &Tally| Some(round_to(median(t.per_run.clone()) / (rb_med / 2.0), 3));
+        v.leasehold_cycles_vs_half_redis_benchmark = half(&lh);
+        v.raw_cycles_vs_half_redis_benchmark = half(&raw);
+        v.raw_fenced_cycles_vs_half_redis_benchmark = half(&raw_fenced);
+        v.redis_benchmark = Some(report::RedisBenchmark {
+            command: "redis-benchmark -c 50 -P 16 -r 1000000 SET bench:rb:__rand_int__ v NX PX 30000",
+            ops_per_s_median: rb_med.round(),
+            ops_per_s_runs: rb.iter().map(|v| v.round()).collect(),
         });
-        // A cycle is two commands: compare with half of redis-benchmark's ops/s.
-        v["leasehold_cycles_vs_half_redis_benchmark"] =
-            json!(((lh_med / (rb_med / 2.0)) * 1000.0).round() / 1000.0);
     }
     Ok(v)
 }

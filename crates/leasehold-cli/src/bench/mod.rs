@@ -11,7 +11,6 @@ use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
 use leasehold::{Locker, OwnerToken, Scheme, Wait};
-use serde_json::{Value, json};
 
 use crate::dur;
 
@@ -29,6 +28,7 @@ mod off;
 mod postgres;
 #[cfg(feature = "redis")]
 mod redis;
+mod report;
 mod table;
 mod uncontended;
 
@@ -48,6 +48,7 @@ use off::{Raw, RedisSide, redis_benchmark};
 use postgres::PgSide;
 #[cfg(feature = "redis")]
 use redis::{Raw, RedisSide, redis_benchmark};
+pub use report::Report;
 pub use table::table;
 
 /// Which scenarios to run.
@@ -112,23 +113,28 @@ fn median(mut v: Vec<f64>) -> f64 {
     if v.len() % 2 == 1 { v[m] } else { (v[m - 1] + v[m]) / 2.0 }
 }
 
-/// Latency summary in microseconds.
-fn pct(h: &Histogram<u64>) -> Value {
-    if h.is_empty() {
-        return Value::Null;
-    }
-    json!({
-        "p50": h.value_at_quantile(0.5), "p90": h.value_at_quantile(0.9),
-        "p99": h.value_at_quantile(0.99), "p99_9": h.value_at_quantile(0.999),
-        "max": h.max(), "samples": h.len(),
+/// Latency summary in microseconds; `None` for no samples.
+fn pct(h: &Histogram<u64>) -> Option<report::Percentiles> {
+    (!h.is_empty()).then(|| report::Percentiles {
+        p50: h.value_at_quantile(0.5),
+        p90: h.value_at_quantile(0.9),
+        p99: h.value_at_quantile(0.99),
+        p99_9: h.value_at_quantile(0.999),
+        max: h.max(),
+        samples: h.len(),
     })
 }
 
-fn pct_text(v: &Value) -> String {
-    if v.is_null() {
-        return "-".into();
-    }
-    format!("{}/{}/{}/{}/{}", v["p50"], v["p90"], v["p99"], v["p99_9"], v["max"])
+/// `x` rounded to `places` decimals.
+fn round_to(x: f64, places: i32) -> f64 {
+    let m = 10f64.powi(places);
+    (x * m).round() / m
+}
+
+/// Run by run, a baseline's cycles/s over leasehold's (leasehold's time per cycle over the
+/// baseline's), to three decimals.
+fn per_run_ratios(baseline: &[f64], leasehold: &[f64]) -> Vec<f64> {
+    baseline.iter().zip(leasehold).map(|(b, l)| round_to(b / l, 3)).collect()
 }
 
 /// One contender's results over all runs of a scenario.
@@ -157,22 +163,20 @@ impl Tally {
         }
     }
 
-    fn json(&self, name: &str) -> Value {
-        json!({
-            "contender": name,
-            "ops_per_s_median": median(self.per_run.clone()).round(),
-            "ops_per_s_runs": self.per_run.iter().map(|v| v.round()).collect::<Vec<_>>(),
-            "handoffs_per_s_median": if self.handoffs_per_run.is_empty() { Value::Null } else { json!(median(self.handoffs_per_run.clone()).round()) },
-            "handoffs_per_s_runs": if self.handoffs_per_run.is_empty() { Value::Null } else { json!(self.handoffs_per_run.iter().map(|v| v.round()).collect::<Vec<_>>()) },
-            "acquire_us": self.acquire.as_ref().map_or(Value::Null, pct),
-            "release_us": self.release.as_ref().map_or(Value::Null, pct),
-            "handoff_us": self.handoff.as_ref().map_or(Value::Null, pct),
-            "store_commands_per_acquisition": if self.commands_per_acq.is_empty() {
-                Value::Null
-            } else {
-                json!((median(self.commands_per_acq.clone()) * 100.0).round() / 100.0)
-            },
-        })
+    /// The report's row for this contender.
+    fn row(&self, name: &str) -> report::Row {
+        let handoffs = !self.handoffs_per_run.is_empty();
+        report::Row {
+            handoffs_per_s_median: handoffs.then(|| median(self.handoffs_per_run.clone()).round()),
+            handoffs_per_s_runs: handoffs
+                .then(|| self.handoffs_per_run.iter().map(|v| v.round()).collect()),
+            acquire_us: self.acquire.as_ref().and_then(pct),
+            release_us: self.release.as_ref().and_then(pct),
+            handoff_us: self.handoff.as_ref().and_then(pct),
+            store_commands_per_acquisition: (!self.commands_per_acq.is_empty())
+                .then(|| round_to(median(self.commands_per_acq.clone()), 2)),
+            ..report::Row::throughput(name, &self.per_run)
+        }
     }
 }
 
@@ -246,8 +250,8 @@ impl Progress {
     }
 }
 
-/// Runs the bench; returns the report as JSON and prints a table.
-pub async fn run(s: Settings) -> BenchResult<Value> {
+/// Runs the bench; returns its report.
+pub async fn run(s: Settings) -> BenchResult<Report> {
     let locker = Locker::connect(&s.url).await.map_err(|e| e.to_string())?;
     let scheme = leasehold::StoreUrl::parse(&s.url).map_err(|e| e.to_string())?.scheme();
     let redis_side =
@@ -264,69 +268,76 @@ pub async fn run(s: Settings) -> BenchResult<Value> {
             .filter(|sc| want(*sc))
             .collect();
     let progress = Progress::new((scenarios.len() * s.runs) as u64);
-    let mut report = json!({
-        "store": leasehold::redact(&s.url),
-        "backend": locker.guarantees().backend,
-        "runs": s.runs,
-        "runtime": s.runtime,
-        "duration_s": s.duration.as_secs_f64(),
-        "server_version": match &redis_side { Some(r) => json!(r.version().await), None => Value::Null },
-        "machine": machine(),
-        "scenarios": {},
-    });
+    let mut report = Report {
+        store: leasehold::redact(&s.url),
+        backend: locker.guarantees().backend,
+        runs: s.runs,
+        runtime: s.runtime,
+        duration_s: s.duration.as_secs_f64(),
+        server_version: match &redis_side {
+            Some(r) => Some(r.version().await),
+            None => None,
+        },
+        machine: machine(),
+        scenarios: report::Scenarios::default(),
+    };
+    let ran = &mut report.scenarios;
     for sc in scenarios {
-        let v = match sc {
+        match sc {
             Scenario::Uncontended => {
-                uncontended::uncontended(
-                    &s,
-                    &locker,
-                    redis_side.as_ref(),
-                    pg_side.as_ref(),
-                    my_raw.as_ref(),
-                    etcd_raw.as_ref(),
-                    &progress,
-                )
-                .await?
+                ran.uncontended = Some(
+                    uncontended::uncontended(
+                        &s,
+                        &locker,
+                        redis_side.as_ref(),
+                        pg_side.as_ref(),
+                        my_raw.as_ref(),
+                        etcd_raw.as_ref(),
+                        &progress,
+                    )
+                    .await?,
+                );
             }
             Scenario::Handoff => {
-                handoff::handoff(&s, &locker, redis_side.as_ref(), etcd_raw.as_ref(), &progress)
-                    .await?
+                ran.handoff = Some(
+                    handoff::handoff(
+                        &s,
+                        &locker,
+                        redis_side.as_ref(),
+                        etcd_raw.as_ref(),
+                        &progress,
+                    )
+                    .await?,
+                );
             }
             Scenario::ManyKeys => {
-                many_keys::many_keys(&s, &locker, redis_side.as_ref(), &progress).await?
+                ran.many_keys =
+                    Some(many_keys::many_keys(&s, &locker, redis_side.as_ref(), &progress).await?);
             }
             Scenario::HoldMany => {
-                hold_many::hold_many(&s, &locker, redis_side.as_ref(), &progress).await?
+                ran.hold_many =
+                    Some(hold_many::hold_many(&s, &locker, redis_side.as_ref(), &progress).await?);
             }
             Scenario::All => unreachable!("expanded above"),
-        };
-        report["scenarios"][name(sc)] = v;
+        }
     }
     progress.0.finish_and_clear();
     Ok(report)
 }
 
-fn name(sc: Scenario) -> &'static str {
-    match sc {
-        Scenario::Uncontended => "uncontended",
-        Scenario::Handoff => "handoff",
-        Scenario::ManyKeys => "many-keys",
-        Scenario::HoldMany => "hold-many",
-        Scenario::All => "all",
-    }
-}
-
-fn machine() -> Value {
+fn machine() -> report::Machine {
     let cpu = std::fs::read_to_string("/proc/cpuinfo").ok().and_then(|c| {
         c.lines()
             .find_map(|l| l.strip_prefix("model name"))
             .map(|m| m.trim_start_matches([' ', '\t', ':']).to_string())
     });
-    json!({
-        "cpus": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0),
-        "cpu": cpu,
-        "kernel": std::fs::read_to_string("/proc/sys/kernel/osrelease").ok().map(|s| s.trim().to_string()),
-    })
+    report::Machine {
+        cpus: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0),
+        cpu,
+        kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease")
+            .ok()
+            .map(|s| s.trim().to_string()),
+    }
 }
 
 fn unique(prefix: &str) -> String {

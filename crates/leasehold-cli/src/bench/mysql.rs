@@ -2,14 +2,17 @@
 
 use super::*;
 use leasehold::backends::mysql::mysql_async;
+use leasehold::backends::mysql::tools::{
+    LeaseStatements, SessionStatements, lease_statements, session_statements,
+};
 
 /// The raw mysql_async client on one connection, sending leasehold's lease statements, or
 /// for session mode plain `GET_LOCK(key, 0)` / `RELEASE_LOCK(key)`.
 #[derive(Clone)]
 pub(super) struct MyRaw {
     conn: Arc<tokio::sync::Mutex<mysql_async::Conn>>,
-    lease: Option<leasehold::backends::mysql::LeaseStatements>,
-    session: Option<leasehold::backends::mysql::SessionStatements>,
+    lease: Option<LeaseStatements>,
+    session: Option<SessionStatements>,
     owner: String,
 }
 
@@ -29,12 +32,10 @@ impl MyRaw {
         }
         let session = query.split('&').any(|p| p == "mode=session");
         let (lease, session) = if session {
-            let st =
-                leasehold::backends::mysql::session_statements(url).map_err(|e| e.to_string())?;
+            let st = session_statements(url).map_err(|e| e.to_string())?;
             (None, Some(st))
         } else {
-            let st =
-                leasehold::backends::mysql::lease_statements(url).map_err(|e| e.to_string())?;
+            let st = lease_statements(url).map_err(|e| e.to_string())?;
             (Some(st), None)
         };
         let conn = mysql_async::Conn::from_url(format!("{base}?{}", keep.join("&")))

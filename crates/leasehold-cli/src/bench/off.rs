@@ -41,6 +41,9 @@ impl RedisSide {
     pub(super) async fn pttls(&self, _: &[String]) -> BenchResult<Vec<i64>> {
         match *self {}
     }
+    pub(super) fn lease_key(&self, _: &str) -> String {
+        match *self {}
+    }
     pub(super) async fn version(&self) -> String {
         match *self {}
     }

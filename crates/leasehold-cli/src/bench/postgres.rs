@@ -28,7 +28,7 @@ impl PgSide {
             sql.replace("$1", ":key").replace("$2", ":owner").replace("$3", third) + ";\n"
         };
         let scripts = if session {
-            let st = leasehold::backends::postgres::session_statements(url)
+            let st = leasehold::backends::postgres::tools::session_statements(url)
                 .map_err(|e| e.to_string())?;
             vec![
                 ("pgbench: leasehold's try-lock and unlock statements", vars(&st.try_grant, "") + &vars(&st.unlock, "")),
@@ -38,8 +38,8 @@ impl PgSide {
                 ),
             ]
         } else {
-            let st =
-                leasehold::backends::postgres::lease_statements(url).map_err(|e| e.to_string())?;
+            let st = leasehold::backends::postgres::tools::lease_statements(url)
+                .map_err(|e| e.to_string())?;
             vec![(
                 "pgbench: leasehold's grant and release statements",
                 vars(&st.grant, ":ttl") + &vars(&st.release, ":chan"),
@@ -61,7 +61,7 @@ impl PgSide {
         std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
         let file = dir.join("script.sql");
         std::fs::write(&file, script).map_err(|e| e.to_string())?;
-        let chan = leasehold::backends::postgres::lease_statements("postgres://x/y")
+        let chan = leasehold::backends::postgres::tools::lease_statements("postgres://x/y")
             .map(|s| s.channel)
             .unwrap_or_default();
         let out = tokio::process::Command::new("pgbench")

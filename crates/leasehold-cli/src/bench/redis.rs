@@ -8,6 +8,8 @@ pub(super) struct RedisSide {
     pub(super) url: String,
     host: String,
     port: u16,
+    /// The store's key prefix (its `prefix` option).
+    prefix: String,
     conn: ::redis::aio::ConnectionManager,
 }
 
@@ -20,7 +22,17 @@ impl RedisSide {
             other => return Err(format!("unsupported redis address {other:?}")),
         };
         let conn = client.get_connection_manager().await.map_err(|e| e.to_string())?;
-        Ok(RedisSide { url: base, host, port, conn })
+        let prefix = leasehold::StoreUrl::parse(url)
+            .map_err(|e| e.to_string())?
+            .option("prefix")
+            .unwrap_or("leasehold:")
+            .to_owned();
+        Ok(RedisSide { url: base, host, port, prefix, conn })
+    }
+
+    /// The Redis key holding the lease of `key` (the store's layout: prefix, key in braces).
+    pub(super) fn lease_key(&self, key: &str) -> String {
+        format!("{}{{{key}}}", self.prefix)
     }
 
     /// Calls of the named commands so far (INFO commandstats). Commands a script runs
@@ -108,7 +120,7 @@ pub(super) struct Raw {
 impl Raw {
     pub(super) fn new(r: &RedisSide, fenced: bool) -> Self {
         // leasehold's own script texts, so the pairing stays exact if they change.
-        let (lh_grant, lh_release) = leasehold::backends::redis::scripts();
+        let (lh_grant, lh_release) = leasehold::backends::redis::tools::scripts();
         Raw {
             conn: r.conn.clone(),
             fenced,

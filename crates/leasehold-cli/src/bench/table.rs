@@ -1,135 +1,164 @@
-//! The plain-text table of a bench report.
+//! The plain-text table of a bench report (what BENCHMARKS.md quotes).
 
-use super::*;
+use serde::Serialize;
 
-// ---------------------------------------------------------------- output
+use super::report::{HoldRun, ManyKeys, Percentiles, Ran, Report, Row, Uncontended};
+
+/// A figure as the JSON spells it (`6129.0`, `[1.1,1.2]`, `null`), so the table and
+/// `bench.json` never disagree.
+fn j<T: Serialize + ?Sized>(v: &T) -> String {
+    serde_json::to_string(v).unwrap_or_default()
+}
+
+fn pct_text(p: &Option<Percentiles>) -> String {
+    match p {
+        Some(p) => p.points().map(|v| v.to_string()).join("/"),
+        None => "-".into(),
+    }
+}
 
 /// A plain-text table of a report.
-pub fn table(r: &Value) -> String {
+pub fn table(r: &Report) -> String {
     let mut out = String::new();
     out.push_str(&format!(
         "store {} ({}{}) · {} runs × {} s · tokio {} runtime · throughput = median over runs · latency µs p50/p90/p99/p99.9/max over all samples\n",
-        r["store"].as_str().unwrap_or("?"),
-        r["backend"].as_str().unwrap_or("?"),
-        r["server_version"].as_str().map(|v| format!(" {v}")).unwrap_or_default(),
-        r["runs"],
-        r["duration_s"],
-        r["runtime"].as_str().unwrap_or("?"),
+        r.store,
+        r.backend,
+        r.server_version.as_ref().map(|v| format!(" {v}")).unwrap_or_default(),
+        r.runs,
+        j(&r.duration_s),
+        r.runtime,
     ));
-    let Some(scs) = r["scenarios"].as_object() else { return out };
-    for (name, sc) in scs {
-        out.push_str(&format!("\n[{name}] {}\n", sc["what"].as_str().unwrap_or("")));
-        if let Some(rows) = sc["contenders"].as_array() {
-            for c in rows {
-                out.push_str(&format!("  {}\n", c["contender"].as_str().unwrap_or("?")));
-                out.push_str(&format!(
-                    "      acquisitions/s {} (runs {})",
-                    c["ops_per_s_median"], c["ops_per_s_runs"]
-                ));
-                if !c["handoffs_per_s_median"].is_null() {
-                    out.push_str(&format!(
-                        "  handoffs/s {} (runs {})",
-                        c["handoffs_per_s_median"], c["handoffs_per_s_runs"]
-                    ));
+    for sc in r.scenarios.ran() {
+        out.push_str(&format!("\n[{}] {}\n", sc.name(), sc.what()));
+        for c in sc.contenders() {
+            row(&mut out, c);
+        }
+        match sc {
+            Ran::Uncontended(u) => uncontended(&mut out, u),
+            Ran::Handoff(h) => {
+                ratio(&mut out, "leasehold handoffs/s ÷ peer's", h.leasehold_handoffs_vs_peer)
+            }
+            Ran::ManyKeys(m) => many_keys(&mut out, m),
+            Ran::HoldMany(h) => {
+                for (i, run) in h.runs.iter().enumerate() {
+                    hold_run(&mut out, i + 1, run);
                 }
-                for (k, label) in [
-                    ("acquire_us", "acquire"),
-                    ("release_us", "release"),
-                    ("handoff_us", "handoff wait"),
-                ] {
-                    if !c[k].is_null() {
-                        out.push_str(&format!("  {label} {}", pct_text(&c[k])));
-                    }
-                }
-                if !c["store_commands_per_acquisition"].is_null() {
-                    out.push_str(&format!(
-                        "  store requests/acquisition {}",
-                        c["store_commands_per_acquisition"]
-                    ));
-                }
-                out.push('\n');
-            }
-        }
-        for (k, label) in [
-            (
-                "leasehold_time_per_cycle_vs_raw",
-                "leasehold time per cycle ÷ the raw client's (first raw row above), median of per-run ratios",
-            ),
-            (
-                "leasehold_time_per_cycle_vs_raw_fenced",
-                "leasehold time per cycle ÷ raw client's sending leasehold's two scripts",
-            ),
-            ("leasehold_handoffs_vs_peer", "leasehold handoffs/s ÷ peer's"),
-            (
-                "leasehold_cycles_vs_half_redis_benchmark",
-                "leasehold cycles/s ÷ (redis-benchmark ops/s ÷ 2)",
-            ),
-            (
-                "raw_cycles_vs_half_redis_benchmark",
-                "raw redis-rs (SET NX PX + compare-and-delete) cycles/s ÷ (redis-benchmark ops/s ÷ 2)",
-            ),
-            (
-                "raw_fenced_cycles_vs_half_redis_benchmark",
-                "raw redis-rs sending leasehold's scripts, cycles/s ÷ (redis-benchmark ops/s ÷ 2)",
-            ),
-        ] {
-            if !sc[k].is_null() {
-                out.push_str(&format!("  → {label}: {}\n", sc[k]));
-            }
-        }
-        for (k, label) in [
-            ("per_run_ratios", "vs the raw client"),
-            ("per_run_ratios_fenced", "vs leasehold's scripts sent raw"),
-        ] {
-            if !sc[k].is_null() {
-                out.push_str(&format!("    per-run ratios {label}: {}\n", sc[k]));
-            }
-        }
-        if let Some(list) = sc["leasehold_time_per_cycle_vs_pgbench"].as_array() {
-            for r in list {
-                out.push_str(&format!(
-                    "  → leasehold time per cycle ÷ {}'s: {} (per run {})\n",
-                    r["baseline"].as_str().unwrap_or("?"),
-                    r["median"],
-                    r["per_run"]
-                ));
-            }
-        }
-        if !sc["server_us_per_request"].is_null() {
-            let u = &sc["server_us_per_request"];
-            out.push_str(&format!(
-                "  server time per request (INFO commandstats, median over runs): leasehold EVALSHA (grant or release) {} µs, raw bare SET {} µs\n",
-                u["leasehold_evalsha"], u["raw_set"]
-            ));
-        }
-        if !sc["redis_benchmark"].is_null() {
-            let rb = &sc["redis_benchmark"];
-            out.push_str(&format!(
-                "  redis-benchmark: {} ops/s (runs {}) — {}\n",
-                rb["ops_per_s_median"],
-                rb["ops_per_s_runs"],
-                rb["command"].as_str().unwrap_or("")
-            ));
-        }
-        if let Some(runs) = sc["runs"].as_array() {
-            for (i, run) in runs.iter().enumerate() {
-                let renewal = if run["oldest_renewal_seen_ms"].is_null() {
-                    "no PTTL sampling on this store".to_string()
-                } else {
-                    format!(
-                        "oldest renewal seen {} ms (renew interval {} ms, {} samples)",
-                        run["oldest_renewal_seen_ms"],
-                        run["renew_interval_ms"],
-                        run["pttl_samples"]
-                    )
-                };
-                out.push_str(&format!(
-                    "  run {}: {} leases acquired in {} s, held {} s: lost {}, {renewal}, RSS {} MB before → {} MB holding → {} MB at end\n",
-                    i + 1, run["leases"], run["acquire_all_s"], run["held_s"], run["lost"],
-                    run["rss_mb_before"], run["rss_mb_holding"], run["rss_mb_end"],
-                ));
             }
         }
     }
     out
+}
+
+fn row(out: &mut String, c: &Row) {
+    out.push_str(&format!("  {}\n", c.contender));
+    out.push_str(&format!(
+        "      acquisitions/s {} (runs {})",
+        j(&c.ops_per_s_median),
+        j(&c.ops_per_s_runs)
+    ));
+    if let (Some(median), runs) = (c.handoffs_per_s_median, &c.handoffs_per_s_runs) {
+        out.push_str(&format!("  handoffs/s {} (runs {})", j(&median), j(runs)));
+    }
+    for (p, label) in
+        [(&c.acquire_us, "acquire"), (&c.release_us, "release"), (&c.handoff_us, "handoff wait")]
+    {
+        if p.is_some() {
+            out.push_str(&format!("  {label} {}", pct_text(p)));
+        }
+    }
+    if let Some(n) = c.store_commands_per_acquisition {
+        out.push_str(&format!("  store requests/acquisition {}", j(&n)));
+    }
+    out.push('\n');
+}
+
+/// `  → label: value`, when there is a value.
+fn ratio(out: &mut String, label: &str, v: Option<f64>) {
+    if let Some(v) = v {
+        out.push_str(&format!("  → {label}: {}\n", j(&v)));
+    }
+}
+
+fn uncontended(out: &mut String, u: &Uncontended) {
+    ratio(
+        out,
+        "leasehold time per cycle ÷ the raw client's (first raw row above), median of per-run ratios",
+        u.leasehold_time_per_cycle_vs_raw,
+    );
+    ratio(
+        out,
+        "leasehold time per cycle ÷ raw client's sending leasehold's two scripts",
+        u.leasehold_time_per_cycle_vs_raw_fenced,
+    );
+    for (runs, label) in [
+        (&u.per_run_ratios, "vs the raw client"),
+        (&u.per_run_ratios_fenced, "vs leasehold's scripts sent raw"),
+    ] {
+        if let Some(runs) = runs {
+            out.push_str(&format!("    per-run ratios {label}: {}\n", j(runs)));
+        }
+    }
+    for r in u.leasehold_time_per_cycle_vs_pgbench.iter().flatten() {
+        out.push_str(&format!(
+            "  → leasehold time per cycle ÷ {}'s: {} (per run {})\n",
+            r.baseline,
+            j(&r.median),
+            j(&r.per_run)
+        ));
+    }
+    if let Some(t) = &u.server_us_per_request {
+        out.push_str(&format!(
+            "  server time per request (INFO commandstats, median over runs): leasehold EVALSHA (grant or release) {} µs, raw bare SET {} µs\n",
+            j(&t.leasehold_evalsha),
+            j(&t.raw_set)
+        ));
+    }
+}
+
+fn many_keys(out: &mut String, m: &ManyKeys) {
+    for (label, v) in [
+        (
+            "leasehold cycles/s ÷ (redis-benchmark ops/s ÷ 2)",
+            m.leasehold_cycles_vs_half_redis_benchmark,
+        ),
+        (
+            "raw redis-rs (SET NX PX + compare-and-delete) cycles/s ÷ (redis-benchmark ops/s ÷ 2)",
+            m.raw_cycles_vs_half_redis_benchmark,
+        ),
+        (
+            "raw redis-rs sending leasehold's scripts, cycles/s ÷ (redis-benchmark ops/s ÷ 2)",
+            m.raw_fenced_cycles_vs_half_redis_benchmark,
+        ),
+    ] {
+        ratio(out, label, v);
+    }
+    if let Some(rb) = &m.redis_benchmark {
+        out.push_str(&format!(
+            "  redis-benchmark: {} ops/s (runs {}) — {}\n",
+            j(&rb.ops_per_s_median),
+            j(&rb.ops_per_s_runs),
+            rb.command
+        ));
+    }
+}
+
+fn hold_run(out: &mut String, n: usize, run: &HoldRun) {
+    let renewal = match run.oldest_renewal_seen_ms {
+        None => "no PTTL sampling on this store".to_string(),
+        Some(ms) => format!(
+            "oldest renewal seen {ms} ms (renew interval {} ms, {} samples)",
+            run.renew_interval_ms, run.pttl_samples
+        ),
+    };
+    out.push_str(&format!(
+        "  run {n}: {} leases acquired in {} s, held {} s: lost {}, {renewal}, RSS {} MB before → {} MB holding → {} MB at end\n",
+        run.leases,
+        j(&run.acquire_all_s),
+        j(&run.held_s),
+        run.lost,
+        j(&run.rss_mb_before),
+        j(&run.rss_mb_holding),
+        j(&run.rss_mb_end),
+    ));
 }

@@ -10,7 +10,7 @@ pub(super) async fn uncontended(
     my: Option<&MyRaw>,
     etcd: Option<&EtcdRaw>,
     p: &Progress,
-) -> BenchResult<Value> {
+) -> BenchResult<report::Uncontended> {
     let mut lh = Tally::default();
     let mut my_t = Tally::default();
     let mut etcd_lock = Tally::default();
@@ -109,35 +109,37 @@ pub(super) async fn uncontended(
         let direct_c = StoreOnly(locker.store().clone());
         direct.add(cycles(&direct_c, &format!("{key}:direct"), s.duration).await?);
     }
-    let mut rows = vec![lh.json("leasehold")];
-    let mut v = json!({ "what": "one task: acquire + release of one free key, back to back" });
+    let mut rows = vec![lh.row("leasehold")];
+    let mut v = report::Uncontended {
+        what: "one task: acquire + release of one free key, back to back",
+        contenders: Vec::new(),
+        leasehold_time_per_cycle_vs_raw: None,
+        per_run_ratios: None,
+        leasehold_time_per_cycle_vs_raw_fenced: None,
+        per_run_ratios_fenced: None,
+        server_us_per_request: None,
+        leasehold_time_per_cycle_vs_pgbench: None,
+    };
+    // Pair the contenders of each run; the headline is the median of those ratios.
+    let paired = |base: &Tally| {
+        let per_run = per_run_ratios(&base.per_run, &lh.per_run);
+        (Some(median(per_run.clone())), Some(per_run))
+    };
     if redis.is_some() {
         rows.push(
-            raw.json("raw redis-rs: SET NX PX + EVALSHA compare-and-delete, same connection kind"),
+            raw.row("raw redis-rs: SET NX PX + EVALSHA compare-and-delete, same connection kind"),
         );
-        // Pair the contenders of each run; the headline is the median of those ratios.
-        let paired = |base: &Tally| -> Vec<f64> {
-            base.per_run
-                .iter()
-                .zip(&lh.per_run)
-                .map(|(b, l)| ((b / l) * 1000.0).round() / 1000.0)
-                .collect()
-        };
-        let per_run = paired(&raw);
-        v["leasehold_time_per_cycle_vs_raw"] = json!(median(per_run.clone()));
-        v["per_run_ratios"] = json!(per_run);
-        rows.push(raw_fenced.json(
+        (v.leasehold_time_per_cycle_vs_raw, v.per_run_ratios) = paired(&raw);
+        rows.push(raw_fenced.row(
             "raw redis-rs sending leasehold's two scripts: fenced grant (SET NX PX + INCR), release (compare-and-delete + PUBLISH)",
         ));
-        let fenced_runs = paired(&raw_fenced);
-        v["leasehold_time_per_cycle_vs_raw_fenced"] = json!(median(fenced_runs.clone()));
-        v["per_run_ratios_fenced"] = json!(fenced_runs);
-        v["server_us_per_request"] = json!({
-            "leasehold_evalsha": (median(lh_server_us.clone()) * 100.0).round() / 100.0,
-            "raw_set": (median(raw_set_us.clone()) * 100.0).round() / 100.0,
+        (v.leasehold_time_per_cycle_vs_raw_fenced, v.per_run_ratios_fenced) = paired(&raw_fenced);
+        v.server_us_per_request = Some(report::ServerTime {
+            leasehold_evalsha: round_to(median(lh_server_us.clone()), 2),
+            raw_set: round_to(median(raw_set_us.clone()), 2),
         });
     }
-    rows.push(direct.json("leasehold store trait alone (no Locker/Lease): try_acquire + release"));
+    rows.push(direct.row("leasehold store trait alone (no Locker/Lease): try_acquire + release"));
     let raw_label = match (my, etcd) {
         (Some(my), _) => Some(my.label()),
         (None, Some(_)) => Some(
@@ -146,45 +148,32 @@ pub(super) async fn uncontended(
         _ => None,
     };
     if let Some(label) = raw_label {
-        rows.push(my_t.json(label));
-        let per_run: Vec<f64> = my_t
-            .per_run
-            .iter()
-            .zip(&lh.per_run)
-            .map(|(b, l)| ((b / l) * 1000.0).round() / 1000.0)
-            .collect();
-        v["leasehold_time_per_cycle_vs_raw"] = json!(median(per_run.clone()));
-        v["per_run_ratios"] = json!(per_run);
+        rows.push(my_t.row(label));
+        (v.leasehold_time_per_cycle_vs_raw, v.per_run_ratios) = paired(&my_t);
     }
     if let Some(pg) = pg {
         let mut ratios = Vec::new();
         for ((label, _), tps) in pg.scripts().iter().zip(&pgbench) {
-            rows.push(json!({
-                "contender": label,
-                "ops_per_s_median": median(tps.clone()).round(),
-                "ops_per_s_runs": tps.iter().map(|v| v.round()).collect::<Vec<_>>(),
-            }));
+            rows.push(report::Row::throughput(label, tps));
             // Time per cycle of leasehold over that of pgbench, run by run.
-            let per_run: Vec<f64> = tps
-                .iter()
-                .zip(&lh.per_run)
-                .map(|(b, l)| ((b / l) * 1000.0).round() / 1000.0)
-                .collect();
-            ratios.push(
-                json!({ "baseline": label, "median": median(per_run.clone()), "per_run": per_run }),
-            );
+            let per_run = per_run_ratios(tps, &lh.per_run);
+            ratios.push(report::Ratio {
+                baseline: label,
+                median: median(per_run.clone()),
+                per_run,
+            });
         }
-        v["leasehold_time_per_cycle_vs_pgbench"] = json!(ratios);
+        v.leasehold_time_per_cycle_vs_pgbench = Some(ratios);
     }
     if !etcd_lock.per_run.is_empty() {
         rows.push(
             etcd_lock
-                .json("etcd's Lock RPC (server-side concurrency.Mutex, as etcdctl lock) + Unlock"),
+                .row("etcd's Lock RPC (server-side concurrency.Mutex, as etcdctl lock) + Unlock"),
         );
     }
     if !peer.per_run.is_empty() {
-        rows.push(peer.json("rslock 0.10 (lock + unlock)"));
+        rows.push(peer.row("rslock 0.10 (lock + unlock)"));
     }
-    v["contenders"] = json!(rows);
+    v.contenders = rows;
     Ok(v)
 }

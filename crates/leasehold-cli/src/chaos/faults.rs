@@ -17,56 +17,14 @@
 
 use std::time::Duration;
 
-use leasehold::{Locker, Scheme, Wait};
-use leasehold_harness::servers::{EtcdCluster, MyServer, PgServer, RedisServer, ZkServer};
+use leasehold::{Locker, Wait};
+use leasehold_harness::servers::{self, FailingStore, Plan};
 use tokio::io::AsyncWriteExt;
 
 use super::{
     Event, Holder, KEY, Outline, Settings, Trial, ev, fresh_sqlite, http, progress,
     session_timeout, successor_claim_and_write, successor_write,
 };
-
-/// A private store of the kind the `--store` URL names.
-enum Private {
-    Redis { primary: RedisServer, replica: Option<RedisServer> },
-    Postgres { primary: PgServer, standby: Option<PgServer> },
-    Mysql(MyServer),
-    Etcd(EtcdCluster),
-    Zk(ZkServer),
-}
-
-#[derive(Clone, Copy)]
-enum Kind {
-    Redis,
-    Postgres,
-    Mysql,
-    Etcd,
-    Zk,
-}
-
-impl Kind {
-    fn of(url: &str, failover: bool) -> Result<Kind, String> {
-        let scheme = leasehold::StoreUrl::parse(url).map_err(|e| e.to_string())?.scheme();
-        match (scheme, failover) {
-            (Scheme::Redis, _) => Ok(Kind::Redis),
-            (Scheme::Postgres, _) => Ok(Kind::Postgres),
-            (Scheme::Etcd, _) => Ok(Kind::Etcd),
-            (Scheme::Zk, false) => Ok(Kind::Zk),
-            (Scheme::Mysql, false) => Ok(Kind::Mysql),
-            (_, true) => Err(format!(
-                "failover runs on replicated stores this tool starts itself: redis:// (a \
-                 primary and a replica), postgres:// (a primary and a streaming standby) or \
-                 etcd:// (three members); not {}://",
-                scheme.as_str()
-            )),
-            (_, false) => Err(format!(
-                "store-kill kills and restarts a store this tool starts itself (redis://, \
-                 postgres://, mysql://, etcd://, zk://), never one it did not start; not {}://",
-                scheme.as_str()
-            )),
-        }
-    }
-}
 
 /// Runs a blocking server operation (they wait for the server, and panic when it cannot
 /// start) off the runtime, turning a panic into an error.
@@ -81,173 +39,24 @@ async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> 
     })
 }
 
-impl Private {
-    fn start(kind: Kind, failover: bool) -> Private {
-        match (kind, failover) {
-            (Kind::Redis, false) => Private::Redis { primary: RedisServer::start(), replica: None },
-            (Kind::Redis, true) => {
-                let primary = RedisServer::start();
-                let replica = RedisServer::start();
-                replica.replicate(&primary);
-                Private::Redis { primary, replica: Some(replica) }
-            }
-            (Kind::Postgres, false) => {
-                Private::Postgres { primary: PgServer::start(), standby: None }
-            }
-            (Kind::Postgres, true) => {
-                let primary = PgServer::start();
-                let standby = PgServer::standby_of(&primary);
-                Private::Postgres { primary, standby: Some(standby) }
-            }
-            (Kind::Mysql, _) => Private::Mysql(MyServer::start()),
-            (Kind::Etcd, false) => Private::Etcd(EtcdCluster::single()),
-            (Kind::Etcd, true) => Private::Etcd(EtcdCluster::start(3)),
-            (Kind::Zk, _) => Private::Zk(ZkServer::start()),
-        }
-    }
-
-    /// The store URL, with `suffix` (path and options from the user's URL).
-    fn url(&self, suffix: &str) -> String {
-        match self {
-            Private::Redis { primary, .. } => format!("{}{suffix}", primary.url()),
-            // Its own database: only the options carry over.
-            Private::Postgres { primary, .. } => primary.url(query(suffix)),
-            Private::Mysql(m) => m.url(query(suffix)),
-            Private::Etcd(c) => c.url(suffix),
-            Private::Zk(z) => z.url(suffix),
-        }
-    }
-
-    fn kill9(&mut self) {
-        match self {
-            Private::Redis { primary, .. } => primary.kill9(),
-            Private::Postgres { primary, .. } => primary.kill9(),
-            Private::Mysql(m) => m.kill9(),
-            Private::Etcd(c) => c.kill9(0),
-            Private::Zk(z) => z.kill9(),
-        }
-    }
-
-    fn restart(&mut self) {
-        match self {
-            Private::Redis { primary, .. } => primary.restart(),
-            Private::Postgres { primary, .. } => primary.restart(),
-            Private::Mysql(m) => m.restart(),
-            Private::Etcd(c) => c.restart(0),
-            Private::Zk(z) => z.restart(),
-        }
-    }
-
-    /// Loses the primary: kills it and, for Redis, promotes the replica (which stopped
-    /// replicating before the grant). Returns what happened and the URL to use after it.
-    fn fail_over(&mut self, suffix: &str) -> (String, String) {
-        match self {
-            Private::Redis { primary, replica: Some(replica) } => {
-                primary.kill9();
-                replica.promote();
-                (
-                    format!(
-                        "primary :{} killed, replica :{} promoted",
-                        primary.port(),
-                        replica.port()
-                    ),
-                    format!("{}{suffix}", replica.url()),
-                )
-            }
-            Private::Postgres { primary, standby: Some(standby) } => {
-                primary.kill9();
-                standby.promote();
-                (
-                    format!(
-                        "primary :{} killed, standby :{} promoted",
-                        primary.port(),
-                        standby.port()
-                    ),
-                    standby.url(query(suffix)),
-                )
-            }
-            Private::Etcd(c) => match c.leader() {
-                Some(i) => {
-                    c.kill9(i);
-                    (format!("leader (member {i}) killed"), c.url(suffix))
-                }
-                None => ("no leader found; nothing killed".into(), c.url(suffix)),
-            },
-            _ => ("no failover for this store".into(), self.url(suffix)),
-        }
-    }
-
-    fn describe(kind: Kind, failover: bool) -> &'static str {
-        match (kind, failover) {
-            (Kind::Redis, false) => {
-                "a private redis-server on a free loopback port, fresh for each trial, without \
-                 persistence (--save '' --appendonly no, how most Redis lock stores run); killed \
-                 (-9) during the hold and restarted on the same port"
-            }
-            (Kind::Redis, true) => {
-                "a private Redis primary and replica, fresh for each trial; an earlier grant \
-                 replicated, then the replica stopped replicating just before the holder's \
-                 grant (the lag asynchronous replication allows), the primary was killed (-9) \
-                 and the replica promoted (REPLICAOF NO ONE); the successor uses the promoted \
-                 replica, as a Sentinel-routed client would, the holder keeps its connection \
-                 to the dead primary"
-            }
-            (Kind::Postgres, false) => {
-                "a private PostgreSQL (the machine's binaries, fsync off: the process is killed, \
-                 not the machine) on a free loopback port, fresh for each trial; killed (-9) \
-                 during the hold and restarted on its data directory"
-            }
-            (Kind::Postgres, true) => {
-                "a private PostgreSQL primary and asynchronous streaming standby, fresh for each \
-                 trial; an earlier grant replayed on the standby, then the standby was cut off \
-                 from the primary just before the holder's grant (the lag asynchronous \
-                 replication allows), the primary was killed (-9) and the standby promoted \
-                 (pg_promote); the successor uses the promoted standby, the holder keeps its \
-                 connection to the dead primary"
-            }
-            (Kind::Mysql, _) => {
-                "a private MariaDB (the machine's mariadbd, defaults: InnoDB flushes its log at \
-                 every commit) on a free loopback port, fresh for each trial; killed (-9) during \
-                 the hold and restarted on its data directory"
-            }
-            (Kind::Etcd, false) => {
-                "a private one-member etcd, fresh for each trial, killed (-9) during the hold and \
-                 restarted on its data directory"
-            }
-            (Kind::Etcd, true) => {
-                "a private three-member etcd cluster, fresh for each trial; the leader was \
-                 killed (-9) during the hold; holder and successor know all three members"
-            }
-            (Kind::Zk, _) => {
-                "a private standalone ZooKeeper, fresh for each trial, killed (-9) during the \
-                 hold and restarted on its data directory"
-            }
-        }
-    }
-}
-
 /// The path and options of a store URL (everything after `scheme://host:port,…`).
 fn suffix(url: &str) -> &str {
     let rest = url.split_once("://").map_or("", |(_, r)| r);
     rest.find(['/', '?']).map_or("", |i| &rest[i..])
 }
 
-/// The `?options` part of a suffix.
-fn query(suffix: &str) -> &str {
-    suffix.find('?').map_or("", |i| &suffix[i..])
-}
-
 /// Runs the trials of `store-kill` or `failover`.
 pub(super) async fn run(s: &Settings) -> Result<(Vec<Trial>, Outline), String> {
     let failover = s.scenario == "failover";
-    let kind = Kind::of(&s.url, failover)?;
+    let scheme = leasehold::StoreUrl::parse(&s.url).map_err(|e| e.to_string())?.scheme();
+    let plan = servers::plan(scheme, failover)?;
     let mut trials = Vec::new();
     let mut guarantees = None;
     for fenced in [true, false] {
         let count = if fenced { s.trials } else { s.control_trials };
         for n in 0..count {
             progress(s, if fenced { "fenced" } else { "unfenced" }, n, count);
-            let (t, g) = trial(s, kind, failover, fenced, n).await?;
+            let (t, g) = trial(s, plan, failover, fenced, n).await?;
             trials.push(t);
             guarantees = Some(g);
         }
@@ -261,57 +70,36 @@ pub(super) async fn run(s: &Settings) -> Result<(Vec<Trial>, Outline), String> {
             "SQLite file {} (table data), fresh for each trial",
             s.out.join("resource.db").display()
         ),
-        setup: Some(Private::describe(kind, failover).into()),
+        setup: Some(plan.setup.into()),
     };
     Ok((trials, outline))
 }
 
 async fn trial(
     s: &Settings,
-    kind: Kind,
+    plan: Plan,
     failover: bool,
     fenced: bool,
     n: usize,
 ) -> Result<(Trial, leasehold::Guarantees), String> {
     let arm = if fenced { "fenced" } else { "unfenced" };
     let tail = suffix(&s.url).to_owned();
-    let mut private = blocking(move || Private::start(kind, failover)).await?;
+    let mut private: Box<dyn FailingStore> = blocking(plan.start).await?;
     let holder_url = private.url(&tail);
-    if matches!(private, Private::Redis { replica: Some(_), .. }) {
-        // An earlier grant reaches the replica (so it has a fence counter), then replication
-        // stops before the holder's grant.
-        let warm = Locker::connect(&holder_url).await.map_err(|e| e.to_string())?;
-        let l = warm.acquire(KEY, s.ttl).await.map_err(|e| format!("warm-up grant: {e}"))?;
-        let _ = l.release().await;
-        let (p, acked) = blocking(move || {
-            let mut acked = false;
-            if let Private::Redis { primary, replica: Some(replica) } = &private {
-                acked = primary.cli(&["WAIT", "1", "2000"]) == "1";
-                replica.detach();
-            }
-            (private, acked)
-        })
-        .await?;
-        private = p;
-        if !acked {
-            return Err("the replica never acknowledged the warm-up grant".into());
-        }
-    }
-    if matches!(private, Private::Postgres { standby: Some(_), .. }) {
-        // The same for a standby: an earlier grant (which also creates the lease table) is
-        // replayed there, then the standby is cut off before the holder's grant.
+    if private.replicated() {
+        // An earlier grant (which also creates a lease table) reaches the replica, so it has a
+        // fence counter; then it stops following before the holder's grant.
         let warm = Locker::connect(&holder_url).await.map_err(|e| e.to_string())?;
         let l = warm.acquire(KEY, s.ttl).await.map_err(|e| format!("warm-up grant: {e}"))?;
         let _ = l.release().await;
         drop(warm);
-        private = blocking(move || {
-            if let Private::Postgres { primary, standby: Some(standby) } = &private {
-                standby.catch_up(primary);
-                standby.detach();
-            }
-            private
+        let (p, cut) = blocking(move || {
+            let cut = private.cut_replica();
+            (private, cut)
         })
         .await?;
+        private = p;
+        cut?;
     }
     fresh_sqlite(&s.out);
     let spec = format!("sqlite:{}", s.out.join("resource.db").display());

@@ -155,17 +155,13 @@ pub(super) fn timeline(r: &Report) -> String {
         }
     }
     let ay = top + row * shown.len() as f64 + 10.0;
-    let step = crate::svg::round_step(span_ms / 5.0).max(1.0);
-    let mut m = 0.0;
-    while m <= span_ms + 0.1 {
+    for (m, label) in crate::svg::ticks(0.0, span_ms, 5) {
         let _ = write!(
             s,
-            r##"<line x1="{0:.1}" x2="{0:.1}" y1="{top}" y2="{ay:.1}" stroke="#eee"/><text x="{0:.1}" y="{1:.1}" text-anchor="middle">{2:.0}</text>"##,
+            r##"<line x1="{0:.1}" x2="{0:.1}" y1="{top}" y2="{ay:.1}" stroke="#eee"/><text x="{0:.1}" y="{1:.1}" text-anchor="middle">{label}</text>"##,
             x(m),
             ay + 14.0,
-            m
         );
-        m += step;
     }
     s.push_str("</svg>\n");
     s

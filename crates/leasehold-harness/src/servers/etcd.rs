@@ -201,3 +201,42 @@ impl Drop for EtcdCluster {
         }
     }
 }
+
+/// `store-kill` on a private one-member etcd, `failover` on three members.
+pub(super) fn plan(failover: bool) -> Plan {
+    if failover {
+        Plan {
+            start: || Box::new(EtcdCluster::start(3)),
+            setup: "a private three-member etcd cluster, fresh for each trial; the leader was \
+                    killed (-9) during the hold; holder and successor know all three members",
+        }
+    } else {
+        Plan {
+            start: || Box::new(EtcdCluster::single()),
+            setup: "a private one-member etcd, fresh for each trial, killed (-9) during the hold \
+                    and restarted on its data directory",
+        }
+    }
+}
+
+/// Kills and restarts the first member; fails over by killing the leader.
+impl FailingStore for EtcdCluster {
+    fn url(&self, suffix: &str) -> String {
+        EtcdCluster::url(self, suffix)
+    }
+    fn kill9(&mut self) {
+        EtcdCluster::kill9(self, 0);
+    }
+    fn restart(&mut self) {
+        EtcdCluster::restart(self, 0);
+    }
+    fn fail_over(&mut self, suffix: &str) -> (String, String) {
+        match self.leader() {
+            Some(i) => {
+                EtcdCluster::kill9(self, i);
+                (format!("leader (member {i}) killed"), self.url(suffix))
+            }
+            None => ("no leader found; nothing killed".into(), self.url(suffix)),
+        }
+    }
+}

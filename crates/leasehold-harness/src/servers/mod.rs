@@ -3,17 +3,20 @@
 //! services are never touched.
 
 mod etcd;
+mod failure;
 mod mysql;
 mod postgres;
 mod redis;
 mod zookeeper;
 
 pub use etcd::EtcdCluster;
+pub use failure::{FailingStore, Plan, plan};
 pub use mysql::MyServer;
 pub use postgres::PgServer;
 pub use redis::RedisServer;
 pub use zookeeper::ZkServer;
 
+use failure::query;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::process::{Child, Command, Stdio};

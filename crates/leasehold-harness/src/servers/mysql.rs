@@ -99,3 +99,25 @@ impl Drop for MyServer {
         self.kill9();
     }
 }
+
+/// `store-kill` on a private MariaDB; no `failover` (`None`).
+pub(super) fn plan(failover: bool) -> Option<Plan> {
+    (!failover).then_some(Plan {
+        start: || Box::new(MyServer::start()),
+        setup: "a private MariaDB (the machine's mariadbd, defaults: InnoDB flushes its log at \
+                every commit) on a free loopback port, fresh for each trial; killed (-9) during \
+                the hold and restarted on its data directory",
+    })
+}
+
+impl FailingStore for MyServer {
+    fn url(&self, suffix: &str) -> String {
+        MyServer::url(self, query(suffix))
+    }
+    fn kill9(&mut self) {
+        MyServer::kill9(self);
+    }
+    fn restart(&mut self) {
+        MyServer::restart(self);
+    }
+}

@@ -218,3 +218,72 @@ impl Drop for PgServer {
         self.kill9();
     }
 }
+
+/// A private PostgreSQL for the store-failure scenarios: a primary, and for `failover` an
+/// asynchronous streaming standby.
+struct Failing {
+    primary: PgServer,
+    standby: Option<PgServer>,
+}
+
+pub(super) fn plan(failover: bool) -> Plan {
+    if failover {
+        Plan {
+            start: || {
+                let primary = PgServer::start();
+                let standby = PgServer::standby_of(&primary);
+                Box::new(Failing { primary, standby: Some(standby) })
+            },
+            setup: "a private PostgreSQL primary and asynchronous streaming standby, fresh for each \
+                    trial; an earlier grant replayed on the standby, then the standby was cut off \
+                    from the primary just before the holder's grant (the lag asynchronous \
+                    replication allows), the primary was killed (-9) and the standby promoted \
+                    (pg_promote); the successor uses the promoted standby, the holder keeps its \
+                    connection to the dead primary",
+        }
+    } else {
+        Plan {
+            start: || Box::new(Failing { primary: PgServer::start(), standby: None }),
+            setup: "a private PostgreSQL (the machine's binaries, fsync off: the process is killed, \
+                    not the machine) on a free loopback port, fresh for each trial; killed (-9) \
+                    during the hold and restarted on its data directory",
+        }
+    }
+}
+
+impl FailingStore for Failing {
+    fn url(&self, suffix: &str) -> String {
+        self.primary.url(query(suffix))
+    }
+    fn kill9(&mut self) {
+        self.primary.kill9();
+    }
+    fn restart(&mut self) {
+        self.primary.restart();
+    }
+    fn replicated(&self) -> bool {
+        self.standby.is_some()
+    }
+    fn cut_replica(&mut self) -> Result<(), String> {
+        if let Some(standby) = &self.standby {
+            standby.catch_up(&self.primary);
+            standby.detach();
+        }
+        Ok(())
+    }
+    fn fail_over(&mut self, suffix: &str) -> (String, String) {
+        let Some(standby) = &self.standby else {
+            return ("no failover for this store".into(), self.url(suffix));
+        };
+        self.primary.kill9();
+        standby.promote();
+        (
+            format!(
+                "primary :{} killed, standby :{} promoted",
+                self.primary.port(),
+                standby.port()
+            ),
+            standby.url(query(suffix)),
+        )
+    }
+}

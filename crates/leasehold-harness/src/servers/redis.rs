@@ -233,3 +233,71 @@ impl Drop for RedisServer {
         self.kill9();
     }
 }
+
+/// A private Redis for the store-failure scenarios: a primary, and for `failover` a replica.
+struct Failing {
+    primary: RedisServer,
+    replica: Option<RedisServer>,
+}
+
+pub(super) fn plan(failover: bool) -> Plan {
+    if failover {
+        Plan {
+            start: || {
+                let primary = RedisServer::start();
+                let replica = RedisServer::start();
+                replica.replicate(&primary);
+                Box::new(Failing { primary, replica: Some(replica) })
+            },
+            setup: "a private Redis primary and replica, fresh for each trial; an earlier grant \
+                    replicated, then the replica stopped replicating just before the holder's \
+                    grant (the lag asynchronous replication allows), the primary was killed (-9) \
+                    and the replica promoted (REPLICAOF NO ONE); the successor uses the promoted \
+                    replica, as a Sentinel-routed client would, the holder keeps its connection \
+                    to the dead primary",
+        }
+    } else {
+        Plan {
+            start: || Box::new(Failing { primary: RedisServer::start(), replica: None }),
+            setup: "a private redis-server on a free loopback port, fresh for each trial, without \
+                    persistence (--save '' --appendonly no, how most Redis lock stores run); killed \
+                    (-9) during the hold and restarted on the same port",
+        }
+    }
+}
+
+impl FailingStore for Failing {
+    fn url(&self, suffix: &str) -> String {
+        format!("{}{suffix}", self.primary.url())
+    }
+    fn kill9(&mut self) {
+        self.primary.kill9();
+    }
+    fn restart(&mut self) {
+        self.primary.restart();
+    }
+    fn replicated(&self) -> bool {
+        self.replica.is_some()
+    }
+    fn cut_replica(&mut self) -> Result<(), String> {
+        let Some(replica) = &self.replica else { return Ok(()) };
+        let acked = self.primary.cli(&["WAIT", "1", "2000"]) == "1";
+        replica.detach();
+        if acked { Ok(()) } else { Err("the replica never acknowledged the warm-up grant".into()) }
+    }
+    fn fail_over(&mut self, suffix: &str) -> (String, String) {
+        let Some(replica) = &self.replica else {
+            return ("no failover for this store".into(), self.url(suffix));
+        };
+        self.primary.kill9();
+        replica.promote();
+        (
+            format!(
+                "primary :{} killed, replica :{} promoted",
+                self.primary.port(),
+                replica.port()
+            ),
+            format!("{}{suffix}", replica.url()),
+        )
+    }
+}

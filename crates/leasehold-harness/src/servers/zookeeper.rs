@@ -130,3 +130,24 @@ impl Drop for ZkServer {
         self.kill9();
     }
 }
+
+/// `store-kill` on a private standalone ZooKeeper; no `failover` (`None`).
+pub(super) fn plan(failover: bool) -> Option<Plan> {
+    (!failover).then_some(Plan {
+        start: || Box::new(ZkServer::start()),
+        setup: "a private standalone ZooKeeper, fresh for each trial, killed (-9) during the \
+                hold and restarted on its data directory",
+    })
+}
+
+impl FailingStore for ZkServer {
+    fn url(&self, suffix: &str) -> String {
+        ZkServer::url(self, suffix)
+    }
+    fn kill9(&mut self) {
+        ZkServer::kill9(self);
+    }
+    fn restart(&mut self) {
+        ZkServer::restart(self);
+    }
+}

@@ -42,13 +42,6 @@ impl EtcdFence {
         EtcdFence { client: store.client(), prefix: store.prefix().to_owned() }
     }
 
-    /// Fenced effects through `client`, for locks taken under `prefix` (the URL path of the
-    /// `etcd://` store; `leasehold` by default, empty for bare names).
-    #[doc(hidden)]
-    pub fn new(client: Client, prefix: impl Into<String>) -> Self {
-        EtcdFence { client, prefix: prefix.into() }
-    }
-
     /// The etcd key holding `fencing`'s grant.
     pub fn lock_key(&self, fencing: &Fencing) -> String {
         super::lock_key_in(&self.prefix, fencing.key(), &fencing.owner())

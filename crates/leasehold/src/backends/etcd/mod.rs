@@ -43,11 +43,15 @@ use super::session::Undoing;
 use crate::store::{AcquireRequest, Attempt, Holder};
 use crate::{Error, FenceRepeat, FenceToken, Guarantees, Key, LockKind, OwnerToken, Result, Store};
 
-#[doc(hidden)]
-pub mod client;
+// leasehold's own etcd v3 client: the store's, and through `tools` the bench's and the
+// harness's (some of its RPCs only they call).
+#[cfg_attr(not(feature = "tools"), allow(dead_code))]
+mod client;
 mod config;
 pub mod rpc;
 mod session;
+#[cfg(feature = "tools")]
+pub mod tools;
 
 use self::config::{Config, parse_url};
 use self::session::Session;
@@ -145,8 +149,7 @@ impl EtcdStore {
     }
 
     /// A clone of the client (shares the connection), e.g. for [`crate::fence::etcd`].
-    #[doc(hidden)]
-    pub fn client(&self) -> Client {
+    pub(crate) fn client(&self) -> Client {
         self.client.clone()
     }
 

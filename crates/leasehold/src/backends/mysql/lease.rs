@@ -2,8 +2,9 @@
 
 use super::*;
 
-/// The lease-table statements (`?` parameters), for operators who want to read them and for
-/// `leasehold bench`, which runs the very same text through the raw client.
+/// The lease-table statements (`?` parameters), for `leasehold bench`, which runs the very
+/// same text through the raw client (feature `tools`).
+#[cfg(feature = "tools")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct LeaseStatements {
@@ -17,6 +18,7 @@ pub struct LeaseStatements {
 }
 
 /// The lease-table statements for a `mysql://` URL's `table` option.
+#[cfg(feature = "tools")]
 pub fn lease_statements(url: &str) -> Result<LeaseStatements> {
     let (_, o) = parse_url(url)?;
     let s = LeaseSql::new(&o.table);

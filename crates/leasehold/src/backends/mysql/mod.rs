@@ -171,9 +171,11 @@ async fn new_conn(opts: &Opts) -> Result<Conn> {
 
 mod lease;
 mod session;
+#[cfg(feature = "tools")]
+pub mod tools;
 
-pub use lease::{LeaseStatements, MyLeaseStore, lease_statements};
-pub use session::{MySessionStore, SessionStatements, session_statements};
+pub use lease::MyLeaseStore;
+pub use session::MySessionStore;
 
 /// The server's clock in µs since 1970 (UTC, whatever the session time zone), the floor of
 /// every fence (see [`crate::FenceRepeat::ClockBacked`]).

@@ -346,7 +346,8 @@ impl MySessionStore {
     }
 }
 
-/// The session-lock statements (`?` parameters), as the store sends them.
+/// The session-lock statements (`?` parameters), as the store sends them (feature `tools`).
+#[cfg(feature = "tools")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct SessionStatements {
@@ -361,6 +362,7 @@ pub struct SessionStatements {
 
 /// The session-lock statements for a `mysql://…?mode=session` URL. The lock name is the
 /// `prefix` option followed by the key.
+#[cfg(feature = "tools")]
 pub fn session_statements(url: &str) -> Result<SessionStatements> {
     let (_, o) = parse_url(url)?;
     Ok(SessionStatements {

@@ -3,8 +3,8 @@
 
 use super::*;
 
-/// The statements the lease-table store prepares (with `$1`… parameters), for operators who
-/// want to read them and for `leasehold bench`, which runs the very same text through pgbench.
+/// The statements the lease-table store prepares (with `$1`… parameters); `leasehold bench`
+/// runs the very same text through pgbench (feature `tools`).
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct LeaseStatements {
@@ -30,14 +30,8 @@ pub struct LeaseStatements {
     pub channel: String,
 }
 
-/// The lease-table statements for a `postgres://` URL's `schema` and `table` options.
-pub fn lease_statements(url: &str) -> Result<LeaseStatements> {
-    let (_, o) = parse_url(url)?;
-    Ok(LeaseStatements::new(&o.schema, &o.table))
-}
-
 impl LeaseStatements {
-    fn new(schema: &str, table: &str) -> LeaseStatements {
+    pub(super) fn new(schema: &str, table: &str) -> LeaseStatements {
         let t = format!("\"{schema}\".\"{table}\"");
         // One notification channel per table; channel names are identifiers (63 bytes).
         let mut channel = format!("leasehold:{schema}.{table}");

@@ -277,12 +277,14 @@ const CLOCK_US: &str = "(extract(epoch FROM clock_timestamp()) * 1000000)::bigin
 
 mod lease;
 mod session;
+#[cfg(feature = "tools")]
+pub mod tools;
 mod xact;
 
+pub use lease::PgLeaseStore;
 use lease::Queues;
-pub use lease::{LeaseStatements, PgLeaseStore, lease_statements};
 use session::LOCK_ID;
-pub use session::{PgSessionStore, SessionStatements, session_statements};
+pub use session::PgSessionStore;
 pub use xact::{try_xact_lock, with_xact_lock, xact_lock};
 
 /// Opens a `postgres://` store in the form its URL asks for.

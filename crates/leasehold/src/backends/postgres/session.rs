@@ -23,15 +23,8 @@ pub struct SessionStatements {
     pub unlock: String,
 }
 
-/// The session-lock statements for a `postgres://…?mode=session` URL.
-pub fn session_statements(url: &str) -> Result<SessionStatements> {
-    let (_, o) = parse_url(url)?;
-    let seq = o.fence.then(|| format!("\"{}\".leasehold_fence_seq", o.schema));
-    Ok(SessionStatements::new(seq.as_deref()))
-}
-
 impl SessionStatements {
-    fn new(seq: Option<&str>) -> SessionStatements {
+    pub(super) fn new(seq: Option<&str>) -> SessionStatements {
         // The sequence is set to max(next value, clock µs), so a promoted standby whose
         // sequence is behind restarts above every fence the old primary issued.
         let fence = seq.map_or("0::bigint".to_owned(), |s| {

@@ -27,6 +27,8 @@ mod keys;
 mod probe;
 mod pubsub;
 pub mod redlock;
+#[cfg(feature = "tools")]
+pub mod tools;
 use keys::{GRANT, RELEASE, RENEW_MANY};
 pub(crate) use keys::{GRANT_NO_FENCE, Names};
 pub(crate) use pubsub::{SubWatch, Subscriber};
@@ -81,14 +83,6 @@ pub(crate) struct Options {
     pub wait_replicas: Option<(u32, Duration)>,
     /// PEM file of the CA that signed the server's certificate (`rediss://` only).
     pub tls_ca: Option<std::path::PathBuf>,
-}
-
-/// The Lua source of the grant and release scripts a fenced `redis://` store sends, for tools
-/// that compare against a raw client sending the very same requests (`leasehold bench`).
-/// Grant: `KEYS` lease, fence counter; `ARGV` owner, ttl ms → `{1, fence}` or `{0, pttl}`.
-/// Release: `KEYS` lease; `ARGV` owner, wake-up channel → 1 if it was the owner's.
-pub fn scripts() -> (&'static str, &'static str) {
-    (GRANT, RELEASE)
 }
 
 /// The redis-rs URL of a `redis://` store URL, leasehold's options removed. For tools that

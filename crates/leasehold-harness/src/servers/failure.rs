@@ -1,0 +1,74 @@
+//! The private stores `leasehold chaos` fails in its `store-kill` and `failover` scenarios:
+//! each store's server file says how its store starts, dies and fails over (its [`Plan`]s and
+//! its [`FailingStore`] impl); [`plan`] picks the entry a store URL's scheme names.
+
+use leasehold::Scheme;
+
+/// A private store started for one store-failure trial, and how it fails. Every method
+/// blocks until the server has done it.
+pub trait FailingStore: Send {
+    /// The store URL, with `suffix` (path and options from the user's URL).
+    fn url(&self, suffix: &str) -> String;
+    /// Kills the store (-9).
+    fn kill9(&mut self);
+    /// Restarts it on its port and data directory.
+    fn restart(&mut self);
+    /// Whether it has a replica that must miss the holder's grant (`failover`).
+    fn replicated(&self) -> bool {
+        false
+    }
+    /// After a warm-up grant: lets the replica take it, then stops it following, so that it
+    /// misses what comes next. An error when the replica never got the warm-up grant.
+    fn cut_replica(&mut self) -> Result<(), String> {
+        Ok(())
+    }
+    /// Loses the primary (and promotes what takes over). Returns what happened and the URL to
+    /// use after it.
+    fn fail_over(&mut self, suffix: &str) -> (String, String) {
+        ("no failover for this store".into(), self.url(suffix))
+    }
+}
+
+/// How a store-failure scenario runs on one kind of store.
+#[derive(Clone, Copy)]
+pub struct Plan {
+    /// Starts a fresh private store (blocking; panics when it cannot).
+    pub start: fn() -> Box<dyn FailingStore>,
+    /// What is started and how it fails, for the report.
+    pub setup: &'static str,
+}
+
+/// The plan for `store-kill` (or, with `failover`, `failover`) on the store `scheme` names;
+/// an error naming the stores that have one.
+pub fn plan(scheme: Scheme, failover: bool) -> Result<Plan, String> {
+    let found = match scheme {
+        Scheme::Redis => Some(super::redis::plan(failover)),
+        Scheme::Postgres => Some(super::postgres::plan(failover)),
+        Scheme::Mysql => super::mysql::plan(failover),
+        Scheme::Etcd => Some(super::etcd::plan(failover)),
+        Scheme::Zk => super::zookeeper::plan(failover),
+        _ => None,
+    };
+    found.ok_or_else(|| {
+        if failover {
+            format!(
+                "failover runs on replicated stores this tool starts itself: redis:// (a \
+                 primary and a replica), postgres:// (a primary and a streaming standby) or \
+                 etcd:// (three members); not {}://",
+                scheme.as_str()
+            )
+        } else {
+            format!(
+                "store-kill kills and restarts a store this tool starts itself (redis://, \
+                 postgres://, mysql://, etcd://, zk://), never one it did not start; not {}://",
+                scheme.as_str()
+            )
+        }
+    })
+}
+
+/// The `?options` part of a URL suffix (for stores whose private server has its own
+/// database: only the options carry over).
+pub(super) fn query(suffix: &str) -> &str {
+    suffix.find('?').map_or("", |i| &suffix[i..])
+}

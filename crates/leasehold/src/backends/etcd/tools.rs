@@ -1,0 +1,11 @@
+//! What leasehold's own tools need of the etcd store (feature `tools`, not a stable API): the
+//! store's gRPC client, with which `leasehold bench` sends the very transactions the store
+//! sends (and etcd's Lock RPC), and the chaos harness writes its unfenced control effects.
+
+use super::EtcdStore;
+pub use super::client::{Client, Error};
+
+/// A clone of the store's client (it shares the store's connection).
+pub fn client(store: &EtcdStore) -> Client {
+    store.client()
+}

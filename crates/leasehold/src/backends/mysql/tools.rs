@@ -1,0 +1,6 @@
+//! What leasehold's own tools need of the MySQL store (feature `tools`, not a stable API):
+//! `leasehold bench` sends the very statements the store sends through a raw mysql_async
+//! client.
+
+pub use super::lease::{LeaseStatements, lease_statements};
+pub use super::session::{SessionStatements, session_statements};

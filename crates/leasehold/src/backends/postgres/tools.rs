@@ -1,0 +1,20 @@
+//! What leasehold's own tools need of the PostgreSQL store (feature `tools`, not a stable
+//! API): `leasehold bench` runs the very statements the store prepares through pgbench.
+
+pub use super::lease::LeaseStatements;
+use super::parse_url;
+pub use super::session::SessionStatements;
+use crate::Result;
+
+/// The lease-table statements for a `postgres://` URL's `schema` and `table` options.
+pub fn lease_statements(url: &str) -> Result<LeaseStatements> {
+    let (_, o) = parse_url(url)?;
+    Ok(LeaseStatements::new(&o.schema, &o.table))
+}
+
+/// The session-lock statements for a `postgres://…?mode=session` URL.
+pub fn session_statements(url: &str) -> Result<SessionStatements> {
+    let (_, o) = parse_url(url)?;
+    let seq = o.fence.then(|| format!("\"{}\".leasehold_fence_seq", o.schema));
+    Ok(SessionStatements::new(seq.as_deref()))
+}
