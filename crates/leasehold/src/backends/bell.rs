@@ -16,7 +16,6 @@ use crate::store::Watch;
 #[derive(Debug, Default)]
 pub(crate) struct Bells(Mutex<HashMap<String, watch::Sender<u64>>>);
 
-#[cfg_attr(not(feature = "mysql"), allow(dead_code))]
 impl Bells {
     fn map(&self) -> std::sync::MutexGuard<'_, HashMap<String, watch::Sender<u64>>> {
         self.0.lock().unwrap_or_else(|p| p.into_inner())
@@ -44,6 +43,7 @@ impl Bells {
 
 /// Waits for a ring, or for a timer that also fires after a short, doubling interval: for
 /// stores whose releases in other processes ring nothing here.
+#[cfg_attr(not(feature = "mysql"), allow(dead_code))]
 pub(crate) struct BellWatch {
     rx: watch::Receiver<u64>,
     /// The poll interval: from `min`, doubling to `max` while nothing rings.
@@ -52,8 +52,8 @@ pub(crate) struct BellWatch {
     cur: Duration,
 }
 
+#[cfg_attr(not(feature = "mysql"), allow(dead_code))]
 impl BellWatch {
-    #[cfg_attr(not(any(feature = "mysql", feature = "sqlite")), allow(dead_code))]
     /// Rings, plus a poll every `min`, doubling up to `max` while nothing rings.
     pub fn polling(rx: watch::Receiver<u64>, min: Duration, max: Duration) -> Self {
         BellWatch { rx, min, max, cur: min }
