@@ -15,7 +15,9 @@
 //! past the holder's expiry. A queued waiter gives up on the bell after a second (its holder
 //! may be stalled) and attempts anyway. Without a bell connection (it could not be opened)
 //! waiters poll. Only waiting acquisitions take a bell: a lease granted by a single attempt
-//! costs no connection.
+//! costs no connection, while one granted through the queue keeps its bell connection until
+//! its release (a process holding N of them keeps N connections), and a detached one until
+//! the process ends.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
