@@ -8,6 +8,7 @@ mod manual;
 mod proxy;
 mod run;
 mod shell;
+mod size;
 mod svg;
 
 use std::ffi::OsString;
@@ -281,6 +282,26 @@ enum Cmd {
     },
     /// Print the man page (roff; `leasehold man | man -l -`).
     Man,
+    /// Measure the store's renewal round trips and this host's pauses; recommend a ttl,
+    /// renew interval, margin and `run --grace`, with the arithmetic.
+    ///
+    /// A private probe key is acquired, renewed one request at a time for --for, and
+    /// released; meanwhile a task sleeping 1 ms at a time records how late it wakes. No
+    /// observed percentile bounds a future pause: fencing stays required.
+    Size {
+        #[command(flatten)]
+        store: StoreOpt,
+        /// How long to measure.
+        #[arg(long = "for", default_value = "5s", value_parser = dur::parse, value_name = "DUR")]
+        duration: Duration,
+        /// The job's longest step between `admit()` checks (for `run`: how long the command
+        /// needs to stop after SIGTERM).
+        #[arg(long, value_parser = dur::parse, value_name = "DUR")]
+        job: Option<Duration>,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// List holders: key, owner, fence, time left.
     Status {
         #[command(flatten)]
@@ -503,6 +524,7 @@ async fn dispatch(cmd: Cmd) -> Exit {
         // Answered in main, before a runtime starts.
         Cmd::Completions { .. } | Cmd::Man => Ok(Exit::ok(0)),
         Cmd::Doctor { store, json } => doctor_cmd(store, json).await,
+        Cmd::Size { store, duration, job, json } => size::size(store, duration, job, json).await,
         Cmd::Chaos { store, scenario, trials, control_trials, ttl, out } => {
             let control = control_trials.unwrap_or(trials);
             chaos_cmd(store, scenario, (trials, control), ttl, out).await

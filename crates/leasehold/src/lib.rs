@@ -11,6 +11,8 @@
 //! - A lock alone cannot stop a holder that stalled past its lease from writing. The
 //!   protected resource can: see [`fence`].
 //! - Each store says what it promises under which faults: [`Guarantees`].
+//! - [`sizing`] measures the store's renewal round trips and this process's pauses and
+//!   recommends a ttl, renew interval and margin, with the arithmetic.
 //!
 //! ```
 //! # #[tokio::main(flavor = "current_thread")]
@@ -63,6 +65,7 @@ mod lease;
 mod local;
 mod locker;
 pub mod probe;
+pub mod sizing;
 pub mod store;
 pub mod telemetry;
 mod token;

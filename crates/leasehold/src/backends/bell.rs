@@ -1,22 +1,18 @@
 //! Per-key doorbells inside one process: a release (or a store notification) rings the key,
-//! and every [`BellWatch`] on it wakes. Rings are counted, so a ring between a refused
+//! and every receiver subscribed to it wakes. Rings are counted, so a ring between a refused
 //! attempt and the wait is never missed.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
 
-use async_trait::async_trait;
 use tokio::sync::watch;
 
 use crate::Key;
-use crate::store::Watch;
 
 /// The doorbells of one store (or one scope shared by several stores).
 #[derive(Debug, Default)]
 pub(crate) struct Bells(Mutex<HashMap<String, watch::Sender<u64>>>);
 
-#[cfg_attr(not(feature = "mysql"), allow(dead_code))]
 impl Bells {
     fn map(&self) -> std::sync::MutexGuard<'_, HashMap<String, watch::Sender<u64>>> {
         self.0.lock().unwrap_or_else(|p| p.into_inner())
@@ -39,48 +35,5 @@ impl Bells {
         } else {
             tx.send_modify(|n| *n += 1);
         }
-    }
-}
-
-/// Waits for a ring, or for a timer that also fires after a short, doubling interval: for
-/// stores whose releases in other processes ring nothing here.
-pub(crate) struct BellWatch {
-    rx: watch::Receiver<u64>,
-    /// The poll interval: from `min`, doubling to `max` while nothing rings.
-    min: Duration,
-    max: Duration,
-    cur: Duration,
-}
-
-impl BellWatch {
-    #[cfg_attr(not(any(feature = "mysql", feature = "sqlite")), allow(dead_code))]
-    /// Rings, plus a poll every `min`, doubling up to `max` while nothing rings.
-    pub fn polling(rx: watch::Receiver<u64>, min: Duration, max: Duration) -> Self {
-        BellWatch { rx, min, max, cur: min }
-    }
-
-    /// Returns at a ring, at the backoff timer, or at `until`.
-    pub async fn wait(&mut self, until: Instant) {
-        let wake = until.min(Instant::now() + self.cur);
-        tokio::select! {
-            r = self.rx.changed() => {
-                if r.is_err() {
-                    // The sender went away (cannot happen while we hold a receiver); use
-                    // the timer.
-                    tokio::time::sleep_until(wake.into()).await;
-                }
-                self.cur = self.min;
-            }
-            _ = tokio::time::sleep_until(wake.into()) => {
-                self.cur = (self.cur * 2).min(self.max);
-            }
-        }
-    }
-}
-
-#[async_trait]
-impl Watch for BellWatch {
-    async fn changed(&mut self, until: Instant) {
-        self.wait(until).await;
     }
 }

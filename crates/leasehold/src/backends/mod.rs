@@ -11,7 +11,7 @@ use std::time::Duration;
 use crate::probe::Probe;
 use crate::{Error, Result, Store};
 
-#[cfg(any(feature = "mysql", feature = "sqlite"))]
+#[cfg(feature = "sqlite")]
 pub(crate) mod bell;
 #[cfg(feature = "etcd")]
 pub mod etcd;

@@ -29,7 +29,14 @@ pub fn lease_statements(url: &str) -> Result<LeaseStatements> {
 pub struct MyLeaseStore {
     pool: Pool,
     sql: LeaseSql,
-    bells: Bells,
+    /// For the bell connections, which are never pooled.
+    pub(super) opts: Opts,
+    /// `leasehold-bell:TABLE:`, the prefix of every key's bell name.
+    pub(super) bell_prefix: String,
+    pub(super) bells: super::baton::Bells,
+    /// Attempts made by waiting acquisitions.
+    #[cfg(test)]
+    pub(super) attempts: std::sync::atomic::AtomicU64,
 }
 
 impl std::fmt::Debug for MyLeaseStore {
@@ -89,7 +96,7 @@ impl MyLeaseStore {
         // Our statements leave no session state behind, and a reset on every return to the
         // pool would cost a round trip and drop the prepared-statement cache.
         let pool_opts = opts.pool_opts().clone().with_reset_connection(false);
-        let pool = Pool::new(OptsBuilder::from_opts(opts).pool_opts(pool_opts));
+        let pool = Pool::new(OptsBuilder::from_opts(opts.clone()).pool_opts(pool_opts));
         let mut c = pool.get_conn().await.map_err(|e| {
             Error::unavailable(format!("cannot connect to mysql: {e}"), Some(e.into()))
         })?;
@@ -105,7 +112,15 @@ impl MyLeaseStore {
         ))
         .await
         .map_err(|e| my_err("creating the lease table", e))?;
-        Ok(MyLeaseStore { pool, sql, bells: Bells::default() })
+        Ok(MyLeaseStore {
+            pool,
+            bell_prefix: format!("leasehold-bell:{}:", o.table),
+            sql,
+            opts,
+            bells: Default::default(),
+            #[cfg(test)]
+            attempts: Default::default(),
+        })
     }
 
     async fn conn(&self) -> Result<Conn> {
@@ -132,8 +147,9 @@ impl Store for MyLeaseStore {
             fence_repeat: FenceRepeat::ClockBacked,
             failure_admits_second_holder: true,
             holders_know_fence: true,
-            waiting: "woken by a release in this process; 1-50 ms backoff across processes, \
-                      never later than the holder's expiry",
+            waiting: "queued on a per-key GET_LOCK doorbell that a release passes to the next \
+                      waiter, in any process; 1-50 ms polling when the holder took the key \
+                      without waiting, never later than the holder's expiry",
         }
     }
 
@@ -166,7 +182,10 @@ impl Store for MyLeaseStore {
     }
 
     async fn acquire(&self, req: &AcquireRequest<'_>, until: Option<Instant>) -> Result<Attempt> {
-        crate::store::acquire_watching(self, req, until, || self.watch(req.key)).await
+        match until {
+            Some(until) => self.acquire_queued(req, until).await,
+            None => crate::store::within_op_timeout(req, self.try_acquire(req)).await,
+        }
     }
 
     async fn renew(&self, key: &Key, owner: &OwnerToken, ttl: Duration) -> Result<bool> {
@@ -238,9 +257,9 @@ impl Store for MyLeaseStore {
         let (k, o) = (key.as_str().as_bytes(), owner.to_string());
         c.exec_drop(&self.sql.release, (k, &o)).await.map_err(|e| my_err("release", e))?;
         let live = c.affected_rows() == 1;
-        if live {
-            self.bells.ring(key.as_str());
-        } else {
+        // Committed: pass the bell on (if this lease took one) to the next queued waiter.
+        self.bells.ring(owner).await;
+        if !live {
             // Ours but expired: clear the owner anyway (a no-op for anyone else's row).
             c.exec_drop(&self.sql.release_expired, (k, &o))
                 .await
@@ -273,12 +292,5 @@ impl Store for MyLeaseStore {
                 ))
             })
             .collect()
-    }
-}
-
-impl MyLeaseStore {
-    /// Subscribes to changes of `key` (a release, an expiry), for [`crate::store::acquire_watching`].
-    pub(crate) async fn watch(&self, key: &Key) -> Result<Box<dyn Watch>> {
-        Ok(Box::new(BellWatch::polling(self.bells.subscribe(key), BACKOFF_MIN, BACKOFF_MAX)))
     }
 }

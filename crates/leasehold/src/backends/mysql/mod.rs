@@ -6,8 +6,8 @@
 //!   `UPDATE` each; expiry is decided by the server's `UTC_TIMESTAMP(6)` (no client clock, no
 //!   session time zone); the fence is set by grants only, to `max(fence + 1, the server's
 //!   clock in µs)`, and rows are never deleted, so a replica promoted after missing grants
-//!   still issues larger fences ([`crate::FenceRepeat::ClockBacked`]). MySQL has no notifications: waiters in this process wake at a release here,
-//!   others poll with a 1–50 ms backoff, never later than the holder's expiry.
+//!   still issues larger fences ([`crate::FenceRepeat::ClockBacked`]). Waiters queue on a per-key `GET_LOCK`
+//!   doorbell that each release passes to the next (`baton.rs`), in any process.
 //! - `mysql://…?mode=session[&prefix=P&fence=table|none&heartbeat=5000ms]`: **`GET_LOCK`**
 //!   on the name `P || KEY`, or `leasehold:` + `SHA1(P || KEY)` when that is longer than the
 //!   server's 64 characters (computed by the server, so any client can take the same lock).
@@ -31,9 +31,8 @@ use mysql_async::prelude::Queryable;
 use mysql_async::{Conn, Opts, OptsBuilder, Pool};
 use tokio::sync::{oneshot, watch};
 
-use super::bell::{BellWatch, Bells};
 use super::session::Undoing;
-use crate::store::{AcquireRequest, Attempt, Grant, Holder, RenewItem, SessionEnd, Watch};
+use crate::store::{AcquireRequest, Attempt, Grant, Holder, RenewItem, SessionEnd};
 use crate::{Error, FenceRepeat, FenceToken, Guarantees, Key, LockKind, OwnerToken, Result, Store};
 
 pub use mysql_async;
@@ -169,6 +168,7 @@ async fn new_conn(opts: &Opts) -> Result<Conn> {
         .map_err(|e| Error::unavailable(format!("cannot connect to mysql: {e}"), Some(e.into())))
 }
 
+mod baton;
 mod lease;
 mod session;
 #[cfg(feature = "tools")]

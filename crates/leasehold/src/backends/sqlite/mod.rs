@@ -13,24 +13,27 @@
 //! lease, and a reboot (new boot id) frees everything. Commits use `synchronous=FULL`, so a
 //! fence handed out survives power loss and is never issued twice.
 //!
-//! Waiting: waiters in the same process are woken by the release itself; across processes
-//! SQLite has no notification, so waiters back off from 1 ms to 50 ms, and never sleep past
-//! the holder's expiry.
+//! Waiting (`wait.rs`, `doorbell.rs`): waiters queue by ticket in `leasehold_queue(key, tickets,
+//! turn)`; a release calls the next ticket in its transaction and rings the key's doorbell, a
+//! file beside the database whose inotify close-write event wakes waiters in every process
+//! (Linux; elsewhere they poll at 1–50 ms). Only the called waiter attempts at once. No waiter
+//! sleeps past the holder's expiry.
 
 mod boot;
+mod doorbell;
+mod wait;
 
 pub mod fence;
 
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, LazyLock, Mutex};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
-use tokio::sync::watch;
 
-use crate::store::{AcquireRequest, Attempt, Grant, Holder, RenewItem, Watch};
+use super::bell::Bells;
+use crate::store::{AcquireRequest, Attempt, Grant, Holder, RenewItem};
 use crate::{Error, FenceRepeat, FenceToken, Guarantees, Key, LockKind, OwnerToken, Result, Store};
 
 const SCHEMA: &str = "
@@ -44,11 +47,14 @@ CREATE TABLE IF NOT EXISTS leasehold_leases (
     fence      INTEGER NOT NULL,
     boot_id    TEXT NOT NULL,
     expires_ns INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS leasehold_queue (
+    key     TEXT PRIMARY KEY NOT NULL,
+    tickets INTEGER NOT NULL,
+    turn    INTEGER NOT NULL
 );";
 
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
-const BACKOFF_MIN: Duration = Duration::from_millis(1);
-const BACKOFF_MAX: Duration = Duration::from_millis(50);
 
 /// The embedded SQLite lease store.
 #[derive(Debug, Clone)]
@@ -56,15 +62,13 @@ pub struct SqliteStore {
     path: PathBuf,
     db: Arc<Mutex<Connection>>,
     boot_id: Arc<str>,
-}
-
-/// In-process doorbells, per (database file, key): a release rings, waiters in this process
-/// wake at once.
-type Bells = Mutex<HashMap<(PathBuf, Key), watch::Sender<u64>>>;
-static BELLS: LazyLock<Bells> = LazyLock::new(Bells::default);
-
-fn bells() -> std::sync::MutexGuard<'static, HashMap<(PathBuf, Key), watch::Sender<u64>>> {
-    BELLS.lock().unwrap_or_else(|p| p.into_inner())
+    /// This store's waiters, rung by its own releases.
+    bells: Arc<Bells>,
+    /// Every process's releases, through the file system.
+    doorbell: Arc<doorbell::Doorbell>,
+    /// Grant attempts and looks at the queue made by this store's waiters.
+    #[cfg(test)]
+    counts: Arc<wait::Counts>,
 }
 
 pub(crate) trait SqlExt<T> {
@@ -147,7 +151,15 @@ impl SqliteStore {
         conn.execute("DELETE FROM leasehold_leases WHERE boot_id <> ?1", [&boot])
             .map_err(|e| unavailable("write to", e.into()))?;
         let canon = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_owned());
-        Ok(SqliteStore { path: canon, db: Arc::new(Mutex::new(conn)), boot_id: boot.into() })
+        Ok(SqliteStore {
+            doorbell: Arc::new(doorbell::Doorbell::new(&canon)),
+            path: canon,
+            db: Arc::new(Mutex::new(conn)),
+            boot_id: boot.into(),
+            bells: Arc::default(),
+            #[cfg(test)]
+            counts: Arc::default(),
+        })
     }
 
     /// The database file.
@@ -168,18 +180,6 @@ impl SqliteStore {
         .await
         .map_err(|e| Error::backend("sqlite", "worker thread failed", e))?
     }
-
-    fn ring(&self, key: &Key) {
-        let mut b = bells();
-        let k = (self.path.clone(), key.clone());
-        if let Some(tx) = b.get(&k) {
-            if tx.receiver_count() == 0 {
-                b.remove(&k);
-            } else {
-                tx.send_modify(|n| *n += 1);
-            }
-        }
-    }
 }
 
 #[async_trait]
@@ -198,7 +198,8 @@ impl Store for SqliteStore {
             fence_repeat: FenceRepeat::ClockBacked,
             failure_admits_second_holder: false,
             holders_know_fence: true,
-            waiting: "woken by the release within one process; 1-50 ms backoff across processes, \
+            waiting: "tickets in the database; a release calls the next one and rings an inotify \
+                      doorbell beside the file (1-50 ms polling where there is no inotify), \
                       never later than the holder's expiry",
         }
     }
@@ -209,44 +210,21 @@ impl Store for SqliteStore {
         self.blocking(move |c, boot| {
             let tx = c.transaction_with_behavior(TransactionBehavior::Immediate).sql()?;
             let now = boot::now_ns()?;
-            let cur: Option<(String, i64)> = tx
-                .query_row(
-                    "SELECT boot_id, expires_ns FROM leasehold_leases WHERE key = ?1",
-                    [key.as_str()],
-                    |r| Ok((r.get(0)?, r.get(1)?)),
-                )
-                .optional()
-                .sql()?;
-            if let Some((b, exp)) = cur
-                && b == boot
-                && exp > now
-            {
-                return Ok(Attempt::Busy { holder_expires_in: Some(remaining(exp, now)) });
-            }
-            let f: i64 = tx
-                .query_row(
-                    "INSERT INTO leasehold_fences (key, fence) VALUES (?1, ?2)
-                     ON CONFLICT (key) DO UPDATE SET fence = max(fence + 1, ?2) RETURNING fence",
-                    params![key.as_str(), crate::token::wall_clock_us() as i64],
-                    |r| r.get(0),
-                )
-                .sql()?;
-            tx.execute(
-                "INSERT INTO leasehold_leases (key, owner, fence, boot_id, expires_ns)
-                 VALUES (?1, ?2, ?3, ?4, ?5)
-                 ON CONFLICT (key) DO UPDATE SET owner = excluded.owner, fence = excluded.fence,
-                     boot_id = excluded.boot_id, expires_ns = excluded.expires_ns",
-                params![key.as_str(), owner, f, boot, now.saturating_add(ttl)],
-            )
-            .sql()?;
+            let out = match wait::grant_in(&tx, &key, &owner, ttl, boot, now)? {
+                Ok(f) => Attempt::Granted(Grant::new(fence(f), sent)),
+                Err(left) => Attempt::Busy { holder_expires_in: Some(left) },
+            };
             tx.commit().sql()?;
-            Ok(Attempt::Granted(Grant::new(fence(f), sent)))
+            Ok(out)
         })
         .await
     }
 
     async fn acquire(&self, req: &AcquireRequest<'_>, until: Option<Instant>) -> Result<Attempt> {
-        crate::store::acquire_watching(self, req, until, || self.watch(req.key)).await
+        match until {
+            Some(until) => self.acquire_queued(req, until).await,
+            None => crate::store::within_op_timeout(req, self.try_acquire(req)).await,
+        }
     }
 
     async fn renew(&self, key: &Key, owner: &OwnerToken, ttl: Duration) -> Result<bool> {
@@ -282,7 +260,7 @@ impl Store for SqliteStore {
     }
 
     async fn release(&self, key: &Key, owner: &OwnerToken) -> Result<bool> {
-        let (k, owner) = (key.clone(), owner.to_string());
+        let (k, owner, db) = (key.clone(), owner.to_string(), self.path.clone());
         let (deleted, live) = self
             .blocking(move |c, boot| {
                 let tx = c.transaction_with_behavior(TransactionBehavior::Immediate).sql()?;
@@ -296,7 +274,13 @@ impl Store for SqliteStore {
                     )
                     .optional()
                     .sql()?;
+                if row.is_some() {
+                    wait::call_next(&tx, &k)?;
+                }
                 tx.commit().sql()?;
+                if row.is_some() {
+                    doorbell::ring(&db, &k);
+                }
                 Ok(match row {
                     Some((b, exp)) => (true, b == boot && exp > now),
                     None => (false, false),
@@ -304,7 +288,7 @@ impl Store for SqliteStore {
             })
             .await?;
         if deleted {
-            self.ring(key);
+            self.bells.ring(key.as_str());
         }
         Ok(live)
     }
@@ -347,17 +331,6 @@ impl Store for SqliteStore {
                 ))
             })
             .collect()
-    }
-}
-
-impl SqliteStore {
-    /// Subscribes to changes of `key` (a release, an expiry), for [`crate::store::acquire_watching`].
-    pub(crate) async fn watch(&self, key: &Key) -> Result<Box<dyn Watch>> {
-        let rx = bells()
-            .entry((self.path.clone(), key.clone()))
-            .or_insert_with(|| watch::Sender::new(0))
-            .subscribe();
-        Ok(Box::new(super::bell::BellWatch::polling(rx, BACKOFF_MIN, BACKOFF_MAX)))
     }
 }
 

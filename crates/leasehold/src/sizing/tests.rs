@@ -1,0 +1,125 @@
+use super::*;
+
+fn dist(p999_us: u64) -> Distribution {
+    Distribution {
+        samples: 1000,
+        p50_us: p999_us / 4,
+        p99_us: p999_us / 2,
+        p999_us,
+        max_us: p999_us * 2,
+    }
+}
+
+fn ms_of(us: u64) -> Duration {
+    Duration::from_micros(us)
+}
+
+#[test]
+fn small_figures_give_the_floor_ttl() {
+    // P = 2 ms, R = 5 ms, no job: margin = 2·5 = 10 ms; library ttl ≥ 3·17/0.97 = 52.6 ms,
+    // run ttl ≥ 3·17/0.67 = 76.1 ms; both below the 1 s floor.
+    let r = recommend(&dist(5_000), &dist(2_000), None);
+    assert_eq!(
+        (r.ttl_ms, r.renew_every_ms, r.margin_ms, r.grace_ms, r.default_margin_ms),
+        (1000, 333, 10, 10, 100)
+    );
+    assert_eq!(r.job_step_ms, None);
+}
+
+#[test]
+fn a_long_job_step_drives_margin_and_ttl() {
+    // P = 20 ms, R = 100 ms, J = 5 s: margin = 5 s + 2·100 ms = 5200 ms; library ttl ≥
+    // 3·5320/0.97 = 16453.6 ms; run: ttl/10 would exceed 2 s, so ttl ≥ 3·(5320 + 2000)/0.97
+    // = 22639.2 ms → 22640 ms, rounded up to whole seconds: 23 s.
+    let r = recommend(&dist(100_000), &dist(20_000), Some(Duration::from_secs(5)));
+    assert_eq!((r.margin_ms, r.grace_ms), (5200, 5200));
+    assert_eq!((r.ttl_ms, r.renew_every_ms), (23_000, 7_666));
+    assert_eq!(r.default_margin_ms, 2000, "min(ttl/10, 2 s)");
+    assert_eq!(r.job_step_ms, Some(5000));
+}
+
+/// Over a grid of inputs: the recommendation satisfies the rule it states, with the
+/// library's margin and with `leasehold run`'s.
+#[test]
+fn recommendations_satisfy_the_rule() {
+    let us = [0u64, 1, 500, 3_000, 40_000, 700_000, 9_000_000];
+    let jobs = [None, Some(Duration::from_millis(1)), Some(Duration::from_secs(30))];
+    for &p in &us {
+        for &r in &us {
+            for &j in &jobs {
+                let rec = recommend(&dist(r), &dist(p), j);
+                let ctx = format!("P={p}µs R={r}µs J={j:?}: {rec:?}");
+                let ttl = rec.ttl_ms as f64;
+                let pr = (p + r) as f64 / 1000.0;
+                assert!(rec.ttl_ms >= MIN_TTL.as_millis() as u64, "{ctx}");
+                assert_eq!(rec.renew_every_ms, rec.ttl_ms / 3, "{ctx}");
+                assert!(rec.renew_every_ms < rec.ttl_ms, "{ctx}");
+                let slack = HEADROOM * p.max(r) as f64 / 1000.0;
+                let job = j.map_or(0.0, |d| d.as_secs_f64() * 1000.0);
+                assert!(rec.margin_ms as f64 >= job + slack, "{ctx}");
+                assert!((rec.margin_ms as f64) < ttl * (1.0 - DRIFT), "{ctx}: no time left");
+                // After a failed renewal at ttl/3, the one at 2·ttl/3 has P + R of room.
+                let room = ttl * (1.0 - DRIFT) - rec.margin_ms as f64 - 2.0 * ttl / 3.0;
+                assert!(room >= pr, "{ctx}: room {room}");
+                let run_margin = (ttl / 10.0).min(2000.0) + rec.grace_ms as f64;
+                assert!(run_margin <= ttl / 2.0, "{ctx}: run caps its margin at ttl/2");
+                let room = ttl * (1.0 - DRIFT) - run_margin - 2.0 * ttl / 3.0;
+                assert!(room >= pr, "{ctx}: run room {room}");
+            }
+        }
+    }
+}
+
+#[test]
+fn longer_pauses_never_shorten_the_lease() {
+    let mut last = 0;
+    for p in [0, 10_000, 100_000, 1_000_000, 10_000_000] {
+        let r = recommend(&dist(1_000), &dist(p), None);
+        assert!(r.ttl_ms >= last, "{p}: {} < {last}", r.ttl_ms);
+        last = r.ttl_ms;
+    }
+    assert!(last > MIN_TTL.as_millis() as u64, "a 10 s pause must lift the ttl off the floor");
+}
+
+#[test]
+fn the_arithmetic_and_the_caveat_are_printed() {
+    let r = recommend(&dist(5_000), &dist(2_000), Some(ms_of(1_500)));
+    let text = r.to_string();
+    assert!(text.contains("margin = J + 2·max(P, R)"), "{text}");
+    assert!(text.contains("ttl ≥ 3·(P + R + margin)"), "{text}");
+    assert!(text.contains("renew every ttl/3 = 333 ms"), "{text}");
+    assert!(text.contains(NO_BOUND), "{text}");
+}
+
+#[test]
+fn distributions_from_samples() {
+    let d = Distribution::from_samples((1..=1000).map(ms_of));
+    assert_eq!((d.samples, d.p50_us, d.p99_us, d.p999_us, d.max_us), (1000, 500, 990, 999, 1000));
+    assert_eq!(Distribution::from_samples([]), Distribution::default());
+    // Beyond the histogram's range: clamped, not dropped, no panic.
+    let d = Distribution::from_samples([Duration::MAX]);
+    assert_eq!((d.samples, d.max_us >= HIGHEST_US), (1, true));
+}
+
+/// A pause the monitor's task cannot miss: the only runtime thread is blocked while the
+/// sampler sleeps, so its next wake-up is at least that late.
+#[tokio::test(flavor = "current_thread")]
+async fn the_monitor_counts_a_forced_pause() {
+    let m = PauseMonitor::spawn(Duration::from_millis(50)).unwrap();
+    // Let the sampler run and start a sleep.
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    std::thread::sleep(Duration::from_millis(200));
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    assert!(m.over_margin() >= 1, "{:?}", m.pauses());
+    assert!(m.longest() >= Duration::from_millis(150), "{:?}", m.longest());
+    assert!(m.pauses().max_us >= 150_000, "{:?}", m.pauses());
+    let rec = m.recommend(&dist(1_000), None);
+    // Fewer than 1000 samples: p99.9 is the longest, the forced pause.
+    assert!(rec.margin_ms >= 300, "{rec:?}");
+}
+
+#[test]
+fn the_monitor_needs_a_runtime() {
+    let e = PauseMonitor::spawn(Duration::from_millis(1)).unwrap_err();
+    assert!(matches!(e, crate::Error::InvalidInput(_)), "{e}");
+}
