@@ -134,7 +134,7 @@ pub async fn sample_pauses(duration: Duration) -> Result<Distribution> {
 /// released before a renewal's error is returned; its ttl is the backstop).
 pub async fn measure_renewals(locker: &Locker, duration: Duration) -> Result<Distribution> {
     let key = format!("leasehold-size-probe-{}", OwnerToken::generate()?);
-    let lease = locker.acquire(&key, PROBE_TTL).await?;
+    let lease = locker.acquire(&key, PROBE_TTL).auto_renew(false).await?; // it renews itself
     let mut r = Recorder::new();
     let end = Instant::now() + duration;
     let renewed = loop {
