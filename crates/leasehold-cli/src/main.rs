@@ -106,10 +106,10 @@ enum Cmd {
         /// Time between SIGTERM and SIGKILL when the lease is lost.
         #[arg(long, default_value = "5s", value_parser = dur::parse, value_name = "DUR")]
         grace: Duration,
-        /// When the store cannot be reached (or does not answer): `fail` (exit 69), or `run`
-        /// the command anyway, without a lease and without LEASEHOLD_FENCE, after a warning
-        /// on stderr (fail open: two holders may then run at once). A busy key is never
-        /// "unavailable".
+        /// When the store cannot be reached or does not answer in time: `fail` (exit 69), or
+        /// `run` the command anyway, without a lease or LEASEHOLD_FENCE, after a warning (fail
+        /// open: a slow store's holder may run alongside). Busy and store errors (a READONLY
+        /// replica, a SQL error) never count as unavailable: they exit 75 and 69.
         #[arg(long, value_enum, default_value = "fail", value_name = "fail|run")]
         if_unavailable: IfUnavailable,
         /// At exit, write the run's metrics (acquire wait, hold time, renewals, losses…) to

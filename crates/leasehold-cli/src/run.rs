@@ -6,6 +6,21 @@ use super::*;
 /// Which store a `run` holds its key on, exported to the command so that a nested `run` can
 /// tell its parent's store: the URL with any password redacted.
 const ENV_STORE_ID: &str = "LEASEHOLD_STORE_ID";
+/// The pid of the `run` that holds the grant. Its command leads a process group of its own;
+/// a nested `run` borrows the grant only from inside that group (which the parent's SIGTERM
+/// and SIGKILL on loss reach), i.e. when its group's leader is a child of this pid.
+const ENV_RUN_PID: &str = "LEASEHOLD_RUN_PID";
+
+/// What a nested `run` found in its environment.
+enum Parent {
+    /// Not nested in a run of this key on this store (or not in its process group).
+    None,
+    /// The store confirms the parent's grant: its fence.
+    Confirmed(u64),
+    /// Nested, but the store cannot confirm whose grant it is (a session lock held by
+    /// another process): acquiring would wait on the parent.
+    Unconfirmable(Error),
+}
 
 pub(crate) async fn run(
     store: StoreOpt,
@@ -23,23 +38,43 @@ pub(crate) async fn run(
     // before the store's expiry.
     let base = (ttl / 10).min(Duration::from_secs(2));
     let margin = (base + grace).min(ttl / 2);
-    let acquired = async {
-        let locker = Locker::connect(&url).await?;
-        if let Some(parent) = parents_grant(&locker, &key, &store_id).await {
-            return Ok(Err(parent));
-        }
-        let lease = locker.acquire(&key, ttl).wait(wait).auto_renew(true).margin(margin).await?;
-        Ok::<_, Error>(Ok(lease))
+    let fail_open = |e: &Error| e.is_unavailable() && if_unavailable == IfUnavailable::Run;
+    let warn_open = |e: &Error| {
+        eprintln!(
+            "leasehold: warning: store unavailable ({e}); running the command WITHOUT a lease \
+             on {key:?} (--if-unavailable run)"
+        )
     };
-    let lease = match acquired.await {
-        Ok(Ok(lease)) => lease,
+    let locker = match Locker::connect(&url).await {
+        Ok(l) => l,
+        Err(e) if fail_open(&e) => {
+            warn_open(&e);
+            return Err(exec(&command, None));
+        }
+        Err(e) => return Err(e.into()),
+    };
+    match parents_grant(&locker, &key, &store_id).await {
+        Parent::None => {}
         // Nested in a run of the same key: the parent's grant covers this command.
-        Ok(Err(fence)) => return Err(exec(&command, Some(fence))),
-        Err(e) if e.is_unavailable() && if_unavailable == IfUnavailable::Run => {
-            eprintln!(
-                "leasehold: warning: store unavailable ({e}); running the command WITHOUT a lease \
-                 on {key:?} (--if-unavailable run)"
-            );
+        Parent::Confirmed(fence) => return Err(exec(&command, Some(fence))),
+        Parent::Unconfirmable(e) => {
+            return Err(Exit::fail(
+                code::BUSY,
+                format!(
+                    "nested in a run of {key:?}, but the store cannot confirm that grant ({e}); \
+                     not waiting on the parent"
+                ),
+            ));
+        }
+    }
+    let acquired = locker.acquire(&key, ttl).wait(wait).auto_renew(true).margin(margin).await;
+    let lease = match acquired {
+        Ok(lease) => lease,
+        Err(e) if fail_open(&e) => {
+            warn_open(&e);
+            // The acquire's owner-checked cleanup is in flight; exec ends it, and the
+            // store's expiry is the backstop.
+            let _ = tokio::time::timeout(Duration::from_millis(200), locker.close()).await;
             return Err(exec(&command, None));
         }
         Err(e) => return Err(e.into()),
@@ -59,6 +94,7 @@ pub(crate) async fn run(
         .env(ENV_FENCE, lease.fence().to_string())
         .env(ENV_OWNER, lease.owner().to_string())
         .env(ENV_STORE_ID, &store_id)
+        .env(ENV_RUN_PID, std::process::id().to_string())
         // Its own process group, so loss terminates everything it started.
         .process_group(0)
         .spawn();
@@ -111,6 +147,9 @@ pub(crate) async fn run(
         send(Signal::SIGKILL);
     }
     let released = lease.release().await;
+    // A release sent in the background (the lease was lost) gets a short while; the store's
+    // expiry is the backstop, and exit does not wait again.
+    let _ = tokio::time::timeout(Duration::from_secs(1), locker.close()).await;
     if let Some(reason) = lost_reason {
         return Err(Exit::fail(
             code::LOST,
@@ -142,22 +181,37 @@ pub(crate) async fn run(
 
 /// The grant of a `run` of the same key on the same store that this process runs under, if
 /// the environment names one and the store confirms it is the current grant: its fence.
-async fn parents_grant(locker: &Locker, key: &str, store_id: &str) -> Option<u64> {
+async fn parents_grant(locker: &Locker, key: &str, store_id: &str) -> Parent {
     let env = |name| std::env::var(name).ok();
     if env(ENV_KEY).as_deref() != Some(key) || env(ENV_STORE_ID).as_deref() != Some(store_id) {
-        return None;
+        return Parent::None;
     }
-    let owner: OwnerToken = env(ENV_OWNER)?.parse().ok()?;
-    let fence: u64 = env(ENV_FENCE)?.parse().ok()?;
-    let holders = locker.holders(Some(key)).await.ok()?;
+    // Only inside the parent's process group, which its SIGTERM/SIGKILL on loss reaches (not
+    // from a setsid'd daemon, nor through a run of another key, which starts a group).
+    let in_group =
+        env(ENV_RUN_PID).is_some_and(|pid| group_leader_parent().as_deref() == Some(&pid));
+    let (Some(owner), Some(fence)) = (
+        env(ENV_OWNER).and_then(|o| o.parse::<OwnerToken>().ok()),
+        env(ENV_FENCE).and_then(|f| f.parse::<u64>().ok()),
+    ) else {
+        return Parent::None;
+    };
+    if !in_group {
+        return Parent::None;
+    }
+    let holders = match locker.holders(Some(key)).await {
+        Ok(h) => h,
+        Err(e) => return Parent::Unconfirmable(e),
+    };
     let current =
         holders.iter().any(|h| h.owner == owner && h.fence.is_none_or(|f| f.get() == fence));
     if !current {
         eprintln!(
             "leasehold: the enclosing run's grant on {key:?} is no longer current; acquiring anew"
         );
+        return Parent::None;
     }
-    current.then_some(fence)
+    Parent::Confirmed(fence)
 }
 
 /// Where `--metrics-file` goes, and what records it.
@@ -179,7 +233,8 @@ pub(crate) fn install_metrics(path: Option<std::path::PathBuf>) {
 /// half a file). A failure is a warning: the command's outcome matters more.
 pub(crate) fn flush_metrics() {
     let Some((path, rec)) = METRICS.get() else { return };
-    let tmp = path.with_extension("tmp");
+    let mut tmp = path.clone().into_os_string();
+    tmp.push(format!(".{}.tmp", std::process::id()));
     let written = std::fs::write(&tmp, rec.render()).and_then(|()| std::fs::rename(&tmp, path));
     if let Err(e) = written {
         eprintln!("leasehold: warning: cannot write --metrics-file {}: {e}", path.display());
@@ -207,4 +262,14 @@ fn exec(command: &[OsString], under: Option<u64>) -> Exit {
         code::CANNOT_EXECUTE
     };
     Exit::fail(code, format!("cannot run {}: {e}", prog.to_string_lossy()))
+}
+
+/// The parent pid of this process group's leader (Linux `/proc`; `None` elsewhere, or when
+/// the leader has exited), as text.
+fn group_leader_parent() -> Option<String> {
+    let leader = nix::unistd::getpgrp().as_raw();
+    let stat = std::fs::read_to_string(format!("/proc/{leader}/stat")).ok()?;
+    // `pid (comm) state ppid …`; comm may hold spaces and parentheses.
+    let rest = &stat[stat.rfind(')')? + 1..];
+    rest.split_whitespace().nth(1).map(str::to_owned)
 }

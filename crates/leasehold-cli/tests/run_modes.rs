@@ -127,3 +127,18 @@ fn metrics_file_has_the_runs_metrics() {
     let text = std::fs::read_to_string(&m).unwrap();
     assert!(text.contains("leasehold_busy_total{backend=\"sqlite\"} 1\n"), "{text}");
 }
+
+/// Outside the parent's process group (here `setsid`, as a daemonised step would be), the
+/// parent's SIGTERM on loss would not reach the command: the grant is not borrowed, and the
+/// nested run waits for the key like anyone else (busy after its --wait).
+#[test]
+fn nested_run_outside_the_parents_group_does_not_borrow() {
+    let e = Env::new();
+    let script =
+        "setsid \"$LH\" run --store \"$STORE\" --wait 300ms job -- echo inner; echo code=$?";
+    let o = e.run(&["run", "job", "--", "sh", "-c", script]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(!out.contains("inner"), "{out}");
+    assert_eq!(field(&out, "code"), "75", "{out}");
+}

@@ -501,3 +501,19 @@ pub async fn acquire_right_after_drop(l: &Locker) {
     }
     l.close().await.expect("nothing left in flight");
 }
+
+/// A release whose future is dropped mid-request (a timeout around it, a `select!` at
+/// shutdown) still frees the key: the lease falls back to its owner-checked background
+/// release, so another owner gets the key long before the TTL.
+pub async fn cancelled_release_still_frees(l: &Locker) {
+    let key = unique_key("cancelled-release");
+    for round in 0..5 {
+        let a = l.acquire(&key, LONG).await.unwrap();
+        // Polled once (the request goes out), then dropped.
+        let _ = tokio::time::timeout(Duration::ZERO, a.release()).await;
+        let b = other(l).acquire(&key, LONG).wait(Wait::For(BOUND)).await;
+        let b =
+            b.unwrap_or_else(|e| panic!("round {round}: a cancelled release kept the key: {e}"));
+        assert!(b.release().await.unwrap());
+    }
+}

@@ -232,7 +232,7 @@ macro_rules! conformance_suite {
             guard_cancels_on_loss, waiter_gets_lease_after_release,
             waiter_gets_lease_after_expiry, dropped_lease_is_released,
             cancelled_acquire_leaves_no_orphan, holders_lists_grant, no_self_wait,
-            acquire_right_after_drop);
+            acquire_right_after_drop, cancelled_release_still_frees);
     };
     (@tests $fixture:expr; $($name:ident),* $(,)?) => {
         $(

@@ -509,8 +509,10 @@ async fn an_older_lease_table_gains_the_queue_columns() {
     let first = locker.acquire("k", Duration::from_secs(30)).await.unwrap();
     let first_fence = first.fence();
     assert!(first_fence.get() > 41, "an older version's fences stay below the new ones");
+    // Another locker (another owner identity): a waiter of the same locker would queue in
+    // the process and never take a ticket in the table.
     let waiter = {
-        let locker = locker.clone();
+        let locker = Locker::from_arc(locker.store().clone());
         tokio::spawn(async move {
             locker
                 .acquire("k", Duration::from_secs(30))

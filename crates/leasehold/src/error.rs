@@ -98,9 +98,9 @@ pub enum Error {
         /// The key that was busy.
         key: Key,
     },
-    /// This process already holds the key: the acquire would wait on itself (the same task
-    /// asking again, or a one-shot acquire while another task of this locker holds it).
-    /// Answered at once, without a store round trip.
+    /// This locker already holds the key: the acquire would wait on itself (the task that
+    /// acquired the lease asking again, or a one-shot acquire while any task of this locker
+    /// holds it). Answered at once, without a store round trip.
     #[error("{key:?} is already held by this locker (fence {fence}); release that lease first")]
     HeldByThisLocker {
         /// The key.

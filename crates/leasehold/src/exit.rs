@@ -13,6 +13,8 @@ use std::time::{Duration, Instant};
 #[derive(Debug, Default)]
 pub(crate) struct Pending {
     count: Mutex<usize>,
+    /// Set once `Locker::close` has waited: exit does not wait a second time.
+    closed: std::sync::atomic::AtomicBool,
     done: Condvar,
     /// Woken whenever the count falls to zero (for the async `Locker::close`).
     zero: tokio::sync::Notify,
@@ -35,8 +37,9 @@ impl Pending {
         *self.count()
     }
 
-    /// Waits until none is in flight, or `limit`. True if none is.
+    /// Waits until none is in flight, or `limit`. True if none is. Exit will not wait again.
     pub async fn settle(&self, limit: Duration) -> bool {
+        self.closed.store(true, std::sync::atomic::Ordering::Relaxed);
         let until = tokio::time::Instant::now() + limit;
         loop {
             let woken = self.zero.notified();
@@ -93,7 +96,9 @@ pub(crate) struct Exit {
 
 impl Drop for Exit {
     fn drop(&mut self) {
-        if self.pending.in_flight() == 0 {
+        if self.pending.in_flight() == 0
+            || self.pending.closed.load(std::sync::atomic::Ordering::Relaxed)
+        {
             return;
         }
         use tokio::runtime::{Handle, RuntimeFlavor};

@@ -25,7 +25,7 @@ type Registration = (Arc<Local>, Arc<LocalKey>);
 /// key. An acquire of the same key by the same locker right after a drop waits for that
 /// release (up to the op timeout) instead of meeting its own grant.
 #[derive(Debug)]
-#[must_use = "dropping a Lease releases it at once"]
+#[must_use = "dropping a Lease releases it (in the background)"]
 pub struct Lease {
     shared: Arc<Shared>,
     watchdog: Option<(Arc<Watchdog>, u64)>,
@@ -186,9 +186,12 @@ impl Lease {
     /// [`Error::UnknownOutcome`]: the store's expiry or session end frees the key.
     #[must_use = "Ok(false) means the critical section may have overlapped another holder's"]
     pub async fn release(mut self) -> Result<bool> {
-        self.finish();
+        // No renewal starts from here on; but `done` is set only once the answer is in: a
+        // release whose future is dropped mid-request falls back to Drop's background release.
+        self.stop_renewing();
         let s = self.shared.clone();
         if s.lost_now().is_some() {
+            self.done = true;
             let local = self.local.take();
             spawn_release(s, local, self.exit.pending.ticket());
             return Ok(false);
@@ -197,6 +200,7 @@ impl Lease {
         let span = tracing::debug_span!("leasehold.release", key = s.id.key().as_str());
         let call = tracing::Instrument::instrument(s.store.release(s.id.key(), &owner), span);
         let res = tokio::time::timeout(s.op_timeout, call).await;
+        self.done = true;
         if res.is_err() {
             s.tel.count(crate::telemetry::UNKNOWN, s.id.key(), Some(("op", "release")));
         }
@@ -232,6 +236,10 @@ impl Lease {
 
     fn finish(&mut self) {
         self.done = true;
+        self.stop_renewing();
+    }
+
+    fn stop_renewing(&mut self) {
         if let Some((wd, id)) = self.watchdog.take() {
             wd.unregister(id);
         }

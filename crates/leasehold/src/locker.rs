@@ -5,7 +5,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::exit::{Exit, Ticket};
+use crate::exit::Exit;
 use crate::held::{Shared, Timing};
 use crate::local::{Ident, Refused};
 use crate::store::{AcquireRequest, Attempt};
@@ -35,9 +35,13 @@ pub enum Wait {
 /// contend for a key through clones of one locker take turns in FIFO order, and only the
 /// head of the queue asks the store.
 ///
-/// A locker never waits on itself: an acquire of a key it holds is answered at once with
-/// [`Error::HeldByThisLocker`] when waiting could only be waiting on itself (a one-shot
-/// acquire, or the same task asking again); other tasks of the process wait their turn.
+/// An acquire of a key this locker holds is answered at once with
+/// [`Error::HeldByThisLocker`] when it is a one-shot acquire, or when the task (outside a
+/// task: the thread) that acquired the held lease asks again; other tasks wait their turn.
+/// The rule follows the acquiring task, not the lease: a lease acquired in a spawned task,
+/// or moved to another, and then waited for by the task holding it still waits (until its
+/// wait runs out); concurrent futures of one task (`join!`) asking for one key get
+/// `HeldByThisLocker` instead of taking turns.
 #[derive(Debug, Clone)]
 pub struct Locker {
     store: Arc<dyn Store>,
@@ -97,7 +101,8 @@ impl Locker {
         match Arc::get_mut(&mut self.exit) {
             Some(exit) => exit.limit = self.op_timeout,
             None => {
-                self.exit = Arc::new(Exit { pending: self.exit.pending.clone(), limit: t });
+                let pending = self.exit.pending.clone();
+                self.exit = Arc::new(Exit { pending, limit: self.op_timeout });
             }
         }
         self
@@ -315,7 +320,7 @@ impl Acquire {
             store: Some(store.clone()),
             key: key.clone(),
             owner,
-            ticket: Some(locker.exit.pending.ticket()),
+            pending: Some(locker.exit.pending.clone()),
         };
         let attempt = store.acquire(&req, until).await;
         let grant = match attempt {
@@ -387,14 +392,15 @@ struct Cleanup {
     store: Option<Arc<dyn Store>>,
     key: Key,
     owner: OwnerToken,
-    /// Counts the cleanup as a release in flight, so exit waits for it.
-    ticket: Option<Ticket>,
+    /// Where a spawned cleanup counts as a release in flight, so exit waits for it (only
+    /// once spawned: an acquire still waiting is not a release in flight).
+    pending: Option<Arc<crate::exit::Pending>>,
 }
 
 impl Cleanup {
     fn disarm(&mut self) {
         self.store = None;
-        self.ticket = None;
+        self.pending = None;
     }
 }
 
@@ -406,8 +412,8 @@ impl Drop for Cleanup {
         let Ok(rt) = tokio::runtime::Handle::try_current() else {
             return;
         };
-        let (key, owner, ticket, tel) =
-            (self.key.clone(), self.owner, self.ticket.take(), self.tel);
+        let ticket = self.pending.take().map(|p| p.ticket());
+        let (key, owner, tel) = (self.key.clone(), self.owner, self.tel);
         rt.spawn(async move {
             let _ticket = ticket;
             let mut pause = Duration::from_millis(50);

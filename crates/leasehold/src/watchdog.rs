@@ -153,6 +153,11 @@ impl Watchdog {
         match answer {
             Ok(Ok(results)) if results.len() == batch.len() => {
                 for ((id, lease), ok) in batch.into_iter().zip(results) {
+                    // Released (or dropped) while the batch was in flight: a not-owner answer
+                    // is the release's doing, not a loss.
+                    if !self.registry().entries.contains_key(&id) {
+                        continue;
+                    }
                     lease.tel.renewed(lease.id.key(), if ok { "ok" } else { "not_owner" }, took);
                     if ok && lease.confirm(sent).is_ok() {
                         self.reschedule(id, sent + Self::interval(lease.ttl));

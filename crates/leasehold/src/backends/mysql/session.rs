@@ -483,10 +483,14 @@ impl Store for MySessionStore {
             }
         };
         let Some(h) = held else { return Ok(false) };
+        // Out of the map: a release dropped before its answer closes the connection (ending
+        // the session and its lock), since nothing could release it any more.
+        let mut unanswered = KillOnDrop(Some(h.conn.clone()));
         let name = self.lock_name(key);
         self.undoing.settled(&name, Duration::from_secs(10)).await;
         let r =
             h.conn.scalar(&format!("SELECT RELEASE_LOCK({LOCK_NAME})"), name_params(&name)).await;
+        unanswered.0 = None;
         match r {
             Ok(Some(1)) => {
                 h.conn.keys().remove(&name);
@@ -529,5 +533,16 @@ impl Store for MySessionStore {
         }
         out.sort_by(|a, b| a.key.cmp(&b.key));
         Ok(out)
+    }
+}
+
+/// Closes a session connection when dropped armed (a release cancelled mid-request).
+struct KillOnDrop(Option<Arc<SessionConn>>);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        if let Some(c) = self.0.take() {
+            c.kill("release abandoned before its answer");
+        }
     }
 }

@@ -372,10 +372,16 @@ impl Store for PgSessionStore {
         };
         // Session locks belong to a connection of this process; anyone else's are not ours.
         let Some(h) = held else { return Ok(false) };
+        // The entry is gone from the map: if this future is dropped before the unlock is
+        // answered, nothing could release the lock any more, so the connection is closed
+        // (ending the session, and the lock with it).
+        let mut unanswered = KillOnDrop(Some(h.conn.clone()));
         let name = self.lock_name(key);
         // An abandoned request for this key must not grab what we free.
         self.undoing.settled(&name, Duration::from_secs(10)).await;
-        match h.conn.pg.client.query_one(&h.conn.unlock, &[&name]).await {
+        let answer = h.conn.pg.client.query_one(&h.conn.unlock, &[&name]).await;
+        unanswered.0 = None;
+        match answer {
             Ok(row) if row.get::<_, bool>(0) => {
                 h.conn.keys().remove(&name);
                 Ok(true)
@@ -423,5 +429,16 @@ impl Store for PgSessionStore {
         }
         out.sort_by(|a, b| a.key.cmp(&b.key));
         Ok(out)
+    }
+}
+
+/// Closes a session connection when dropped armed (a release cancelled mid-request).
+struct KillOnDrop(Option<Arc<SessionConn>>);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        if let Some(c) = self.0.take() {
+            c.pg.kill();
+        }
     }
 }
