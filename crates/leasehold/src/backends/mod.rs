@@ -18,6 +18,8 @@ pub mod etcd;
 /// `file://` needs Linux: `flock(2)` plus inotify for waiting and `/proc/locks` for `status`.
 #[cfg(all(feature = "file", target_os = "linux"))]
 pub mod file;
+#[cfg(all(target_os = "linux", any(feature = "sqlite", feature = "file")))]
+pub(crate) mod inotify;
 #[cfg(feature = "mysql")]
 pub mod mysql;
 #[cfg(feature = "postgres")]

@@ -15,10 +15,10 @@
 //! whose attempt after an event fails retries after 2 ms, backing off to 1 s. A waiter that
 //! gives up holds nothing, so it can never make a free key look busy.
 
+use crate::backends::inotify::{self, InotifyFd};
 use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
 use std::io::Read;
-use std::os::fd::{AsFd, AsRawFd, RawFd};
 use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, Weak};
@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 use nix::errno::Errno;
 use nix::fcntl::{Flock, FlockArg};
-use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify, WatchDescriptor};
+use nix::sys::inotify::{AddWatchFlags, WatchDescriptor};
 use tokio::io::unix::AsyncFd;
 use tokio::sync::watch;
 
@@ -277,23 +277,9 @@ struct Hub {
 /// Watched lock file → (inotify watch, generation counter, number of waiters).
 type Watched = HashMap<PathBuf, (WatchDescriptor, watch::Sender<u64>, usize)>;
 
-#[derive(Debug)]
-struct InotifyFd(Inotify);
-
-impl AsRawFd for InotifyFd {
-    fn as_raw_fd(&self) -> RawFd {
-        self.0.as_fd().as_raw_fd()
-    }
-}
-
 impl Hub {
     fn start() -> Result<Arc<Hub>> {
-        let ino = Inotify::init(InitFlags::IN_NONBLOCK | InitFlags::IN_CLOEXEC)
-            .map_err(|e| Error::backend("file", "inotify_init", e))?;
-        // SAFETY: `InotifyFd` owns the inotify descriptor for its whole life and always
-        // returns that same fd.
-        let ino = unsafe { AsyncFd::register(InotifyFd(ino)) }
-            .map_err(|e| Error::backend("file", "inotify fd", e.into_parts().1))?;
+        let ino = inotify::open().map_err(|e| Error::backend("file", "inotify_init", e))?;
         let hub = Arc::new(Hub { ino, paths: Mutex::default() });
         tokio::spawn(dispatch(Arc::downgrade(&hub)));
         Ok(hub)
@@ -315,7 +301,7 @@ impl Hub {
                 let wd = self
                     .ino
                     .get_ref()
-                    .0
+                    .inotify()
                     .add_watch(path, AddWatchFlags::IN_CLOSE_WRITE)
                     .map_err(|e| {
                         Error::backend("file", format!("inotify watch on {}", path.display()), e)
@@ -334,7 +320,7 @@ impl Hub {
         if let Some(e) = p.get_mut(path) {
             e.2 -= 1;
             if e.2 == 0 {
-                let _ = self.ino.get_ref().0.rm_watch(e.0);
+                let _ = self.ino.get_ref().inotify().rm_watch(e.0);
                 p.remove(path);
             }
         }
@@ -346,28 +332,17 @@ impl Hub {
 async fn dispatch(hub: Weak<Hub>) {
     loop {
         let Some(h) = hub.upgrade() else { return };
-        let Ok(Ok(mut guard)) =
-            tokio::time::timeout(Duration::from_secs(1), h.ino.readable()).await
-        else {
+        let Some(events) = inotify::next_events(&h.ino, "the file store").await else {
             continue;
         };
-        match guard.try_io(|fd| fd.get_ref().0.read_events().map_err(std::io::Error::from)) {
-            Ok(Ok(events)) => {
-                let p = h.paths();
-                for ev in events {
-                    let overflow = ev.mask.contains(AddWatchFlags::IN_Q_OVERFLOW);
-                    for (wd, tx, _) in p.values() {
-                        if overflow || *wd == ev.wd {
-                            tx.send_modify(|n| *n += 1);
-                        }
-                    }
+        let p = h.paths();
+        for ev in events {
+            let overflow = ev.mask.contains(AddWatchFlags::IN_Q_OVERFLOW);
+            for (wd, tx, _) in p.values() {
+                if overflow || *wd == ev.wd {
+                    tx.send_modify(|n| *n += 1);
                 }
             }
-            Ok(Err(e)) => {
-                tracing::warn!(error = %e, "reading inotify events failed");
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-            Err(_would_block) => {}
         }
     }
 }

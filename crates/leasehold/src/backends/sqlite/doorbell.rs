@@ -47,13 +47,12 @@ pub(super) use linux::Doorbell;
 
 #[cfg(target_os = "linux")]
 mod linux {
+    use crate::backends::inotify::{self, InotifyFd};
     use std::collections::HashMap;
-    use std::os::fd::{AsFd, AsRawFd, RawFd};
     use std::sync::{Arc, Mutex, Weak};
-    use std::time::Duration;
 
     use nix::fcntl::{OFlag, open};
-    use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify};
+    use nix::sys::inotify::AddWatchFlags;
     use nix::sys::stat::Mode;
     use tokio::io::unix::AsyncFd;
 
@@ -73,15 +72,6 @@ mod linux {
         buckets: Mutex<HashMap<String, watch::Sender<u64>>>,
     }
 
-    #[derive(Debug)]
-    struct InotifyFd(Inotify);
-
-    impl AsRawFd for InotifyFd {
-        fn as_raw_fd(&self) -> RawFd {
-            self.0.as_fd().as_raw_fd()
-        }
-    }
-
     impl Hub {
         fn buckets(&self) -> std::sync::MutexGuard<'_, HashMap<String, watch::Sender<u64>>> {
             self.buckets.lock().unwrap_or_else(|p| p.into_inner())
@@ -99,11 +89,8 @@ mod linux {
                 return Some(h.clone());
             }
             std::fs::create_dir_all(&self.dir).ok()?;
-            let ino = Inotify::init(InitFlags::IN_NONBLOCK | InitFlags::IN_CLOEXEC).ok()?;
-            ino.add_watch(&self.dir, AddWatchFlags::IN_CLOSE_WRITE).ok()?;
-            // SAFETY: `InotifyFd` owns the inotify descriptor for its whole life and always
-            // returns that same fd.
-            let ino = unsafe { AsyncFd::register(InotifyFd(ino)) }.ok()?;
+            let ino = inotify::open().ok()?;
+            ino.get_ref().inotify().add_watch(&self.dir, AddWatchFlags::IN_CLOSE_WRITE).ok()?;
             let hub = Arc::new(Hub { ino, buckets: Mutex::default() });
             tokio::spawn(dispatch(Arc::downgrade(&hub)));
             *g = Some(hub.clone());
@@ -130,30 +117,19 @@ mod linux {
     async fn dispatch(hub: Weak<Hub>) {
         loop {
             let Some(h) = hub.upgrade() else { return };
-            let Ok(Ok(mut guard)) =
-                tokio::time::timeout(Duration::from_secs(1), h.ino.readable()).await
-            else {
+            let Some(events) = inotify::next_events(&h.ino, "the sqlite doorbell").await else {
                 continue;
             };
-            match guard.try_io(|fd| fd.get_ref().0.read_events().map_err(std::io::Error::from)) {
-                Ok(Ok(events)) => {
-                    let mut b = h.buckets();
-                    b.retain(|_, tx| tx.receiver_count() > 0);
-                    for ev in events {
-                        if ev.mask.contains(AddWatchFlags::IN_Q_OVERFLOW) {
-                            b.values().for_each(|tx| tx.send_modify(|n| *n += 1));
-                        } else if let Some(tx) =
-                            ev.name.as_ref().and_then(|n| n.to_str()).and_then(|n| b.get(n))
-                        {
-                            tx.send_modify(|n| *n += 1);
-                        }
-                    }
+            let mut b = h.buckets();
+            b.retain(|_, tx| tx.receiver_count() > 0);
+            for ev in events {
+                if ev.mask.contains(AddWatchFlags::IN_Q_OVERFLOW) {
+                    b.values().for_each(|tx| tx.send_modify(|n| *n += 1));
+                } else if let Some(tx) =
+                    ev.name.as_ref().and_then(|n| n.to_str()).and_then(|n| b.get(n))
+                {
+                    tx.send_modify(|n| *n += 1);
                 }
-                Ok(Err(e)) => {
-                    tracing::warn!(error = %e, "reading the sqlite doorbell's inotify events failed");
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                }
-                Err(_would_block) => {}
             }
         }
     }
