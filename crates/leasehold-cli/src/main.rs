@@ -25,6 +25,7 @@ use nix::unistd::Pid;
 mod code {
     pub const USAGE: u8 = 64;
     pub const UNAVAILABLE: u8 = 69;
+    pub const CONFIG: u8 = 78;
     pub const SOFTWARE: u8 = 70;
     pub const BUSY: u8 = 75;
     pub const NOT_OWNER: u8 = 77;
@@ -40,6 +41,8 @@ Exit codes:
   69   store unavailable, or the outcome of a request is unknown
   75   busy: the key was not acquired within --wait
   77   not the owner: renew/release of a lease that is no longer ours
+  78   the store refused the configuration: authentication, TLS, a missing database, role
+       or DB index (never counted as unavailable; `run` never runs the command)
   79   the lease was lost while the command ran; the command was terminated
   126  the command could not be executed; 127: the command was not found
 
@@ -352,6 +355,7 @@ impl From<Error> for Exit {
             Error::Busy { .. } | Error::HeldByThisLocker { .. } => code::BUSY,
             Error::NotOwner { .. } => code::NOT_OWNER,
             Error::Lost { .. } => code::LOST,
+            Error::Config { .. } => code::CONFIG,
             _ => code::UNAVAILABLE,
         };
         // The whole chain on one line.

@@ -117,6 +117,18 @@ pub enum Error {
         #[source]
         source: Option<BoxError>,
     },
+    /// The store refused this client's configuration or credentials: authentication,
+    /// authorization, TLS verification, a database, role or DB index that does not exist.
+    /// Not an outage: never retried, never [`Error::is_unavailable`], so `leasehold run
+    /// --if-unavailable run` never runs a command because a password is wrong.
+    #[error("store refused the configuration: {message}")]
+    Config {
+        /// What the store refused.
+        message: String,
+        /// The underlying error, when there is one.
+        #[source]
+        source: Option<BoxError>,
+    },
     /// The request may or may not have taken effect (timeout, dropped connection). For an
     /// acquire, an owner-conditional cleanup has been scheduled; the caller holds nothing.
     #[error("outcome unknown: {0}")]
@@ -175,6 +187,12 @@ impl Error {
         matches!(self, Error::Unavailable { .. } | Error::UnknownOutcome(_))
     }
 
+    /// Whether the store refused this client's configuration or credentials (see
+    /// [`Error::Config`]): fix the URL, the password or the server, do not retry.
+    pub fn is_config(&self) -> bool {
+        matches!(self, Error::Config { .. })
+    }
+
     /// Whether the lease is gone (lost, or the store says it is not ours): stop the work.
     pub fn is_lost(&self) -> bool {
         matches!(self, Error::Lost { .. } | Error::NotOwner { .. })
@@ -207,6 +225,11 @@ impl Error {
         source: impl Into<BoxError>,
     ) -> Self {
         Error::Backend { backend, message: message.into(), source: Some(source.into()) }
+    }
+
+    #[allow(dead_code)]
+    pub(crate) fn config(message: impl Into<String>, source: Option<BoxError>) -> Self {
+        Error::Config { message: message.into(), source }
     }
 
     pub(crate) fn unavailable(message: impl Into<String>, source: Option<BoxError>) -> Self {

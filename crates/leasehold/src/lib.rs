@@ -81,6 +81,6 @@ pub use guarantees::{CLOCK_ASSUMPTION, FenceRepeat, Guarantees, LockKind, MAX_FE
 pub use key::Key;
 pub use lease::Lease;
 pub use locker::{Acquire, DEFAULT_OP_TIMEOUT, Locker, MAX_TTL, Wait};
-pub use store::{Holder, Store};
+pub use store::{Holder, HolderInfo, Store};
 pub use token::{FenceToken, OwnerToken};
 pub use url::{Scheme, StoreUrl, parse_duration, redact};

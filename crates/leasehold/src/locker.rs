@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use crate::exit::Exit;
 use crate::held::{Shared, Timing};
 use crate::local::{Ident, Refused};
+use crate::store::HolderInfo;
 use crate::store::{AcquireRequest, Attempt};
 use crate::telemetry::{ORPHAN_CLEANUPS, Telemetry};
 use crate::watchdog::Watchdog;
@@ -50,6 +51,7 @@ pub struct Locker {
     op_timeout: Duration,
     exit: Arc<Exit>,
     tel: Telemetry,
+    info: Option<Arc<HolderInfo>>,
 }
 
 impl Locker {
@@ -68,6 +70,7 @@ impl Locker {
             local: Arc::default(),
             op_timeout: DEFAULT_OP_TIMEOUT,
             exit: Arc::new(Exit { pending: Arc::default(), limit: DEFAULT_OP_TIMEOUT }),
+            info: Some(Arc::new(HolderInfo::this_process())),
         }
     }
 
@@ -90,7 +93,27 @@ impl Locker {
     /// [`Error::InvalidInput`] (before any connection); an unreachable store is
     /// [`Error::Unavailable`]. Passwords never appear in errors (see [`crate::redact`]).
     pub async fn connect(url: &str) -> Result<Self> {
-        Ok(Self::from_arc(crate::backends::open(url).await?))
+        Self::connect_within(url, DEFAULT_OP_TIMEOUT).await
+    }
+
+    /// [`Locker::connect`], every step of connecting (name lookup, TCP, TLS, authentication,
+    /// creating a lease table) bounded by `limit`: no answer within it is
+    /// [`Error::Unavailable`], with nothing held.
+    pub async fn connect_within(url: &str, limit: Duration) -> Result<Self> {
+        match tokio::time::timeout(limit, crate::backends::open(url)).await {
+            Ok(opened) => Ok(Self::from_arc(opened?)),
+            Err(_) => Err(Error::unavailable(
+                format!("{} did not answer within {limit:?}", crate::redact(url)),
+                None,
+            )),
+        }
+    }
+
+    /// Sets who this locker says it is, kept beside each grant where the store can (see
+    /// [`HolderInfo`]); `None` records nothing. Default: [`HolderInfo::this_process`].
+    pub fn with_holder_info(mut self, info: Option<HolderInfo>) -> Self {
+        self.info = info.map(Arc::new);
+        self
     }
 
     /// Sets the bound on one store round trip (default 5 s). An acquire that exceeds it has
@@ -301,6 +324,7 @@ impl Acquire {
             owner: &owner,
             ttl: self.ttl,
             op_timeout: locker.op_timeout,
+            info: locker.info.as_deref(),
         };
 
         // Waiters of this locker queue per key; only the head asks the store, and not while

@@ -313,6 +313,9 @@ impl Error {
                 Error::Unavailable { message: s(message), source: src(source) }
             }
             Error::UnknownOutcome(m) => Error::UnknownOutcome(s(m)),
+            Error::Config { message, source } => {
+                Error::Config { message: s(message), source: src(source) }
+            }
             Error::Backend { backend, message, source } => {
                 Error::Backend { backend, message: s(message), source: src(source) }
             }

@@ -389,8 +389,13 @@ impl Contender for StoreOnly {
     async fn acquire(&self, key: &str, _wait: Duration) -> BenchResult<Option<Self::Guard>> {
         let k = leasehold::Key::new(key).map_err(|e| e.to_string())?;
         let owner = OwnerToken::generate().map_err(|e| e.to_string())?;
-        let req =
-            leasehold::store::AcquireRequest { key: &k, owner: &owner, ttl: TTL, op_timeout: TTL };
+        let req = leasehold::store::AcquireRequest {
+            key: &k,
+            owner: &owner,
+            ttl: TTL,
+            op_timeout: TTL,
+            info: None,
+        };
         match self.0.try_acquire(&req).await.map_err(|e| e.to_string())? {
             leasehold::store::Attempt::Granted(_) => Ok(Some((k, owner))),
             _ => Ok(None),

@@ -393,6 +393,7 @@ mod tests {
             owner: &owner,
             ttl: Duration::from_secs(30),
             op_timeout: Duration::from_secs(5),
+            info: None,
         };
         match store.try_acquire(&req).await.unwrap() {
             Attempt::Granted(g) => assert!(g.fence.get() > 7, "{:?}", g.fence),

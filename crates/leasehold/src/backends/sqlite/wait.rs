@@ -259,6 +259,7 @@ mod tests {
             owner,
             ttl: Duration::from_secs(30),
             op_timeout: Duration::from_secs(5),
+            info: None,
         }
     }
 
