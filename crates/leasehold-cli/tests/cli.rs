@@ -177,7 +177,8 @@ fn bad_input_is_one_line_and_exit_64_or_69() {
         (&["renew", "k"], 64),
         (&["status", "--store", "bogus://x"], 64),
         (&["status", "--store", "/no/scheme"], 64),
-        (&["status", "--store", "sqlite:///proc/no/such/dir/s.db"], 69),
+        // A path the store cannot use is a configuration error (EX_CONFIG), not an outage.
+        (&["status", "--store", "sqlite:///proc/no/such/dir/s.db"], 78),
         (&["frobnicate"], 64),
     ];
     for (args, want) in cases {

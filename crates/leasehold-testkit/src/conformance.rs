@@ -10,6 +10,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
+use leasehold::store::HolderInfo;
 use leasehold::{Error, FenceRepeat, FenceToken, LockKind, Locker, LostReason, OwnerToken, Wait};
 
 /// A key no other scenario run uses.
@@ -463,6 +464,36 @@ pub async fn holders_lists_grant(l: &Locker) {
     assert!(all.iter().any(|x| x.owner == a.owner()));
     assert!(a.release().await.unwrap());
     assert!(l.holders(Some(&key)).await.unwrap().is_empty());
+}
+
+/// Who holds a key: the [`HolderInfo`] a locker writes at acquire comes back from `holders`
+/// (asked through another locker on the store), unchanged after renewals, on every store
+/// whose guarantees say it keeps it; a locker that records none shows none (no earlier
+/// holder's info lingers). A store that cannot keep it must say so and show none.
+pub async fn holders_show_who_holds(l: &Locker) {
+    let keeps = l.guarantees().holders_know_info;
+    let me = HolderInfo::this_process().with_command("conformance: holders_show_who_holds");
+    let writer = l.clone().with_holder_info(Some(me.clone()));
+    let reader = other(l);
+    let key = unique_key("holder-info");
+    let ttl = Duration::from_millis(1500);
+    let info_of = async |owner: OwnerToken| {
+        let found = reader.holders(Some(&key)).await.expect("holders");
+        let h = found.into_iter().find(|h| h.owner == owner).expect("the grant is listed");
+        h.info
+    };
+    let want = keeps.then(|| me.clone());
+    let a = writer.acquire(&key, ttl).await.unwrap();
+    assert_eq!(info_of(a.owner()).await, want, "holder info after the grant (keeps: {keeps})");
+    // Several renewals (every ttl/3): the info lives as long as the grant.
+    tokio::time::sleep(ttl * 2).await;
+    assert!(!a.is_lost(), "the lease must survive its renewals");
+    assert_eq!(info_of(a.owner()).await, want, "holder info after renewals (keeps: {keeps})");
+    assert!(a.release().await.unwrap());
+    let anonymous = l.clone().with_holder_info(None);
+    let b = anonymous.acquire(&key, ttl).await.unwrap();
+    assert_eq!(info_of(b.owner()).await, None, "a grant without holder info shows none");
+    assert!(b.release().await.unwrap());
 }
 
 /// A locker never waits on itself: the task holding a key that asks for it again, even

@@ -144,6 +144,13 @@ pub fn assert_stale_write_accepted(r: &StallReport) {
     assert_eq!(r.final_value.as_deref(), Some("holder-stale"), "{r:?}");
 }
 
+/// The resumed holder's release answered "not ours" (its lease or session ended while it was
+/// frozen), not an error: `leasehold run` exits 79 (lost), not 69 (unavailable).
+#[track_caller]
+pub fn assert_release_said_not_ours(r: &StallReport) {
+    assert_eq!(r.holder_released, "released false", "{r:?}");
+}
+
 /// `procs` worker processes × `iters` critical sections on one key: the recorded history must
 /// show no overlap, fences increasing in time order, and no lost update on a shared counter.
 pub async fn multi_process_mutex(url: &str, worker: &Path, procs: usize, iters: usize) {
@@ -189,6 +196,8 @@ pub struct StallReport {
     pub stale_write_accepted: bool,
     /// What the holder printed about it.
     pub holder_said: String,
+    /// What the holder's final release answered (`released false`: not ours any more).
+    pub holder_released: String,
     /// The resource's final value.
     pub final_value: Option<String>,
     /// The holder's and the successor's fences.
@@ -233,12 +242,14 @@ pub async fn stalled_holder(
     holder.cont();
     holder.send("write").await;
     let said = holder.line().await;
+    let released = holder.line().await;
     assert_eq!(holder.wait().await, 0, "holder worker failed");
     let final_value = res.read().await;
     assert!(lease.release().await.unwrap());
     StallReport {
         stale_write_accepted: said == "accepted",
         holder_said: said,
+        holder_released: released,
         final_value,
         fences: (holder_fence, fencing.token().get()),
     }

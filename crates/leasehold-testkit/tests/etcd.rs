@@ -33,6 +33,7 @@ async fn stalled_holder_is_fenced_off() {
     let fx = etcd_fixture().await;
     let r = process::stalled_holder(&fx.locker, &fx.url, worker(), &fx.url, true).await;
     process::assert_stale_write_rejected(&r);
+    process::assert_release_said_not_ours(&r);
 }
 
 /// The control: a plain put from the resumed holder lands on top of the successor's.
@@ -196,4 +197,38 @@ async fn url_options_are_checked() {
         let r = Locker::connect(bad).await;
         assert!(matches!(r, Err(Error::InvalidInput(_))), "{bad}: {r:?}");
     }
+}
+
+/// Fail open only on an outage: with auth on, no user, a wrong password and a role without
+/// permission on the lock prefix are configuration errors; a closed port is an outage.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refused_credentials_are_config_and_a_closed_port_is_unavailable() {
+    let cluster = EtcdCluster::single();
+    for args in [
+        &["user", "add", "root:rootpw"][..],
+        &["user", "add", "app:apppw"],
+        &["role", "add", "other"],
+        &["role", "grant-permission", "other", "--prefix=true", "readwrite", "other/"],
+        &["user", "grant-role", "app", "other"],
+        &["auth", "enable"],
+    ] {
+        cluster.ctl(args);
+    }
+    let with = |user: &str| cluster.url("").replacen("etcd://", &format!("etcd://{user}"), 1);
+    // Refused when the store authenticates or opens its session, or at the first write (etcd
+    // grants leases to anyone).
+    for url in [with(""), with("root:wrong@"), with("app:apppw@")] {
+        let e = match Locker::connect(&url).await {
+            Err(e) => e,
+            Ok(l) => l.acquire("k", Duration::from_secs(30)).await.expect_err(&url),
+        };
+        assert!(e.is_config() && !e.is_unavailable() && !e.is_retryable(), "{url}: {e:?}");
+        assert!(!e.to_string().contains("wrong"), "a password in an error: {e}");
+    }
+    let root = Locker::connect(&with("root:rootpw@")).await.expect("root may");
+    assert!(root.acquire("k", Duration::from_secs(30)).await.unwrap().release().await.unwrap());
+
+    let closed = format!("etcd://127.0.0.1:{}", leasehold_testkit::servers::free_port());
+    let e = Locker::connect(&closed).await.expect_err("nothing listens");
+    assert!(e.is_unavailable() && !e.is_config(), "{e:?}");
 }

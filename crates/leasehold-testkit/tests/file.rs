@@ -41,3 +41,20 @@ async fn a_deleted_lock_file_still_issues_larger_fences() {
     assert!(lease.fence() > last.unwrap(), "{} after {last:?}", lease.fence());
     assert!(lease.release().await.unwrap());
 }
+
+/// A lock directory the store cannot use is a configuration error, never an outage: a file in
+/// its place, a parent that is a file, a place where nobody may create files (sysfs, even
+/// for root).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unusable_directories_are_config() {
+    let d = tempfile::tempdir().unwrap();
+    std::fs::write(d.path().join("afile"), "x").unwrap();
+    for url in [
+        format!("file://{}/afile", d.path().display()),
+        format!("file://{}/afile/locks", d.path().display()),
+        "file:///sys/leasehold-test".to_owned(),
+    ] {
+        let e = leasehold::Locker::connect(&url).await.expect_err(&url);
+        assert!(e.is_config() && !e.is_unavailable() && !e.is_retryable(), "{url}: {e:?}");
+    }
+}

@@ -45,6 +45,7 @@ async fn stalled_holder_is_fenced_off() {
     let res = MyDatabase::new();
     let r = process::stalled_holder(&fx.locker, &fx.url, worker(), &res.url(""), true).await;
     process::assert_stale_write_rejected(&r);
+    process::assert_release_said_not_ours(&r);
 }
 
 /// The control: without the fence table's check the stale write lands.
@@ -289,4 +290,108 @@ async fn a_fence_row_behind_still_issues_larger_fences() {
         assert!(lease.fence().get() > 41 && lease.fence() > issued[3]);
         assert!(lease.release().await.unwrap());
     }
+}
+
+/// Fail open only on an outage, on a private MariaDB: a wrong password, an unknown user or
+/// database, and a user without the privilege to create the lease table (1142) are
+/// configuration errors in both modes; a closed port is an outage.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refused_configuration_is_config_and_a_closed_port_is_unavailable() {
+    let server = leasehold_testkit::servers::MyServer::start();
+    let p = server.port();
+    server.sql("CREATE USER 'lim'@'%' IDENTIFIED BY 'pw'; GRANT SELECT ON test.* TO 'lim'@'%'");
+    for mode in ["", "?mode=session"] {
+        for url in [
+            format!("mysql://root:wrong@127.0.0.1:{p}/test{mode}"),
+            format!("mysql://nobody@127.0.0.1:{p}/test{mode}"),
+            format!("mysql://root@127.0.0.1:{p}/no_such_db{mode}"),
+            format!("mysql://lim:pw@127.0.0.1:{p}/test{mode}"),
+        ] {
+            let e = Locker::connect(&url).await.expect_err(&url);
+            assert!(e.is_config() && !e.is_unavailable() && !e.is_retryable(), "{url}: {e:?}");
+            assert!(!e.to_string().contains("wrong@"), "a password in an error: {e}");
+        }
+    }
+    let closed = format!("mysql://root@127.0.0.1:{}/test", leasehold_testkit::servers::free_port());
+    let e = Locker::connect(&closed).await.expect_err("nothing listens");
+    assert!(e.is_unavailable() && !e.is_config(), "{e:?}");
+}
+
+/// Every call has a bound behind a frozen peer (a proxy that swallows everything): connecting
+/// answers at the connect limit (or the URL's `connect_timeout`), and a connected locker's
+/// acquire and `holders` at the op timeout, each within a small slack.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_frozen_peer_is_answered_within_the_bounds() {
+    use leasehold_testkit::proxy::{Fault, FaultProxy};
+    use std::time::Instant;
+    let db = MyDatabase::new();
+    let upstream = mysql_server();
+    let port = upstream.rsplit(':').next().unwrap().trim_end_matches('/');
+    let proxy = FaultProxy::start(format!("127.0.0.1:{port}").parse().unwrap()).await.unwrap();
+    for mode in ["", "?mode=session"] {
+        proxy.set(Fault::Pass);
+        let url = format!("mysql://root@{}/{}{mode}", proxy.addr(), db.name);
+        let l = Locker::connect(&url).await.unwrap().with_op_timeout(Duration::from_secs(1));
+        proxy.set(Fault::Blackhole);
+        let t = Instant::now();
+        let e = Locker::connect_within(&url, Duration::from_secs(1)).await.expect_err("frozen");
+        assert!(e.is_unavailable(), "{e:?}");
+        assert!(t.elapsed() < Duration::from_secs(3), "{mode}: connect took {:?}", t.elapsed());
+        let sep = if mode.is_empty() { '?' } else { '&' };
+        let t = Instant::now();
+        let e =
+            Locker::connect(&format!("{url}{sep}connect_timeout=1s")).await.expect_err("frozen");
+        assert!(e.is_unavailable(), "{e:?}");
+        assert!(
+            t.elapsed() < Duration::from_secs(3),
+            "{mode}: connect_timeout took {:?}",
+            t.elapsed()
+        );
+        let t = Instant::now();
+        let e = l.acquire("k", Duration::from_secs(30)).await.expect_err("frozen");
+        assert!(e.is_unavailable(), "{e:?}");
+        assert!(t.elapsed() < Duration::from_secs(3), "{mode}: acquire took {:?}", t.elapsed());
+        let t = Instant::now();
+        let _ = l.holders(Some("k")).await;
+        assert!(t.elapsed() < Duration::from_secs(3), "{mode}: holders took {:?}", t.elapsed());
+    }
+    proxy.set(Fault::Reset);
+}
+
+/// A one-shot acquire behind another session's `LOCK TABLES … WRITE` on the lease table
+/// answers within the op timeout, and leaves no statement waiting in the server.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_grant_behind_lock_tables_answers_within_the_op_timeout() {
+    use std::time::Instant;
+    let db = MyDatabase::new();
+    // 2.5 s: the server's lock waits are whole seconds (4/5 of it, rounded up: 2 s).
+    let op = Duration::from_millis(2500);
+    let l = Locker::connect(&db.url("")).await.unwrap().with_op_timeout(op);
+    assert!(l.acquire("warm", Duration::from_secs(30)).await.unwrap().release().await.unwrap());
+    let mut admin = client(&db).await;
+    admin.query_drop("LOCK TABLES leasehold_leases WRITE").await.unwrap();
+    let t = Instant::now();
+    let e = l.acquire("k", Duration::from_secs(30)).await.expect_err("the table is locked");
+    assert!(e.is_unavailable() && !e.is_config(), "{e:?}");
+    assert!(t.elapsed() < op + Duration::from_secs(1), "acquire took {:?}", t.elapsed());
+    let mut look = client(&db).await;
+    let deadline = Instant::now() + Duration::from_secs(3);
+    loop {
+        let waiting: Option<i64> = look
+            .exec_first(
+                "SELECT COUNT(*) FROM information_schema.processlist WHERE db = ?
+                   AND state LIKE 'Waiting for table%' AND info LIKE '%leasehold_leases%'",
+                (&db.name,),
+            )
+            .await
+            .unwrap();
+        if waiting == Some(0) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "a leasehold statement still waits behind LOCK TABLES");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    admin.query_drop("UNLOCK TABLES").await.unwrap();
+    let lease = l.acquire("k", Duration::from_secs(30)).await.expect("free again");
+    assert!(lease.release().await.unwrap());
 }

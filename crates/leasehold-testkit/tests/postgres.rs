@@ -68,6 +68,7 @@ async fn stalled_holder_is_fenced_off() {
     let spec = resource_spec(&res);
     let r = process::stalled_holder(&fx.locker, &fx.url, worker(), &spec, true).await;
     process::assert_stale_write_rejected(&r);
+    process::assert_release_said_not_ours(&r);
     drop_schema(&format!("{}_res", res.name)).await;
 }
 

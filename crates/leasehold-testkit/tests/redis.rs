@@ -26,6 +26,7 @@ async fn stalled_holder_is_fenced_off() {
     let resource = RedisServer::start();
     let r = process::stalled_holder(&fx.locker, &fx.url, worker(), &resource.url(), true).await;
     process::assert_stale_write_rejected(&r);
+    process::assert_release_said_not_ours(&r);
 }
 
 /// The control: without the fenced script the stale write lands.
@@ -316,4 +317,82 @@ async fn frozen_store_fails_fast_once_lost() {
         t.elapsed()
     );
     proxy.set(Fault::Reset); // the background release fails at once; the test ends
+}
+
+/// Fail open only on an outage: a missing or wrong password, a database index the server lacks
+/// and an ACL user without the permissions the store needs are configuration errors (never
+/// retried, never "unavailable"), while a closed port is an outage.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refused_configuration_is_config_and_a_closed_port_is_unavailable() {
+    let server = RedisServer::start_with(&["--requirepass", "sekret"]);
+    let p = server.port();
+    for url in [
+        format!("redis://127.0.0.1:{p}"),
+        format!("redis://:wrong@127.0.0.1:{p}"),
+        format!("redis://:sekret@127.0.0.1:{p}/99"),
+    ] {
+        let e = Locker::connect(&url).await.expect_err(&url);
+        assert!(e.is_config() && !e.is_unavailable() && !e.is_retryable(), "{url}: {e:?}");
+        assert!(!e.to_string().contains("sekret"), "a password in an error: {e}");
+    }
+    // An ACL user that may not touch the store's keys: refused at the first request.
+    server.cli(&["-a", "sekret", "ACL", "SETUSER", "app", "on", ">pw", "~other:*", "+@all"]);
+    let l = Locker::connect(&format!("redis://app:pw@127.0.0.1:{p}")).await.unwrap();
+    let e = l.acquire("k", Duration::from_secs(30)).await.expect_err("NOPERM");
+    assert!(e.is_config() && !e.is_unavailable(), "{e:?}");
+    let ok = Locker::connect(&format!("redis://:sekret@127.0.0.1:{p}")).await.unwrap();
+    assert!(ok.acquire("k", Duration::from_secs(30)).await.unwrap().release().await.unwrap());
+
+    let closed = format!("redis://127.0.0.1:{}", leasehold_testkit::servers::free_port());
+    let e = Locker::connect(&closed).await.expect_err("nothing listens");
+    assert!(e.is_unavailable() && !e.is_config(), "{e:?}");
+}
+
+/// Every call has a bound behind a frozen peer (a proxy that swallows everything): connecting
+/// answers at the connect limit, and a connected locker's acquire and `holders` at the op
+/// timeout, each within a small slack.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_frozen_peer_is_answered_within_the_bounds() {
+    use leasehold_testkit::proxy::{Fault, FaultProxy};
+    use std::time::Instant;
+    let server = RedisServer::start();
+    let proxy =
+        FaultProxy::start(format!("127.0.0.1:{}", server.port()).parse().unwrap()).await.unwrap();
+    let url = format!("redis://{}", proxy.addr());
+    let l = Locker::connect(&url).await.unwrap().with_op_timeout(Duration::from_secs(1));
+    proxy.set(Fault::Blackhole);
+    let t = Instant::now();
+    let e = Locker::connect_within(&url, Duration::from_secs(1)).await.expect_err("frozen");
+    assert!(e.is_unavailable(), "{e:?}");
+    assert!(t.elapsed() < Duration::from_secs(3), "connect took {:?}", t.elapsed());
+    let t = Instant::now();
+    let e = l.acquire("k", Duration::from_secs(30)).await.expect_err("frozen");
+    assert!(e.is_unavailable(), "{e:?}");
+    assert!(t.elapsed() < Duration::from_secs(3), "acquire took {:?}", t.elapsed());
+    let t = Instant::now();
+    let e = l.holders(None).await.expect_err("frozen");
+    assert!(e.is_unavailable(), "{e:?}");
+    assert!(t.elapsed() < Duration::from_secs(3), "holders took {:?}", t.elapsed());
+    let t = Instant::now();
+    let w = l.acquire("k", Duration::from_secs(30)).wait(Wait::For(Duration::from_secs(1))).await;
+    assert!(w.is_err(), "{w:?}");
+    assert!(t.elapsed() < Duration::from_secs(4), "a waiting acquire took {:?}", t.elapsed());
+    proxy.set(Fault::Reset);
+}
+
+/// Who holds a key is kept beside the lease, in the same slot, with the lease's expiry:
+/// renewed with it and deleted with it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn holder_info_lives_and_dies_with_the_lease() {
+    let server = RedisServer::start();
+    let l = Locker::connect(&server.url()).await.unwrap();
+    let a = l.acquire("job", Duration::from_secs(30)).await.unwrap();
+    let line = server.cli(&["GET", "leasehold:{job}:holder"]);
+    let info = leasehold::store::HolderInfo::decode(&line).expect("an info line");
+    assert_eq!(info.pid, std::process::id());
+    let pttl: u64 = server.cli(&["PTTL", "leasehold:{job}:holder"]).parse().unwrap();
+    assert!(pttl > 20_000 && pttl <= 30_000, "{pttl}");
+    a.renew().await.unwrap();
+    assert!(a.release().await.unwrap());
+    assert_eq!(server.cli(&["EXISTS", "leasehold:{job}:holder"]), "0");
 }

@@ -99,3 +99,19 @@ async fn late_fence_fails_the_grant() {
     assert_eq!(ok.fence().get(), 7);
     assert!(ok.release().await.unwrap());
 }
+
+/// Every instance refusing the same way (a password the URL lacks) is a configuration error;
+/// one instance refusing while a majority answers is one failed instance, and grants go on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn all_instances_refusing_is_config_a_minority_is_not() {
+    let locked: Vec<RedisServer> =
+        (0..3).map(|_| RedisServer::start_with(&["--requirepass", "sekret"])).collect();
+    let e = Locker::connect(&redlock_url(&locked)).await.expect_err("no password given");
+    assert!(e.is_config() && !e.is_unavailable(), "{e:?}");
+
+    let mut mixed: Vec<RedisServer> = (0..2).map(|_| RedisServer::start()).collect();
+    mixed.push(RedisServer::start_with(&["--requirepass", "sekret"]));
+    let l = Locker::connect(&redlock_url(&mixed)).await.expect("2 of 3 answer");
+    let lease = l.acquire("k", Duration::from_secs(10)).await.expect("a majority grants");
+    assert!(lease.release().await.unwrap());
+}

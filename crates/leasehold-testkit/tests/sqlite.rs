@@ -22,6 +22,7 @@ async fn stalled_holder_is_fenced_off() {
     let res = format!("sqlite:{}", dir.path().join("resource.db").display());
     let r = process::stalled_holder(&fx.locker, &fx.url, worker(), &res, true).await;
     process::assert_stale_write_rejected(&r);
+    process::assert_release_said_not_ours(&r);
 }
 
 /// The control: the same run without the fence check lets the stale write through, so the
@@ -72,4 +73,27 @@ async fn exit_with_lease_releases() {
     let fx = sqlite_fixture().await;
     let bin = std::path::Path::new(env!("CARGO_BIN_EXE_lh-exit"));
     leasehold_testkit::process::exit_with_lease_releases(&fx.locker, &fx.url, bin).await;
+}
+
+/// A path the store cannot use is a configuration error, never an outage a job may run
+/// through: a directory where the database file belongs, a parent that is a file, a file
+/// that is not a database, a path where nobody may create files (sysfs, even for root).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unusable_paths_are_config() {
+    let d = tempfile::tempdir().unwrap();
+    std::fs::create_dir(d.path().join("adir")).unwrap();
+    std::fs::write(d.path().join("afile"), "x").unwrap();
+    std::fs::write(d.path().join("notdb"), "this is not a SQLite database, ".repeat(20)).unwrap();
+    let mut urls = vec![
+        format!("sqlite://{}/adir", d.path().display()),
+        format!("sqlite://{}/afile/leases.db", d.path().display()),
+        format!("sqlite://{}/notdb", d.path().display()),
+    ];
+    if cfg!(target_os = "linux") {
+        urls.push("sqlite:///sys/leasehold-test.db".into());
+    }
+    for url in urls {
+        let e = leasehold::Locker::connect(&url).await.expect_err(&url);
+        assert!(e.is_config() && !e.is_unavailable() && !e.is_retryable(), "{url}: {e:?}");
+    }
 }

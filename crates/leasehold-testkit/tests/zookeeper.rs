@@ -33,6 +33,7 @@ async fn stalled_holder_is_fenced_off() {
     let spec = format!("sqlite:{}", dir.path().join("resource.db").display());
     let r = process::stalled_holder(&fx.locker, &fx.url, worker(), &spec, true).await;
     process::assert_stale_write_rejected(&r);
+    process::assert_release_said_not_ours(&r);
 }
 
 /// The control: without the fence check the resumed holder's write lands.
@@ -64,7 +65,12 @@ async fn nodes_use_the_curator_layout() {
     assert!(node.starts_with(&format!("_c_{uuid}-lock-")), "{node}");
     assert_eq!(node.rsplit("lock-").next().unwrap().len(), 10, "{node}");
     let (data, stat) = client.get_data(&format!("{lock}/{node}")).await.unwrap();
-    assert_eq!(data, o.as_bytes());
+    // The owner token, then who holds it (Curator puts the client's address there).
+    let data = String::from_utf8(data).unwrap();
+    let (owner, info) = data.split_once('\n').expect("owner, then holder info");
+    assert_eq!(owner, o);
+    let info = leasehold::store::HolderInfo::decode(info).expect("a holder info line");
+    assert_eq!(info.pid, std::process::id());
     assert_eq!(stat.czxid as u64, a.fence().get());
     assert_ne!(stat.ephemeral_owner, 0, "the node must be ephemeral");
     // zkCli sees the same.
@@ -288,4 +294,43 @@ async fn each_waiter_watches_only_its_predecessor() {
         let (_l, lease) = t.await.unwrap();
         let _ = lease;
     }
+}
+
+/// A `zk://` URL naming a server that is not there, or one that does not answer (frozen),
+/// answers at the connect limit, not after the session timeout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_or_frozen_server_answers_within_the_connect_limit() {
+    let dead = format!("zk://127.0.0.1:{}?session=1m", leasehold_testkit::servers::free_port());
+    let t = Instant::now();
+    let e = Locker::connect_within(&dead, Duration::from_secs(2)).await.expect_err("no server");
+    assert!(e.is_unavailable() && !e.is_config(), "{e:?}");
+    assert!(
+        t.elapsed() < Duration::from_secs(5),
+        "the 2 s connect limit, not the 1 min session: {:?}",
+        t.elapsed()
+    );
+
+    let server = ZkServer::start();
+    server.stop();
+    let t = Instant::now();
+    let r = Locker::connect_within(&server.url("?session=1m"), Duration::from_secs(2)).await;
+    let waited = t.elapsed();
+    server.cont();
+    let e = r.expect_err("a frozen server cannot open a session");
+    assert!(e.is_unavailable() && !e.is_config(), "{e:?}");
+    assert!(
+        waited < Duration::from_secs(5),
+        "the 2 s connect limit, not the 1 min session: {waited:?}"
+    );
+}
+
+/// A chroot the server's ACLs do not let this client create under is a configuration error,
+/// never an outage a job may run through.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_chroot_that_cannot_be_created_is_config() {
+    let server = ZkServer::start();
+    server.cli(&["create", "/readonly", "x", "world:anyone:r"]);
+    let l = Locker::connect(&server.url("/readonly/app")).await.unwrap();
+    let e = l.acquire("k", Duration::from_secs(30)).await.expect_err("nothing can be created");
+    assert!(e.is_config() && !e.is_unavailable(), "{e:?}");
 }

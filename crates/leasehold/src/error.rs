@@ -227,12 +227,63 @@ impl Error {
         Error::Backend { backend, message: message.into(), source: Some(source.into()) }
     }
 
-    #[allow(dead_code)]
+    #[cfg_attr(
+        not(any(
+            feature = "sqlite",
+            feature = "file",
+            feature = "redis",
+            feature = "postgres",
+            feature = "mysql",
+            feature = "etcd",
+            feature = "zookeeper"
+        )),
+        allow(dead_code)
+    )]
     pub(crate) fn config(message: impl Into<String>, source: Option<BoxError>) -> Self {
         Error::Config { message: message.into(), source }
     }
 
+    /// A local path a store cannot use: [`Error::Config`] when the path itself is wrong
+    /// (permission denied, a read-only file system, a directory where a file belongs or the
+    /// reverse, a parent that does not exist and cannot be made); anything else (a full
+    /// disk, an I/O error, too many open files) is [`Error::Unavailable`].
+    #[cfg(any(feature = "sqlite", feature = "file"))]
+    pub(crate) fn local_io(message: impl Into<String>, e: std::io::Error) -> Self {
+        use std::io::ErrorKind as K;
+        let message = format!("{}: {e}", message.into());
+        match e.kind() {
+            K::PermissionDenied
+            | K::ReadOnlyFilesystem
+            | K::IsADirectory
+            | K::NotADirectory
+            | K::AlreadyExists
+            | K::NotFound
+            | K::InvalidFilename
+            | K::InvalidInput => Error::config(message, Some(e.into())),
+            _ => Error::unavailable(message, Some(e.into())),
+        }
+    }
+
     pub(crate) fn unavailable(message: impl Into<String>, source: Option<BoxError>) -> Self {
         Error::Unavailable { message: message.into(), source }
+    }
+}
+
+#[cfg(all(test, any(feature = "sqlite", feature = "file")))]
+mod tests {
+    use super::Error;
+
+    /// Which local I/O failures are a wrong path (configuration) and which an outage.
+    #[test]
+    fn local_paths_that_cannot_work_are_config() {
+        use nix::libc;
+        for errno in [libc::EROFS, libc::EACCES, libc::EPERM, libc::EISDIR, libc::ENOTDIR] {
+            let e = Error::local_io("open", std::io::Error::from_raw_os_error(errno));
+            assert!(e.is_config() && !e.is_unavailable(), "errno {errno}: {e:?}");
+        }
+        for errno in [libc::ENOSPC, libc::EIO, libc::EMFILE] {
+            let e = Error::local_io("open", std::io::Error::from_raw_os_error(errno));
+            assert!(e.is_unavailable() && !e.is_config(), "errno {errno}: {e:?}");
+        }
     }
 }

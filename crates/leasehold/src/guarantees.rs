@@ -73,6 +73,10 @@ pub struct Guarantees {
     /// ([`crate::fence`]'s HTTP layer does). `false` for Redlock with an external fence
     /// source, whose instances never see the fences.
     pub holders_know_fence: bool,
+    /// Whether each holder [`crate::Store::holders`] lists carries the
+    /// [`crate::store::HolderInfo`] (host, pid, since, command) its holder wrote when it
+    /// acquired, kept through renewals. For operators only: nothing checks it.
+    pub holders_know_info: bool,
     /// How a waiting acquirer learns that the key may be free.
     pub waiting: &'static str,
 }
@@ -100,6 +104,12 @@ impl fmt::Display for Guarantees {
         if self.fence_repeat == FenceRepeat::ClockBacked {
             writeln!(f, "assumption:     {CLOCK_ASSUMPTION}")?;
         }
-        write!(f, "waiting:        {}", self.waiting)
+        writeln!(f, "waiting:        {}", self.waiting)?;
+        let info = if self.holders_know_info {
+            "kept beside each grant (host, pid, since, command)"
+        } else {
+            "not kept by this store"
+        };
+        write!(f, "holder info:    {info}")
     }
 }

@@ -80,7 +80,7 @@ pub use fence::Fencing;
 pub use guarantees::{CLOCK_ASSUMPTION, FenceRepeat, Guarantees, LockKind, MAX_FENCE};
 pub use key::Key;
 pub use lease::Lease;
-pub use locker::{Acquire, DEFAULT_OP_TIMEOUT, Locker, MAX_TTL, Wait};
+pub use locker::{Acquire, DEFAULT_CONNECT_TIMEOUT, DEFAULT_OP_TIMEOUT, Locker, MAX_TTL, Wait};
 pub use store::{Holder, HolderInfo, Store};
 pub use token::{FenceToken, OwnerToken};
 pub use url::{Scheme, StoreUrl, parse_duration, redact};

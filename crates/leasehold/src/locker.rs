@@ -20,6 +20,10 @@ pub const MAX_TTL: Duration = Duration::from_secs(365 * 24 * 3600);
 /// Default bound on one store round trip.
 pub const DEFAULT_OP_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// Default bound on connecting ([`Locker::connect`]), and on every connection a store opens
+/// later (a reconnect after a failure).
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
 /// How long an acquire may wait for a busy key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Wait {
@@ -90,23 +94,23 @@ impl Locker {
     ///
     /// Durations in options take `500ms`, `2s`, `1m30s`. Failures: an unknown scheme, a
     /// scheme whose feature is compiled out, or an unknown option is
-    /// [`Error::InvalidInput`] (before any connection); an unreachable store is
-    /// [`Error::Unavailable`]. Passwords never appear in errors (see [`crate::redact`]).
+    /// [`Error::InvalidInput`] (before any connection); a store that refuses the
+    /// credentials, the TLS certificate, the database (or DB index) named, or a path it
+    /// cannot use is [`Error::Config`]; a store that cannot be reached or does not answer
+    /// within [`DEFAULT_CONNECT_TIMEOUT`] is [`Error::Unavailable`]. Passwords never appear
+    /// in errors (see [`crate::redact`]).
     pub async fn connect(url: &str) -> Result<Self> {
-        Self::connect_within(url, DEFAULT_OP_TIMEOUT).await
+        Self::connect_within(url, DEFAULT_CONNECT_TIMEOUT).await
     }
 
     /// [`Locker::connect`], every step of connecting (name lookup, TCP, TLS, authentication,
     /// creating a lease table) bounded by `limit`: no answer within it is
-    /// [`Error::Unavailable`], with nothing held.
+    /// [`Error::Unavailable`], with nothing held. The store keeps `limit` as the bound on
+    /// each connection it opens later (a reconnect); where a URL takes `connect_timeout=`
+    /// (PostgreSQL, MySQL), that option sets it instead.
     pub async fn connect_within(url: &str, limit: Duration) -> Result<Self> {
-        match tokio::time::timeout(limit, crate::backends::open(url)).await {
-            Ok(opened) => Ok(Self::from_arc(opened?)),
-            Err(_) => Err(Error::unavailable(
-                format!("{} did not answer within {limit:?}", crate::redact(url)),
-                None,
-            )),
-        }
+        let limits = crate::backends::Limits { connect: limit, op: DEFAULT_OP_TIMEOUT };
+        Ok(Self::from_arc(crate::backends::open(url, limits).await?))
     }
 
     /// Sets who this locker says it is, kept beside each grant where the store can (see
@@ -118,9 +122,14 @@ impl Locker {
 
     /// Sets the bound on one store round trip (default 5 s). An acquire that exceeds it has
     /// an unknown outcome and is cleaned up; a renewal that exceeds it extends nothing. Also
-    /// bounds how long the last handle waits, at exit, for background releases.
+    /// bounds how long the last handle waits, at exit, for background releases, and (passed
+    /// to the store, shared by every locker on it) the work a request leaves in the server:
+    /// PostgreSQL's `statement_timeout` and `lock_timeout`, MySQL's `lock_wait_timeout`,
+    /// `innodb_lock_wait_timeout` and MariaDB's `max_statement_time`, so a request behind
+    /// another session's table or row lock answers within it and leaves nothing waiting.
     pub fn with_op_timeout(mut self, t: Duration) -> Self {
         self.op_timeout = t.max(Duration::from_millis(1));
+        self.store.set_op_timeout(self.op_timeout);
         match Arc::get_mut(&mut self.exit) {
             Some(exit) => exit.limit = self.op_timeout,
             None => {
@@ -354,7 +363,9 @@ impl Acquire {
                 return Err(Error::Busy { key });
             }
             Err(e) => {
-                if matches!(e, Error::InvalidInput(_)) {
+                // Refused input or configuration: the store granted nothing, so there is
+                // nothing to clean up (and a cleanup would be refused the same way).
+                if matches!(e, Error::InvalidInput(_) | Error::Config { .. }) {
                     cleanup.disarm();
                 }
                 return Err(e);

@@ -99,11 +99,19 @@ pub(crate) fn query_flag(url: &str, name: &str) -> Option<String> {
     crate::url::option_of(url, name).map(str::to_owned)
 }
 
-/// Reads the deployment `url` names (bounded at 20 s). Errors carry no password.
+/// Reads the deployment `url` names: connecting bounded by [`crate::DEFAULT_CONNECT_TIMEOUT`],
+/// reading its settings by 20 s. Errors carry no password.
 pub async fn probe(url: &str) -> Result<Probe> {
-    let limit = Duration::from_secs(20);
+    probe_within(url, crate::DEFAULT_CONNECT_TIMEOUT, Duration::from_secs(20)).await
+}
+
+/// [`probe`], connecting bounded by `connect` and reading the settings by `limit`: no
+/// answer within them is [`crate::Error::Unavailable`]; credentials, TLS or a database the
+/// store refuses are [`crate::Error::Config`], as for [`crate::Locker::connect`].
+pub async fn probe_within(url: &str, connect: Duration, limit: Duration) -> Result<Probe> {
     let mut p = Probe::default();
-    let (store, read) = crate::backends::probe(url, &mut p, limit).await?;
+    let limits = crate::backends::Limits { connect, op: crate::DEFAULT_OP_TIMEOUT };
+    let (store, read) = crate::backends::probe(url, &mut p, limits, limit).await?;
     read?;
     if store.guarantees().fence_repeat == FenceRepeat::ClockBacked {
         fence_clock(&mut p);

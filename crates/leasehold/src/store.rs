@@ -277,6 +277,14 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
 
     /// Current holders, of one key or of all keys.
     async fn holders(&self, key: Option<&Key>) -> Result<Vec<Holder>>;
+
+    /// The bound on one request ([`crate::Locker::with_op_timeout`] passes it on), so that a
+    /// store can bound the work it leaves in the server too (statement and lock timeouts),
+    /// not only the wait for its answer. The default keeps nothing: the locker's timeout
+    /// around each call is then the only bound.
+    fn set_op_timeout(&self, op_timeout: Duration) {
+        let _ = op_timeout;
+    }
 }
 
 /// Waiting by watching: `watch` subscribes to changes of the key **before** the first attempt
@@ -295,7 +303,19 @@ where
     Fut: Future<Output = Result<Box<dyn Watch>>>,
 {
     let mut watch = match until {
-        Some(_) => Some(watch().await?),
+        // Bounded too: a subscription to a frozen store must not hang the acquire.
+        Some(_) => match tokio::time::timeout(req.op_timeout, watch()).await {
+            Ok(w) => Some(w?),
+            Err(_) => {
+                return Err(Error::unavailable(
+                    format!(
+                        "subscribing to releases of {:?} got no answer within {:?}",
+                        req.key, req.op_timeout
+                    ),
+                    None,
+                ));
+            }
+        },
         None => None,
     };
     loop {

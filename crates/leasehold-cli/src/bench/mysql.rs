@@ -14,10 +14,12 @@ pub(super) struct MyRaw {
     lease: Option<LeaseStatements>,
     session: Option<SessionStatements>,
     owner: String,
+    /// The holder info line sent with each grant, as a locker's.
+    info: String,
 }
 
 /// leasehold's `mysql://` URL options (everything else is the driver's).
-const MY_OPTIONS: &[&str] = &["mode", "table", "prefix", "fence", "heartbeat"];
+const MY_OPTIONS: &[&str] = &["mode", "table", "prefix", "fence", "heartbeat", "connect_timeout"];
 
 impl MyRaw {
     pub(super) async fn connect(url: &str) -> BenchResult<Self> {
@@ -42,7 +44,9 @@ impl MyRaw {
             .await
             .map_err(|e| e.to_string())?;
         let owner = OwnerToken::generate().map_err(|e| e.to_string())?.to_string();
-        Ok(MyRaw { conn: Arc::new(tokio::sync::Mutex::new(conn)), lease, session, owner })
+        // The holder info a locker keeps beside each grant, as long as the store's.
+        let info = leasehold::store::HolderInfo::this_process().encode();
+        Ok(MyRaw { conn: Arc::new(tokio::sync::Mutex::new(conn)), lease, session, owner, info })
     }
 
     pub(super) fn label(&self) -> &'static str {
@@ -61,9 +65,8 @@ impl Contender for MyRaw {
         let mut c = self.conn.lock().await;
         match &self.lease {
             Some(sql) => {
-                c.exec_drop(&sql.grant, (key.as_bytes(), &self.owner, 30_000_000u64))
-                    .await
-                    .map_err(|e| e.to_string())?;
+                let params = (key.as_bytes(), &self.owner, 30_000_000u64, self.info.as_bytes());
+                c.exec_drop(&sql.grant, params).await.map_err(|e| e.to_string())?;
                 Ok((c.affected_rows() > 0).then(|| key.to_owned()))
             }
             None => {

@@ -25,7 +25,8 @@ impl PgSide {
             .collect();
         let session = query.split('&').any(|p| p == "mode=session");
         let vars = |sql: &str, third: &str| {
-            sql.replace("$1", ":key").replace("$2", ":owner").replace("$3", third) + ";\n"
+            let sql = sql.replace("$1", ":key").replace("$2", ":owner").replace("$4", ":info");
+            sql.replace("$3", third) + ";\n"
         };
         let scripts = if session {
             let st = leasehold::backends::postgres::tools::session_statements(url)
@@ -68,7 +69,13 @@ impl PgSide {
             .args(["-n", "-M", "prepared", "-c", "1", "-j", "1", "-T"])
             .arg(d.as_secs().max(1).to_string())
             .args(["-D", &format!("key={key}"), "-D", "owner=00000000000000000000000000000001"])
-            .args(["-D", "ttl=30000", "-D", &format!("chan={chan}"), "-f"])
+            .args(["-D", "ttl=30000", "-D", &format!("chan={chan}")])
+            // The holder info a locker keeps beside each grant, as long as the store's.
+            .args([
+                "-D",
+                &format!("info={}", leasehold::store::HolderInfo::this_process().encode()),
+            ])
+            .arg("-f")
             .arg(&file)
             .arg(&self.url)
             .output()

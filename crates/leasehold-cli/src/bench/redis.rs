@@ -106,15 +106,17 @@ if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) 
 return 0";
 
 /// Raw redis-rs: plain `SET NX PX`, then EVALSHA compare-and-delete (one attempt only). With
-/// `fenced`, the two scripts leasehold sends instead: the grant (SET NX PX + INCR of a fence
-/// counter) and the release (compare-and-delete + PUBLISH), so the pairing isolates what the
-/// client side costs.
+/// `fenced`, the two scripts leasehold sends instead, with the same keys and arguments: the
+/// grant (SET NX PX, the holder info, the fence counter) and the release (compare-and-delete
+/// of lease and holder info, PUBLISH), so the pairing isolates what the client side costs.
 #[derive(Clone)]
 pub(super) struct Raw {
     conn: ::redis::aio::ConnectionManager,
     fenced: bool,
     grant: Arc<::redis::Script>,
     release: Arc<::redis::Script>,
+    /// The holder info line a locker keeps beside each grant (fenced mode sends it too).
+    info: String,
 }
 
 impl Raw {
@@ -126,6 +128,7 @@ impl Raw {
             fenced,
             grant: Arc::new(::redis::Script::new(lh_grant)),
             release: Arc::new(::redis::Script::new(if fenced { lh_release } else { RAW_RELEASE })),
+            info: leasehold::store::HolderInfo::this_process().encode(),
         }
     }
 }
@@ -136,15 +139,11 @@ impl Contender for Raw {
         let mut c = self.conn.clone();
         let owner = OwnerToken::generate().map_err(|e| e.to_string())?.to_string();
         let granted = if self.fenced {
-            let (ok, _fence): (i64, i64) = self
-                .grant
-                .key(key)
-                .key(format!("{key}:fence"))
-                .arg(&owner)
-                .arg(TTL.as_millis() as u64)
-                .invoke_async(&mut c)
-                .await
-                .map_err(|e| e.to_string())?;
+            let mut inv = self.grant.prepare_invoke();
+            let ttl = TTL.as_millis() as u64;
+            leasehold::backends::redis::tools::grant_args(&mut inv, key, &owner, ttl, &self.info);
+            let (ok, _fence): (i64, i64) =
+                inv.invoke_async(&mut c).await.map_err(|e| e.to_string())?;
             ok == 1
         } else {
             let ok: Option<String> = ::redis::cmd("SET")
@@ -162,10 +161,11 @@ impl Contender for Raw {
     }
     async fn release(&self, (key, owner): Self::Guard) -> BenchResult<()> {
         let mut c = self.conn.clone();
-        let mut inv = self.release.key(&key);
-        inv.arg(&owner);
+        let mut inv = self.release.prepare_invoke();
         if self.fenced {
-            inv.arg(format!("{key}:released"));
+            leasehold::backends::redis::tools::release_args(&mut inv, &key, &owner);
+        } else {
+            inv.key(&key).arg(&owner);
         }
         let deleted: i64 = inv.invoke_async(&mut c).await.map_err(|e| e.to_string())?;
         if deleted == 1 { Ok(()) } else { Err("raw release found the key not ours".into()) }

@@ -92,7 +92,10 @@ impl RedisServer {
         let _ = s.set_read_timeout(Some(Duration::from_millis(500)));
         let mut buf = [0u8; 64];
         s.write_all(b"PING\r\n").is_ok()
-            && s.read(&mut buf).map(|n| buf[..n].starts_with(b"+PONG")).unwrap_or(false)
+            // `-NOAUTH`: up, with `--requirepass`.
+            && s.read(&mut buf)
+                .map(|n| buf[..n].starts_with(b"+PONG") || buf[..n].starts_with(b"-NOAUTH"))
+                .unwrap_or(false)
     }
 
     /// Its port.

@@ -108,7 +108,12 @@ async fn hold(
             break;
         }
     }
-    // Whatever the outcome, give the key back if it is still ours.
-    let _ = lease.release().await;
+    // Whatever the outcome, give the key back if it is still ours, and say what the store
+    // answered: a holder resumed after its session or lease ended must hear "not ours"
+    // (`false`), not an error.
+    match lease.release().await {
+        Ok(ours) => println!("released {ours}"),
+        Err(e) => println!("release failed: {e}"),
+    }
     Ok(())
 }

@@ -38,7 +38,41 @@ pub mod zookeeper;
 /// A boxed future borrowing the URL.
 pub(crate) type Boxed<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 /// How a descriptor opens its store.
-pub(crate) type OpenFn = for<'a> fn(&'a str) -> Boxed<'a, Result<Arc<dyn Store>>>;
+pub(crate) type OpenFn = for<'a> fn(&'a str, Limits) -> Boxed<'a, Result<Arc<dyn Store>>>;
+
+/// The bounds a store is opened with (`docs/design.md` §3, "Bounds").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Limits {
+    /// Every connection the store opens, now or later (name lookup, TCP, TLS,
+    /// authentication, creating its tables), answers within this.
+    pub connect: Duration,
+    /// One request, until [`Store::set_op_timeout`] says otherwise.
+    pub op: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits { connect: crate::DEFAULT_CONNECT_TIMEOUT, op: crate::DEFAULT_OP_TIMEOUT }
+    }
+}
+
+/// `f`, or [`Error::Unavailable`] naming `what` when it takes longer than `limit`.
+#[cfg_attr(
+    not(any(feature = "postgres", feature = "mysql", feature = "zookeeper")),
+    allow(dead_code)
+)]
+pub(crate) async fn within<T>(
+    limit: Duration,
+    what: impl FnOnce() -> String,
+    f: impl Future<Output = Result<T>>,
+) -> Result<T> {
+    match tokio::time::timeout(limit, f).await {
+        Ok(r) => r,
+        Err(_) => {
+            Err(Error::unavailable(format!("{} got no answer within {limit:?}", what()), None))
+        }
+    }
+}
 /// How a descriptor probes a deployment.
 pub(crate) type ProbeFn =
     for<'a> fn(&'a str, &'a mut Probe) -> Boxed<'a, std::result::Result<(), String>>;
@@ -143,25 +177,29 @@ fn scrubbed<T>(url: &str, result: Result<T>) -> Result<T> {
     }
 }
 
-/// Opens a store from its URL. Unknown options are refused before any connection is made,
-/// and no error carries the URL's password (see [`crate::redact`]).
-pub(crate) async fn open(url: &str) -> Result<Arc<dyn Store>> {
+/// Opens a store from its URL within `limits.connect`. Unknown options are refused before
+/// any connection is made, and no error carries the URL's password (see [`crate::redact`]).
+pub(crate) async fn open(url: &str, limits: Limits) -> Result<Arc<dyn Store>> {
     let opened = match descriptor(url) {
-        Ok(d) => (d.open)(url).await,
+        // The store bounds each of its connections itself; this bounds the whole of opening,
+        // several connections and table creation included.
+        Ok(d) => within(limits.connect, || crate::redact(url), (d.open)(url, limits)).await,
         Err(e) => Err(e),
     };
     scrubbed(url, opened)
 }
 
-/// Connects (for the store's guarantees) and probes the deployment, within `limit`. The
-/// outer error: the store could not be opened; the inner one: reading its settings failed.
+/// Connects (for the store's guarantees, within `limits.connect`) and probes the deployment,
+/// within `limit`. The outer error: the store could not be opened; the inner one: reading
+/// its settings failed.
 pub(crate) async fn probe(
     url: &str,
     p: &mut Probe,
+    limits: Limits,
     limit: Duration,
 ) -> Result<(Arc<dyn Store>, Result<()>)> {
     let d = scrubbed(url, descriptor(url))?;
-    let store = open(url).await?;
+    let store = open(url, limits).await?;
     let read = match tokio::time::timeout(limit, (d.probe)(url, p)).await {
         Ok(Ok(())) => Ok(()),
         Ok(Err(e)) => Err(Error::unavailable(e, None)),

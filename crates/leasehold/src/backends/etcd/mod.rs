@@ -8,7 +8,8 @@
 //! - the holder is the key with the lowest create revision; a waiter watches only the key
 //!   created just before its own (no herd) and holds the lock when no earlier key remains;
 //! - leasehold's key is `PREFIX/KEY/OWNER` (the 32-hex-digit owner token), its value the owner
-//!   token; `etcdctl get --prefix PREFIX/KEY/` lists holder and waiters in order.
+//!   token, then a line break and who holds it ([`crate::store::HolderInfo`], when the locker
+//!   has it); `etcdctl get --prefix PREFIX/KEY/` lists holder and waiters in order.
 //!
 //! With the default prefix, `etcdctl lock leasehold/KEY` takes the same lock as `KEY` here.
 //! As in etcd's package, lock names are prefixes: a holder of `a/b` is also queued under `a`
@@ -24,6 +25,11 @@
 //! is confirmed by `sent + 0.9·TTL` of the last confirmed one (before the server can expire the
 //! lease) or the server answers that the lease is gone, `lost()` fires, and the next acquire
 //! opens a new session.
+//!
+//! Errors: a user or password the cluster refuses, a role without permission on the prefix
+//! (gRPC `Unauthenticated`, `PermissionDenied`, etcd's "authentication failed") is
+//! [`Error::Config`]; a cluster that cannot be reached is [`Error::Unavailable`]. Opening a
+//! session (the first request of a connection) answers within the connect limit.
 
 pub mod fence;
 mod probe;
@@ -39,8 +45,9 @@ use self::rpc::{
     Compare, CompareResult, EventType, FilterType, KeyValue, RangeRequest, RequestOp,
     ResponseHeader, ResponseOp, SortOrder, SortTarget, TxnRequest, TxnResponse, WatchCreateRequest,
 };
+use super::Limits;
 use super::session::Undoing;
-use crate::store::{AcquireRequest, Attempt, Holder};
+use crate::store::{AcquireRequest, Attempt, Holder, HolderInfo};
 use crate::{Error, FenceRepeat, FenceToken, Guarantees, Key, LockKind, OwnerToken, Result, Store};
 
 // leasehold's own etcd v3 client: the store's, and through `tools` the bench's and the
@@ -48,16 +55,55 @@ use crate::{Error, FenceRepeat, FenceToken, Guarantees, Key, LockKind, OwnerToke
 #[cfg_attr(not(feature = "tools"), allow(dead_code))]
 mod client;
 mod config;
+mod queue;
 pub mod rpc;
 mod session;
 #[cfg(feature = "tools")]
 pub mod tools;
 
 use self::config::{Config, parse_url};
+use self::queue::{PutGuard, delete_if_value, first_kv, header_rev, wait_deleted};
 use self::session::Session;
 
 fn etcd_err(what: &str, e: client::Error) -> Error {
-    Error::unavailable(format!("etcd {what} failed: {e}"), Some(Box::new(e)))
+    let msg = format!("etcd {what} failed: {e}");
+    match &e {
+        client::Error::Status(s) if refuses_config(s) => Error::config(msg, Some(Box::new(e))),
+        client::Error::Invalid(_) => Error::invalid(msg),
+        _ => Error::unavailable(msg, Some(Box::new(e))),
+    }
+}
+
+/// The cluster refused this client's credentials or role.
+fn refuses_config(s: &tonic::Status) -> bool {
+    use tonic::Code;
+    match s.code() {
+        Code::Unauthenticated | Code::PermissionDenied => true,
+        // etcd answers a wrong password, and a user given where auth is off, this way.
+        Code::InvalidArgument | Code::FailedPrecondition => {
+            let m = s.message();
+            m.contains("authentication") || m.contains("permission") || m.contains("user name")
+        }
+        _ => false,
+    }
+}
+
+/// The value of a lock key: the owner token, then (if any) the holder's info line.
+fn lock_value(owner: &OwnerToken, info: Option<&HolderInfo>) -> String {
+    match info {
+        Some(i) => format!("{owner}\n{}", i.encode()),
+        None => owner.to_string(),
+    }
+}
+
+/// Reads [`lock_value`] back: the owner token and the holder's info, if it is one of ours.
+fn parse_value(v: &[u8]) -> Option<(OwnerToken, Option<HolderInfo>)> {
+    let v = std::str::from_utf8(v).ok()?;
+    let (owner, info) = match v.split_once('\n') {
+        Some((o, i)) => (o, HolderInfo::decode(i)),
+        None => (v, None),
+    };
+    Some((owner.parse().ok()?, info))
 }
 
 fn lock_name_in(prefix: &str, key: &Key) -> String {
@@ -109,6 +155,8 @@ struct Held {
 pub struct EtcdStore {
     client: Client,
     cfg: Config,
+    /// The bound on opening a session (its first request may open the connection).
+    connect: Duration,
     session: tokio::sync::Mutex<Option<Arc<Session>>>,
     held: Mutex<HashMap<OwnerToken, Held>>,
     undoing: Arc<Undoing>,
@@ -124,21 +172,28 @@ impl std::fmt::Debug for EtcdStore {
 }
 
 impl EtcdStore {
-    /// Connects (lazily: the first request opens the connection and the session).
+    /// Connects and opens the store's session within [`crate::DEFAULT_CONNECT_TIMEOUT`].
+    /// [`Error::Config`] when the cluster refuses the user, the password or the role.
     pub async fn connect(url: &str) -> Result<EtcdStore> {
+        Self::open(url, Limits::default()).await
+    }
+
+    async fn open(url: &str, limits: Limits) -> Result<EtcdStore> {
         let cfg = parse_url(url)?;
         let opts = client::Options {
             user: cfg.user.clone(),
-            connect_timeout: Some(Duration::from_secs(5)),
+            connect_timeout: Some(limits.connect),
             keep_alive: Some((Duration::from_secs(2), Duration::from_secs(2))),
             // A member cut off from the leader refuses instead of answering from stale state.
             require_leader: true,
         };
-        let client = Client::connect(&cfg.endpoints, &opts)
-            .await
-            .map_err(|e| etcd_err(&format!("connect to {}", cfg.endpoints.join(",")), e))?;
+        let what = format!("connect to {}", cfg.endpoints.join(","));
+        let connect =
+            async { Client::connect(&cfg.endpoints, &opts).await.map_err(|e| etcd_err(&what, e)) };
+        let client = super::within(limits.connect, || format!("etcd {what}"), connect).await?;
         let store = EtcdStore {
             client,
+            connect: limits.connect,
             cfg,
             session: tokio::sync::Mutex::new(None),
             held: Mutex::default(),
@@ -177,7 +232,8 @@ impl EtcdStore {
         {
             return Ok(cur.clone());
         }
-        let new = Session::open(&self.client, self.cfg.ttl_secs).await?;
+        let open = Session::open(&self.client, self.cfg.ttl_secs);
+        let new = super::within(self.connect, || "opening an etcd session".into(), open).await?;
         *s = Some(new.clone());
         Ok(new)
     }
@@ -200,159 +256,6 @@ impl EtcdStore {
     }
 }
 
-type PutTask = tokio::task::JoinHandle<client::Result<TxnResponse>>;
-
-/// The request that may put our key, run in a task of its own (a dropped request may still be
-/// applied), and what removes the key if the acquire does not hand out a grant: after the
-/// request has settled, an owner-checked delete. Disarmed when the grant is handed out or the
-/// key is known absent.
-struct PutGuard {
-    task: Option<PutTask>,
-    armed: Option<(Client, Arc<Undoing>, String, String)>,
-}
-
-impl PutGuard {
-    fn spawn(
-        store: &EtcdStore,
-        txn: TxnRequest,
-        name: &str,
-        lock_key: &str,
-        owner: &OwnerToken,
-    ) -> Self {
-        let client = store.client.clone();
-        let task = tokio::spawn(async move { self::txn(&client, txn).await });
-        PutGuard {
-            task: Some(task),
-            armed: Some((
-                store.client.clone(),
-                store.undoing.clone(),
-                name.to_owned(),
-                format!("{lock_key}\0{owner}"),
-            )),
-        }
-    }
-
-    /// The put request's answer.
-    async fn outcome(&mut self) -> Result<TxnResponse> {
-        let task = self.task.as_mut().expect("awaited once");
-        let r = task.await;
-        self.task = None;
-        match r {
-            Ok(Ok(resp)) => Ok(resp),
-            Ok(Err(e)) => Err(etcd_err("txn", e)),
-            Err(e) => Err(Error::UnknownOutcome(format!("etcd put task failed: {e}"))),
-        }
-    }
-
-    /// The key is ours for good (granted) or was never put.
-    fn disarm(&mut self) {
-        self.armed = None;
-    }
-
-    /// Removes the key now, before the caller goes on.
-    async fn undo_now(&mut self) -> Result<()> {
-        let Some((client, undoing, name, ko)) = self.armed.take() else { return Ok(()) };
-        let (lock_key, owner) = ko.split_once('\0').expect("joined above");
-        let r = delete_if_value(&client, lock_key, owner).await;
-        if r.is_err() {
-            // Put it back so Drop retries in the background.
-            self.armed = Some((client, undoing, name, ko));
-        }
-        r.map(|_| ())
-    }
-}
-
-impl Drop for PutGuard {
-    fn drop(&mut self) {
-        let Some((client, undoing, name, ko)) = self.armed.take() else { return };
-        let task = self.task.take();
-        let Ok(rt) = tokio::runtime::Handle::try_current() else { return };
-        // A release of this lock waits for the removal, so the key it frees cannot be taken
-        // (and kept) by this abandoned place in the queue.
-        undoing.start(&name);
-        rt.spawn(async move {
-            if let Some(task) = task {
-                let _ = tokio::time::timeout(Duration::from_secs(30), task).await;
-            }
-            let (lock_key, owner) = ko.split_once('\0').expect("joined above");
-            for attempt in 0..10u32 {
-                match delete_if_value(&client, lock_key, owner).await {
-                    Ok(_) => break,
-                    Err(e) => {
-                        tracing::warn!("removing abandoned etcd key {lock_key} failed: {e}");
-                        tokio::time::sleep(Duration::from_millis(100 << attempt.min(5))).await;
-                    }
-                }
-            }
-            undoing.finish(&name);
-        });
-    }
-}
-
-/// Deletes `lock_key` iff its value is still `owner`.
-async fn delete_if_value(client: &Client, lock_key: &str, owner: &str) -> Result<bool> {
-    let req = TxnRequest {
-        compare: vec![Compare::value(lock_key, CompareResult::Equal, owner)],
-        success: vec![RequestOp::delete(lock_key)],
-        failure: vec![],
-    };
-    let r = txn(client, req).await.map_err(|e| etcd_err("delete", e))?;
-    Ok(r.succeeded)
-}
-
-fn first_kv(r: &ResponseOp) -> Option<&KeyValue> {
-    r.range().and_then(|g| g.kvs.first())
-}
-
-fn header_rev(h: Option<&ResponseHeader>) -> Result<i64> {
-    h.map(|h| h.revision)
-        .ok_or_else(|| Error::unavailable("etcd answered without a response header", None))
-}
-
-/// The waiter's watch on one predecessor, seen to exist at revision `seen_at`: `true` when it
-/// was deleted (or the watch ended and the caller must look again), `false` at `until`.
-///
-/// The watch starts at the current revision: a watch asked to start in the past is served by
-/// etcd's catch-up loop, which runs every 100 ms and would add that much to every handoff. A
-/// delete between `seen_at` and the watch's creation is caught by looking once more.
-async fn wait_deleted(client: &Client, key: &[u8], seen_at: i64, until: Instant) -> Result<bool> {
-    let req = WatchCreateRequest {
-        key: key.to_vec(),
-        filters: vec![FilterType::Noput as i32],
-        ..Default::default()
-    };
-    let open = retry(|| client.watch(req.clone()));
-    let mut stream = match tokio::time::timeout_at(until.into(), open).await {
-        Err(_) => return Ok(false),
-        Ok(Err(e)) => return Err(etcd_err("watch", e)),
-        Ok(Ok(s)) => s,
-    };
-    let mut checked = false;
-    loop {
-        let msg = match tokio::time::timeout_at(until.into(), stream.message()).await {
-            Err(_) => return Ok(false),
-            Ok(Err(e)) => return Err(etcd_err("watch", e)),
-            Ok(Ok(None)) => return Ok(true),
-            Ok(Ok(Some(m))) => m,
-        };
-        if msg.canceled || msg.events.iter().any(|e| e.r#type == EventType::Delete as i32) {
-            return Ok(true);
-        }
-        if msg.created && !checked {
-            checked = true;
-            let created_at = header_rev(msg.header.as_ref())?;
-            if created_at != seen_at {
-                // Something changed in between: is the predecessor still there?
-                let look = RangeRequest { keys_only: true, ..RangeRequest::key(key) };
-                let kvs = range(client, look).await.map_err(|e| etcd_err("get", e))?;
-                if kvs.is_empty() {
-                    return Ok(true);
-                }
-            }
-        }
-    }
-}
-
 impl EtcdStore {
     /// One acquisition: a single conditional put (`until` = None), or a place in the queue and
     /// predecessor watches until `until`.
@@ -361,8 +264,8 @@ impl EtcdStore {
         let name = self.lock_name(req.key);
         let pfx = format!("{name}/");
         let lock_key = self.lock_key(req.key, req.owner);
-        let owner = req.owner.to_string();
-        let put = RequestOp::put(lock_key.as_str(), owner.as_str(), session.id);
+        let value = lock_value(req.owner, req.info);
+        let put = RequestOp::put(lock_key.as_str(), value.as_str(), session.id);
         let first = RequestOp::range(RangeRequest {
             limit: 1,
             ..RangeRequest::prefix(pfx.as_str()).sorted(SortTarget::Create, SortOrder::Ascend)
@@ -469,6 +372,7 @@ impl Store for EtcdStore {
             fence_repeat: FenceRepeat::Never,
             failure_admits_second_holder: false,
             holders_know_fence: true,
+            holders_know_info: true,
             waiting: "watch on the predecessor's key only (no herd)",
         }
     }
@@ -556,19 +460,12 @@ impl Store for EtcdStore {
                     None => continue,
                 }
             };
-            let (Ok(owner), Ok(lock)) = (
-                std::str::from_utf8(&kv.value).unwrap_or("").parse::<OwnerToken>(),
-                Key::new(lock),
-            ) else {
+            let (Some((owner, info)), Ok(lock)) = (parse_value(&kv.value), Key::new(lock)) else {
                 foreign = true; // etcdctl lock or a Go service: no owner token in the value
                 continue;
             };
-            out.push(Holder::new(
-                lock,
-                owner,
-                Some(FenceToken::new(kv.create_revision as u64)),
-                None,
-            ));
+            let fence = Some(FenceToken::new(kv.create_revision as u64));
+            out.push(Holder::new(lock, owner, fence, None).with_info(info));
         }
         if let Some(k) = key
             && out.is_empty()
@@ -586,9 +483,9 @@ pub(crate) const STORE: super::Descriptor = super::Descriptor {
     schemes: &["etcd"],
     form: "etcd://H1:P1[,H2:P2…][/PREFIX][?ttl=10s]",
     options: Some(&["ttl"]),
-    open: |url| {
+    open: |url, limits| {
         Box::pin(async move {
-            let store: Arc<dyn Store> = Arc::new(EtcdStore::connect(url).await?);
+            let store: Arc<dyn Store> = Arc::new(EtcdStore::open(url, limits).await?);
             Ok(store)
         })
     },

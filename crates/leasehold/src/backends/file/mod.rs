@@ -3,8 +3,12 @@
 //! One lock file per key (`DIR/<encoded key>.lock`, never deleted). The lock is held by an
 //! open file description of this process, so it ends exactly when the holder releases it or
 //! the process dies, and never by time: there is no TTL and nothing to renew. Lock files
-//! hold `fence\nowner\nkey`; the fence is read, incremented, written and fsynced while the
+//! hold `fence\nowner\nkey`, then `\0` and who holds it ([`crate::store::HolderInfo`], one
+//! line; keys hold no NUL); the fence is read, incremented, written and fsynced while the
 //! lock is held, so it increases across grants, releases and crashes of the holder.
+//!
+//! A directory the store cannot use (permission denied, a read-only file system, a file in
+//! its place) is [`Error::Config`].
 //!
 //! Local file systems only (flock over NFS is emulated or absent).
 //!
@@ -31,7 +35,7 @@ use nix::sys::inotify::{AddWatchFlags, WatchDescriptor};
 use tokio::io::unix::AsyncFd;
 use tokio::sync::watch;
 
-use crate::store::{AcquireRequest, Attempt, Grant, Holder, Watch};
+use crate::store::{AcquireRequest, Attempt, Grant, Holder, HolderInfo, Watch};
 use crate::{Error, FenceRepeat, FenceToken, Guarantees, Key, LockKind, OwnerToken, Result, Store};
 
 /// Longest lock file name stem before the key is shortened and hashed.
@@ -55,7 +59,7 @@ struct Held {
 }
 
 fn io_err(what: String) -> impl FnOnce(std::io::Error) -> Error {
-    move |e| Error::unavailable(format!("{what}: {e}"), Some(e.into()))
+    move |e| Error::local_io(what, e)
 }
 
 /// FNV-1a, 64 bit, from a given offset basis: two different bases give 128 bits of name.
@@ -127,22 +131,35 @@ fn lock_file(path: &Path) -> Result<Option<Flock<File>>> {
     }
 }
 
-/// Parses `fence\nowner\nkey`. An empty file is a fresh counter.
-fn parse(content: &str) -> Option<(u64, Option<(OwnerToken, String)>)> {
+/// What a lock file says: its last fence, and the last grant's owner, key and holder info.
+type Content = (u64, Option<(OwnerToken, String, Option<HolderInfo>)>);
+
+/// Parses `fence\nowner\nkey[\0info]`. An empty file is a fresh counter.
+fn parse(content: &str) -> Option<Content> {
     if content.is_empty() {
         return Some((0, None));
     }
+    let (content, info) = match content.split_once('\0') {
+        Some((c, i)) => (c, HolderInfo::decode(i)),
+        None => (content, None),
+    };
     let mut parts = content.splitn(3, '\n');
     let fence = parts.next()?.parse().ok()?;
     let rest = match (parts.next(), parts.next()) {
-        (Some(o), Some(k)) => o.parse().ok().map(|o| (o, k.to_owned())),
+        (Some(o), Some(k)) => o.parse().ok().map(|o| (o, k.to_owned(), info)),
         _ => None,
     };
     Some((fence, rest))
 }
 
 /// Bumps the fence stored in a locked file and records the new owner.
-fn bump_fence(writer: &File, path: &Path, key: &Key, owner: &OwnerToken) -> Result<FenceToken> {
+fn bump_fence(
+    writer: &File,
+    path: &Path,
+    key: &Key,
+    owner: &OwnerToken,
+    info: Option<&HolderInfo>,
+) -> Result<FenceToken> {
     let mut content = String::new();
     let mut reader = writer;
     reader
@@ -161,7 +178,11 @@ fn bump_fence(writer: &File, path: &Path, key: &Key, owner: &OwnerToken) -> Resu
     };
     // The clock floor: a deleted or restored lock file still issues larger fences.
     let next = (last + 1).max(crate::token::wall_clock_us());
-    let body = format!("{next}\n{owner}\n{}", key.as_str());
+    let mut body = format!("{next}\n{owner}\n{}", key.as_str());
+    if let Some(info) = info {
+        body.push('\0');
+        body.push_str(&info.encode().replace('\0', " "));
+    }
     let w = || -> std::io::Result<()> {
         writer.write_all_at(body.as_bytes(), 0)?;
         writer.set_len(body.len() as u64)?;
@@ -208,13 +229,27 @@ impl FileStore {
         if dir.as_os_str().is_empty() {
             return Err(Error::invalid("file:// URL has an empty directory"));
         }
-        std::fs::create_dir_all(&dir)
-            .map_err(io_err(format!("cannot create lock directory {}", dir.display())))?;
-        let meta = std::fs::metadata(&dir)
-            .map_err(io_err(format!("cannot read lock directory {}", dir.display())))?;
-        if !meta.is_dir() {
-            return Err(Error::unavailable(format!("{} is not a directory", dir.display()), None));
+        let meta = std::fs::metadata(&dir);
+        if meta.as_ref().is_ok_and(|m| !m.is_dir()) {
+            return Err(Error::config(
+                format!("lock directory {} is not a directory", dir.display()),
+                None,
+            ));
         }
+        if meta.is_err() {
+            std::fs::create_dir_all(&dir)
+                .map_err(io_err(format!("cannot create lock directory {}", dir.display())))?;
+        }
+        // Writable? A lock file must be creatable there (checked now, not at the first
+        // acquire): a read-only file system or a directory without write permission is a
+        // wrong path, not an outage.
+        use nix::unistd::{AccessFlags, access};
+        access(&dir, AccessFlags::W_OK | AccessFlags::X_OK).map_err(|e| {
+            Error::local_io(
+                format!("cannot create files in lock directory {}", dir.display()),
+                std::io::Error::from_raw_os_error(e as i32),
+            )
+        })?;
         Ok(FileStore { dir, held: Arc::default(), hub: Arc::default() })
     }
 
@@ -234,6 +269,7 @@ impl FileStore {
         sent: Instant,
     ) -> Result<Attempt> {
         let (path, key, owner) = (self.path(req.key), req.key.clone(), *req.owner);
+        let info = req.info.cloned();
         let (fence, lock, writer) = tokio::task::spawn_blocking(move || {
             let writer = OpenOptions::new()
                 .read(true)
@@ -247,7 +283,7 @@ impl FileStore {
                     None,
                 ));
             }
-            bump_fence(&writer, &path, &key, &owner).map(|f| (f, lock, writer))
+            bump_fence(&writer, &path, &key, &owner, info.as_ref()).map(|f| (f, lock, writer))
         })
         .await
         .map_err(|e| Error::backend("file", "worker thread failed", e))??;
@@ -399,6 +435,7 @@ impl Store for FileStore {
             fence_repeat: FenceRepeat::ClockBacked,
             failure_admits_second_holder: false,
             holders_know_fence: true,
+            holders_know_info: true,
             waiting: "inotify close-write event on release; 2 ms-1 s backoff after a holder's death",
         }
     }
@@ -463,10 +500,11 @@ impl Store for FileStore {
                 let Ok(text) = std::fs::read_to_string(&p) else {
                     continue;
                 };
-                if let Some((fence, Some((owner, k)))) = parse(&text)
+                if let Some((fence, Some((owner, k, info)))) = parse(&text)
                     && let Ok(k) = Key::new(k)
                 {
-                    out.push(Holder::new(k, owner, Some(FenceToken::new(fence)), None));
+                    let h = Holder::new(k, owner, Some(FenceToken::new(fence)), None);
+                    out.push(h.with_info(info));
                 }
             }
             out.sort_by(|a, b| a.key.cmp(&b.key));
@@ -494,7 +532,7 @@ pub(crate) const STORE: super::Descriptor = super::Descriptor {
     schemes: &["file"],
     form: "file://DIR",
     options: Some(&[]),
-    open: |url| {
+    open: |url, _| {
         Box::pin(async move {
             let store: Arc<dyn Store> = Arc::new(FileStore::open(&url["file://".len()..])?);
             Ok(store)
@@ -536,7 +574,10 @@ mod tests {
         let o = OwnerToken::generate().unwrap();
         let (f, rest) = parse(&format!("7\n{o}\na\nb")).unwrap();
         assert_eq!(f, 7);
-        assert_eq!(rest, Some((o, "a\nb".to_string())));
+        assert_eq!(rest, Some((o, "a\nb".to_string(), None)));
+        let info = HolderInfo::this_process().with_command("job.sh --x");
+        let (f, rest) = parse(&format!("8\n{o}\na\nb\0{}", info.encode())).unwrap();
+        assert_eq!((f, rest), (8, Some((o, "a\nb".to_string(), Some(info)))));
         assert_eq!(parse("garbage"), None);
     }
 }

@@ -80,7 +80,7 @@ impl MyLeaseStore {
         let idle = lock(&self.bells.idle).pop();
         match idle {
             Some(c) => Some(c),
-            None => new_conn(&self.opts).await.ok(),
+            None => new_conn(&self.opts, self.connect).await.ok(),
         }
     }
 
@@ -184,7 +184,7 @@ mod tests {
 
     async fn store(url: &str) -> Arc<MyLeaseStore> {
         let (opts, o) = super::super::parse_url(url).unwrap();
-        Arc::new(MyLeaseStore::open(opts, &o).await.unwrap())
+        Arc::new(MyLeaseStore::open(opts, &o, crate::backends::Limits::default()).await.unwrap())
     }
 
     /// A waiter with a store of its own (as in another process: nothing in this process

@@ -8,8 +8,8 @@ use super::*;
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct LeaseStatements {
-    /// key, owner, TTL in µs → affected rows 1 (first grant) or 2 (granted), with the fence
-    /// in `LAST_INSERT_ID`; 0 (busy).
+    /// key, owner, TTL in µs, the holder's info line (or NULL) → affected rows 1 (first
+    /// grant) or 2 (granted), with the fence in `LAST_INSERT_ID`; 0 (busy).
     pub grant: String,
     /// TTL in µs, key, owner → 1 row iff renewed.
     pub renew: String,
@@ -21,16 +21,21 @@ pub struct LeaseStatements {
 #[cfg(feature = "tools")]
 pub fn lease_statements(url: &str) -> Result<LeaseStatements> {
     let (_, o) = parse_url(url)?;
-    let s = LeaseSql::new(&o.table);
+    let s = LeaseSql::new(&o.table, crate::DEFAULT_OP_TIMEOUT);
     Ok(LeaseStatements { grant: s.grant, renew: s.renew, release: s.release })
 }
 
 /// The lease-table store (`mode=lease`).
 pub struct MyLeaseStore {
     pool: Pool,
-    sql: LeaseSql,
+    /// The statements, bounded in the server by the op timeout (rebuilt when it changes).
+    sql: std::sync::RwLock<Arc<LeaseSql>>,
     /// For the bell connections, which are never pooled.
     pub(super) opts: Opts,
+    /// The connect limit.
+    pub(super) connect: Duration,
+    /// Keys with a grant statement in flight (see `try_acquire`).
+    granting: Arc<Undoing>,
     /// `leasehold-bell:TABLE:`, the prefix of every key's bell name.
     pub(super) bell_prefix: String,
     pub(super) bells: super::baton::Bells,
@@ -41,12 +46,14 @@ pub struct MyLeaseStore {
 
 impl std::fmt::Debug for MyLeaseStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("MyLeaseStore").field("table", &self.sql.table).finish()
+        f.debug_struct("MyLeaseStore").field("table", &self.sql().table).finish()
     }
 }
 
 struct LeaseSql {
     table: String,
+    /// The op timeout the statements are bounded by.
+    op: Duration,
     grant: String,
     busy_left: String,
     renew: String,
@@ -55,35 +62,39 @@ struct LeaseSql {
 }
 
 impl LeaseSql {
-    fn new(table: &str) -> LeaseSql {
+    fn new(table: &str, op: Duration) -> LeaseSql {
         let t = format!("`{table}`");
         const NOW: &str = "UTC_TIMESTAMP(6)";
+        let [insert, select, update] =
+            ["INSERT", "SELECT", "UPDATE"].map(|v| bounded_verb(v, op, true));
         LeaseSql {
+            op,
             // Assignments run left to right and see earlier ones: the fence and owner are
             // decided on the old row; expires_at follows the owner.
             grant: format!(
-                "INSERT INTO {t} (lock_key, owner, fence, expires_at)
-                 VALUES (?, ?, LAST_INSERT_ID({CLOCK_US}), {NOW} + INTERVAL ? MICROSECOND)
+                "{insert} INTO {t} (lock_key, owner, fence, expires_at, info)
+                 VALUES (?, ?, LAST_INSERT_ID({CLOCK_US}), {NOW} + INTERVAL ? MICROSECOND, ?)
                  ON DUPLICATE KEY UPDATE
                    fence = IF(owner IS NULL OR expires_at <= {NOW},
                               LAST_INSERT_ID(GREATEST(fence + 1, {CLOCK_US})), fence),
+                   info = IF(owner IS NULL OR expires_at <= {NOW}, VALUES(info), info),
                    owner = IF(owner IS NULL OR expires_at <= {NOW}, VALUES(owner), owner),
                    expires_at = IF(owner <=> VALUES(owner), VALUES(expires_at), expires_at)"
             ),
             busy_left: format!(
-                "SELECT GREATEST(0, TIMESTAMPDIFF(MICROSECOND, {NOW}, expires_at)) FROM {t}
+                "{select} GREATEST(0, TIMESTAMPDIFF(MICROSECOND, {NOW}, expires_at)) FROM {t}
                  WHERE lock_key = ? AND owner IS NOT NULL"
             ),
             renew: format!(
-                "UPDATE {t} SET expires_at = {NOW} + INTERVAL ? MICROSECOND, renewals = renewals + 1
+                "{update} {t} SET expires_at = {NOW} + INTERVAL ? MICROSECOND, renewals = renewals + 1
                  WHERE lock_key = ? AND owner = ? AND expires_at > {NOW}"
             ),
             release: format!(
-                "UPDATE {t} SET owner = NULL, expires_at = {NOW}
+                "{update} {t} SET owner = NULL, expires_at = {NOW}
                  WHERE lock_key = ? AND owner = ? AND expires_at > {NOW}"
             ),
             release_expired: format!(
-                "UPDATE {t} SET owner = NULL WHERE lock_key = ? AND owner = ?"
+                "{update} {t} SET owner = NULL WHERE lock_key = ? AND owner = ?"
             ),
             table: t,
         }
@@ -91,42 +102,70 @@ impl LeaseSql {
 }
 
 impl MyLeaseStore {
-    pub(super) async fn open(opts: Opts, o: &Options) -> Result<Self> {
-        let sql = LeaseSql::new(&o.table);
+    pub(super) async fn open(opts: Opts, o: &Options, limits: Limits) -> Result<Self> {
+        let sql = LeaseSql::new(&o.table, limits.op);
         // Our statements leave no session state behind, and a reset on every return to the
         // pool would cost a round trip and drop the prepared-statement cache.
         let pool_opts = opts.pool_opts().clone().with_reset_connection(false);
-        let pool = Pool::new(OptsBuilder::from_opts(opts.clone()).pool_opts(pool_opts));
-        let mut c = pool.get_conn().await.map_err(|e| {
-            Error::unavailable(format!("cannot connect to mysql: {e}"), Some(e.into()))
-        })?;
-        c.query_drop(format!(
-            "CREATE TABLE IF NOT EXISTS {} (
-                lock_key   VARBINARY(512) NOT NULL PRIMARY KEY,
-                owner      VARBINARY(64) NULL,
-                fence      BIGINT UNSIGNED NOT NULL,
-                expires_at DATETIME(6) NOT NULL,
-                renewals   BIGINT UNSIGNED NOT NULL DEFAULT 0
-            ) ENGINE = InnoDB",
-            sql.table
-        ))
-        .await
-        .map_err(|e| my_err("creating the lease table", e))?;
-        Ok(MyLeaseStore {
-            pool,
+        let store = MyLeaseStore {
+            pool: Pool::new(OptsBuilder::from_opts(opts.clone()).pool_opts(pool_opts)),
+            granting: Arc::default(),
             bell_prefix: format!("leasehold-bell:{}:", o.table),
-            sql,
+            sql: std::sync::RwLock::new(Arc::new(sql)),
             opts,
+            connect: limits.connect,
             bells: Default::default(),
             #[cfg(test)]
             attempts: Default::default(),
-        })
+        };
+        let mut c = store.conn().await?;
+        let t = &store.sql().table;
+        let create = async {
+            c.query_drop(format!(
+                "CREATE TABLE IF NOT EXISTS {t} (
+                    lock_key   VARBINARY(512) NOT NULL PRIMARY KEY,
+                    owner      VARBINARY(64) NULL,
+                    fence      BIGINT UNSIGNED NOT NULL,
+                    expires_at DATETIME(6) NOT NULL,
+                    renewals   BIGINT UNSIGNED NOT NULL DEFAULT 0,
+                    info       VARBINARY(1024) NULL
+                ) ENGINE = InnoDB"
+            ))
+            .await
+            .map_err(|e| my_err("creating the lease table", e))?;
+            // Tables made by a version without `info`.
+            let has: Option<i64> = c
+                .exec_first(
+                    "SELECT COUNT(*) FROM information_schema.columns WHERE table_schema = DATABASE()
+                       AND table_name = ? AND column_name = 'info'",
+                    (&o.table,),
+                )
+                .await
+                .map_err(|e| my_err("reading the lease table's columns", e))?;
+            if has == Some(0) {
+                match c
+                    .query_drop(format!("ALTER TABLE {t} ADD COLUMN info VARBINARY(1024) NULL"))
+                    .await
+                {
+                    // 1060: another process added it first.
+                    Err(mysql_async::Error::Server(e)) if e.code == 1060 => {}
+                    r => r.map_err(|e| my_err("adding the lease table's info column", e))?,
+                }
+            }
+            Ok::<_, Error>(())
+        };
+        super::super::within(store.connect, || "creating the mysql lease table".into(), create)
+            .await?;
+        Ok(store)
+    }
+
+    fn sql(&self) -> Arc<LeaseSql> {
+        self.sql.read().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
     async fn conn(&self) -> Result<Conn> {
-        self.pool.get_conn().await.map_err(|e| {
-            Error::unavailable(format!("cannot connect to mysql: {e}"), Some(e.into()))
-        })
+        let get = async { self.pool.get_conn().await.map_err(connect_err) };
+        super::super::within(self.connect, || "connecting to mysql".into(), get).await
     }
 }
 
@@ -147,6 +186,7 @@ impl Store for MyLeaseStore {
             fence_repeat: FenceRepeat::ClockBacked,
             failure_admits_second_holder: true,
             holders_know_fence: true,
+            holders_know_info: true,
             waiting: "queued on a per-key GET_LOCK doorbell that a release passes to the next \
                       waiter, in any process; 1-50 ms polling when the holder took the key \
                       without waiting, never later than the holder's expiry",
@@ -156,29 +196,51 @@ impl Store for MyLeaseStore {
     async fn try_acquire(&self, req: &AcquireRequest<'_>) -> Result<Attempt> {
         let mut c = self.conn().await?;
         let sent = Instant::now();
-        let key = req.key.as_str().as_bytes();
-        let owner = req.owner.to_string();
-        c.exec_drop(&self.sql.grant, (key, &owner, us(req.ttl)))
-            .await
-            .map_err(|e| my_err("grant", e))?;
-        let fence = match c.affected_rows() {
-            1 | 2 => c.last_insert_id().filter(|f| *f > 0).ok_or_else(|| {
-                Error::backend(
-                    "mysql",
-                    "grant: the server did not return the fence (LAST_INSERT_ID)",
-                    "missing last_insert_id",
-                )
-            })?,
-            _ => {
-                let left: Option<i64> = c
-                    .exec_first(&self.sql.busy_left, (key,))
-                    .await
-                    .map_err(|e| my_err("reading the holder's expiry", e))?;
-                let left = Duration::from_micros(u64::try_from(left.unwrap_or(0)).unwrap_or(0));
-                return Ok(Attempt::Busy { holder_expires_in: Some(left) });
+        let (key, owner) = (req.key.as_str().to_owned(), req.owner.to_string());
+        let info = req.info.map(HolderInfo::encode);
+        let statements = self.sql();
+        let (sql, ttl) = (statements.grant.clone(), us(req.ttl));
+        // The grant runs to its end in a task of its own, also when the caller gives up on
+        // it: a release of the key waits for it (`granting`), so the owner-checked cleanup of
+        // an abandoned acquire cannot run before the grant it must undo, on another pooled
+        // connection, and miss it.
+        self.granting.start(&key);
+        let granting = self.granting.clone();
+        let busy_left = statements.busy_left.clone();
+        let task = tokio::spawn(async move {
+            let r = async {
+                let params = (key.as_bytes(), &owner, ttl, info.as_deref().map(str::as_bytes));
+                c.exec_drop(&sql, params).await.map_err(|e| my_err("grant", e))?;
+                match c.affected_rows() {
+                    1 | 2 => Ok(Ok(c.last_insert_id().filter(|f| *f > 0).ok_or_else(|| {
+                        Error::backend(
+                            "mysql",
+                            "grant: the server did not return the fence (LAST_INSERT_ID)",
+                            "missing last_insert_id",
+                        )
+                    })?)),
+                    _ => {
+                        let left: Option<i64> =
+                            c.exec_first(&busy_left, (key.as_bytes(),))
+                                .await
+                                .map_err(|e| my_err("reading the holder's expiry", e))?;
+                        Ok(Err(Duration::from_micros(
+                            u64::try_from(left.unwrap_or(0)).unwrap_or(0),
+                        )))
+                    }
+                }
             }
-        };
-        Ok(Attempt::Granted(Grant::new(FenceToken::new(fence), sent)))
+            .await;
+            granting.finish(&key);
+            r
+        });
+        let answer = task
+            .await
+            .map_err(|e| Error::UnknownOutcome(format!("mysql grant task failed: {e}")))?;
+        Ok(match answer? {
+            Ok(fence) => Attempt::Granted(Grant::new(FenceToken::new(fence), sent)),
+            Err(left) => Attempt::Busy { holder_expires_in: Some(left) },
+        })
     }
 
     async fn acquire(&self, req: &AcquireRequest<'_>, until: Option<Instant>) -> Result<Attempt> {
@@ -190,7 +252,7 @@ impl Store for MyLeaseStore {
 
     async fn renew(&self, key: &Key, owner: &OwnerToken, ttl: Duration) -> Result<bool> {
         let mut c = self.conn().await?;
-        c.exec_drop(&self.sql.renew, (us(ttl), key.as_str().as_bytes(), owner.to_string()))
+        c.exec_drop(&self.sql().renew, (us(ttl), key.as_str().as_bytes(), owner.to_string()))
             .await
             .map_err(|e| my_err("renew", e))?;
         Ok(c.affected_rows() == 1)
@@ -199,7 +261,9 @@ impl Store for MyLeaseStore {
     async fn renew_many(&self, items: &[RenewItem]) -> Result<Vec<bool>> {
         let mut c = self.conn().await?;
         let mut out = Vec::with_capacity(items.len());
-        let t = &self.sql.table;
+        let sql = self.sql();
+        let t = &sql.table;
+        let [update, select] = ["UPDATE", "SELECT"].map(|v| bounded_verb(v, sql.op, true));
         for chunk in items.chunks(RENEW_CHUNK) {
             // One UPDATE per distinct TTL (the watchdog's batch has one), then one SELECT
             // that reads back which rows are ours and live.
@@ -218,7 +282,7 @@ impl Store for MyLeaseStore {
                 }
                 c.exec_drop(
                     format!(
-                        "UPDATE {t} SET expires_at = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND,
+                        "{update} {t} SET expires_at = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND,
                            renewals = renewals + 1
                          WHERE lock_key IN ({keys}) AND (lock_key, owner) IN ({pairs})
                            AND expires_at > UTC_TIMESTAMP(6)"
@@ -234,7 +298,7 @@ impl Store for MyLeaseStore {
             let rows: Vec<(Vec<u8>, Vec<u8>)> = c
                 .exec(
                     format!(
-                        "SELECT lock_key, owner FROM {t} WHERE lock_key IN ({keys})
+                        "{select} lock_key, owner FROM {t} WHERE lock_key IN ({keys})
                            AND owner IS NOT NULL AND expires_at > UTC_TIMESTAMP(6)"
                     ),
                     params,
@@ -253,44 +317,57 @@ impl Store for MyLeaseStore {
     }
 
     async fn release(&self, key: &Key, owner: &OwnerToken) -> Result<bool> {
+        // An abandoned grant of this key still in flight must land first (see try_acquire).
+        self.granting.settled(key.as_str(), Duration::from_secs(10)).await;
         let mut c = self.conn().await?;
         let (k, o) = (key.as_str().as_bytes(), owner.to_string());
-        c.exec_drop(&self.sql.release, (k, &o)).await.map_err(|e| my_err("release", e))?;
+        let sql = self.sql();
+        c.exec_drop(&sql.release, (k, &o)).await.map_err(|e| my_err("release", e))?;
         let live = c.affected_rows() == 1;
         // Committed: pass the bell on (if this lease took one) to the next queued waiter.
         self.bells.ring(owner).await;
         if !live {
             // Ours but expired: clear the owner anyway (a no-op for anyone else's row).
-            c.exec_drop(&self.sql.release_expired, (k, &o))
-                .await
-                .map_err(|e| my_err("release", e))?;
+            c.exec_drop(&sql.release_expired, (k, &o)).await.map_err(|e| my_err("release", e))?;
         }
         Ok(live)
     }
 
     async fn holders(&self, key: Option<&Key>) -> Result<Vec<Holder>> {
         let mut c = self.conn().await?;
-        let t = &self.sql.table;
+        let statements = self.sql();
+        let t = &statements.table;
+        let select = bounded_verb("SELECT", statements.op, true);
         let sql = format!(
-            "SELECT lock_key, owner, fence, TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), expires_at)
+            "{select} lock_key, owner, fence, TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), expires_at),
+                    info
              FROM {t} WHERE owner IS NOT NULL AND expires_at > UTC_TIMESTAMP(6) {} ORDER BY lock_key",
             if key.is_some() { "AND lock_key = ?" } else { "" }
         );
         let params: Vec<mysql_async::Value> =
             key.map(|k| k.as_str().as_bytes().into()).into_iter().collect();
-        let rows: Vec<(Vec<u8>, String, u64, i64)> =
+        let rows: Vec<(Vec<u8>, String, u64, i64, Option<Vec<u8>>)> =
             c.exec(sql, params).await.map_err(|e| my_err("holders", e))?;
         rows.into_iter()
-            .map(|(k, o, f, left)| {
+            .map(|(k, o, f, left, info)| {
                 let k = String::from_utf8(k)
                     .map_err(|_| Error::invalid("a lease row's key is not UTF-8"))?;
+                let info = info.and_then(|i| HolderInfo::decode(std::str::from_utf8(&i).ok()?));
                 Ok(Holder::new(
                     Key::new(k)?,
                     o.parse()?,
                     Some(FenceToken::new(f)),
                     Some(Duration::from_micros(u64::try_from(left).unwrap_or(0))),
-                ))
+                )
+                .with_info(info))
             })
             .collect()
+    }
+
+    fn set_op_timeout(&self, op_timeout: Duration) {
+        let mut sql = self.sql.write().unwrap_or_else(|p| p.into_inner());
+        if sql.op != op_timeout {
+            *sql = Arc::new(LeaseSql::new(sql.table.trim_matches('`'), op_timeout));
+        }
     }
 }

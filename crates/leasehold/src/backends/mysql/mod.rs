@@ -17,6 +17,18 @@
 //!   `fence=none`, is a per-key counter row in `TABLE_fences`, set to `max(fence + 1,
 //!   clock µs)` right after the grant while the lock is held. A failed unlock, heartbeat or request closes the
 //!   connection: the server drops its locks and every lease on it fires `lost()`.
+//!
+//! Errors: access denied (1044, 1045, 1142, 1143, 1227, 1698), an unknown database (1049) or
+//! an authentication plugin the client lacks is [`Error::Config`]; a server that cannot be
+//! reached, has too many connections, is read-only or shutting down, or cancels a statement
+//! that waited longer than the op timeout (1205, 1969, 3024) is [`Error::Unavailable`].
+//!
+//! Bounds: every connection this store opens answers within `connect_timeout=DUR` from the
+//! URL, else the connect limit ([`crate::Locker::connect_within`], 5 s by default). Lock
+//! waits in the server are bounded by the op timeout on every connection
+//! (`lock_wait_timeout`, `innodb_lock_wait_timeout`: whole seconds, at least 1), and, on
+//! MariaDB, the lease table's statements by `max_statement_time`, so a grant behind another
+//! session's `LOCK TABLES` or row lock answers and leaves no statement waiting.
 
 pub mod fence;
 mod probe;
@@ -31,8 +43,9 @@ use mysql_async::prelude::Queryable;
 use mysql_async::{Conn, Opts, OptsBuilder, Pool};
 use tokio::sync::{oneshot, watch};
 
+use super::Limits;
 use super::session::Undoing;
-use crate::store::{AcquireRequest, Attempt, Grant, Holder, RenewItem, SessionEnd};
+use crate::store::{AcquireRequest, Attempt, Grant, Holder, HolderInfo, RenewItem, SessionEnd};
 use crate::{Error, FenceRepeat, FenceToken, Guarantees, Key, LockKind, OwnerToken, Result, Store};
 
 pub use mysql_async;
@@ -47,10 +60,47 @@ const LOCK_NAME: &str = "IF(CHAR_LENGTH(?) <= 64, ?, CONCAT('leasehold:', SHA1(?
 
 fn my_err(what: &str, e: mysql_async::Error) -> Error {
     let msg = format!("mysql {what}: {e}");
-    match e {
+    match &e {
+        mysql_async::Error::Server(s) if refuses_config(s.code) => {
+            Error::config(msg, Some(e.into()))
+        }
+        mysql_async::Error::Server(s) if refuses_service(s.code) => {
+            Error::unavailable(msg, Some(e.into()))
+        }
         mysql_async::Error::Server(_) => Error::backend("mysql", msg, e),
         // The request may have been applied; we cannot tell.
         _ => Error::UnknownOutcome(msg),
+    }
+}
+
+/// Server error codes that refuse this client's configuration: access denied (to the
+/// server, a database, a table, a column, an operation), an unknown database.
+fn refuses_config(code: u16) -> bool {
+    matches!(code, 1044 | 1045 | 1049 | 1142 | 1143 | 1227 | 1698 | 1251 | 1275)
+}
+
+/// Server error codes after which nothing was applied and the server may serve later: a lock
+/// wait or statement cancelled by its timeout, too many connections, a read-only or stopping
+/// server.
+fn refuses_service(code: u16) -> bool {
+    matches!(code, 1205 | 1969 | 3024 | 1040 | 1203 | 1053 | 1290 | 1836)
+}
+
+/// A connection that could not be opened: [`Error::Config`] for a refusal of this client's
+/// credentials, database or authentication method, else [`Error::Unavailable`].
+fn connect_err(e: mysql_async::Error) -> Error {
+    let msg = format!("cannot connect to mysql: {e}");
+    match &e {
+        mysql_async::Error::Server(s) if refuses_config(s.code) => {
+            Error::config(msg, Some(e.into()))
+        }
+        mysql_async::Error::Driver(
+            mysql_async::DriverError::UnknownAuthPlugin { .. }
+            | mysql_async::DriverError::MysqlOldPasswordDisabled
+            | mysql_async::DriverError::CleartextPluginDisabled
+            | mysql_async::DriverError::NoClientSslFlagFromServer,
+        ) => Error::config(msg, Some(e.into())),
+        _ => Error::unavailable(msg, Some(e.into())),
     }
 }
 
@@ -79,6 +129,8 @@ struct Options {
     prefix: String,
     fence: bool,
     heartbeat: Duration,
+    /// `connect_timeout`: the bound on opening one connection.
+    connect_timeout: Option<Duration>,
 }
 
 fn parse_url(url: &str) -> Result<(Opts, Options)> {
@@ -90,6 +142,7 @@ fn parse_url(url: &str) -> Result<(Opts, Options)> {
         prefix: String::new(),
         fence: true,
         heartbeat: Duration::from_secs(5),
+        connect_timeout: None,
     };
     let mut socket_given = false;
     for pair in query.split('&').filter(|p| !p.is_empty()) {
@@ -125,6 +178,14 @@ fn parse_url(url: &str) -> Result<(Opts, Options)> {
                     Duration::from_secs(3600),
                 )?
             }
+            "connect_timeout" => {
+                o.connect_timeout = Some(crate::url::duration_option(
+                    "connect_timeout",
+                    v,
+                    Duration::from_millis(1),
+                    Duration::from_secs(3600),
+                )?)
+            }
             _ => {
                 socket_given |= k == "prefer_socket";
                 keep.push(pair)
@@ -132,10 +193,11 @@ fn parse_url(url: &str) -> Result<(Opts, Options)> {
         }
     }
     let base = if keep.is_empty() { base.to_owned() } else { format!("{base}?{}", keep.join("&")) };
+    let shown = crate::redact(&base);
     let opts = Opts::from_url(&base)
-        .map_err(|e| Error::invalid(format!("bad mysql URL {base:?}: {e}")))?;
+        .map_err(|e| Error::invalid(format!("bad mysql URL {shown:?}: {e}")))?;
     if opts.db_name().is_none() {
-        return Err(Error::invalid(format!("mysql URL {base:?} names no database (…/DB)")));
+        return Err(Error::invalid(format!("mysql URL {shown:?} names no database (…/DB)")));
     }
     // Talk TCP to the address given (a fault proxy in front of the server must see every
     // byte), unless the URL says otherwise.
@@ -152,20 +214,47 @@ pub(crate) fn client_opts(url: &str) -> Result<Opts> {
     parse_url(url).map(|(opts, _)| opts)
 }
 
-/// Opens a `mysql://` store in the form its URL asks for.
+/// Opens a `mysql://` store in the form its URL asks for, within
+/// [`crate::DEFAULT_CONNECT_TIMEOUT`] (or the URL's `connect_timeout`).
 pub async fn connect(url: &str) -> Result<Arc<dyn Store>> {
+    open(url, Limits::default()).await
+}
+
+async fn open(url: &str, limits: Limits) -> Result<Arc<dyn Store>> {
     let (opts, o) = parse_url(url)?;
+    let limits = Limits { connect: o.connect_timeout.unwrap_or(limits.connect), ..limits };
     Ok(if o.session {
-        Arc::new(MySessionStore::open(opts, &o).await?)
+        Arc::new(MySessionStore::open(opts, &o, limits).await?)
     } else {
-        Arc::new(MyLeaseStore::open(opts, &o).await?)
+        Arc::new(MyLeaseStore::open(opts, &o, limits).await?)
     })
 }
 
-async fn new_conn(opts: &Opts) -> Result<Conn> {
-    Conn::new(opts.clone())
-        .await
-        .map_err(|e| Error::unavailable(format!("cannot connect to mysql: {e}"), Some(e.into())))
+/// A new connection, opened within `limit`.
+async fn new_conn(opts: &Opts, limit: Duration) -> Result<Conn> {
+    let connect = async { Conn::new(opts.clone()).await.map_err(connect_err) };
+    super::within(limit, || "connecting to mysql".into(), connect).await
+}
+
+/// How long a statement may wait in the server, written into the statement itself (so a
+/// changed op timeout costs no round trip on an open connection): lock waits at 4/5 of `op`
+/// (whole seconds, at least 1), so the server's answer comes before the client gives up;
+/// with `statements`, on MariaDB, the whole statement at `op` (`max_statement_time`; not
+/// where a statement waits in `GET_LOCK` on purpose). `verb` is the statement's first word;
+/// the answer replaces it: MariaDB's `SET STATEMENT … FOR` in an executable comment that
+/// MySQL skips, and MySQL's `SET_VAR` optimizer hints, which MariaDB reads as a comment.
+fn bounded_verb(verb: &str, op: Duration, statements: bool) -> String {
+    let lock = op.mul_f64(0.8).as_secs_f64().ceil().max(1.0) as u64;
+    let vars = format!("lock_wait_timeout = {lock}, innodb_lock_wait_timeout = {lock}");
+    let maria = if statements {
+        format!("{vars}, max_statement_time = {:.3}", op.as_secs_f64())
+    } else {
+        vars
+    };
+    format!(
+        "/*M!100301 SET STATEMENT {maria} FOR */ {verb} /*+ SET_VAR(lock_wait_timeout = {lock}) \
+         SET_VAR(innodb_lock_wait_timeout = {lock}) */"
+    )
 }
 
 mod baton;
@@ -187,6 +276,6 @@ pub(crate) const STORE: super::Descriptor = super::Descriptor {
     schemes: &["mysql"],
     form: "mysql://USER@HOST:PORT/DB[?mode=lease|session]",
     options: None,
-    open: |url| Box::pin(connect(url)),
+    open: |url, limits| Box::pin(open(url, limits)),
     probe: |url, p| Box::pin(probe::mysql(url, p)),
 };

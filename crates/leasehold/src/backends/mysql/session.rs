@@ -16,10 +16,11 @@ struct SessionConn {
 impl SessionConn {
     pub(super) async fn open(
         opts: &Opts,
+        connect: Duration,
         heartbeat: Duration,
         alarm: watch::Receiver<u64>,
     ) -> Result<Arc<SessionConn>> {
-        let conn = new_conn(opts).await?;
+        let conn = new_conn(opts, connect).await?;
         let c = Arc::new(SessionConn {
             id: conn.id(),
             conn: tokio::sync::Mutex::new(Some(conn)),
@@ -128,12 +129,17 @@ async fn session_heartbeat(conn: Weak<SessionConn>, every: Duration, alarm: watc
 struct Held {
     key: Key,
     fence: u64,
+    info: Option<HolderInfo>,
     conn: Arc<SessionConn>,
 }
 
 /// The `GET_LOCK` store (`mode=session`).
 pub struct MySessionStore {
     opts: Opts,
+    /// The connect limit; the op timeout as set last (ms), bounding the fence bump's lock
+    /// waits in the server.
+    connect: Duration,
+    op_ms: std::sync::atomic::AtomicU64,
     prefix: String,
     fences: Option<String>,
     heartbeat: Duration,
@@ -156,9 +162,9 @@ impl Drop for MySessionStore {
 /// restarted (and dropped its locks) only at its next heartbeat, after a successor may have
 /// taken them; the sentinel's read ends the moment the server closes its connections, and it
 /// makes every heartbeat ping at once.
-async fn sentinel(opts: Opts, alarm: watch::Sender<u64>) {
+async fn sentinel(opts: Opts, connect: Duration, alarm: watch::Sender<u64>) {
     loop {
-        if let Ok(mut c) = new_conn(&opts).await {
+        if let Ok(mut c) = new_conn(&opts, connect).await {
             let _ = c.query_drop("DO SLEEP(31536000)").await;
         }
         alarm.send_modify(|n| *n += 1);
@@ -214,23 +220,34 @@ impl Drop for Flight {
 }
 
 impl MySessionStore {
-    pub(super) async fn open(opts: Opts, o: &Options) -> Result<Self> {
+    pub(super) async fn open(opts: Opts, o: &Options, limits: Limits) -> Result<Self> {
         let fences = o.fence.then(|| format!("`{}_fences`", o.table));
         if let Some(t) = &fences {
-            let mut c = new_conn(&opts).await?;
-            c.query_drop(format!(
-                "CREATE TABLE IF NOT EXISTS {t} (
-                    lock_key VARBINARY(512) NOT NULL PRIMARY KEY,
-                    fence    BIGINT UNSIGNED NOT NULL
-                ) ENGINE = InnoDB"
-            ))
-            .await
-            .map_err(|e| my_err("creating the fence table", e))?;
+            let mut c = new_conn(&opts, limits.connect).await?;
+            let create = async {
+                c.query_drop(format!(
+                    "CREATE TABLE IF NOT EXISTS {t} (
+                        lock_key VARBINARY(512) NOT NULL PRIMARY KEY,
+                        fence    BIGINT UNSIGNED NOT NULL
+                    ) ENGINE = InnoDB"
+                ))
+                .await
+                .map_err(|e| my_err("creating the fence table", e))
+            };
+            super::super::within(limits.connect, || "creating the fence table".into(), create)
+                .await?;
+            let _ = c.disconnect().await;
+        } else {
+            // Checks the credentials and the database now, not at the first acquire.
+            let c = new_conn(&opts, limits.connect).await?;
             let _ = c.disconnect().await;
         }
         let alarm = watch::Sender::new(0);
-        let sentinel = tokio::spawn(sentinel(opts.clone(), alarm.clone())).abort_handle();
+        let sentinel =
+            tokio::spawn(sentinel(opts.clone(), limits.connect, alarm.clone())).abort_handle();
         Ok(MySessionStore {
+            connect: limits.connect,
+            op_ms: std::sync::atomic::AtomicU64::new(limits.op.as_millis() as u64),
             opts,
             prefix: o.prefix.clone(),
             fences,
@@ -279,8 +296,8 @@ impl MySessionStore {
         let conn = match found {
             Some(c) => c,
             None => {
-                let c =
-                    SessionConn::open(&self.opts, self.heartbeat, self.alarm.subscribe()).await?;
+                let alarm = self.alarm.subscribe();
+                let c = SessionConn::open(&self.opts, self.connect, self.heartbeat, alarm).await?;
                 if !exclusive {
                     self.conns().push(c.clone());
                 }
@@ -313,10 +330,11 @@ impl MySessionStore {
         };
         let sent = Instant::now();
         let (opts, fences, key) = (self.opts.clone(), self.fences.clone(), req.key.clone());
+        let connect = self.connect;
+        let op = Duration::from_millis(self.op_ms.load(Ordering::Relaxed));
         tokio::spawn(async move {
-            let _ = tx.send(
-                grant_on(&conn, &opts, &name, wait, fences.as_deref(), &key, abandon_rx).await,
-            );
+            let on = (&conn, &opts, connect, op);
+            let _ = tx.send(grant_on(on, &name, wait, fences.as_deref(), &key, abandon_rx).await);
         });
         let answer = flight.rx.as_mut().expect("present").await;
         flight.rx = None; // answered: nothing to undo on drop
@@ -341,7 +359,8 @@ impl MySessionStore {
         }
         let Some(fence) = fence else { return Ok(Attempt::Busy { holder_expires_in: None }) };
         let end = conn.end_signal();
-        self.held().insert(*req.owner, Held { key: req.key.clone(), fence, conn });
+        let held = Held { key: req.key.clone(), fence, info: req.info.cloned(), conn };
+        self.held().insert(*req.owner, held);
         Ok(Attempt::Granted(Grant::new(FenceToken::new(fence), sent).with_session_end(end)))
     }
 }
@@ -367,22 +386,27 @@ pub fn session_statements(url: &str) -> Result<SessionStatements> {
     let (_, o) = parse_url(url)?;
     Ok(SessionStatements {
         get_lock: format!("SELECT GET_LOCK({LOCK_NAME}, ?)"),
-        fence: o.fence.then(|| fence_sql(&format!("`{}_fences`", o.table))),
+        fence: o
+            .fence
+            .then(|| fence_sql(&format!("`{}_fences`", o.table), crate::DEFAULT_OP_TIMEOUT)),
         release_lock: format!("SELECT RELEASE_LOCK({LOCK_NAME})"),
     })
 }
 
-fn fence_sql(table: &str) -> String {
+/// The fence bump, its lock waits bounded by `op` in the server.
+fn fence_sql(table: &str, op: Duration) -> String {
+    let insert = bounded_verb("INSERT", op, false);
     format!(
-        "INSERT INTO {table} (lock_key, fence) VALUES (?, LAST_INSERT_ID({CLOCK_US}))
+        "{insert} INTO {table} (lock_key, fence) VALUES (?, LAST_INSERT_ID({CLOCK_US}))
          ON DUPLICATE KEY UPDATE fence = LAST_INSERT_ID(GREATEST(fence + 1, {CLOCK_US}))"
     )
 }
 
-/// `GET_LOCK`, then the fence bump while holding it. `Ok(None)`: busy.
+/// `GET_LOCK` on `conn`, then the fence bump (its lock waits bounded by `op`) while holding
+/// it. `Ok(None)`: busy. `opts` and the connect limit open the side connection that
+/// interrupts an abandoned wait.
 async fn grant_on(
-    conn: &Arc<SessionConn>,
-    opts: &Opts,
+    (conn, opts, connect, op): (&Arc<SessionConn>, &Opts, Duration, Duration),
     name: &str,
     wait: Option<Duration>,
     fences: Option<&str>,
@@ -399,7 +423,7 @@ async fn grant_on(
         r = &mut lock => r,
         Ok(()) = abandon => {
             // Interrupt the server-side wait from another connection, then let it answer.
-            if let Ok(mut side) = new_conn(opts).await {
+            if let Ok(mut side) = new_conn(opts, connect).await {
                 let _ = side.query_drop(format!("KILL QUERY {}", conn.id)).await;
                 let _ = side.disconnect().await;
             }
@@ -412,7 +436,9 @@ async fn grant_on(
     let Some(t) = fences else { return Ok(Some(0)) };
     let mut g = conn.conn.lock().await;
     let c = g.as_mut().ok_or_else(|| Error::UnknownOutcome("mysql connection closed".into()))?;
-    c.exec_drop(fence_sql(t), (key.as_str().as_bytes(),)).await.map_err(|e| my_err("fence", e))?;
+    c.exec_drop(fence_sql(t, op), (key.as_str().as_bytes(),))
+        .await
+        .map_err(|e| my_err("fence", e))?;
     match c.last_insert_id().filter(|f| *f > 0) {
         Some(f) => Ok(Some(f)),
         None => Err(Error::backend(
@@ -448,6 +474,8 @@ impl Store for MySessionStore {
             },
             failure_admits_second_holder: true,
             holders_know_fence: true,
+            // This process's grants only: another process's lock is `Busy` in `holders`.
+            holders_know_info: true,
             waiting: "server-side blocking GET_LOCK(name, timeout)",
         }
     }
@@ -483,6 +511,10 @@ impl Store for MySessionStore {
             }
         };
         let Some(h) = held else { return Ok(false) };
+        if !h.conn.alive() {
+            // The session ended, and the server dropped the lock with it: not ours any more.
+            return Ok(false);
+        }
         // Out of the map: a release dropped before its answer closes the connection (ending
         // the session and its lock), since nothing could release it any more.
         let mut unanswered = KillOnDrop(Some(h.conn.clone()));
@@ -507,17 +539,25 @@ impl Store for MySessionStore {
         }
     }
 
+    fn set_op_timeout(&self, op_timeout: Duration) {
+        let ms = op_timeout.as_millis() as u64;
+        self.op_ms.store(ms, Ordering::Relaxed);
+    }
+
     async fn holders(&self, key: Option<&Key>) -> Result<Vec<Holder>> {
         let mut out: Vec<Holder> = self
             .held()
             .iter()
             .filter(|(_, h)| key.is_none_or(|k| *k == h.key))
-            .map(|(o, h)| Holder::new(h.key.clone(), *o, Some(FenceToken::new(h.fence)), None))
+            .map(|(o, h)| {
+                Holder::new(h.key.clone(), *o, Some(FenceToken::new(h.fence)), None)
+                    .with_info(h.info.clone())
+            })
             .collect();
         if let Some(key) = key
             && out.is_empty()
         {
-            let mut c = new_conn(&self.opts).await?;
+            let mut c = new_conn(&self.opts, self.connect).await?;
             let v: Option<Option<i64>> = c
                 .exec_first(
                     format!("SELECT IS_USED_LOCK({LOCK_NAME})"),

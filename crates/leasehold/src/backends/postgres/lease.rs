@@ -2,16 +2,17 @@
 //! each, waiters queued by ticket.
 
 use super::*;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// The statements the lease-table store prepares (with `$1`… parameters); `leasehold bench`
 /// runs the very same text through pgbench (feature `tools`).
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct LeaseStatements {
-    /// `$1` key, `$2` owner, `$3` TTL in ms → (fence, NULL) when granted, (NULL, ms left)
-    /// when busy.
+    /// `$1` key, `$2` owner, `$3` TTL in ms, `$4` the holder's info line (or NULL) → (fence,
+    /// NULL) when granted, (NULL, ms left) when busy.
     pub grant: String,
-    /// A waiter's attempt: as `grant`, plus `$4` the waiter's ticket (0: none yet) and `$5`
+    /// A waiter's attempt: as `grant`, plus `$5` the waiter's ticket (0: none yet) and `$6`
     /// the channel → (fence or NULL, ms left, the waiter's ticket, the ticket called last).
     /// A refused waiter without a ticket, or whose ticket was called already (someone else
     /// took the key first), takes the next one; a waiter granted by its ticket notifies the
@@ -24,7 +25,7 @@ pub struct LeaseStatements {
     /// `$1` key, `$2` owner, `$3` notification channel → one row (still live?, the ticket
     /// now called) iff ours; calls the next waiting ticket and notifies `r TURN KEY`.
     pub release: String,
-    /// `$1` key or NULL → live holders.
+    /// `$1` key or NULL → live holders (key, owner, fence, ms left, info).
     pub holders: String,
     /// The `LISTEN` channel releases notify.
     pub channel: String,
@@ -39,10 +40,11 @@ impl LeaseStatements {
         LeaseStatements {
             grant: format!(
             "WITH g AS (
-               INSERT INTO {t} AS l (key, owner, fence, expires_at)
-               VALUES ($1, $2, {US}, now() + $3::bigint * interval '1 millisecond')
+               INSERT INTO {t} AS l (key, owner, fence, expires_at, info)
+               VALUES ($1, $2, {US}, now() + $3::bigint * interval '1 millisecond', $4::text)
                ON CONFLICT (key) DO UPDATE
-                 SET owner = excluded.owner, fence = GREATEST(l.fence + 1, {US}), expires_at = excluded.expires_at
+                 SET owner = excluded.owner, fence = GREATEST(l.fence + 1, {US}), expires_at = excluded.expires_at,
+                     info = excluded.info
                  WHERE l.owner IS NULL OR l.expires_at <= now()
                RETURNING l.fence)
              SELECT fence, 0::bigint FROM g
@@ -60,33 +62,34 @@ impl LeaseStatements {
              RETURNING l.key, l.owner"),
             grant_queued: format!(
             "WITH g AS (
-               INSERT INTO {t} AS l (key, owner, fence, expires_at)
-               VALUES ($1, $2, {US}, now() + $3::bigint * interval '1 millisecond')
+               INSERT INTO {t} AS l (key, owner, fence, expires_at, info)
+               VALUES ($1, $2, {US}, now() + $3::bigint * interval '1 millisecond', $4::text)
                ON CONFLICT (key) DO UPDATE SET
                  owner = CASE WHEN {free} THEN excluded.owner ELSE l.owner END,
+                 info = CASE WHEN {free} THEN excluded.info ELSE l.info END,
                  fence = CASE WHEN {free} THEN GREATEST(l.fence + 1, {US}) ELSE l.fence END,
                  expires_at = CASE WHEN {free} THEN excluded.expires_at ELSE l.expires_at END,
-                 tickets = CASE WHEN {free} OR $4::bigint > l.turn THEN l.tickets
+                 tickets = CASE WHEN {free} OR $5::bigint > l.turn THEN l.tickets
                                 ELSE l.tickets + 1 END,
-                 turn = CASE WHEN {free} THEN GREATEST(l.turn, $4::bigint) ELSE l.turn END
+                 turn = CASE WHEN {free} THEN GREATEST(l.turn, $5::bigint) ELSE l.turn END
                RETURNING l.owner = $2 AS won, l.fence, l.expires_at, l.tickets, l.turn)
              SELECT CASE WHEN won THEN fence END,
                     GREATEST(0, ceil(extract(epoch FROM expires_at - now()) * 1000))::bigint,
-                    CASE WHEN won OR $4::bigint > turn THEN $4::bigint ELSE tickets END,
+                    CASE WHEN won OR $5::bigint > turn THEN $5::bigint ELSE tickets END,
                     turn,
-                    CASE WHEN won AND $4::bigint > 0 THEN pg_notify($5, 'g ' || turn || ' ' || $1) END
+                    CASE WHEN won AND $5::bigint > 0 THEN pg_notify($6, 'g ' || turn || ' ' || $1) END
              FROM g",
             free = "(l.owner IS NULL OR l.expires_at <= now())", US = CLOCK_US),
             release: format!(
             "WITH old AS (SELECT key, expires_at FROM {t} WHERE key = $1 AND owner = $2 FOR UPDATE),
-                  upd AS (UPDATE {t} l SET owner = NULL, expires_at = now(),
+                  upd AS (UPDATE {t} l SET owner = NULL, expires_at = now(), info = NULL,
                                  turn = GREATEST(l.turn, LEAST(l.turn + 1, l.tickets))
                           FROM old
                           WHERE l.key = old.key RETURNING old.expires_at > now() AS live, l.turn)
              SELECT live, turn, pg_notify($3, 'r ' || turn || ' ' || $1) FROM upd"),
             holders: format!(
             "SELECT key, owner, fence,
-                    GREATEST(0, ceil(extract(epoch FROM expires_at - now()) * 1000))::bigint
+                    GREATEST(0, ceil(extract(epoch FROM expires_at - now()) * 1000))::bigint, info
              FROM {t} WHERE owner IS NOT NULL AND expires_at > now()
                AND ($1::text IS NULL OR key = $1) ORDER BY key"),
             channel,
@@ -96,6 +99,8 @@ impl LeaseStatements {
 
 struct LeaseConn {
     pg: PgConn,
+    /// The op timeout (ms) its server-side bounds were last set to.
+    bounds_ms: AtomicU64,
     grant: Statement,
     grant_queued: Statement,
     renew: Statement,
@@ -108,106 +113,9 @@ struct LeaseConn {
 /// release nobody answered (the called waiter gave up or died) before it tries anyway.
 const STAGGER: Duration = Duration::from_millis(5);
 
-/// What this process has heard about the waiting queue of each key (from notifications and
-/// its own releases): the ticket called last, and since when the key is free if it was
-/// released and not taken since. Waiters sleep on a per-key change counter.
-#[derive(Default)]
-pub(super) struct Queues(Mutex<HashMap<String, KeyQueue>>);
-
-struct KeyQueue {
-    changes: watch::Sender<u64>,
-    turn: i64,
-    free_since: Option<Instant>,
-    /// Bumped when every waiter must look again (a notification of an older format, or a
-    /// listener reconnected after releases may have gone unseen).
-    pokes: u64,
-}
-
-/// A key's queue as a waiter sees it.
-#[derive(Debug, Clone, Copy, PartialEq)]
-struct QueueState {
-    turn: i64,
-    free_since: Option<Instant>,
-    pokes: u64,
-}
-
-impl Queues {
-    fn map(&self) -> std::sync::MutexGuard<'_, HashMap<String, KeyQueue>> {
-        self.0.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    fn subscribe(&self, key: &Key) -> watch::Receiver<u64> {
-        self.map()
-            .entry(key.as_str().to_owned())
-            .or_insert_with(|| KeyQueue {
-                changes: watch::Sender::new(0),
-                turn: 0,
-                free_since: None,
-                pokes: 0,
-            })
-            .changes
-            .subscribe()
-    }
-
-    fn state(&self, key: &Key) -> QueueState {
-        self.map().get(key.as_str()).map_or(
-            QueueState { turn: 0, free_since: None, pokes: 0 },
-            |q| QueueState { turn: q.turn, free_since: q.free_since, pokes: q.pokes },
-        )
-    }
-
-    /// Applies a change to `key`'s queue, if anyone here waits on it.
-    fn update(&self, key: &str, f: impl FnOnce(&mut KeyQueue)) {
-        let mut map = self.map();
-        let Some(q) = map.get_mut(key) else { return };
-        if q.changes.receiver_count() == 0 {
-            map.remove(key);
-            return;
-        }
-        f(q);
-        q.changes.send_modify(|n| *n += 1);
-    }
-
-    /// The key was released and ticket `turn` called.
-    fn released(&self, key: &str, turn: i64) {
-        self.update(key, |q| {
-            q.turn = q.turn.max(turn);
-            q.free_since = Some(Instant::now());
-        });
-    }
-
-    /// The waiter holding ticket `turn` took the key.
-    fn taken(&self, key: &str, turn: i64) {
-        self.update(key, |q| {
-            q.turn = q.turn.max(turn);
-            q.free_since = None;
-        });
-    }
-
-    /// A notification: `r TURN KEY` (released), `g TURN KEY` (taken by the called waiter), or
-    /// a bare key (a release by a version without queues: everyone looks again).
-    pub(super) fn notified(&self, payload: &str) {
-        let mut parts = payload.splitn(3, ' ');
-        match (parts.next(), parts.next().map(str::parse::<i64>), parts.next()) {
-            (Some("r"), Some(Ok(turn)), Some(key)) => self.released(key, turn),
-            (Some("g"), Some(Ok(turn)), Some(key)) => self.taken(key, turn),
-            _ => self.update(payload, |q| q.pokes += 1),
-        }
-    }
-
-    /// Every waiter looks again.
-    fn poke_all(&self) {
-        let mut map = self.map();
-        map.retain(|_, q| q.changes.receiver_count() > 0);
-        for q in map.values_mut() {
-            q.pokes += 1;
-            q.changes.send_modify(|n| *n += 1);
-        }
-    }
-}
-
 struct Listener {
     cfg: Config,
+    connect: Duration,
     channel: String,
     queues: Arc<Queues>,
     conn: tokio::sync::Mutex<Option<PgConn>>,
@@ -221,11 +129,9 @@ impl Listener {
         if conn.as_ref().is_some_and(PgConn::alive) {
             return Ok(());
         }
-        let c = PgConn::open(&self.cfg, Some(self.queues.clone())).await?;
-        c.client
-            .batch_execute(&format!("LISTEN \"{}\"", self.channel))
-            .await
-            .map_err(|e| pg_err("LISTEN", e))?;
+        let c = PgConn::open(&self.cfg, self.connect, "", Some(self.queues.clone())).await?;
+        let listen = format!("LISTEN \"{}\"", self.channel);
+        c.bounded("LISTEN", self.connect, c.client.batch_execute(&listen)).await?;
         *conn = Some(c);
         drop(conn);
         self.queues.poke_all();
@@ -240,6 +146,9 @@ impl Listener {
 /// The lease-table store (`mode=lease`).
 pub struct PgLeaseStore {
     cfg: Config,
+    /// The connect limit; the op timeout as set last, in ms (see [`Store::set_op_timeout`]).
+    connect: Duration,
+    op_ms: AtomicU64,
     table: String,
     sql: LeaseStatements,
     conn: tokio::sync::Mutex<Option<Arc<LeaseConn>>>,
@@ -253,17 +162,20 @@ impl std::fmt::Debug for PgLeaseStore {
 }
 
 impl PgLeaseStore {
-    pub(super) async fn open(cfg: Config, o: &Options) -> Result<Self> {
+    pub(super) async fn open(cfg: Config, o: &Options, limits: Limits) -> Result<Self> {
         let table = format!("\"{}\".\"{}\"", o.schema, o.table);
         let sql = LeaseStatements::new(&o.schema, &o.table);
         let store = PgLeaseStore {
             listener: Arc::new(Listener {
                 cfg: cfg.clone(),
+                connect: limits.connect,
                 channel: sql.channel.clone(),
                 queues: Arc::default(),
                 conn: Default::default(),
             }),
             cfg,
+            connect: limits.connect,
+            op_ms: AtomicU64::new(ms(limits.op) as u64),
             table,
             sql,
             conn: Default::default(),
@@ -275,7 +187,8 @@ impl PgLeaseStore {
                 fence      bigint NOT NULL,
                 expires_at timestamptz NOT NULL,
                 tickets    bigint NOT NULL DEFAULT 0,
-                turn       bigint NOT NULL DEFAULT 0
+                turn       bigint NOT NULL DEFAULT 0,
+                info       text
             );
             DO $$ BEGIN
               IF NOT EXISTS (SELECT 1 FROM information_schema.columns
@@ -284,46 +197,93 @@ impl PgLeaseStore {
                 ALTER TABLE {t} ADD COLUMN tickets bigint NOT NULL DEFAULT 0,
                                 ADD COLUMN turn bigint NOT NULL DEFAULT 0;
               END IF;
+              IF NOT EXISTS (SELECT 1 FROM information_schema.columns
+                             WHERE table_schema = '{schema}' AND table_name = '{name}'
+                               AND column_name = 'info') THEN
+                ALTER TABLE {t} ADD COLUMN info text;
+              END IF;
             END $$",
             store.table,
             schema = o.schema,
             name = o.table,
             t = store.table
         );
-        let setup = PgConn::open(&store.cfg, None).await?;
-        create_schema(&setup.client, &o.schema, &ddl).await?;
+        let setup =
+            PgConn::open(&store.cfg, limits.connect, &server_bounds(limits.op, true), None).await?;
+        let create = create_schema(&setup.client, &o.schema, &ddl);
+        super::super::within(limits.connect, || "creating the lease table".into(), create).await?;
         drop(setup);
         store.conn().await?;
         Ok(store)
     }
 
+    fn op(&self) -> Duration {
+        Duration::from_millis(self.op_ms.load(Ordering::Relaxed))
+    }
+
+    /// `f` on `c` within `op` (see [`PgConn::bounded`]), the connection's server-side bounds
+    /// first brought to the op timeout if it changed: pipelined, the `SET` goes out just
+    /// before `f`'s request, without a round trip of its own.
+    async fn run<T>(
+        &self,
+        c: &LeaseConn,
+        what: &str,
+        op: Duration,
+        f: impl std::future::Future<Output = std::result::Result<T, tokio_postgres::Error>>,
+    ) -> Result<T> {
+        let want = self.op();
+        let want_ms = want.as_millis() as u64;
+        if c.bounds_ms.load(Ordering::Relaxed) == want_ms {
+            return c.pg.bounded(what, op, f).await;
+        }
+        let set = server_bounds(want, true);
+        let both = async {
+            let (set, r) = tokio::join!(c.pg.client.batch_execute(&set), f);
+            set.and(r)
+        };
+        let r = c.pg.bounded(what, op, both).await;
+        if r.is_ok() {
+            c.bounds_ms.store(want_ms, Ordering::Relaxed);
+        }
+        r
+    }
+
     /// The live connection, reconnecting (and re-preparing) after a failure.
     async fn conn(&self) -> Result<Arc<LeaseConn>> {
         let mut slot = self.conn.lock().await;
+        let op = self.op();
         if let Some(c) = slot.as_ref().filter(|c| c.pg.alive()) {
             return Ok(c.clone());
         }
-        let pg = PgConn::open(&self.cfg, None).await?;
         // Every statement here looks rows up by key. Statistics taken while the table held a
         // few dozen rows made the planner scan the whole table once per renewed lease (a
         // 2,000-lease renewal took over a second); on this connection, always use the index.
-        pg.client
-            .batch_execute("SET enable_seqscan = off")
-            .await
-            .map_err(|e| pg_err("SET enable_seqscan", e))?;
-        let prep = |sql: String| {
-            let client = &pg.client;
-            async move { client.prepare(&sql).await.map_err(|e| pg_err("prepare", e)) }
-        };
+        let setup = format!("SET enable_seqscan = off; {}", server_bounds(op, true));
+        let pg = PgConn::open(&self.cfg, self.connect, &setup, None).await?;
         let sql = &self.sql;
-        let grant = prep(sql.grant.clone()).await?;
-        let grant_queued = prep(sql.grant_queued.clone()).await?;
-        let renew = prep(sql.renew.clone()).await?;
-        let renew_many = prep(sql.renew_many.clone()).await?;
-        let release = prep(sql.release.clone()).await?;
-        let holders = prep(sql.holders.clone()).await?;
-        let c =
-            Arc::new(LeaseConn { pg, grant, grant_queued, renew, renew_many, release, holders });
+        let prepared = async {
+            let client = &pg.client;
+            Ok::<_, tokio_postgres::Error>([
+                client.prepare(&sql.grant).await?,
+                client.prepare(&sql.grant_queued).await?,
+                client.prepare(&sql.renew).await?,
+                client.prepare(&sql.renew_many).await?,
+                client.prepare(&sql.release).await?,
+                client.prepare(&sql.holders).await?,
+            ])
+        };
+        let [grant, grant_queued, renew, renew_many, release, holders] =
+            pg.bounded("prepare", self.connect, prepared).await?;
+        let c = Arc::new(LeaseConn {
+            pg,
+            bounds_ms: AtomicU64::new(op.as_millis() as u64),
+            grant,
+            grant_queued,
+            renew,
+            renew_many,
+            release,
+            holders,
+        });
         *slot = Some(c.clone());
         Ok(c)
     }
@@ -339,20 +299,17 @@ impl PgLeaseStore {
     async fn grant_queued(&self, req: &AcquireRequest<'_>, ticket: i64) -> Result<Queued> {
         let c = self.conn().await?;
         let sent = Instant::now();
-        let row =
-            c.pg.client
-                .query_one(
-                    &c.grant_queued,
-                    &[
-                        &req.key.as_str(),
-                        &req.owner.to_string(),
-                        &ms(req.ttl),
-                        &ticket,
-                        &self.sql.channel,
-                    ],
-                )
-                .await
-                .map_err(|e| pg_err("grant", e))?;
+        let info = req.info.map(HolderInfo::encode);
+        let params: [&(dyn tokio_postgres::types::ToSql + Sync); 6] = [
+            &req.key.as_str(),
+            &req.owner.to_string(),
+            &ms(req.ttl),
+            &info,
+            &ticket,
+            &self.sql.channel,
+        ];
+        let grant = c.pg.client.query_one(&c.grant_queued, &params);
+        let row = self.run(&c, "grant", req.op_timeout, grant).await?;
         match row.get::<_, Option<i64>>(0) {
             Some(f) => {
                 if ticket > 0 {
@@ -382,6 +339,7 @@ impl Store for PgLeaseStore {
             fence_repeat: FenceRepeat::ClockBacked,
             failure_admits_second_holder: true,
             holders_know_fence: true,
+            holders_know_info: true,
             waiting: "LISTEN/NOTIFY on release, calling one ticketed waiter per release; else \
                       the holder's expiry",
         }
@@ -390,11 +348,11 @@ impl Store for PgLeaseStore {
     async fn try_acquire(&self, req: &AcquireRequest<'_>) -> Result<Attempt> {
         let c = self.conn().await?;
         let sent = Instant::now();
-        let row =
-            c.pg.client
-                .query_one(&c.grant, &[&req.key.as_str(), &req.owner.to_string(), &ms(req.ttl)])
-                .await
-                .map_err(|e| pg_err("grant", e))?;
+        let info = req.info.map(HolderInfo::encode);
+        let params: [&(dyn tokio_postgres::types::ToSql + Sync); 4] =
+            [&req.key.as_str(), &req.owner.to_string(), &ms(req.ttl), &info];
+        let grant = c.pg.client.query_one(&c.grant, &params);
+        let row = self.run(&c, "grant", req.op_timeout, grant).await?;
         match row.get::<_, Option<i64>>(0) {
             Some(f) => Ok(Attempt::Granted(Grant::new(FenceToken::new(f as u64), sent))),
             None => Ok(Attempt::Busy { holder_expires_in: Some(left(row.get(1))) }),
@@ -472,11 +430,9 @@ impl Store for PgLeaseStore {
 
     async fn renew(&self, key: &Key, owner: &OwnerToken, ttl: Duration) -> Result<bool> {
         let c = self.conn().await?;
-        let n =
-            c.pg.client
-                .execute(&c.renew, &[&key.as_str(), &owner.to_string(), &ms(ttl)])
-                .await
-                .map_err(|e| pg_err("renew", e))?;
+        let params: [&(dyn tokio_postgres::types::ToSql + Sync); 3] =
+            [&key.as_str(), &owner.to_string(), &ms(ttl)];
+        let n = self.run(&c, "renew", self.op(), c.pg.client.execute(&c.renew, &params)).await?;
         Ok(n == 1)
     }
 
@@ -487,11 +443,9 @@ impl Store for PgLeaseStore {
             let keys: Vec<&str> = chunk.iter().map(|i| i.key.as_str()).collect();
             let owners: Vec<String> = chunk.iter().map(|i| i.owner.to_string()).collect();
             let ttls: Vec<i64> = chunk.iter().map(|i| ms(i.ttl)).collect();
+            let params: [&(dyn tokio_postgres::types::ToSql + Sync); 3] = [&keys, &owners, &ttls];
             let rows =
-                c.pg.client
-                    .query(&c.renew_many, &[&keys, &owners, &ttls])
-                    .await
-                    .map_err(|e| pg_err("renew", e))?;
+                self.run(&c, "renew", self.op(), c.pg.client.query(&c.renew_many, &params)).await?;
             let done: HashSet<(String, String)> =
                 rows.iter().map(|r| (r.get(0), r.get(1))).collect();
             out.extend(
@@ -503,11 +457,10 @@ impl Store for PgLeaseStore {
 
     async fn release(&self, key: &Key, owner: &OwnerToken) -> Result<bool> {
         let c = self.conn().await?;
+        let params: [&(dyn tokio_postgres::types::ToSql + Sync); 3] =
+            [&key.as_str(), &owner.to_string(), &self.sql.channel];
         let rows =
-            c.pg.client
-                .query(&c.release, &[&key.as_str(), &owner.to_string(), &self.sql.channel])
-                .await
-                .map_err(|e| pg_err("release", e))?;
+            self.run(&c, "release", self.op(), c.pg.client.query(&c.release, &params)).await?;
         let Some(row) = rows.first() else { return Ok(false) };
         // Waiters of this process hear of it without waiting for the notification.
         self.listener.queues.released(key.as_str(), row.get(1));
@@ -516,48 +469,24 @@ impl Store for PgLeaseStore {
 
     async fn holders(&self, key: Option<&Key>) -> Result<Vec<Holder>> {
         let c = self.conn().await?;
+        let params: [&(dyn tokio_postgres::types::ToSql + Sync); 1] = [&key.map(Key::as_str)];
         let rows =
-            c.pg.client
-                .query(&c.holders, &[&key.map(Key::as_str)])
-                .await
-                .map_err(|e| pg_err("holders", e))?;
+            self.run(&c, "holders", self.op(), c.pg.client.query(&c.holders, &params)).await?;
         rows.iter()
             .map(|r| {
+                let info: Option<String> = r.get(4);
                 Ok(Holder::new(
                     Key::new(r.get::<_, String>(0))?,
                     r.get::<_, String>(1).parse()?,
                     Some(FenceToken::new(r.get::<_, i64>(2) as u64)),
                     Some(left(r.get(3))),
-                ))
+                )
+                .with_info(info.as_deref().and_then(HolderInfo::decode)))
             })
             .collect()
     }
-}
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// The notification formats: `r TURN KEY` calls a ticket and frees the key, `g TURN KEY`
-    /// says the called waiter took it, and a bare key (a release by a version without the
-    /// queue) makes every waiter look again. Keys may contain spaces.
-    #[test]
-    fn queue_notifications() {
-        let q = Queues::default();
-        let key = Key::new("a key").unwrap();
-        let _rx = q.subscribe(&key);
-        q.notified("r 3 a key");
-        let s = q.state(&key);
-        assert_eq!(s.turn, 3);
-        assert!(s.free_since.is_some());
-        q.notified("g 2 a key");
-        let s = q.state(&key);
-        assert_eq!((s.turn, s.free_since, s.pokes), (3, None, 0), "turns never go back");
-        q.notified("a key");
-        assert_eq!(q.state(&key).pokes, 1);
-        q.notified("r x a key");
-        assert_eq!(q.state(&key).pokes, 1, "a malformed payload names no waited-on key");
-        q.notified("r 9 other");
-        assert_eq!(q.state(&key).turn, 3);
+    fn set_op_timeout(&self, op_timeout: Duration) {
+        self.op_ms.store(ms(op_timeout) as u64, Ordering::Relaxed);
     }
 }

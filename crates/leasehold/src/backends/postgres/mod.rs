@@ -26,6 +26,20 @@
 //! - [`with_xact_lock`], [`xact_lock`], [`try_xact_lock`]: the **transaction** form,
 //!   `pg_advisory_xact_lock` inside the caller's transaction; the lock ends with it.
 //!
+//! Errors: a role, password, database or privilege the server refuses (SQLSTATE class 28,
+//! `3D000`, `42501`) is [`Error::Config`]; a server that cannot be reached, refuses
+//! connections for now, or cancels a statement that waited longer than the op timeout
+//! (`55P03`, `57014`) is [`Error::Unavailable`].
+//!
+//! Bounds: every connection this store opens (TCP, startup, authentication, the schema)
+//! answers within the URL's `connect_timeout=SECONDS` (libpq's option), else the connect
+//! limit ([`crate::Locker::connect_within`], 5 s by default): the whole of it, where the
+//! driver itself would bound only the TCP connect. Each request answers within the
+//! op timeout, which the server enforces too (`statement_timeout` on the lease table's
+//! connection, `lock_timeout` on every connection), so a grant behind another session's
+//! `LOCK TABLE` or row lock answers and leaves no statement waiting; a request that got no
+//! answer in time closes its connection (a frozen peer), and the next one reconnects.
+//!
 //! `pgbouncer=transaction` in the URL declares a PgBouncer in transaction-pooling mode:
 //! session locks are then refused (they would stay with a server connection other clients
 //! reuse), the lease table and the transaction form work. Connections are plain TCP
@@ -45,15 +59,15 @@ use tokio::task::AbortHandle;
 use tokio_postgres::error::SqlState;
 use tokio_postgres::{AsyncMessage, Client, Config, NoTls, Statement, Transaction};
 
+use super::Limits;
 use super::session::Undoing;
 use crate::store::{
-    AcquireRequest, Attempt, Grant, Holder, RenewItem, SessionEnd, within_op_timeout,
+    AcquireRequest, Attempt, Grant, Holder, HolderInfo, RenewItem, SessionEnd, within_op_timeout,
 };
 use crate::{Error, FenceRepeat, FenceToken, Guarantees, Key, LockKind, OwnerToken, Result, Store};
 
 pub use tokio_postgres;
 
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 const RENEW_CHUNK: usize = 5000;
 
 /// Maps a driver error. A server error is a plain backend error; a broken connection in the
@@ -74,7 +88,54 @@ pub(crate) fn pg_text(e: &tokio_postgres::Error) -> String {
 
 fn pg_err(what: &str, e: tokio_postgres::Error) -> Error {
     let msg = format!("postgres {what}: {}", pg_text(&e));
-    if e.code().is_some() { Error::backend("postgres", msg, e) } else { Error::UnknownOutcome(msg) }
+    match e.code() {
+        Some(c) if refuses_config(c) => Error::config(msg, Some(e.into())),
+        Some(c) if refuses_service(c) => Error::unavailable(msg, Some(e.into())),
+        Some(_) => Error::backend("postgres", msg, e),
+        // The connection broke mid-request: it may have been applied.
+        None => Error::UnknownOutcome(msg),
+    }
+}
+
+/// The server refused this client's configuration: a role, a password, a database, a
+/// privilege (its SQLSTATE).
+fn refuses_config(c: &SqlState) -> bool {
+    let code = c.code();
+    code.starts_with("28") // invalid authorization: no such role, wrong password, pg_hba
+        || *c == SqlState::INVALID_CATALOG_NAME // 3D000: no such database
+        || *c == SqlState::INSUFFICIENT_PRIVILEGE // 42501
+        || *c == SqlState::INVALID_SCHEMA_NAME // 3F000
+}
+
+/// The server will not serve now, and nothing was applied: a lock or statement timeout
+/// cancelled the statement, too many connections, a server starting or shutting down.
+fn refuses_service(c: &SqlState) -> bool {
+    let code = c.code();
+    *c == SqlState::LOCK_NOT_AVAILABLE // 55P03: lock_timeout
+        || *c == SqlState::QUERY_CANCELED // 57014: statement_timeout
+        || code.starts_with("08") // connection exception
+        || code.starts_with("53") // insufficient resources: too many connections
+        || code == "57P01" || code == "57P02" || code == "57P03" // shutdown, starting up
+        || *c == SqlState::READ_ONLY_SQL_TRANSACTION // 25006: a standby
+}
+
+/// A connection that could not be opened: a refusal of the configuration is
+/// [`Error::Config`], anything else [`Error::Unavailable`] (nothing was held).
+fn connect_err(e: tokio_postgres::Error) -> Error {
+    let text = pg_text(&e);
+    match e.code() {
+        Some(c) if refuses_config(c) => {
+            Error::config(format!("postgres refused the connection: {text}"), Some(e.into()))
+        }
+        None if text.contains("TLS") || text.contains("tls") => Error::config(
+            format!(
+                "cannot connect to postgres: {text} (leasehold's PostgreSQL store speaks plain \
+                 TCP only: drop sslmode=require, or put a TLS tunnel in front)"
+            ),
+            Some(e.into()),
+        ),
+        _ => Error::unavailable(format!("cannot connect to postgres: {text}"), Some(e.into())),
+    }
 }
 
 fn ms(d: Duration) -> i64 {
@@ -119,6 +180,11 @@ pub(crate) struct Options {
     pub fence: bool,
     pub heartbeat: Duration,
     pub pgbouncer_transaction: bool,
+    /// The URL's `connect_timeout`: the bound on opening a whole connection.
+    pub connect_timeout: Option<Duration>,
+    /// Whether the URL names an `application_name` (else session connections are named after
+    /// their holder).
+    pub application_name: bool,
 }
 
 pub(crate) fn parse_url(url: &str) -> Result<(Config, Options)> {
@@ -132,6 +198,8 @@ pub(crate) fn parse_url(url: &str) -> Result<(Config, Options)> {
         fence: true,
         heartbeat: Duration::from_secs(5),
         pgbouncer_transaction: false,
+        connect_timeout: None,
+        application_name: false,
     };
     for pair in query.split('&').filter(|p| !p.is_empty()) {
         let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
@@ -185,20 +253,20 @@ pub(crate) fn parse_url(url: &str) -> Result<(Config, Options)> {
         }
     }
     let base = if keep.is_empty() { base.to_owned() } else { format!("{base}?{}", keep.join("&")) };
-    let mut cfg: Config =
-        base.parse().map_err(|e| Error::invalid(format!("bad postgres URL {base:?}: {e}")))?;
-    if cfg.get_connect_timeout().is_none() {
-        cfg.connect_timeout(CONNECT_TIMEOUT);
-    }
-    if cfg.get_application_name().is_none() {
+    let mut cfg: Config = base
+        .parse()
+        .map_err(|e| Error::invalid(format!("bad postgres URL {:?}: {e}", crate::redact(&base))))?;
+    o.connect_timeout = cfg.get_connect_timeout().copied();
+    o.application_name = cfg.get_application_name().is_some();
+    if !o.application_name {
         cfg.application_name("leasehold");
     }
     Ok((cfg, o))
 }
 
 /// The driver configuration of a `postgres://` store URL: leasehold's options removed, its
-/// connect timeout and application name applied. For tools that talk to the same server
-/// (`leasehold doctor`, benchmarks).
+/// application name applied. For tools that talk to the same server (`leasehold doctor`,
+/// benchmarks).
 pub(crate) fn client_config(url: &str) -> Result<Config> {
     parse_url(url).map(|(cfg, _)| cfg)
 }
@@ -218,10 +286,21 @@ impl Drop for PgConn {
 }
 
 impl PgConn {
-    async fn open(cfg: &Config, on_notify: Option<Arc<Queues>>) -> Result<PgConn> {
-        let (client, mut conn) = cfg.connect(NoTls).await.map_err(|e| {
-            Error::unavailable(format!("cannot connect to postgres: {e}"), Some(e.into()))
-        })?;
+    /// Connects within `limit` (TCP, startup, authentication: the driver bounds only the TCP
+    /// connect), then sets `setup` (a batch of `SET`s), within the same limit.
+    async fn open(
+        cfg: &Config,
+        limit: Duration,
+        setup: &str,
+        on_notify: Option<Arc<Queues>>,
+    ) -> Result<PgConn> {
+        let mut cfg = cfg.clone();
+        cfg.connect_timeout(limit);
+        let start = Instant::now();
+        let what = || "connecting to postgres".to_owned();
+        let (client, mut conn) =
+            super::within(limit, what, async { cfg.connect(NoTls).await.map_err(connect_err) })
+                .await?;
         let (tx, ended) = watch::channel(None);
         let task = tokio::spawn(async move {
             let why = loop {
@@ -238,7 +317,36 @@ impl PgConn {
             };
             let _ = tx.send(Some(why));
         });
-        Ok(PgConn { client, driver: task.abort_handle(), ended })
+        let pg = PgConn { client, driver: task.abort_handle(), ended };
+        if !setup.is_empty() {
+            let left = limit.saturating_sub(start.elapsed());
+            super::within(left, what, async {
+                pg.client.batch_execute(setup).await.map_err(|e| pg_err("session settings", e))
+            })
+            .await?;
+        }
+        Ok(pg)
+    }
+
+    /// `f` on this connection within 9/10 of `op` (so that it, not the caller's own bound of
+    /// `op`, fires first); no answer in time closes the connection (its peer may be frozen,
+    /// and the requests queued behind would wait too), and the outcome is unknown.
+    async fn bounded<T>(
+        &self,
+        what: &str,
+        op: Duration,
+        f: impl std::future::Future<Output = std::result::Result<T, tokio_postgres::Error>>,
+    ) -> Result<T> {
+        let limit = op.mul_f64(0.9);
+        match tokio::time::timeout(limit, f).await {
+            Ok(r) => r.map_err(|e| pg_err(what, e)),
+            Err(_) => {
+                self.kill();
+                Err(Error::UnknownOutcome(format!(
+                    "postgres {what} got no answer within {limit:?}; its connection is closed"
+                )))
+            }
+        }
     }
 
     fn alive(&self) -> bool {
@@ -261,6 +369,18 @@ impl PgConn {
     }
 }
 
+/// `SET`s bounding a connection's statements by `op` in the server: lock waits at 4/5 of it
+/// (the server's answer then comes before the client gives up), statements at `op` when
+/// `statements` (not on connections that wait for advisory locks in the server).
+fn server_bounds(op: Duration, statements: bool) -> String {
+    let lock = ms(op.mul_f64(0.8));
+    if statements {
+        format!("SET lock_timeout = {lock}; SET statement_timeout = {};", ms(op))
+    } else {
+        format!("SET lock_timeout = {lock};")
+    }
+}
+
 async fn create_schema(client: &Client, schema: &str, ddl: &str) -> Result<()> {
     // Concurrent CREATE … IF NOT EXISTS can fail on the catalog's unique index: serialize the
     // installers with a transaction advisory lock.
@@ -276,23 +396,30 @@ async fn create_schema(client: &Client, schema: &str, ddl: &str) -> Result<()> {
 const CLOCK_US: &str = "(extract(epoch FROM clock_timestamp()) * 1000000)::bigint";
 
 mod lease;
+mod queue;
 mod session;
 #[cfg(feature = "tools")]
 pub mod tools;
 mod xact;
 
 pub use lease::PgLeaseStore;
-use lease::Queues;
+use queue::Queues;
 use session::LOCK_ID;
 pub use session::PgSessionStore;
 pub use xact::{try_xact_lock, with_xact_lock, xact_lock};
 
-/// Opens a `postgres://` store in the form its URL asks for.
+/// Opens a `postgres://` store in the form its URL asks for, within
+/// [`crate::DEFAULT_CONNECT_TIMEOUT`] (or the URL's `connect_timeout`).
 pub async fn connect(url: &str) -> Result<Arc<dyn Store>> {
+    open(url, Limits::default()).await
+}
+
+async fn open(url: &str, limits: Limits) -> Result<Arc<dyn Store>> {
     let (cfg, o) = parse_url(url)?;
+    let limits = Limits { connect: o.connect_timeout.unwrap_or(limits.connect), ..limits };
     Ok(match o.mode {
-        Mode::Lease => Arc::new(PgLeaseStore::open(cfg, &o).await?),
-        Mode::Session => Arc::new(PgSessionStore::open(cfg, &o).await?),
+        Mode::Lease => Arc::new(PgLeaseStore::open(cfg, &o, limits).await?),
+        Mode::Session => Arc::new(PgSessionStore::open(cfg, &o, limits).await?),
     })
 }
 
@@ -302,6 +429,6 @@ pub(crate) const STORE: super::Descriptor = super::Descriptor {
     schemes: &["postgres", "postgresql"],
     form: "postgres://USER@HOST:PORT/DB[?mode=lease|session]",
     options: None,
-    open: |url| Box::pin(connect(url)),
+    open: |url, limits| Box::pin(open(url, limits)),
     probe: |url, p| Box::pin(probe::postgres(url, p)),
 };

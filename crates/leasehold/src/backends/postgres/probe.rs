@@ -8,7 +8,14 @@ pub(crate) async fn postgres(url: &str, r: &mut Probe) -> std::result::Result<()
     use crate::backends::postgres::tokio_postgres::NoTls;
     let cfg = crate::backends::postgres::client_config(url).map_err(|e| e.to_string())?;
     let (client, conn) = cfg.connect(NoTls).await.map_err(|e| e.to_string())?;
-    let driver = tokio::spawn(conn);
+    // Ended with the probe, also when its caller's time limit drops it midway.
+    struct Driver(tokio::task::AbortHandle);
+    impl Drop for Driver {
+        fn drop(&mut self) {
+            self.0.abort();
+        }
+    }
+    let driver = Driver(tokio::spawn(conn).abort_handle());
     let show = |name: &'static str| {
         let client = &client;
         async move {
@@ -53,7 +60,7 @@ pub(crate) async fn postgres(url: &str, r: &mut Probe) -> std::result::Result<()
         .map(|row| row.get(0))
         .ok();
     let after = now_s();
-    driver.abort();
+    drop(driver);
 
     let session = query_flag(url, "mode").as_deref() == Some("session");
     r.set("version", &version);

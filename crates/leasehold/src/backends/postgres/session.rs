@@ -14,8 +14,8 @@ const PER_CONN: usize = 64;
 pub struct SessionStatements {
     /// → the fence (0 with `fence=none`) when granted, -1 when busy.
     pub try_grant: String,
-    /// `$2` lock_timeout (e.g. `250ms`, `0` for none) → the fence, or error 55P03 when the
-    /// wait ran out.
+    /// `$2` lock_timeout for this statement only (e.g. `250ms`, `0` for none) → the fence, or
+    /// error 55P03 when the wait ran out.
     pub wait_grant: String,
     /// → whether this session holds the lock.
     pub verify: String,
@@ -35,7 +35,7 @@ impl SessionStatements {
                 "SELECT CASE WHEN pg_try_advisory_lock({LOCK_ID}) THEN {fence} ELSE -1 END"
             ),
             wait_grant: format!(
-                "WITH c AS MATERIALIZED (SELECT set_config('lock_timeout', $2, false) AS v),
+                "WITH c AS MATERIALIZED (SELECT set_config('lock_timeout', $2, true) AS v),
                       g AS MATERIALIZED (SELECT pg_advisory_lock({LOCK_ID}) AS l FROM c)
                  SELECT {fence} FROM g"
             ),
@@ -62,18 +62,33 @@ struct SessionConn {
 }
 
 impl SessionConn {
-    pub(super) async fn open(cfg: &Config, seq: Option<&str>) -> Result<SessionConn> {
-        let pg = PgConn::open(cfg, None).await?;
-        let prep = |sql: String| {
-            let client = &pg.client;
-            async move { client.prepare(&sql).await.map_err(|e| pg_err("prepare", e)) }
-        };
+    /// A connection within `connect`, its lock waits bounded by `op` in the server (a blocking
+    /// wait sets its own for its statement), named after `info` in `pg_stat_activity` (unless
+    /// the URL names it: `info` is then `None`).
+    pub(super) async fn open(
+        cfg: &Config,
+        seq: Option<&str>,
+        (connect, op): (Duration, Duration),
+        info: Option<&HolderInfo>,
+    ) -> Result<SessionConn> {
+        let mut cfg = cfg.clone();
+        if let Some(i) = info {
+            cfg.application_name(application_name(i));
+        }
+        let pg = PgConn::open(&cfg, connect, &server_bounds(op, false), None).await?;
         let sql = SessionStatements::new(seq);
-        let try_grant = prep(sql.try_grant).await?;
-        let wait_grant = prep(sql.wait_grant).await?;
-        let verify = prep(sql.verify).await?;
-        let ping = prep("SELECT 1".to_owned()).await?;
-        let unlock = prep(sql.unlock).await?;
+        let prepared = async {
+            let client = &pg.client;
+            Ok::<_, tokio_postgres::Error>([
+                client.prepare(&sql.try_grant).await?,
+                client.prepare(&sql.wait_grant).await?,
+                client.prepare(&sql.verify).await?,
+                client.prepare("SELECT 1").await?,
+                client.prepare(&sql.unlock).await?,
+            ])
+        };
+        let [try_grant, wait_grant, verify, ping, unlock] =
+            pg.bounded("prepare", connect, prepared).await?;
         Ok(SessionConn { pg, try_grant, wait_grant, verify, ping, unlock, keys: Mutex::default() })
     }
 
@@ -85,15 +100,33 @@ impl SessionConn {
 struct Held {
     key: Key,
     fence: u64,
+    info: Option<HolderInfo>,
     conn: Arc<SessionConn>,
+}
+
+/// `leasehold PID@HOST COMMAND`, as `pg_stat_activity` shows a session connection (the
+/// server keeps 63 bytes).
+fn application_name(i: &HolderInfo) -> String {
+    let mut name = format!("leasehold {}@{} {}", i.pid, i.host, i.command);
+    let mut end = name.len().min(63);
+    while !name.is_char_boundary(end) {
+        end -= 1;
+    }
+    name.truncate(end);
+    name
 }
 
 /// The session advisory-lock store (`mode=session`).
 pub struct PgSessionStore {
     cfg: Config,
+    /// The connect limit; the op timeout as set last, in ms.
+    connect: Duration,
+    op_ms: std::sync::atomic::AtomicU64,
     prefix: String,
     seq: Option<String>,
     heartbeat: Duration,
+    /// Whether the URL names the connections (`application_name`).
+    named: bool,
     conns: Mutex<Vec<Arc<SessionConn>>>,
     held: Mutex<HashMap<OwnerToken, Held>>,
     undoing: Arc<Undoing>,
@@ -161,7 +194,7 @@ impl Drop for InFlight {
 }
 
 impl PgSessionStore {
-    pub(super) async fn open(cfg: Config, o: &Options) -> Result<Self> {
+    pub(super) async fn open(cfg: Config, o: &Options, limits: Limits) -> Result<Self> {
         if o.pgbouncer_transaction {
             return Err(Error::invalid(
                 "mode=session refused: behind PgBouncer in transaction pooling a session \
@@ -172,19 +205,29 @@ impl PgSessionStore {
         let seq = o.fence.then(|| format!("\"{}\".leasehold_fence_seq", o.schema));
         let store = PgSessionStore {
             cfg,
+            connect: limits.connect,
+            op_ms: std::sync::atomic::AtomicU64::new(ms(limits.op) as u64),
             prefix: o.prefix.clone(),
             seq,
             heartbeat: o.heartbeat,
+            named: o.application_name,
             conns: Mutex::default(),
             held: Mutex::default(),
             undoing: Arc::default(),
         };
-        let pg = PgConn::open(&store.cfg, None).await?;
+        let pg =
+            PgConn::open(&store.cfg, limits.connect, &server_bounds(limits.op, true), None).await?;
         if let Some(seq) = &store.seq {
-            create_schema(&pg.client, &o.schema, &format!("CREATE SEQUENCE IF NOT EXISTS {seq}"))
+            let ddl = format!("CREATE SEQUENCE IF NOT EXISTS {seq}");
+            let create = create_schema(&pg.client, &o.schema, &ddl);
+            super::super::within(limits.connect, || "creating the fence sequence".into(), create)
                 .await?;
         }
         Ok(store)
+    }
+
+    fn op(&self) -> Duration {
+        Duration::from_millis(self.op_ms.load(std::sync::atomic::Ordering::Relaxed))
     }
 
     fn lock_name(&self, key: &Key) -> String {
@@ -199,8 +242,10 @@ impl PgSessionStore {
         self.conns.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    async fn new_conn(&self) -> Result<Arc<SessionConn>> {
-        let conn = Arc::new(SessionConn::open(&self.cfg, self.seq.as_deref()).await?);
+    async fn new_conn(&self, info: Option<&HolderInfo>) -> Result<Arc<SessionConn>> {
+        let bounds = (self.connect, self.op());
+        let info = info.filter(|_| !self.named);
+        let conn = Arc::new(SessionConn::open(&self.cfg, self.seq.as_deref(), bounds, info).await?);
         tokio::spawn(heartbeat(Arc::downgrade(&conn), self.heartbeat));
         Ok(conn)
     }
@@ -209,7 +254,12 @@ impl PgSessionStore {
     /// carries the same name twice (advisory locks are re-entrant within a session, so a
     /// second grant there would not exclude anything). `exclusive`: a connection carrying
     /// nothing else, taken out of the shared list (a blocking wait stalls its connection).
-    async fn reserve(&self, name: &str, exclusive: bool) -> Result<InFlight> {
+    async fn reserve(
+        &self,
+        name: &str,
+        exclusive: bool,
+        info: Option<&HolderInfo>,
+    ) -> Result<InFlight> {
         let found = {
             let mut conns = self.conns();
             conns.retain(|c| c.pg.alive());
@@ -230,7 +280,7 @@ impl PgSessionStore {
         let conn = match found {
             Some(c) => c,
             None => {
-                let c = self.new_conn().await?;
+                let c = self.new_conn(info).await?;
                 if !exclusive {
                     self.conns().push(c.clone());
                 }
@@ -257,7 +307,7 @@ impl PgSessionStore {
 
     async fn grant(&self, req: &AcquireRequest<'_>, wait: Option<Duration>) -> Result<Attempt> {
         let name = self.lock_name(req.key);
-        let flight = self.reserve(&name, wait.is_some()).await?;
+        let flight = self.reserve(&name, wait.is_some(), req.info).await?;
         let sent = Instant::now();
         let c = flight.conn();
         let res = match wait {
@@ -283,7 +333,9 @@ impl PgSessionStore {
             return Ok(Attempt::Busy { holder_expires_in: None });
         }
         let end = conn.pg.end_signal();
-        self.held().insert(*req.owner, Held { key: req.key.clone(), fence: fence as u64, conn });
+        let held =
+            Held { key: req.key.clone(), fence: fence as u64, info: req.info.cloned(), conn };
+        self.held().insert(*req.owner, held);
         Ok(Attempt::Granted(Grant::new(FenceToken::new(fence as u64), sent).with_session_end(end)))
     }
 }
@@ -336,6 +388,8 @@ impl Store for PgSessionStore {
             // (cut off, not dead) keeps the holder's session, the standby grants the key again.
             failure_admits_second_holder: true,
             holders_know_fence: true,
+            // This process's grants only: another process's lock is `Busy` in `holders`.
+            holders_know_info: true,
             waiting: "server-side blocking pg_advisory_lock under lock_timeout (FIFO)",
         }
     }
@@ -353,12 +407,14 @@ impl Store for PgSessionStore {
             Some(h) if h.key == *key => h.conn.clone(),
             _ => return Ok(false),
         };
-        let row = conn
-            .pg
-            .client
-            .query_one(&conn.verify, &[&self.lock_name(key)])
-            .await
-            .map_err(|e| pg_err("verifying the lock", e))?;
+        if !conn.pg.alive() {
+            // The session ended, and the server dropped its locks with it.
+            return Ok(false);
+        }
+        let name = self.lock_name(key);
+        let params: [&(dyn tokio_postgres::types::ToSql + Sync); 1] = [&name];
+        let verify = conn.pg.client.query_one(&conn.verify, &params);
+        let row = conn.pg.bounded("verifying the lock", self.op(), verify).await?;
         Ok(row.get(0))
     }
 
@@ -372,6 +428,10 @@ impl Store for PgSessionStore {
         };
         // Session locks belong to a connection of this process; anyone else's are not ours.
         let Some(h) = held else { return Ok(false) };
+        if !h.conn.pg.alive() {
+            // The session ended, and the server dropped the lock with it: not ours any more.
+            return Ok(false);
+        }
         // The entry is gone from the map: if this future is dropped before the unlock is
         // answered, nothing could release the lock any more, so the connection is closed
         // (ending the session, and the lock with it).
@@ -379,8 +439,17 @@ impl Store for PgSessionStore {
         let name = self.lock_name(key);
         // An abandoned request for this key must not grab what we free.
         self.undoing.settled(&name, Duration::from_secs(10)).await;
-        let answer = h.conn.pg.client.query_one(&h.conn.unlock, &[&name]).await;
+        let params: [&(dyn tokio_postgres::types::ToSql + Sync); 1] = [&name];
+        let unlock = h.conn.pg.client.query_one(&h.conn.unlock, &params);
+        let answer = tokio::time::timeout(self.op().mul_f64(0.9), unlock).await;
         unanswered.0 = None;
+        let Ok(answer) = answer else {
+            // No answer: the connection is closed, ending the session and the lock with it.
+            h.conn.pg.kill();
+            return Err(Error::UnknownOutcome(format!(
+                "postgres advisory unlock of {key:?} got no answer; its connection is closed"
+            )));
+        };
         match answer {
             Ok(row) if row.get::<_, bool>(0) => {
                 h.conn.keys().remove(&name);
@@ -398,31 +467,36 @@ impl Store for PgSessionStore {
         }
     }
 
+    fn set_op_timeout(&self, op_timeout: Duration) {
+        self.op_ms.store(ms(op_timeout) as u64, std::sync::atomic::Ordering::Relaxed);
+    }
+
     async fn holders(&self, key: Option<&Key>) -> Result<Vec<Holder>> {
         let mut out: Vec<Holder> = self
             .held()
             .iter()
             .filter(|(_, h)| key.is_none_or(|k| *k == h.key))
-            .map(|(o, h)| Holder::new(h.key.clone(), *o, Some(FenceToken::new(h.fence)), None))
+            .map(|(o, h)| {
+                Holder::new(h.key.clone(), *o, Some(FenceToken::new(h.fence)), None)
+                    .with_info(h.info.clone())
+            })
             .collect();
         if let Some(key) = key
             && out.is_empty()
         {
             // Held by another process? The server knows its session, not its owner token.
-            let pg = PgConn::open(&self.cfg, None).await?;
-            let row = pg
-                .client
-                .query_one(
-                    &format!(
-                        "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted
-                           AND objsubid = 1
-                           AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
-                           AND ((classid::bigint << 32) | objid::bigint) = {LOCK_ID}"
-                    ),
-                    &[&self.lock_name(key)],
-                )
-                .await
-                .map_err(|e| pg_err("holders", e))?;
+            let op = self.op();
+            let pg = PgConn::open(&self.cfg, self.connect, &server_bounds(op, true), None).await?;
+            let name = self.lock_name(key);
+            let sql = format!(
+                "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted
+                   AND objsubid = 1
+                   AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
+                   AND ((classid::bigint << 32) | objid::bigint) = {LOCK_ID}"
+            );
+            let params: [&(dyn tokio_postgres::types::ToSql + Sync); 1] = [&name];
+            let look = pg.client.query_one(&sql, &params);
+            let row = pg.bounded("holders", op, look).await?;
             if row.get::<_, i64>(0) > 0 {
                 return Err(Error::Busy { key: key.clone() });
             }

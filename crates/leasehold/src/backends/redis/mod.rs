@@ -10,9 +10,17 @@
 //!   holder's fence. Counters never expire (a fence must outlive every lease of its key); a
 //!   retired prefix is removed with `redis-cli --scan --pattern 'PREFIX*' | xargs redis-cli del`
 //!   once no holder or fenced resource relies on it;
+//! - `leasehold:{KEY}:holder`: who holds the lease (host, pid, since, command; see
+//!   [`crate::store::HolderInfo`]), written, extended and deleted by the same scripts as the
+//!   lease, with the same expiry;
 //! - channel `leasehold:{KEY}:released`: a release publishes here, waking waiters.
 //!
-//! Both keys share the `{KEY}` hash tag, so they live in one cluster slot.
+//! The keys share the `{KEY}` hash tag, so they live in one cluster slot.
+//!
+//! Connecting is bounded by the connect limit ([`crate::Locker::connect_within`]), once, on a
+//! first connection where a wrong password (`WRONGPASS`, `NOAUTH`), a database index the
+//! server lacks, an ACL refusal or a refused TLS certificate is [`Error::Config`], not an
+//! outage; `redis://` aimed at a TLS port and `rediss://` at a plain one are named as such.
 //!
 //! Grant, renew, release and batched renewal are Lua scripts (EVALSHA, reloaded on
 //! `NOSCRIPT`), each comparing the owner token atomically. Without persistence and
@@ -22,6 +30,7 @@
 //! replica acknowledgements (and fail closed without them), which narrows the window in
 //! which a second holder can be admitted, but does not close it.
 
+mod connect;
 pub mod fence;
 mod keys;
 mod probe;
@@ -29,6 +38,7 @@ mod pubsub;
 pub mod redlock;
 #[cfg(feature = "tools")]
 pub mod tools;
+pub(crate) use connect::redis_err;
 use keys::{GRANT, RELEASE, RENEW_MANY};
 pub(crate) use keys::{GRANT_NO_FENCE, Names};
 pub(crate) use pubsub::{SubWatch, Subscriber};
@@ -43,23 +53,12 @@ use redis::aio::{ConnectionManager, ConnectionManagerConfig, PubSubSink};
 use redis::{Script, Value};
 use tokio::sync::Notify;
 
-use crate::store::{AcquireRequest, Attempt, Grant, Holder, RenewItem, Watch};
+use super::Limits;
+use crate::store::{AcquireRequest, Attempt, Grant, Holder, HolderInfo, RenewItem, Watch};
 use crate::{Error, FenceRepeat, FenceToken, Guarantees, Key, LockKind, OwnerToken, Result, Store};
 
 /// Leases renewed per script call; the calls of one batch share one pipelined round trip.
 const RENEW_CHUNK: usize = 1000;
-
-pub(crate) fn redis_err(backend: &'static str, what: &str, e: redis::RedisError) -> Error {
-    let msg = format!("{what}: {e}");
-    if e.is_connection_refusal() {
-        Error::unavailable(msg, Some(e.into()))
-    } else if e.is_io_error() || e.is_timeout() || e.is_connection_dropped() {
-        // The request may have been applied; we cannot tell.
-        Error::UnknownOutcome(msg)
-    } else {
-        Error::backend(backend, msg, e)
-    }
-}
 
 /// Whether a request failed on a connection found broken: the connection manager reconnects
 /// only after such a failure, so an idempotent request (owner-checked renew or release) gets
@@ -83,12 +82,6 @@ pub(crate) struct Options {
     pub wait_replicas: Option<(u32, Duration)>,
     /// PEM file of the CA that signed the server's certificate (`rediss://` only).
     pub tls_ca: Option<std::path::PathBuf>,
-}
-
-/// The redis-rs URL of a `redis://` store URL, leasehold's options removed. For tools that
-/// talk to the same server (`leasehold doctor`).
-pub(crate) fn client_url(url: &str) -> Result<String> {
-    parse_query(url).map(|(base, _)| base)
 }
 
 pub(crate) fn parse_query(url: &str) -> Result<(String, Options)> {
@@ -136,6 +129,8 @@ pub(crate) struct Node {
     pub conn: ConnectionManager,
     pub sub: Arc<Subscriber>,
     pub addr: String,
+    /// Whether the grant script issues fences (not on Redlock instances).
+    fenced: bool,
     grant: Arc<Script>,
     renew_many: Arc<Script>,
     release: Arc<Script>,
@@ -146,65 +141,70 @@ impl Node {
         url: &str,
         fenced: bool,
         tls_ca: Option<&std::path::Path>,
+        limits: Limits,
     ) -> Result<Node> {
-        let client = match tls_ca {
-            None => redis::Client::open(url),
-            Some(ca) => {
-                let pem = std::fs::read(ca).map_err(|e| {
-                    Error::invalid(format!("cannot read tls_ca {}: {e}", ca.display()))
-                })?;
-                tls_client(url, pem)
+        let client = client(url, tls_ca)?;
+        let addr = client.get_connection_info().addr().to_string();
+        // The first connection checks what a connection manager would only retry (password,
+        // database index, TLS), within the connect limit, and loads the scripts (otherwise
+        // the first EVALSHA of each costs a NOSCRIPT round trip; after a server restart
+        // redis-rs reloads them on NOSCRIPT).
+        let start = Instant::now();
+        let mut first = connect::first_connection(&client, &addr, limits.connect).await?;
+        let grant = Arc::new(Script::new(if fenced { GRANT } else { GRANT_NO_FENCE }));
+        let renew_many = Arc::new(Script::new(RENEW_MANY));
+        let release = Arc::new(Script::new(RELEASE));
+        let left = limits.connect.saturating_sub(start.elapsed());
+        let load = async {
+            for s in [&grant, &renew_many, &release] {
+                s.prepare_invoke().load_async(&mut first).await?;
+            }
+            Ok::<_, redis::RedisError>(())
+        };
+        match tokio::time::timeout(left, load).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => {
+                return Err(redis_err("redis", &format!("loading the scripts on {addr}"), e));
+            }
+            Err(_) => {
+                return Err(Error::unavailable(
+                    format!("redis at {addr} did not answer within {:?}", limits.connect),
+                    None,
+                ));
             }
         }
-        .map_err(|e| Error::invalid(format!("bad redis URL {url:?}: {e}")))?;
-        let addr = client.get_connection_info().addr().to_string();
         // No driver-level response timeout (redis-rs defaults to 500 ms): the caller's op
         // timeout bounds every request, and a long renewal pipeline for many leases must not
-        // turn the requests queued behind it into unknown outcomes.
+        // turn the requests queued behind it into unknown outcomes. Each reconnect attempt
+        // (after a failure) is bounded by the connect limit.
         let cfg = ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(Duration::from_secs(2)))
+            .set_connection_timeout(Some(limits.connect))
             .set_response_timeout(None)
             .set_number_of_retries(2);
-        let conn = client.get_connection_manager_with_config(cfg).await.map_err(|e| {
+        let conn = ConnectionManager::new_lazy_with_config(client.clone(), cfg).map_err(|e| {
             Error::unavailable(format!("cannot connect to redis at {addr}: {e}"), Some(e.into()))
         })?;
-        let node = Node {
-            conn,
-            sub: Subscriber::new(client),
-            addr,
-            grant: Arc::new(Script::new(if fenced { GRANT } else { GRANT_NO_FENCE })),
-            renew_many: Arc::new(Script::new(RENEW_MANY)),
-            release: Arc::new(Script::new(RELEASE)),
-        };
-        // Load the scripts now: otherwise the first EVALSHA of each costs a NOSCRIPT round
-        // trip. (After a server restart redis-rs reloads them on NOSCRIPT.)
-        let mut c = node.conn.clone();
-        for s in [&node.grant, &node.renew_many, &node.release] {
-            s.prepare_invoke().load_async(&mut c).await.map_err(|e| {
-                Error::unavailable(
-                    format!("cannot load scripts on redis at {}: {e}", node.addr),
-                    Some(e.into()),
-                )
-            })?;
-        }
-        Ok(node)
+        Ok(Node { conn, sub: Subscriber::new(client), addr, fenced, grant, renew_many, release })
     }
 
-    /// `Ok(Ok(fence))` granted, `Ok(Err(pttl))` busy.
+    /// `Ok(Ok(fence))` granted, `Ok(Err(pttl))` busy. `info` is kept beside the lease.
     pub async fn grant(
         &self,
         names: &Names,
         key: &Key,
         owner: &OwnerToken,
         ttl: Duration,
+        info: Option<&HolderInfo>,
     ) -> Result<std::result::Result<u64, Option<Duration>>> {
         let mut c = self.conn.clone();
-        let (ok, n): (i64, i64) = self
-            .grant
-            .key(names.lease(key))
-            .key(names.fence(key))
-            .arg(&owner.hex()[..])
-            .arg(ttl_ms(ttl))
+        let mut inv = self.grant.prepare_invoke();
+        inv.key(names.lease(key));
+        if self.fenced {
+            inv.key(names.fence(key));
+        }
+        let line = info.map(HolderInfo::encode).unwrap_or_default();
+        inv.key(names.holder(key)).arg(&owner.hex()[..]).arg(ttl_ms(ttl)).arg(line);
+        let (ok, n): (i64, i64) = inv
             .invoke_async(&mut c)
             .await
             .map_err(|e| redis_err("redis", &format!("acquire on {}", self.addr), e))?;
@@ -237,7 +237,8 @@ impl Node {
         if items.len() <= RENEW_CHUNK {
             let mut inv = self.renew_many.prepare_invoke();
             for it in items {
-                inv.key(names.lease(&it.key)).arg(&it.owner.hex()[..]).arg(ttl_ms(it.ttl));
+                inv.key(names.lease(&it.key)).key(names.holder(&it.key));
+                inv.arg(&it.owner.hex()[..]).arg(ttl_ms(it.ttl));
             }
             let r: Vec<i64> = inv.invoke_async(&mut c).await?;
             return Ok(r.into_iter().map(|v| v == 1).collect());
@@ -246,9 +247,9 @@ impl Node {
         for attempt in 0..2 {
             let mut pipe = redis::pipe();
             for chunk in items.chunks(RENEW_CHUNK) {
-                let cmd = pipe.cmd("EVALSHA").arg(self.renew_many.get_hash()).arg(chunk.len());
+                let cmd = pipe.cmd("EVALSHA").arg(self.renew_many.get_hash()).arg(2 * chunk.len());
                 for it in chunk {
-                    cmd.arg(names.lease(&it.key));
+                    cmd.arg(names.lease(&it.key)).arg(names.holder(&it.key));
                 }
                 for it in chunk {
                     cmd.arg(&it.owner.hex()[..]).arg(ttl_ms(it.ttl));
@@ -294,6 +295,7 @@ impl Node {
         let n: i64 = self
             .release
             .key(names.lease(key))
+            .key(names.holder(key))
             .arg(&owner.hex()[..])
             .arg(names.channel(key))
             .invoke_async(&mut c)
@@ -351,29 +353,48 @@ impl Node {
             let mut pipe = redis::pipe();
             for lk in chunk {
                 pipe.get(lk).cmd("PTTL").arg(lk).get(format!("{lk}:fence"));
+                pipe.get(format!("{lk}:holder"));
             }
             let vals: Vec<Value> =
                 pipe.query_async(&mut c).await.map_err(|e| redis_err("redis", "status", e))?;
-            for (lk, v) in chunk.iter().zip(vals.chunks(3)) {
+            for (lk, v) in chunk.iter().zip(vals.chunks(4)) {
                 let owner: Option<String> = redis::from_redis_value(v[0].clone()).ok().flatten();
                 let pttl: i64 = redis::from_redis_value(v[1].clone()).unwrap_or(-2);
                 let fence: u64 = redis::from_redis_value::<Option<u64>>(v[2].clone())
                     .ok()
                     .flatten()
                     .unwrap_or(0);
+                let info: Option<String> = redis::from_redis_value(v[3].clone()).ok().flatten();
                 let (Some(owner), Some(key)) = (owner, names.key_of(lk)) else { continue };
                 let Ok(owner) = owner.parse::<OwnerToken>() else { continue };
                 let left = (pttl >= 0).then(|| Duration::from_millis(pttl as u64));
-                out.push(Holder::new(
-                    key,
-                    owner,
-                    Some(FenceToken::new(if fenced { fence } else { 0 })),
-                    left,
-                ));
+                out.push(
+                    Holder::new(
+                        key,
+                        owner,
+                        Some(FenceToken::new(if fenced { fence } else { 0 })),
+                        left,
+                    )
+                    .with_info(info.as_deref().and_then(HolderInfo::decode)),
+                );
             }
         }
         Ok(out)
     }
+}
+
+/// The client for a store URL (`tls_ca`: the PEM CA a `rediss://` server's certificate is
+/// checked against, instead of the system roots).
+pub(crate) fn client(url: &str, tls_ca: Option<&std::path::Path>) -> Result<redis::Client> {
+    match tls_ca {
+        None => redis::Client::open(url),
+        Some(ca) => {
+            let pem = std::fs::read(ca)
+                .map_err(|e| Error::invalid(format!("cannot read tls_ca {}: {e}", ca.display())))?;
+            tls_client(url, pem)
+        }
+    }
+    .map_err(|e| Error::invalid(format!("bad redis URL {:?}: {e}", crate::redact(url))))
 }
 
 #[cfg(feature = "redis-tls")]
@@ -417,14 +438,19 @@ pub struct RedisStore {
 
 impl RedisStore {
     /// Connects to `url` (`redis://…` with optional `prefix`, `wait_replicas` and
-    /// `wait_timeout` query options). Fails with [`Error::Unavailable`] if the server does not
-    /// answer.
+    /// `wait_timeout` query options) within [`crate::DEFAULT_CONNECT_TIMEOUT`]. Fails with
+    /// [`Error::Config`] when the server refuses the password, the database index, the ACL
+    /// user or the TLS handshake, [`Error::Unavailable`] when it does not answer.
     pub async fn connect(url: &str) -> Result<Self> {
+        Self::open(url, Limits::default()).await
+    }
+
+    pub(crate) async fn open(url: &str, limits: Limits) -> Result<Self> {
         let (base, opts) = parse_query(url)?;
         if base.starts_with("rediss://") && !cfg!(feature = "redis-tls") {
             return Err(Error::invalid("rediss:// (TLS) needs leasehold's redis-tls feature"));
         }
-        let node = Node::connect(&base, true, opts.tls_ca.as_deref()).await?;
+        let node = Node::connect(&base, true, opts.tls_ca.as_deref(), limits).await?;
         Ok(RedisStore {
             node,
             names: Names { prefix: opts.prefix },
@@ -459,6 +485,7 @@ impl Store for RedisStore {
             fence_repeat: FenceRepeat::ClockBacked,
             failure_admits_second_holder: true,
             holders_know_fence: true,
+            holders_know_info: true,
             waiting: "pub/sub message on release (one waiter woken per process), else the \
                       holder's PTTL",
         }
@@ -466,7 +493,7 @@ impl Store for RedisStore {
 
     async fn try_acquire(&self, req: &AcquireRequest<'_>) -> Result<Attempt> {
         let sent = Instant::now();
-        match self.node.grant(&self.names, req.key, req.owner, req.ttl).await? {
+        match self.node.grant(&self.names, req.key, req.owner, req.ttl, req.info).await? {
             Ok(fence) => {
                 if let Some((n, t)) = self.wait_replicas {
                     let acked = self.node.wait_replicas(n, t).await?;
@@ -520,9 +547,9 @@ pub(crate) const STORE: super::Descriptor = super::Descriptor {
     schemes: &["redis"],
     form: "redis://HOST:PORT",
     options: Some(OPTIONS),
-    open: |url| {
+    open: |url, limits| {
         Box::pin(async move {
-            let store: Arc<dyn Store> = Arc::new(RedisStore::connect(url).await?);
+            let store: Arc<dyn Store> = Arc::new(RedisStore::open(url, limits).await?);
             Ok(store)
         })
     },
@@ -567,6 +594,7 @@ mod tests {
         assert_eq!(n.lease(&k), "leasehold:{a}b{c}");
         assert_eq!(n.fence(&k), "leasehold:{a}b{c}:fence");
         assert_eq!(n.channel(&k), "leasehold:{a}b{c}:released");
+        assert_eq!(n.holder(&k), "leasehold:{a}b{c}:holder");
         assert_eq!(n.key_of(&n.lease(&k)), Some(k));
     }
 }

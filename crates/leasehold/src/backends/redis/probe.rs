@@ -27,8 +27,12 @@ struct RedisFacts {
     replica_addrs: Vec<String>,
 }
 
-async fn redis_facts(client_url: &str) -> std::result::Result<RedisFacts, String> {
-    let client = ::redis::Client::open(client_url).map_err(|e| e.to_string())?;
+/// `tls_ca`: the URL's private CA, as the store uses it (`rediss://`).
+async fn redis_facts(
+    client_url: &str,
+    tls_ca: Option<&std::path::Path>,
+) -> std::result::Result<RedisFacts, String> {
+    let client = crate::backends::redis::client(client_url, tls_ca).map_err(|e| e.to_string())?;
     let mut c = client.get_multiplexed_async_connection().await.map_err(|e| e.to_string())?;
     let info: String =
         ::redis::cmd("INFO").arg("server").query_async(&mut c).await.map_err(|e| e.to_string())?;
@@ -75,12 +79,16 @@ fn with_addr(client_url: &str, addr: &str) -> String {
 
 /// Each replica's clock against the primary's: the fence floor after a failover is the
 /// promoted replica's clock, so one far behind could issue fences below the last ones.
-async fn redis_replica_clocks(base: &str, primary: &RedisFacts, r: &mut Probe) {
+async fn redis_replica_clocks(
+    base: &str,
+    tls_ca: Option<&std::path::Path>,
+    primary: &RedisFacts,
+    r: &mut Probe,
+) {
     for addr in &primary.replica_addrs {
         let name = format!("replica {addr} clock − primary clock");
-        match tokio::time::timeout(Duration::from_secs(3), redis_facts(&with_addr(base, addr)))
-            .await
-        {
+        let url = with_addr(base, addr);
+        match tokio::time::timeout(Duration::from_secs(3), redis_facts(&url, tls_ca)).await {
             Ok(Ok(f)) => {
                 let (d, u) = (
                     f.clock.store_minus_local - primary.clock.store_minus_local,
@@ -153,8 +161,9 @@ fn redis_persistence(f: &RedisFacts) -> (&'static str, String) {
 }
 
 pub(crate) async fn redis(url: &str, r: &mut Probe) -> std::result::Result<(), String> {
-    let base = crate::backends::redis::client_url(url).map_err(|e| e.to_string())?;
-    let f = redis_facts(&base).await?;
+    let (base, opts) = crate::backends::redis::parse_query(url).map_err(|e| e.to_string())?;
+    let tls_ca = opts.tls_ca.as_deref();
+    let f = redis_facts(&base, tls_ca).await?;
     r.set("version", &f.version);
     r.set("role", &f.role);
     r.set("connected replicas", f.replicas);
@@ -168,7 +177,7 @@ pub(crate) async fn redis(url: &str, r: &mut Probe) -> std::result::Result<(), S
     let delex = version_at_least(&f.version, 8, 4);
     r.set("DELEX … IFEQ (Redis 8.4+)", if delex { "available" } else { "not available" });
     r.clock = Some(f.clock);
-    redis_replica_clocks(&base, &f, r).await;
+    redis_replica_clocks(&base, tls_ca, &f, r).await;
     let wait = query_flag(url, "wait_replicas").and_then(|v| v.parse::<u64>().ok());
     r.set("leasehold wait_replicas", wait.map(|w| w.to_string()).unwrap_or("off".into()));
 
@@ -229,7 +238,7 @@ pub(crate) async fn redlock(url: &str, r: &mut Probe) -> std::result::Result<(),
     let hosts: Vec<&str> = hosts.split(',').filter(|h| !h.is_empty()).collect();
     let mut weak = 0;
     for h in &hosts {
-        match redis_facts(&format!("redis://{h}")).await {
+        match redis_facts(&format!("redis://{h}"), None).await {
             Ok(f) => {
                 let (kind, _) = redis_persistence(&f);
                 r.set(

@@ -9,6 +9,10 @@
 //!
 //! Redlock issues no fence of its own: grants carry fence 0, which fenced resources refuse,
 //! unless a [`FenceSource`] is attached; validity is re-checked after the fence arrives.
+//!
+//! A refusal of the configuration ([`Error::Config`]: a password, an ACL, a database index)
+//! is the answer only when every instance that failed refused that way and too few are left
+//! for a majority; a minority refusing is one more failed instance.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -16,7 +20,8 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 
 use super::{Names, Node, SubWatch, parse_query};
-use crate::store::{AcquireRequest, Attempt, Grant, Holder, RenewItem, Watch};
+use crate::backends::Limits;
+use crate::store::{AcquireRequest, Attempt, Grant, Holder, HolderInfo, RenewItem, Watch};
 use crate::{Error, FenceRepeat, FenceToken, Guarantees, Key, LockKind, OwnerToken, Result, Store};
 
 /// Issues fences for a store that has none (Redlock). Must be strictly increasing per key
@@ -37,6 +42,7 @@ pub trait FenceSource: Send + Sync + std::fmt::Debug + 'static {
 struct Slot {
     url: String,
     node: tokio::sync::Mutex<Option<Node>>,
+    limits: Limits,
 }
 
 impl Slot {
@@ -45,7 +51,7 @@ impl Slot {
         if let Some(n) = g.as_ref() {
             return Ok(n.clone());
         }
-        let n = Node::connect(&self.url, false, None).await?;
+        let n = Node::connect(&self.url, false, None, self.limits).await?;
         *g = Some(n.clone());
         Ok(n)
     }
@@ -61,8 +67,14 @@ pub struct RedlockStore {
 }
 
 impl RedlockStore {
-    /// Connects to every instance listed; at least a majority must answer.
+    /// Connects to every instance listed, each within [`crate::DEFAULT_CONNECT_TIMEOUT`]; at
+    /// least a majority must answer. [`Error::Config`] when the instances that fail all
+    /// refuse the configuration (a password, an ACL, a database index).
     pub async fn connect(url: &str) -> Result<Self> {
+        Self::open(url, Limits::default()).await
+    }
+
+    pub(crate) async fn open(url: &str, limits: Limits) -> Result<Self> {
         let (base, opts) = parse_query(url)?;
         let hosts = base.strip_prefix("redlock://").unwrap_or(&base);
         let mut drift = 0.01;
@@ -88,26 +100,39 @@ impl RedlockStore {
                 urls.len()
             )));
         }
-        let slots: Vec<Slot> =
-            urls.into_iter().map(|url| Slot { url, node: tokio::sync::Mutex::new(None) }).collect();
+        let slots: Vec<Slot> = urls
+            .into_iter()
+            .map(|url| Slot { url, node: tokio::sync::Mutex::new(None), limits })
+            .collect();
         let store = RedlockStore {
             slots: Arc::new(slots),
             names: Names::new(opts.prefix),
             drift,
             fences: None,
         };
-        let up = futures_util::future::join_all(store.slots.iter().map(|s| s.node()))
-            .await
-            .into_iter()
-            .filter(Result::is_ok)
-            .count();
+        let answers = futures_util::future::join_all(store.slots.iter().map(|s| s.node())).await;
+        let up = answers.iter().filter(|r| r.is_ok()).count();
         if up < store.quorum() {
-            return Err(Error::unavailable(
-                format!("only {up} of {} redlock instances answered", store.slots.len()),
-                None,
-            ));
+            let failed: Vec<Error> = answers.into_iter().filter_map(Result::err).collect();
+            return Err(store.no_quorum(failed, "answered"));
         }
         Ok(store)
+    }
+
+    /// Too few instances answered: [`Error::Config`] if every failed one refused the
+    /// configuration (the first such refusal), else [`Error::Unavailable`].
+    fn no_quorum(&self, failed: Vec<Error>, what: &str) -> Error {
+        let n = self.slots.len();
+        let up = n - failed.len();
+        if failed.iter().all(Error::is_config)
+            && let Some(Error::Config { message, source }) = failed.into_iter().next()
+        {
+            return Error::Config {
+                message: format!("{message} (and so did every other instance that failed)"),
+                source,
+            };
+        }
+        Error::unavailable(format!("only {up} of {n} redlock instances {what}"), None)
     }
 
     /// Attaches a fence source: grants then carry its fences.
@@ -137,8 +162,9 @@ impl RedlockStore {
     {
         let op = &op;
         futures_util::future::join_all(self.slots.iter().map(|s| async move {
-            let node = s.node().await?;
-            tokio::time::timeout(limit, op(node))
+            // A (re)connect counts against the same limit: a dead instance must not hold up
+            // the others' answer.
+            tokio::time::timeout(limit, async { op(s.node().await?).await })
                 .await
                 .unwrap_or_else(|_| Err(Error::UnknownOutcome(format!("{} did not answer", s.url))))
         }))
@@ -191,6 +217,7 @@ impl Store for RedlockStore {
             failure_admits_second_holder: true,
             // The instances never see an external source's fences.
             holders_know_fence: self.fences.is_none(),
+            holders_know_info: true,
             waiting: "pub/sub on every instance, plus random jitter, else the holders' PTTL",
         }
     }
@@ -200,13 +227,13 @@ impl Store for RedlockStore {
         let names = &self.names;
         let answers = self
             .on_all(Self::per_node(req.ttl), |n| async move {
-                n.grant(names, req.key, req.owner, req.ttl).await
+                n.grant(names, req.key, req.owner, req.ttl, req.info).await
             })
             .await;
         let granted = answers.iter().filter(|a| matches!(a, Ok(Ok(_)))).count();
         let mut busy_pttls: Vec<Duration> =
             answers.iter().filter_map(|a| if let Ok(Err(p)) = a { *p } else { None }).collect();
-        let failed = answers.iter().filter(|a| a.is_err()).count();
+        let failed: Vec<Error> = answers.into_iter().filter_map(Result::err).collect();
         let drift = self.drift_of(req.ttl);
         let valid = |now: Instant| {
             req.ttl.saturating_sub(now - sent).saturating_sub(drift) > Duration::ZERO
@@ -230,15 +257,8 @@ impl Store for RedlockStore {
             return Ok(Attempt::Granted(Grant::new(fence, sent)));
         }
         self.release_all(req.key, req.owner).await;
-        if failed > self.slots.len() - self.quorum() {
-            return Err(Error::unavailable(
-                format!(
-                    "only {} of {} redlock instances answered",
-                    self.slots.len() - failed,
-                    self.slots.len()
-                ),
-                None,
-            ));
+        if failed.len() > self.slots.len() - self.quorum() {
+            return Err(self.no_quorum(failed, "answered"));
         }
         // The key frees on a majority when the quorum-th shortest remaining TTL runs out.
         busy_pttls.sort();
@@ -289,19 +309,21 @@ impl Store for RedlockStore {
         let answers = self
             .on_all(Duration::from_secs(2), |n| async move { n.holders(names, key, false).await })
             .await;
-        let mut votes: std::collections::HashMap<(Key, OwnerToken), Vec<Option<Duration>>> =
-            Default::default();
+        type Votes = (Vec<Option<Duration>>, Option<HolderInfo>);
+        let mut votes: std::collections::HashMap<(Key, OwnerToken), Votes> = Default::default();
         for h in answers.into_iter().flatten().flatten() {
-            votes.entry((h.key.clone(), h.owner)).or_default().push(h.expires_in);
+            let v = votes.entry((h.key.clone(), h.owner)).or_default();
+            v.0.push(h.expires_in);
+            v.1 = v.1.take().or(h.info);
         }
         let mut out: Vec<Holder> = votes
             .into_iter()
-            .filter(|(_, v)| v.len() >= self.quorum())
-            .map(|((k, o), mut left)| {
+            .filter(|(_, (v, _))| v.len() >= self.quorum())
+            .map(|((k, o), (mut left, info))| {
                 left.sort();
                 // The instances never see an external source's fences.
                 let fence = self.fences.is_none().then_some(FenceToken::new(0));
-                Holder::new(k, o, fence, left.first().copied().flatten())
+                Holder::new(k, o, fence, left.first().copied().flatten()).with_info(info)
             })
             .collect();
         out.sort_by(|a, b| a.key.cmp(&b.key));
@@ -312,14 +334,16 @@ impl Store for RedlockStore {
 impl RedlockStore {
     /// Subscribes to changes of `key` (a release, an expiry), for [`crate::store::acquire_watching`].
     pub(crate) async fn watch(&self, key: &Key) -> Result<Box<dyn Watch>> {
-        let mut subs = Vec::new();
-        for s in self.slots.iter() {
-            if let Ok(n) = s.node().await
-                && let Ok(w) = n.sub.watch(self.names.channel(key)).await
-            {
-                subs.push(w);
+        let channel = self.names.channel(key);
+        let subs = futures_util::future::join_all(self.slots.iter().map(|s| {
+            let channel = channel.clone();
+            async move {
+                let sub = async { s.node().await?.sub.watch(channel).await };
+                tokio::time::timeout(Duration::from_secs(1), sub).await.ok()?.ok()
             }
-        }
+        }))
+        .await;
+        let subs: Vec<SubWatch> = subs.into_iter().flatten().collect();
         if subs.len() < self.quorum() {
             return Err(Error::unavailable("could not subscribe on a majority of instances", None));
         }
@@ -332,10 +356,10 @@ pub(crate) const STORE: crate::backends::Descriptor = crate::backends::Descripto
     schemes: &["redlock"],
     form: "redlock://H1:P1,H2:P2,H3:P3",
     options: Some(super::OPTIONS),
-    open: |url| {
+    open: |url, limits| {
         Box::pin(async move {
             let store: std::sync::Arc<dyn Store> =
-                std::sync::Arc::new(RedlockStore::connect(url).await?);
+                std::sync::Arc::new(RedlockStore::open(url, limits).await?);
             Ok(store)
         })
     },

@@ -1,9 +1,30 @@
 //! What leasehold's own tools need of the Redis store (feature `tools`, not a stable API):
-//! `leasehold bench` drives a raw redis-rs client with the very scripts the store sends.
+//! `leasehold bench` drives a raw redis-rs client with the very scripts the store sends, with
+//! the same keys and arguments.
+
+use redis::ScriptInvocation;
 
 /// The Lua source of the grant and release scripts a fenced `redis://` store sends.
-/// Grant: `KEYS` lease, fence counter; `ARGV` owner, ttl ms → `{1, fence}` or `{0, pttl}`.
-/// Release: `KEYS` lease; `ARGV` owner, wake-up channel → 1 if it was the owner's.
+/// Grant → `{1, fence}` or `{0, pttl}`; release → 1 if it was the owner's.
 pub fn scripts() -> (&'static str, &'static str) {
     (super::GRANT, super::RELEASE)
+}
+
+/// The grant's keys and arguments as the store sends them, for the lease key `lease`
+/// (`PREFIX{KEY}`), an owner token, a TTL in ms and the holder's info line
+/// ([`crate::store::HolderInfo::encode`], `""` for none).
+pub fn grant_args(
+    inv: &mut ScriptInvocation<'_>,
+    lease: &str,
+    owner: &str,
+    ttl_ms: u64,
+    info: &str,
+) {
+    inv.key(lease).key(format!("{lease}:fence")).key(format!("{lease}:holder"));
+    inv.arg(owner).arg(ttl_ms).arg(info);
+}
+
+/// The release's keys and arguments as the store sends them.
+pub fn release_args(inv: &mut ScriptInvocation<'_>, lease: &str, owner: &str) {
+    inv.key(lease).key(format!("{lease}:holder")).arg(owner).arg(format!("{lease}:released"));
 }

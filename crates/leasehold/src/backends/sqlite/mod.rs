@@ -1,8 +1,9 @@
 //! `sqlite://PATH`: leases in a WAL-mode SQLite file shared by the processes of one machine.
 //!
 //! Tables (created on first use):
-//! - `leasehold_leases(key PRIMARY KEY, owner, fence, boot_id, expires_ns)`: one row per key;
-//!   a row is live iff `boot_id` is this boot's and `expires_ns` is in the future.
+//! - `leasehold_leases(key PRIMARY KEY, owner, fence, boot_id, expires_ns, info)`: one row per
+//!   key; a row is live iff `boot_id` is this boot's and `expires_ns` is in the future; `info`
+//!   is who holds it ([`crate::store::HolderInfo`], added to older files on open).
 //! - `leasehold_fences(key PRIMARY KEY, fence)`: the per-key counter, set in the granting
 //!   transaction to `max(fence + 1, the wall clock in µs)` and never deleted, so fences never
 //!   reset, not even when the file is deleted or an old backup restored.
@@ -18,6 +19,11 @@
 //! file beside the database whose inotify close-write event wakes waiters in every process
 //! (Linux; elsewhere they poll at 1–50 ms). Only the called waiter attempts at once. No waiter
 //! sleeps past the holder's expiry.
+//!
+//! A path the store cannot use (permission denied, a read-only file system, a directory where
+//! the database file belongs, a file that is not a database) is [`Error::Config`]; another
+//! process holding the write lock for longer than the op timeout (SQLite's busy timeout) is
+//! [`Error::Unavailable`].
 
 mod boot;
 mod doorbell;
@@ -26,14 +32,16 @@ mod wait;
 pub mod fence;
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
+use super::Limits;
 use super::bell::Bells;
-use crate::store::{AcquireRequest, Attempt, Grant, Holder, RenewItem};
+use crate::store::{AcquireRequest, Attempt, Grant, Holder, HolderInfo, RenewItem};
 use crate::{Error, FenceRepeat, FenceToken, Guarantees, Key, LockKind, OwnerToken, Result, Store};
 
 const SCHEMA: &str = "
@@ -46,7 +54,8 @@ CREATE TABLE IF NOT EXISTS leasehold_leases (
     owner      TEXT NOT NULL,
     fence      INTEGER NOT NULL,
     boot_id    TEXT NOT NULL,
-    expires_ns INTEGER NOT NULL
+    expires_ns INTEGER NOT NULL,
+    info       TEXT
 );
 CREATE TABLE IF NOT EXISTS leasehold_queue (
     key     TEXT PRIMARY KEY NOT NULL,
@@ -54,13 +63,14 @@ CREATE TABLE IF NOT EXISTS leasehold_queue (
     turn    INTEGER NOT NULL
 );";
 
-const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
-
 /// The embedded SQLite lease store.
 #[derive(Debug, Clone)]
 pub struct SqliteStore {
     path: PathBuf,
     db: Arc<Mutex<Connection>>,
+    /// SQLite's busy timeout (how long a request waits for another process's write lock),
+    /// in ms: the op timeout, applied to the connection before its next request.
+    busy_ms: Arc<AtomicU64>,
     boot_id: Arc<str>,
     /// This store's waiters, rung by its own releases.
     bells: Arc<Bells>,
@@ -77,14 +87,21 @@ pub(crate) trait SqlExt<T> {
 
 impl<T> SqlExt<T> for rusqlite::Result<T> {
     fn sql(self) -> Result<T> {
-        self.map_err(|e| match e.sqlite_error_code() {
-            Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked) => {
-                Error::unavailable(
-                    format!("SQLite database stayed locked for more than {BUSY_TIMEOUT:?}"),
+        self.map_err(|e| {
+            use rusqlite::ErrorCode as C;
+            match e.sqlite_error_code() {
+                Some(C::DatabaseBusy | C::DatabaseLocked) => Error::unavailable(
+                    "another process held the SQLite database's write lock for longer than the                      op timeout",
                     Some(e.into()),
-                )
+                ),
+                Some(C::ReadOnly | C::CannotOpen | C::PermissionDenied | C::NotADatabase) => {
+                    Error::config(format!("the SQLite database cannot be used: {e}"), Some(e.into()))
+                }
+                Some(C::DiskFull | C::SystemIoFailure) => {
+                    Error::unavailable(format!("SQLite: {e}"), Some(e.into()))
+                }
+                _ => Error::backend("sqlite", e.to_string(), e),
             }
-            _ => Error::backend("sqlite", e.to_string(), e),
         })
     }
 }
@@ -112,49 +129,75 @@ fn fence(v: i64) -> FenceToken {
 impl SqliteStore {
     /// Opens (creating if needed) the database at `path` and its tables.
     ///
-    /// Errors: [`Error::InvalidInput`] for an empty path, [`Error::Unavailable`] when the file
-    /// or its directory cannot be created, opened or written.
+    /// Errors: [`Error::InvalidInput`] for an empty path; [`Error::Config`] when the path
+    /// cannot be used (permission denied, a read-only file system, a directory where the file
+    /// belongs, a file that is not a SQLite database); [`Error::Unavailable`] when another
+    /// process holds the database locked for longer than [`crate::DEFAULT_CONNECT_TIMEOUT`].
     pub async fn open(path: impl AsRef<Path>) -> Result<Self> {
-        let path = path.as_ref().to_owned();
-        tokio::task::spawn_blocking(move || Self::open_blocking(&path))
+        Self::open_within(path.as_ref(), Limits::default()).await
+    }
+
+    async fn open_within(path: &Path, limits: Limits) -> Result<Self> {
+        let path = path.to_owned();
+        tokio::task::spawn_blocking(move || Self::open_blocking(&path, limits))
             .await
             .map_err(|e| Error::backend("sqlite", "open task failed", e))?
     }
 
-    fn open_blocking(path: &Path) -> Result<Self> {
+    fn open_blocking(path: &Path, limits: Limits) -> Result<Self> {
         if path.as_os_str().is_empty() {
             return Err(Error::invalid("sqlite:// URL has an empty path"));
         }
-        let unavailable = |what: &str, e: Box<dyn std::error::Error + Send + Sync>| {
-            Error::unavailable(
-                format!("cannot {what} SQLite store {}: {e}", path.display()),
-                Some(e),
-            )
+        let cannot = |what: &str, e: Error| match e {
+            Error::Config { message, source } => Error::Config {
+                message: format!("cannot {what} SQLite store {}: {message}", path.display()),
+                source,
+            },
+            Error::Unavailable { message, source } => Error::Unavailable {
+                message: format!("cannot {what} SQLite store {}: {message}", path.display()),
+                source,
+            },
+            other => other,
         };
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir)
-                .map_err(|e| unavailable("create the directory of", e.into()))?;
+            std::fs::create_dir_all(dir).map_err(|e| {
+                Error::local_io(format!("cannot create the directory of {}", path.display()), e)
+            })?;
         }
-        let conn = Connection::open(path).map_err(|e| unavailable("open", e.into()))?;
+        // Opened once by hand first: the OS says exactly what is wrong with a path (a
+        // directory, no permission, a read-only file system) where SQLite only says
+        // "unable to open database file".
+        std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(path)
+            .map_err(|e| Error::local_io(format!("cannot open {}", path.display()), e))?;
+        let conn = Connection::open(path).sql().map_err(|e| cannot("open", e))?;
         let setup = || -> rusqlite::Result<()> {
-            conn.busy_timeout(BUSY_TIMEOUT)?;
+            conn.busy_timeout(limits.connect)?;
             let mode: String = conn.query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))?;
             if !mode.eq_ignore_ascii_case("wal") {
                 return Err(rusqlite::Error::InvalidQuery);
             }
             conn.pragma_update(None, "synchronous", "FULL")?;
-            conn.execute_batch(SCHEMA)
+            conn.execute_batch(SCHEMA)?;
+            add_info_column(&conn)
         };
-        setup().map_err(|e| unavailable("initialise", e.into()))?;
+        setup().sql().map_err(|e| cannot("initialise", e))?;
         let boot = boot::boot_id()?;
         // Rows from earlier boots are dead; dropping them keeps `status` cheap.
         conn.execute("DELETE FROM leasehold_leases WHERE boot_id <> ?1", [&boot])
-            .map_err(|e| unavailable("write to", e.into()))?;
+            .sql()
+            .map_err(|e| cannot("write to", e))?;
+        conn.busy_timeout(limits.op).sql()?;
         let canon = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_owned());
         Ok(SqliteStore {
             doorbell: Arc::new(doorbell::Doorbell::new(&canon)),
             path: canon,
             db: Arc::new(Mutex::new(conn)),
+            busy_ms: Arc::new(AtomicU64::new(limits.op.as_millis() as u64)),
             boot_id: boot.into(),
             bells: Arc::default(),
             #[cfg(test)]
@@ -173,8 +216,10 @@ impl SqliteStore {
     ) -> Result<T> {
         let db = self.db.clone();
         let boot = self.boot_id.clone();
+        let busy = Duration::from_millis(self.busy_ms.load(Ordering::Relaxed));
         tokio::task::spawn_blocking(move || {
             let mut c = db.lock().unwrap_or_else(|p| p.into_inner());
+            c.busy_timeout(busy).sql()?;
             f(&mut c, &boot)
         })
         .await
@@ -198,6 +243,7 @@ impl Store for SqliteStore {
             fence_repeat: FenceRepeat::ClockBacked,
             failure_admits_second_holder: false,
             holders_know_fence: true,
+            holders_know_info: true,
             waiting: "tickets in the database; a release calls the next one and rings an inotify \
                       doorbell beside the file (1-50 ms polling where there is no inotify), \
                       never later than the holder's expiry",
@@ -206,11 +252,12 @@ impl Store for SqliteStore {
 
     async fn try_acquire(&self, req: &AcquireRequest<'_>) -> Result<Attempt> {
         let (key, owner, ttl) = (req.key.clone(), req.owner.to_string(), ns(req.ttl));
+        let info = req.info.map(HolderInfo::encode);
         let sent = Instant::now();
         self.blocking(move |c, boot| {
             let tx = c.transaction_with_behavior(TransactionBehavior::Immediate).sql()?;
             let now = boot::now_ns()?;
-            let out = match wait::grant_in(&tx, &key, &owner, ttl, boot, now)? {
+            let out = match wait::grant_in(&tx, &key, &owner, ttl, boot, now, info.as_deref())? {
                 Ok(f) => Attempt::Granted(Grant::new(fence(f), sent)),
                 Err(left) => Attempt::Busy { holder_expires_in: Some(left) },
             };
@@ -293,6 +340,10 @@ impl Store for SqliteStore {
         Ok(live)
     }
 
+    fn set_op_timeout(&self, op_timeout: Duration) {
+        self.busy_ms.store(op_timeout.as_millis() as u64, Ordering::Relaxed);
+    }
+
     async fn holders(&self, key: Option<&Key>) -> Result<Vec<Holder>> {
         let key = key.cloned();
         let rows = self
@@ -300,7 +351,7 @@ impl Store for SqliteStore {
                 let now = boot::now_ns()?;
                 let mut st = c
                     .prepare_cached(
-                        "SELECT key, owner, fence, expires_ns FROM leasehold_leases
+                        "SELECT key, owner, fence, expires_ns, info FROM leasehold_leases
                          WHERE boot_id = ?1 AND expires_ns > ?2 AND (?3 IS NULL OR key = ?3)
                          ORDER BY key",
                     )
@@ -312,6 +363,7 @@ impl Store for SqliteStore {
                             r.get::<_, String>(1)?,
                             r.get::<_, i64>(2)?,
                             r.get::<_, i64>(3)?,
+                            r.get::<_, Option<String>>(4)?,
                         ))
                     })
                     .sql()?
@@ -322,16 +374,44 @@ impl Store for SqliteStore {
             .await?;
         let (rows, now) = rows;
         rows.into_iter()
-            .map(|(k, o, f, exp)| {
+            .map(|(k, o, f, exp, info)| {
                 Ok(Holder::new(
                     Key::new(k)?,
                     parse_owner(&o)?,
                     Some(fence(f)),
                     Some(remaining(exp, now)),
-                ))
+                )
+                .with_info(info.as_deref().and_then(HolderInfo::decode)))
             })
             .collect()
     }
+}
+
+/// Adds `leasehold_leases.info` to a file made by a version without it (under the write lock,
+/// so two processes opening an old file at once do not both add it).
+fn add_info_column(conn: &Connection) -> rusqlite::Result<()> {
+    let has = |c: &Connection| -> rusqlite::Result<bool> {
+        let n: i64 = c.query_row(
+            "SELECT count(*) FROM pragma_table_info('leasehold_leases') WHERE name = 'info'",
+            [],
+            |r| r.get(0),
+        )?;
+        Ok(n > 0)
+    };
+    if has(conn)? {
+        return Ok(());
+    }
+    conn.execute_batch("BEGIN IMMEDIATE")?;
+    let r = (|| {
+        if !has(conn)? {
+            conn.execute_batch("ALTER TABLE leasehold_leases ADD COLUMN info TEXT")?;
+        }
+        conn.execute_batch("COMMIT")
+    })();
+    if r.is_err() {
+        let _ = conn.execute_batch("ROLLBACK");
+    }
+    r
 }
 
 /// `sqlite://PATH`: no options.
@@ -339,10 +419,10 @@ pub(crate) const STORE: super::Descriptor = super::Descriptor {
     schemes: &["sqlite"],
     form: "sqlite://PATH",
     options: Some(&[]),
-    open: |url| {
+    open: |url, limits| {
         Box::pin(async move {
-            let store: Arc<dyn Store> =
-                Arc::new(SqliteStore::open(&url["sqlite://".len()..]).await?);
+            let path = Path::new(&url["sqlite://".len()..]);
+            let store: Arc<dyn Store> = Arc::new(SqliteStore::open_within(path, limits).await?);
             Ok(store)
         })
     },
@@ -378,7 +458,8 @@ mod tests {
             .blocking(move |c, _| {
                 c.execute_batch(&format!(
                     "INSERT INTO leasehold_fences VALUES ('k', 7);
-                     INSERT INTO leasehold_leases VALUES ('k', '{stale}', 7, 'another-boot', {});",
+                     INSERT INTO leasehold_leases (key, owner, fence, boot_id, expires_ns)
+                       VALUES ('k', '{stale}', 7, 'another-boot', {});",
                     i64::MAX
                 ))
                 .sql()
@@ -399,6 +480,44 @@ mod tests {
             Attempt::Granted(g) => assert!(g.fence.get() > 7, "{:?}", g.fence),
             Attempt::Busy { .. } => panic!("a previous boot's grant blocked the key"),
         }
+    }
+
+    /// A file made by a version without `leasehold_leases.info` gets the column when opened,
+    /// keeping its rows, and then keeps holder info.
+    #[tokio::test]
+    async fn an_older_file_gets_the_info_column() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("old.db");
+        {
+            let c = Connection::open(&path).unwrap();
+            c.execute_batch(
+                "CREATE TABLE leasehold_leases (key TEXT PRIMARY KEY NOT NULL, owner TEXT NOT NULL,
+                   fence INTEGER NOT NULL, boot_id TEXT NOT NULL, expires_ns INTEGER NOT NULL);
+                 CREATE TABLE leasehold_fences (key TEXT PRIMARY KEY NOT NULL, fence INTEGER NOT NULL);
+                 INSERT INTO leasehold_fences VALUES ('k', 41);",
+            )
+            .unwrap();
+        }
+        let store = SqliteStore::open(&path).await.unwrap();
+        let key = Key::new("k").unwrap();
+        let owner = OwnerToken::generate().unwrap();
+        let info = HolderInfo::this_process().with_command("old file");
+        let req = AcquireRequest {
+            key: &key,
+            owner: &owner,
+            ttl: Duration::from_secs(30),
+            op_timeout: Duration::from_secs(5),
+            info: Some(&info),
+        };
+        match store.try_acquire(&req).await.unwrap() {
+            Attempt::Granted(g) => assert!(g.fence.get() > 41),
+            Attempt::Busy { .. } => panic!("busy"),
+        }
+        let h = store.holders(Some(&key)).await.unwrap();
+        assert_eq!(h[0].info.as_ref(), Some(&info));
+        // A second open finds the column there.
+        drop(store);
+        SqliteStore::open(&path).await.unwrap();
     }
 
     /// The durability the guarantees state: WAL, and every commit fsynced (a fence handed

@@ -34,6 +34,7 @@ pub(super) fn grant_in(
     ttl: i64,
     boot: &str,
     now: i64,
+    info: Option<&str>,
 ) -> Result<std::result::Result<i64, Duration>> {
     let cur: Option<(String, i64)> = tx
         .query_row(
@@ -58,11 +59,11 @@ pub(super) fn grant_in(
         )
         .sql()?;
     tx.execute(
-        "INSERT INTO leasehold_leases (key, owner, fence, boot_id, expires_ns)
-         VALUES (?1, ?2, ?3, ?4, ?5)
+        "INSERT INTO leasehold_leases (key, owner, fence, boot_id, expires_ns, info)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6)
          ON CONFLICT (key) DO UPDATE SET owner = excluded.owner, fence = excluded.fence,
-             boot_id = excluded.boot_id, expires_ns = excluded.expires_ns",
-        params![key.as_str(), owner, f, boot, now.saturating_add(ttl)],
+             boot_id = excluded.boot_id, expires_ns = excluded.expires_ns, info = excluded.info",
+        params![key.as_str(), owner, f, boot, now.saturating_add(ttl), info],
     )
     .sql()?;
     Ok(Ok(f))
@@ -104,11 +105,12 @@ impl SqliteStore {
         #[cfg(test)]
         self.counts.attempts.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         let (key, owner, ttl) = (req.key.clone(), req.owner.to_string(), ns(req.ttl));
+        let info = req.info.map(crate::store::HolderInfo::encode);
         let sent = Instant::now();
         self.blocking(move |c, boot| {
             let tx = c.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate).sql()?;
             let now = boot::now_ns()?;
-            let out = match grant_in(&tx, &key, &owner, ttl, boot, now)? {
+            let out = match grant_in(&tx, &key, &owner, ttl, boot, now, info.as_deref())? {
                 Ok(f) => {
                     if ticket > 0 {
                         tx.execute(

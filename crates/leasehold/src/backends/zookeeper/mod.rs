@@ -9,7 +9,9 @@
 //! - the holder is the child with the lowest sequence; a waiter watches only the child just
 //!   before its own (no herd: one release wakes one waiter);
 //! - leasehold's UUID is its owner token (written 8-4-4-4-12), and the node's data the owner
-//!   token, so `zkCli.sh ls /leasehold/KEY` shows holder and waiters. A create interrupted by
+//!   token, then a line break and who holds it ([`crate::store::HolderInfo`]; Curator puts
+//!   the client's address there), so `zkCli.sh ls /leasehold/KEY` shows holder and waiters
+//!   and `get` who they are. A create interrupted by
 //!   a connection loss looks for its own UUID before creating again (Curator's protection
 //!   mode), so no orphan node is left to block others.
 //!
@@ -24,7 +26,13 @@
 //! still be alive: [`crate::Lease::admit`] turns false at once, and `lost()` fires if the
 //! client is not reconnected within 0.4 × the session timeout (the client notices silence
 //! after at most 0.4 × the timeout, so this lands before the server can expire the session).
-//! `Expired` fires `lost()` at once; the next acquire opens a new session.
+//! `Expired` fires `lost()` at once; the next acquire opens a new session. A release after the
+//! session expired answers `Ok(false)` (not ours any more: the server deleted the node).
+//!
+//! Opening a session answers within the connect limit ([`crate::Locker::connect_within`],
+//! 5 s by default), not within the session timeout: a server that is not there, or does not
+//! answer, is [`Error::Unavailable`] at the limit. A digest user or ACL the server refuses (`NoAuth`, `AuthFailed`), as
+//! when the chroot or `/leasehold` cannot be created, is [`Error::Config`].
 
 mod config;
 mod probe;
@@ -40,8 +48,9 @@ use async_trait::async_trait;
 use tokio::sync::watch;
 use zookeeper_client::{Acls, Client, CreateMode, EventType, SessionState};
 
+use super::Limits;
 use super::session::{SessionSignals, Undoing};
-use crate::store::{AcquireRequest, Attempt, Holder};
+use crate::store::{AcquireRequest, Attempt, Holder, HolderInfo};
 use crate::{Error, FenceRepeat, FenceToken, Guarantees, Key, LockKind, OwnerToken, Result, Store};
 
 pub use zookeeper_client;
@@ -50,7 +59,36 @@ pub use zookeeper_client;
 pub const BASE: &str = "/leasehold";
 
 fn zk_err(what: &str, e: zookeeper_client::Error) -> Error {
-    Error::unavailable(format!("zookeeper {what} failed: {e}"), Some(Box::new(e)))
+    use zookeeper_client::Error as E;
+    let msg = format!("zookeeper {what} failed: {e}");
+    match e {
+        E::NoAuth | E::AuthFailed | E::InvalidAcl => Error::config(
+            format!("{msg} (the server's ACLs refuse this client: check the chroot's ACL)"),
+            Some(Box::new(e)),
+        ),
+        E::BadArguments(_) => Error::invalid(msg),
+        _ => Error::unavailable(msg, Some(Box::new(e))),
+    }
+}
+
+/// A node's data: the owner token, then (if any) the holder's info line.
+fn node_data(owner: &OwnerToken, info: Option<&HolderInfo>) -> String {
+    match info {
+        Some(i) => format!("{owner}\n{}", i.encode()),
+        None => owner.to_string(),
+    }
+}
+
+/// Reads [`node_data`] back, if it names `owner`.
+fn data_of(data: &[u8], owner: &OwnerToken) -> Option<Option<HolderInfo>> {
+    let data = std::str::from_utf8(data).ok()?;
+    let (o, info) = data.split_once('\n').map_or((data, None), |(o, i)| (o, Some(i)));
+    (o == owner.to_string()).then(|| info.and_then(HolderInfo::decode))
+}
+
+/// Whether an error says our session is over: its ephemeral nodes are gone with it.
+fn session_gone(e: &zookeeper_client::Error) -> bool {
+    matches!(e, zookeeper_client::Error::SessionExpired | zookeeper_client::Error::ClientClosed)
 }
 
 /// The owner token as a UUID (8-4-4-4-12), the form Curator's protected names carry.
@@ -80,6 +118,8 @@ struct Held {
 /// The ZooKeeper store. See the module docs for layout, fences and session semantics.
 pub struct ZkStore {
     cfg: Config,
+    /// The bound on opening a session.
+    connect: Duration,
     session: tokio::sync::Mutex<Option<Arc<Session>>>,
     held: Mutex<HashMap<OwnerToken, Held>>,
     undoing: Arc<Undoing>,
@@ -265,11 +305,16 @@ async fn create_node(
 }
 
 impl ZkStore {
-    /// Connects and opens a session.
+    /// Connects and opens a session within [`crate::DEFAULT_CONNECT_TIMEOUT`].
     pub async fn connect(url: &str) -> Result<ZkStore> {
+        Self::open(url, Limits::default()).await
+    }
+
+    async fn open(url: &str, limits: Limits) -> Result<ZkStore> {
         let cfg = parse_url(url)?;
         let store = ZkStore {
             cfg,
+            connect: limits.connect,
             session: tokio::sync::Mutex::new(None),
             held: Mutex::default(),
             undoing: Arc::default(),
@@ -300,7 +345,7 @@ impl ZkStore {
         {
             return Ok(cur.clone());
         }
-        let new = Session::open(&self.cfg).await?;
+        let new = Session::open(&self.cfg, self.connect).await?;
         *s = Some(new.clone());
         Ok(new)
     }
@@ -348,7 +393,7 @@ impl ZkStore {
             client.clone(),
             lock.clone(),
             uuid.clone(),
-            req.owner.to_string(),
+            node_data(req.owner, req.info),
         ));
         let mut guard = CreateGuard {
             task: Some(task),
@@ -416,6 +461,7 @@ impl Store for ZkStore {
             fence_repeat: FenceRepeat::Never,
             failure_admits_second_holder: false,
             holders_know_fence: true,
+            holders_know_info: true,
             waiting: "watch on the predecessor node only (no herd)",
         }
     }
@@ -438,8 +484,11 @@ impl Store for ZkStore {
             return Ok(false);
         }
         let Ok(client) = session.client() else { return Ok(false) };
-        let stat = client.check_stat(&path).await.map_err(|e| zk_err("stat", e))?;
-        Ok(stat.is_some_and(|s| s.ephemeral_owner == session.id))
+        match client.check_stat(&path).await {
+            Ok(stat) => Ok(stat.is_some_and(|s| s.ephemeral_owner == session.id)),
+            Err(e) if session_gone(&e) => Ok(false),
+            Err(e) => Err(zk_err("stat", e)),
+        }
     }
 
     async fn release(&self, key: &Key, owner: &OwnerToken) -> Result<bool> {
@@ -473,6 +522,9 @@ impl Store for ZkStore {
         match client.delete(&path, None).await {
             Ok(()) => Ok(true),
             Err(zookeeper_client::Error::NoNode) => Ok(false),
+            // The session expired (the server deleted its nodes), or was declared lost and
+            // closed (which deletes them): not ours any more, whoever holds the key now.
+            Err(e) if session_gone(&e) => Ok(false),
             Err(e) => Err(zk_err("delete", e)),
         }
     }
@@ -501,10 +553,13 @@ impl Store for ZkStore {
             };
             let path = format!("{lock}/{first}");
             match client.get_data(&path).await {
-                Ok((data, stat)) if data == owner.to_string().as_bytes() => {
-                    out.push(Holder::new(k, owner, Some(FenceToken::new(stat.czxid as u64)), None));
-                }
-                Ok(_) => foreign = true,
+                Ok((data, stat)) => match data_of(&data, &owner) {
+                    Some(info) => {
+                        let fence = Some(FenceToken::new(stat.czxid as u64));
+                        out.push(Holder::new(k, owner, fence, None).with_info(info));
+                    }
+                    None => foreign = true,
+                },
                 Err(zookeeper_client::Error::NoNode) => {}
                 Err(e) => return Err(zk_err("get", e)),
             }
@@ -525,9 +580,9 @@ pub(crate) const STORE: super::Descriptor = super::Descriptor {
     schemes: &["zk"],
     form: "zk://H1:P1[,H2:P2…][/CHROOT][?session=10s]",
     options: Some(&["session"]),
-    open: |url| {
+    open: |url, limits| {
         Box::pin(async move {
-            let store: Arc<dyn Store> = Arc::new(ZkStore::connect(url).await?);
+            let store: Arc<dyn Store> = Arc::new(ZkStore::open(url, limits).await?);
             Ok(store)
         })
     },

@@ -27,12 +27,18 @@ impl Drop for Session {
 }
 
 impl Session {
-    pub(super) async fn open(cfg: &Config) -> Result<Arc<Session>> {
-        let client = Client::connector()
-            .with_session_timeout(cfg.session)
-            .connect(&cfg.hosts)
-            .await
-            .map_err(|e| zk_err(&format!("connect to {}", cfg.hosts), e))?;
+    /// Connects within `limit`: the client alone keeps trying the hosts until the session
+    /// timeout.
+    pub(super) async fn open(cfg: &Config, limit: Duration) -> Result<Arc<Session>> {
+        let what = || format!("connecting to zookeeper at {}", cfg.hosts);
+        let connect = async {
+            Client::connector()
+                .with_session_timeout(cfg.session)
+                .connect(&cfg.hosts)
+                .await
+                .map_err(|e| zk_err(&format!("connect to {}", cfg.hosts), e))
+        };
+        let client = crate::backends::within(limit, what, connect).await?;
         let timeout = client.session_timeout();
         let (live_tx, end_tx, signals) = SessionSignals::new();
         let states = client.state_watcher();

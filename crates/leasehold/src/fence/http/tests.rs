@@ -49,6 +49,7 @@ impl Store for Fake {
             fence_repeat: self.repeat,
             failure_admits_second_holder: false,
             holders_know_fence: self.know,
+            holders_know_info: false,
             waiting: "",
         }
     }
