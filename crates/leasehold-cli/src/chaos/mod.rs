@@ -26,7 +26,7 @@ mod timeline;
 mod unknown;
 
 use holder::Holder;
-pub use holder::worker;
+pub use holder::worker_cmd;
 pub use report::{Report, table, verdict};
 
 use std::io::Write as _;
