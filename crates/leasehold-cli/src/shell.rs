@@ -10,7 +10,7 @@ use clap::CommandFactory;
 use crate::Cli;
 
 /// The command tree as users see it: without the hidden (internal) commands.
-fn public() -> clap::Command {
+fn public(help_command: bool) -> clap::Command {
     let full = Cli::command();
     let subs: Vec<clap::Command> =
         full.get_subcommands().filter(|s| !s.is_hide_set()).cloned().collect();
@@ -20,6 +20,7 @@ fn public() -> clap::Command {
         .about(full.get_about().cloned().unwrap_or_default())
         .after_help(full.get_after_help().cloned().unwrap_or_default())
         .subcommand_required(true)
+        .disable_help_subcommand(!help_command)
         .subcommands(subs);
     cmd.build();
     cmd
@@ -27,7 +28,7 @@ fn public() -> clap::Command {
 
 /// Prints the completion script for `shell`.
 pub fn completions(shell: clap_complete::Shell) -> ExitCode {
-    let mut cmd = public();
+    let mut cmd = public(true);
     clap_complete::generate(shell, &mut cmd, "leasehold", &mut std::io::stdout());
     ExitCode::SUCCESS
 }
@@ -82,6 +83,8 @@ command ran; 126/127 the command could not be executed / was not found.
 /// One page: the command's own sections, then environment, signals and exit status.
 fn page(cmd: clap::Command, out: &mut Vec<u8>) -> std::io::Result<()> {
     let has_subcommands = cmd.has_subcommands();
+    let has_version = cmd.get_version().is_some();
+    let has_after = cmd.get_after_help().is_some() || cmd.get_after_long_help().is_some();
     let man = clap_mangen::Man::new(cmd);
     man.render_title(out)?;
     man.render_name_section(out)?;
@@ -91,15 +94,22 @@ fn page(cmd: clap::Command, out: &mut Vec<u8>) -> std::io::Result<()> {
     if has_subcommands {
         man.render_subcommands_section(out)?;
     }
+    if has_after {
+        man.render_extra_section(out)?;
+    }
     out.extend_from_slice(ENVIRONMENT.as_bytes());
     out.extend_from_slice(SIGNALS.as_bytes());
     out.extend_from_slice(EXIT_STATUS.as_bytes());
-    man.render_version_section(out)
+    if has_version {
+        man.render_version_section(out)?;
+    }
+    Ok(())
 }
 
 /// Prints the page of `command` (default: the top level), or writes every page to `dir`.
 pub fn man(dir: Option<PathBuf>, command: Option<String>) -> ExitCode {
-    let top = public();
+    // `leasehold help` needs no page of its own.
+    let top = public(false);
     let fail = |what: String| {
         eprintln!("leasehold: {what}");
         ExitCode::from(crate::code::SOFTWARE)

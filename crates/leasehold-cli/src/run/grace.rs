@@ -50,7 +50,7 @@ fn min_ttl_for(grace: Duration) -> Duration {
     if ms > 20_000 {
         ms = (((grace.as_secs_f64() + 2.0) / (1.0 - DRIFT - 2.0 / 3.0)) * 1000.0).ceil() as u64;
     }
-    let mut t = Duration::from_millis(ms);
+    let mut t = Duration::from_millis(ms).max(MIN_TTL);
     while max_grace(t) < grace {
         t += Duration::from_millis(1);
     }

@@ -135,9 +135,7 @@ pub(crate) async fn run(
     grace::plan(ttl, opt.grace, LockKind::Session).map_err(usage)?;
     let url = store::resolve(&store)?.url;
     let store_id = leasehold::redact(&url);
-    let fail_open = |e: &Error| {
-        e.is_unavailable() && !e.is_config() && opt.if_unavailable == IfUnavailable::Run
-    };
+    let fail_open = |e: &Error| fails_open(e, opt.if_unavailable);
     let warn_open = |e: &Error| {
         eprintln!(
             "leasehold: warning: store unavailable ({e}); running the command WITHOUT a lease \
@@ -326,6 +324,12 @@ pub(crate) async fn run(
     Ok(Exit::ok(status))
 }
 
+/// Whether `run` runs the command without a lease after `e`: only for an outage (cannot
+/// connect, no answer in time) and only when asked; a refused configuration never.
+fn fails_open(e: &Error, mode: IfUnavailable) -> bool {
+    mode == IfUnavailable::Run && e.is_unavailable() && !e.is_config()
+}
+
 /// How watching the command ended.
 enum Watched {
     /// Its code (128+N for signal N), and the loss, if the lease was lost meanwhile.
@@ -421,4 +425,34 @@ async fn busy_line(locker: &Locker, key: &str) -> String {
         _ => None,
     };
     format!("busy: {key:?} is held{}", who.unwrap_or_default())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_an_outage_fails_open_and_a_refused_configuration_exits_78() {
+        let config = Error::Config { message: "WRONGPASS".into(), source: None };
+        let outage = Error::Unavailable { message: "connection refused".into(), source: None };
+        assert!(!fails_open(&config, IfUnavailable::Run));
+        assert!(fails_open(&outage, IfUnavailable::Run));
+        assert!(!fails_open(&outage, IfUnavailable::Fail));
+        assert!(!fails_open(
+            &Error::Busy { key: leasehold::Key::new("k").unwrap() },
+            IfUnavailable::Run
+        ));
+        assert_eq!(Exit::from(config).code, code::CONFIG);
+    }
+
+    #[test]
+    fn command_lines_are_quoted_and_passwords_redacted() {
+        let c: Vec<OsString> = ["psql", "postgres://u:hunter2@db/app", "-c", "select 1"]
+            .iter()
+            .map(OsString::from)
+            .collect();
+        let line = command_line(&c);
+        assert!(!line.contains("hunter2"), "{line}");
+        assert!(line.ends_with("-c 'select 1'"), "{line}");
+    }
 }
