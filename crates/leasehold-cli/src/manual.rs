@@ -15,6 +15,9 @@ pub(crate) async fn acquire(
     key: String,
 ) -> Result<Exit, Exit> {
     let (_, locker) = store::open(&store, timeout).await?;
+    // The process ends at once; the lease stays: say so in `status`.
+    let info = leasehold::HolderInfo::this_process().with_command("leasehold acquire (detached)");
+    let locker = locker.with_holder_info(Some(info));
     if locker.guarantees().kind != LockKind::Lease {
         return Err(Exit::fail(
             code::USAGE,
