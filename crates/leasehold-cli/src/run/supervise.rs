@@ -22,7 +22,8 @@ use std::time::Duration;
 
 use nix::errno::Errno;
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
-use nix::sys::signal::{SigSet, SigmaskHow, Signal, kill, killpg, sigprocmask};
+use nix::sys::signal::{SigSet, SigmaskHow, Signal, killpg, sigprocmask};
+#[cfg(target_os = "linux")]
 use nix::sys::signalfd::{SfdFlags, SignalFd};
 use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
 use nix::unistd::{Pid, getpgrp, getpid, setpgid, tcgetpgrp, tcsetpgrp};
@@ -54,6 +55,7 @@ struct Sup {
     sock: UnixStream,
     /// The command's process group (its leader's pid).
     pgid: Pid,
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
     me: Pid,
     /// The terminal was handed to the command's group (and must be handed back).
     tty: bool,
@@ -80,8 +82,15 @@ fn supervise(grace: Duration, command: Vec<OsString>) -> Result<(), String> {
     let mut blocked = mask;
     blocked.add(Signal::SIGTTOU);
     sigprocmask(SigmaskHow::SIG_BLOCK, Some(&blocked), None).map_err(|e| e.to_string())?;
-    let sfd = SignalFd::with_flags(&mask, SfdFlags::SFD_NONBLOCK | SfdFlags::SFD_CLOEXEC)
-        .map_err(|e| format!("signalfd: {e}"))?;
+    // Linux: SIGCHLD wakes the poll through a signalfd. Elsewhere the blocked signals stay
+    // pending and the loop looks every 20 ms.
+    #[cfg(target_os = "linux")]
+    let sfd = Some(
+        SignalFd::with_flags(&mask, SfdFlags::SFD_NONBLOCK | SfdFlags::SFD_CLOEXEC)
+            .map_err(|e| format!("signalfd: {e}"))?,
+    );
+    #[cfg(not(target_os = "linux"))]
+    let sfd: Option<Never> = None;
 
     let stdin = std::io::stdin();
     let tty = nix::unistd::isatty(stdin.as_fd()).unwrap_or(false)
@@ -130,7 +139,7 @@ fn supervise(grace: Duration, command: Vec<OsString>) -> Result<(), String> {
     }
     let _ = writeln!(sock_w, "started {pgid}");
     let mut sup = Sup { sock, pgid, me, tty, leader: None };
-    let status = sup.watch(&sfd, grace);
+    let status = sup.watch(sfd.as_ref(), grace);
     sup.restore_tty();
     if let Some(st) = status {
         let line = match (st.code(), st.signal()) {
@@ -146,7 +155,11 @@ fn supervise(grace: Duration, command: Vec<OsString>) -> Result<(), String> {
 impl Sup {
     /// Until the command and everything it started are gone: its exit status, or `None` when
     /// `run` is gone (everything was killed).
-    fn watch(&mut self, sfd: &SignalFd, grace: Duration) -> Option<std::process::ExitStatus> {
+    fn watch(
+        &mut self,
+        sfd: Option<&SignalFd>,
+        grace: Duration,
+    ) -> Option<std::process::ExitStatus> {
         let grace_ns = grace.as_nanos() as i64;
         let mut buf = Vec::new();
         let (mut term_at, mut kill_at): (Option<i64>, Option<i64>) = (None, None);
@@ -159,21 +172,23 @@ impl Sup {
                 .flatten()
                 .min();
             let mut wait_ms = next.map_or(-1, |t| ((t - now).max(0) / 1_000_000 + 1) as i32);
-            if self.leader.is_some() {
+            if self.leader.is_some() || sfd.is_none() {
                 // Grandchildren that are not ours die without telling us: look again soon.
                 wait_ms = if wait_ms < 0 { 20 } else { wait_ms.min(20) };
             }
             let timeout = PollTimeout::try_from(wait_ms).unwrap_or(PollTimeout::NONE);
-            let mut fds = [
-                PollFd::new(self.sock.as_fd(), PollFlags::POLLIN),
-                PollFd::new(sfd.as_fd(), PollFlags::POLLIN),
-            ];
+            let mut fds = vec![PollFd::new(self.sock.as_fd(), PollFlags::POLLIN)];
+            if let Some(sfd) = sfd {
+                fds.push(PollFd::new(sfd.as_fd(), PollFlags::POLLIN));
+            }
             match poll(&mut fds, timeout) {
                 Ok(_) | Err(Errno::EINTR) => {}
                 Err(_) => std::thread::sleep(Duration::from_millis(10)),
             }
             let sock_ready = fds[0].any().unwrap_or(false);
-            while let Ok(Some(_)) = sfd.read_signal() {}
+            if let Some(sfd) = sfd {
+                while let Ok(Some(_)) = sfd.read_signal() {}
+            }
             self.reap();
 
             if sock_ready {
@@ -287,7 +302,7 @@ impl Sup {
         let _ = killpg(self.pgid, sig);
         #[cfg(target_os = "linux")]
         for pid in tree::descendants(self.me.as_raw()) {
-            let _ = kill(Pid::from_raw(pid), sig);
+            let _ = nix::sys::signal::kill(Pid::from_raw(pid), sig);
         }
     }
 
@@ -311,6 +326,21 @@ impl Sup {
         if tcgetpgrp(stdin.as_fd()).is_ok_and(|g| g == self.pgid) {
             let _ = tcsetpgrp(stdin.as_fd(), getpgrp());
         }
+    }
+}
+
+/// Stands in for the signalfd where there is none (never constructed).
+#[cfg(not(target_os = "linux"))]
+enum Never {}
+#[cfg(not(target_os = "linux"))]
+type SignalFd = Never;
+#[cfg(not(target_os = "linux"))]
+impl Never {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        match *self {}
+    }
+    fn read_signal(&self) -> nix::Result<Option<()>> {
+        match *self {}
     }
 }
 
