@@ -224,3 +224,54 @@ fn a_job_that_reads_the_terminal_gets_it() {
     drop(stdin);
     assert!(stdout(&o).contains("got=hello"), "{} {}", stdout(&o), stderr(&o));
 }
+
+/// `run` alive but cut off from Redis (its traffic swallowed by a fault proxy) while its
+/// command ignores SIGTERM: renewals cannot be confirmed, SIGTERM at the local deadline,
+/// SIGKILL the grace later, and a successor that reaches Redis directly is granted the key
+/// only after the old command's last write. `--ttl 3s` with the default grace (5 s, which
+/// cannot fit, so 670 ms): the case where the SIGKILL used to come 3 s after the successor.
+#[test]
+fn a_partitioned_run_kills_its_command_before_the_successor_is_granted() {
+    use leasehold_testkit::proxy::{Fault, FaultProxy};
+    use leasehold_testkit::servers::RedisServer;
+    let redis = RedisServer::start();
+    let direct: std::net::SocketAddr = format!("127.0.0.1:{}", redis.port()).parse().unwrap();
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build();
+    let rt = rt.unwrap();
+    let proxy = rt.block_on(FaultProxy::start(direct)).unwrap();
+    let e = Env::new();
+    let old = "trap '' TERM; touch started; while :; do date +%s%N >> old; sleep 0.01; done";
+    let cut = format!("--store=redis://{}", proxy.addr());
+    let run = e
+        .cmd()
+        .args(["run", &cut, "--ttl", "3s", "job", "--", "sh", "-c", old])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_for(&e.path("started"));
+    proxy.set(Fault::Blackhole);
+    let succ = e
+        .cmd()
+        .args(["run", &format!("--store=redis://{direct}"), "--wait", "20s", "job", "--"])
+        .args(["sh", "-c", "date +%s%N > new"])
+        .output()
+        .unwrap();
+    assert_eq!(code(&succ), 0, "{}", stderr(&succ));
+    let granted: u128 = std::fs::read_to_string(e.path("new")).unwrap().trim().parse().unwrap();
+    let o = wait_child(run, Duration::from_secs(30));
+    assert_eq!(code(&o), 79, "{}", stderr(&o));
+    let last_old: u128 = std::fs::read_to_string(e.path("old"))
+        .unwrap()
+        .lines()
+        .filter_map(|l| l.parse().ok())
+        .max()
+        .unwrap();
+    assert!(
+        last_old < granted,
+        "the old command wrote {} ms after the successor's grant",
+        (last_old - granted) / 1_000_000
+    );
+    assert!(stderr(&o).contains("SIGKILL"), "{}", stderr(&o));
+    drop(proxy);
+}
