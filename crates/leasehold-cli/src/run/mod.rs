@@ -209,7 +209,7 @@ pub(crate) async fn run(
         if rtt * 3 > ttl {
             let _ = lease.release().await;
             return Err(usage(format!(
-                "--ttl {} is below what this store needs: the acquire took {}, and renewals \
+                "--ttl {} is below what this store needs: a round trip took {}, and renewals \
                  (bounded by ttl/3 = {}) could not be confirmed",
                 dur::human(ttl),
                 dur::human(rtt),
@@ -218,8 +218,8 @@ pub(crate) async fn run(
         }
         if rtt * 10 > ttl {
             eprintln!(
-                "leasehold: warning: the acquire took {} of --ttl {}: a slower round trip \
-                 loses the lease",
+                "leasehold: warning: a round trip took {} of --ttl {}: a slower one loses \
+                 the lease",
                 dur::human(rtt),
                 dur::human(ttl)
             );
