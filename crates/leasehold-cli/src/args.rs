@@ -16,6 +16,7 @@ Exit codes:
        or --ttl that cannot fit the lease)
   69   store unavailable (cannot connect, no answer within --timeout), or the outcome of a
        request is unknown; `run` never exits 69 once its command has started
+  70   internal error; for `run`: its supervisor died (what the command started was killed)
   75   busy: the key was not acquired within --wait (`run -E N` picks another code)
   77   not the owner: renew/release of a lease that is no longer ours
   78   the store refused the configuration: authentication, TLS, a missing database, role

@@ -75,7 +75,7 @@ left its process group) as soon as \fBrun\fR is gone, whatever killed it.
 const EXIT_STATUS: &str = r#".SH EXIT STATUS
 0 success (for \fBrun\fR: the command's own code, 128+N if it died of signal N);
 64 invalid usage or input; 69 store unavailable or an outcome unknown (never once \fBrun\fR's
-command has started); 75 busy (\fBrun \-E N\fR: N); 77 not the owner; 78 the store refused
+command has started); 70 internal error (\fBrun\fR: its supervisor died); 75 busy (\fBrun \-E N\fR: N); 77 not the owner; 78 the store refused
 the configuration (authentication, TLS, a missing database); 79 the lease was lost while the
 command ran; 126/127 the command could not be executed / was not found.
 "#;
