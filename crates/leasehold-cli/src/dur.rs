@@ -6,10 +6,21 @@ use std::time::Duration;
 /// Parses a duration in the library's one syntax ([`leasehold::parse_duration`]); the error
 /// is one line for the user.
 pub fn parse(s: &str) -> Result<Duration, String> {
+    if let Some(rest) = s.strip_prefix('-') {
+        return Err(format!("{s:?} is negative: a duration is 0 or more (e.g. {rest})"));
+    }
     leasehold::parse_duration(s).map_err(|e| match e {
         leasehold::Error::InvalidInput(m) => m,
         other => other.to_string(),
     })
+}
+
+/// [`parse`], refusing zero.
+pub fn parse_positive(s: &str) -> Result<Duration, String> {
+    match parse(s)? {
+        d if d.is_zero() => Err(format!("{s:?} is zero: it must be positive")),
+        d => Ok(d),
+    }
 }
 
 /// Human form for tables: `850ms`, `12.3s`, `4m05s`, `2h10m`.
@@ -39,6 +50,13 @@ mod tests {
         for bad in ["", "5", "5x", "s", "ms", "-1s", "1..2s", "forever", "1e400s", "99999999999h"] {
             assert!(parse(bad).is_err(), "{bad:?}");
         }
+    }
+
+    #[test]
+    fn negative_and_zero_say_so() {
+        assert!(parse("-5s").unwrap_err().contains("negative"));
+        assert!(parse_positive("0").unwrap_err().contains("zero"));
+        assert_eq!(parse_positive("1ms"), Ok(Duration::from_millis(1)));
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! `leasehold`: run a command under a fenced lease, and inspect or manage leases by hand.
 
+mod args;
 mod bench;
 mod chaos;
 mod doctor;
@@ -9,20 +10,19 @@ mod proxy;
 mod run;
 mod shell;
 mod size;
+mod status;
+mod store;
 mod svg;
 
-use std::ffi::OsString;
 use std::process::ExitCode;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use clap::{Args, Parser, Subcommand};
-use leasehold::fence::{ENV_FENCE, ENV_KEY, ENV_OWNER};
-use leasehold::{Error, LockKind, Locker, OwnerToken, Wait};
-use nix::sys::signal::{Signal, killpg};
-use nix::unistd::Pid;
+use args::{Cli, Cmd, GrantOpt, Runtime, StoreOpt, TimeoutOpt};
+use clap::Parser;
+use leasehold::{Error, LockKind, OwnerToken};
 
 /// sysexits(3) codes, plus our own for a lost lease.
-mod code {
+pub(crate) mod code {
     pub const USAGE: u8 = 64;
     pub const UNAVAILABLE: u8 = 69;
     pub const CONFIG: u8 = 78;
@@ -34,307 +34,8 @@ mod code {
     pub const NOT_FOUND: u8 = 127;
 }
 
-const EXIT_CODES: &str = "\
-Exit codes:
-  0    success; for `run`, the command's own exit code (128+N if it died of signal N)
-  64   invalid usage or input (bad key, ttl, duration, store URL, owner token)
-  69   store unavailable, or the outcome of a request is unknown
-  75   busy: the key was not acquired within --wait
-  77   not the owner: renew/release of a lease that is no longer ours
-  78   the store refused the configuration: authentication, TLS, a missing database, role
-       or DB index (never counted as unavailable; `run` never runs the command)
-  79   the lease was lost while the command ran; the command was terminated
-  126  the command could not be executed; 127: the command was not found
-
-Store: --store URL, else $LEASEHOLD_STORE, else sqlite://$XDG_STATE_HOME/leasehold/leasehold.db
-(~/.local/state/leasehold/leasehold.db). URLs: sqlite://PATH, file://DIR,
-redis://HOST:PORT[/DB][?prefix=P&wait_replicas=N&wait_timeout=100ms], redlock://H1:P1,H2:P2,H3:P3.";
-
-/// Distributed locks and leases that stay correct when a holder stalls.
-#[derive(Parser, Debug)]
-#[command(name = "leasehold", version, after_help = EXIT_CODES)]
-struct Cli {
-    #[command(subcommand)]
-    cmd: Cmd,
-}
-
-#[derive(Args, Debug, Clone)]
-struct StoreOpt {
-    /// Store URL (sqlite://PATH, file://DIR, redis://HOST:PORT, redlock://H1:P1,H2:P2,H3:P3,
-    /// postgres://USER@HOST:PORT/DB[?mode=session], mysql://USER@HOST:PORT/DB[?mode=session],
-    /// etcd://H1:P1,H2:P2/PREFIX, zk://H1:P1,H2:P2/CHROOT).
-    #[arg(long, value_name = "URL")]
-    store: Option<String>,
-}
-
-#[derive(Args, Debug)]
-struct GrantOpt {
-    /// Lease length (`run` renews it every ttl/3).
-    #[arg(long, default_value = "30s", value_parser = dur::parse, value_name = "DUR")]
-    ttl: Duration,
-    /// How long to wait for a busy key: a duration or `forever` (default: try once).
-    #[arg(long, default_value = "0", value_parser = parse_wait, value_name = "DUR|forever")]
-    wait: Wait,
-}
-
-/// `run --if-unavailable`.
-#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
-enum IfUnavailable {
-    /// Exit 69 (fail closed).
-    Fail,
-    /// Run the command without a lease (fail open).
-    Run,
-}
-
-#[derive(Subcommand, Debug)]
-enum Cmd {
-    /// Run CMD while holding KEY: flock(1) for a cluster.
-    ///
-    /// Exports LEASEHOLD_KEY, LEASEHOLD_FENCE and LEASEHOLD_OWNER to the command and renews
-    /// the lease every ttl/3. If the lease is lost, or a renewal cannot be confirmed before
-    /// the local deadline, the command's process group gets SIGTERM, then SIGKILL after
-    /// --grace, and leasehold exits 79. On lease stores the local deadline is placed --grace
-    /// earlier (up to ttl/2), so the SIGKILL lands before the store can hand the key to
-    /// anyone else. SIGINT, SIGTERM and SIGHUP are forwarded to the command's process group.
-    ///
-    /// Nested in a `run` of the same KEY on the same store (LEASEHOLD_KEY, LEASEHOLD_OWNER
-    /// and LEASEHOLD_STORE_ID in the environment, and the store confirming that grant), the
-    /// command runs at once under the parent's grant, with the same fence, instead of waiting
-    /// on its own parent. A nested run of another key acquires as usual.
-    Run {
-        #[command(flatten)]
-        store: StoreOpt,
-        #[command(flatten)]
-        grant: GrantOpt,
-        /// Time between SIGTERM and SIGKILL when the lease is lost.
-        #[arg(long, default_value = "5s", value_parser = dur::parse, value_name = "DUR")]
-        grace: Duration,
-        /// When the store cannot be reached or does not answer in time: `fail` (exit 69), or
-        /// `run` the command anyway, without a lease or LEASEHOLD_FENCE, after a warning (fail
-        /// open: a slow store's holder may run alongside). Busy and store errors (a READONLY
-        /// replica, a SQL error) never count as unavailable: they exit 75 and 69.
-        #[arg(long, value_enum, default_value = "fail", value_name = "fail|run")]
-        if_unavailable: IfUnavailable,
-        /// At exit, write the run's metrics (acquire wait, hold time, renewals, losses…) to
-        /// PATH in the Prometheus text format, e.g. for node-exporter's textfile collector.
-        #[arg(long, value_name = "PATH")]
-        metrics_file: Option<std::path::PathBuf>,
-        /// The key to hold.
-        key: String,
-        /// The command and its arguments, after `--`.
-        #[arg(last = true, required = true, value_name = "CMD")]
-        command: Vec<OsString>,
-    },
-    /// Acquire KEY and leave it held until its TTL ends; prints the owner token and fence.
-    Acquire {
-        #[command(flatten)]
-        store: StoreOpt,
-        #[command(flatten)]
-        grant: GrantOpt,
-        /// Print JSON.
-        #[arg(long)]
-        json: bool,
-        /// The key.
-        key: String,
-    },
-    /// Extend KEY's lease for another TTL, if OWNER still holds it (else exit 77).
-    Renew {
-        #[command(flatten)]
-        store: StoreOpt,
-        /// New lease length, from now.
-        #[arg(long, default_value = "30s", value_parser = dur::parse, value_name = "DUR")]
-        ttl: Duration,
-        /// The owner token printed by `acquire`.
-        #[arg(long, value_name = "TOKEN")]
-        owner: String,
-        /// The key.
-        key: String,
-    },
-    /// Release KEY if OWNER still holds it (else exit 77, leaving the holder in place).
-    Release {
-        #[command(flatten)]
-        store: StoreOpt,
-        /// The owner token printed by `acquire`.
-        #[arg(long, value_name = "TOKEN")]
-        owner: String,
-        /// The key.
-        key: String,
-    },
-    /// Measure the store against a baseline in the same run (raw client, peer crate).
-    ///
-    /// Scenarios: uncontended (one task, acquire + release), handoff (--tasks contenders on
-    /// one key), many-keys (64 tasks, own keys, one connection), hold-many (--leases leases
-    /// with auto-renew). On redis:// the baselines are the raw redis-rs client doing the same
-    /// round trips, redis-benchmark, and (built with --features peers) the rslock crate; on
-    /// postgres:// pgbench running leasehold's own statements; on mysql:// the raw
-    /// mysql_async client sending them; on etcd:// leasehold's raw etcd gRPC client sending them and etcd's
-    /// own Lock RPC (the etcdctl lock recipe).
-    Bench {
-        #[command(flatten)]
-        store: StoreOpt,
-        /// Which scenario.
-        #[arg(long, value_enum, default_value = "all")]
-        scenario: bench::Scenario,
-        /// Contending tasks in the handoff scenario.
-        #[arg(long, default_value_t = 8)]
-        tasks: usize,
-        /// Length of each measurement.
-        #[arg(long, default_value = "3s", value_parser = dur::parse, value_name = "DUR")]
-        duration: Duration,
-        /// Repetitions; figures are medians over runs.
-        #[arg(long, default_value_t = 3)]
-        runs: usize,
-        /// Leases held in the hold-many scenario.
-        #[arg(long, default_value_t = 100_000)]
-        leases: usize,
-        /// Directory for bench.json and one latency-percentile SVG per scenario.
-        #[arg(long, value_name = "DIR")]
-        out: Option<std::path::PathBuf>,
-        /// Print JSON instead of the table.
-        #[arg(long)]
-        json: bool,
-        /// Tokio runtime for the whole bench: `current` (one thread, like pgbench and
-        /// redis-benchmark clients) or `multi` (two workers). Every contender runs on it.
-        #[arg(long, value_enum, default_value = "current")]
-        runtime: Runtime,
-    },
-    /// Read the store's real configuration and say what this deployment guarantees.
-    ///
-    /// Redis: persistence (appendonly, appendfsync, save), role, replicas,
-    /// min-replicas-to-write, version. PostgreSQL: synchronous_commit, standbys, fsync, a
-    /// transaction-pooling proxy in front. MySQL/MariaDB: flush settings, replication. etcd and
-    /// ZooKeeper: members, leader, session timeout. Plus the store's clock offset where the
-    /// protocol reveals it, and the settings that would change the verdict.
-    Doctor {
-        #[command(flatten)]
-        store: StoreOpt,
-        /// Print JSON.
-        #[arg(long)]
-        json: bool,
-    },
-    /// Run a failure against the store with real processes, check the history, draw it.
-    ///
-    /// stalled-holder: a holder process (SIGSTOPped past its lease) and a successor write to a
-    /// fenced resource on the same store (PostgreSQL/MySQL fence tables, Redis fenced scripts,
-    /// etcd transactions; an SQLite file for the others); once with the fence check, once
-    /// without. stalled-holder-http: the same against a recording HTTP service the tool
-    /// starts on loopback, behind `leasehold fence-proxy` (the control writes to it directly).
-    /// partition: the holder reaches the store through a TCP fault proxy that starts
-    /// swallowing its traffic; its lost() must fire before the store grants the key to the
-    /// successor (stores on this machine's loopback only). Prints a table, writes report.json
-    /// and timeline.svg to --out, exits 1 if a stale write got through WITH fencing or a
-    /// partitioned holder learned of its loss too late.
-    Chaos {
-        #[command(flatten)]
-        store: StoreOpt,
-        /// The scenario: stalled-holder, stalled-holder-http, partition, store-kill, failover
-        /// or unknown-acquire.
-        /// store-kill and failover start private servers of the --store URL's kind (redis,
-        /// etcd; zk for store-kill) and never touch the server the URL names.
-        #[arg(long, default_value = "stalled-holder")]
-        scenario: String,
-        /// Trials with fencing.
-        #[arg(long, default_value_t = 20)]
-        trials: usize,
-        /// Trials of the unfenced control (default: as many as --trials); for
-        /// unknown-acquire, trials of its `cut` arm.
-        #[arg(long)]
-        control_trials: Option<usize>,
-        /// Lease length of the holder (session stores: their session timeout applies).
-        #[arg(long, default_value = "500ms", value_parser = dur::parse, value_name = "DUR")]
-        ttl: Duration,
-        /// Directory for report.json and timeline.svg.
-        #[arg(long, default_value = "leasehold-chaos", value_name = "DIR")]
-        out: std::path::PathBuf,
-    },
-    /// (internal) The holder process of `chaos`.
-    #[command(hide = true)]
-    ChaosWorker {
-        #[command(flatten)]
-        store: StoreOpt,
-        #[arg(long)]
-        key: String,
-        #[arg(long)]
-        ttl_ms: u64,
-        #[arg(long)]
-        resource: String,
-        #[arg(long)]
-        fenced: u8,
-    },
-    /// Fence an HTTP service: a reverse proxy that admits a request only under the newest
-    /// grant of KEY that the store confirms.
-    #[command(long_about = proxy::ABOUT)]
-    FenceProxy {
-        #[command(flatten)]
-        store: StoreOpt,
-        /// The lock key that guards the upstream.
-        #[arg(long, value_name = "KEY")]
-        key: String,
-        /// Address to listen on (HOST:PORT; port 0 picks one, printed as listening=ADDR).
-        #[arg(long, value_name = "ADDR")]
-        listen: String,
-        /// The fenced service: http://HOST:PORT.
-        #[arg(long, value_name = "URL")]
-        upstream: String,
-    },
-    /// Print a shell completion script (e.g. `leasehold completions bash >
-    /// ~/.local/share/bash-completion/completions/leasehold`).
-    Completions {
-        /// The shell.
-        shell: clap_complete::Shell,
-    },
-    /// Print the man page (roff; `leasehold man | man -l -`).
-    Man,
-    /// Measure the store's renewal round trips and this host's pauses; recommend a ttl,
-    /// renew interval, margin and `run --grace`, with the arithmetic.
-    ///
-    /// A private probe key is acquired, renewed one request at a time for --for, and
-    /// released; meanwhile a task sleeping 1 ms at a time records how late it wakes. No
-    /// observed percentile bounds a future pause: fencing stays required.
-    Size {
-        #[command(flatten)]
-        store: StoreOpt,
-        /// How long to measure.
-        #[arg(long = "for", default_value = "5s", value_parser = dur::parse, value_name = "DUR")]
-        duration: Duration,
-        /// The job's longest step between `admit()` checks (for `run`: how long the command
-        /// needs to stop after SIGTERM).
-        #[arg(long, value_parser = dur::parse, value_name = "DUR")]
-        job: Option<Duration>,
-        /// Print JSON.
-        #[arg(long)]
-        json: bool,
-    },
-    /// List holders: key, owner, fence, time left.
-    Status {
-        #[command(flatten)]
-        store: StoreOpt,
-        /// Print JSON.
-        #[arg(long)]
-        json: bool,
-        /// Only this key.
-        key: Option<String>,
-    },
-}
-
-/// The tokio runtime `bench` runs on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-enum Runtime {
-    /// One thread.
-    Current,
-    /// Two worker threads.
-    Multi,
-}
-
-fn parse_wait(s: &str) -> Result<Wait, String> {
-    match s {
-        "forever" => Ok(Wait::Forever),
-        _ => dur::parse(s).map(|d| if d.is_zero() { Wait::No } else { Wait::For(d) }),
-    }
-}
-
 /// How a command ends: an exit code and, unless it is a success, one line for stderr.
-struct Exit {
+pub(crate) struct Exit {
     code: u8,
     msg: Option<String>,
 }
@@ -380,18 +81,25 @@ fn main() -> ExitCode {
         Ok(c) => c,
         Err(e) => return ExitCode::from(clap_exit(e)),
     };
-    match &cli.cmd {
-        Cmd::Completions { shell } => return shell::completions(*shell),
-        Cmd::Man => return shell::man(),
-        _ => {}
+    match cli.cmd {
+        Cmd::Completions { shell } => shell::completions(shell),
+        Cmd::Man { dir, command } => shell::man(dir, command),
+        // Single-threaded, before any runtime: it forks the command and sets its death signal.
+        Cmd::Supervise { grace_ms, command } => {
+            ExitCode::from(run::supervise::main(Duration::from_millis(grace_ms), command))
+        }
+        cmd => dispatch_in_runtime(cmd),
     }
+}
+
+fn dispatch_in_runtime(cmd: Cmd) -> ExitCode {
     let _ = tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_max_level(tracing_subscriber::filter::LevelFilter::WARN)
         .with_target(false)
         .without_time()
         .try_init();
-    let rt = match &cli.cmd {
+    let rt = match &cmd {
         Cmd::Bench { runtime: Runtime::Current, .. } => {
             tokio::runtime::Builder::new_current_thread().enable_all().build()
         }
@@ -404,7 +112,7 @@ fn main() -> ExitCode {
             return ExitCode::from(code::SOFTWARE);
         }
     };
-    let exit = rt.block_on(dispatch(cli.cmd));
+    let exit = rt.block_on(dispatch(cmd));
     if let Some(msg) = &exit.msg {
         eprintln!("leasehold: {msg}");
     }
@@ -441,30 +149,6 @@ fn clap_exit(e: clap::Error) -> u8 {
     }
 }
 
-fn store_url(opt: StoreOpt) -> Result<String, Exit> {
-    if let Some(s) = opt.store {
-        return Ok(s);
-    }
-    if let Ok(s) = std::env::var("LEASEHOLD_STORE")
-        && !s.is_empty()
-    {
-        return Ok(s);
-    }
-    let state = std::env::var_os("XDG_STATE_HOME")
-        .map(std::path::PathBuf::from)
-        .filter(|p| p.is_absolute())
-        .or_else(|| {
-            std::env::var_os("HOME").map(|h| std::path::PathBuf::from(h).join(".local/state"))
-        })
-        .ok_or_else(|| {
-            Exit::fail(
-                code::USAGE,
-                "no --store, no $LEASEHOLD_STORE, and no $HOME for the default store",
-            )
-        })?;
-    Ok(format!("sqlite://{}", state.join("leasehold").join("leasehold.db").display()))
-}
-
 async fn chaos_cmd(
     opt: StoreOpt,
     scenario: String,
@@ -475,7 +159,7 @@ async fn chaos_cmd(
     if trials == 0 || ttl.is_zero() {
         return Err(Exit::fail(code::USAGE, "--trials and --ttl must be positive"));
     }
-    let url = store_url(opt)?;
+    let url = store::resolve(&opt)?.url;
     let settings = chaos::Settings { url, scenario, trials, control_trials, ttl, out: out.clone() };
     let report = chaos::run(settings)
         .await
@@ -492,10 +176,22 @@ report: {0}/report.json · timeline: {0}/timeline.svg",
     }
 }
 
-async fn doctor_cmd(opt: StoreOpt, json: bool) -> Result<Exit, Exit> {
-    let url = store_url(opt.clone())?;
-    let locker = connect(opt).await?;
-    match doctor::run(&url).await {
+async fn doctor_cmd(
+    opt: StoreOpt,
+    TimeoutOpt { timeout }: TimeoutOpt,
+    json: bool,
+) -> Result<Exit, Exit> {
+    let (store, locker) = store::open(&opt, timeout).await?;
+    let url = store.url;
+    let limit = timeout * 3;
+    let probed = tokio::time::timeout(limit, doctor::run(&url)).await.unwrap_or_else(|_| {
+        Err(format!(
+            "{} did not answer within {} (3 × --timeout)",
+            leasehold::redact(&url),
+            dur::human(limit)
+        ))
+    });
+    match probed {
         Ok(report) => {
             if json {
                 println!("{}", doctor::json(&url, &locker, &report));
@@ -508,40 +204,40 @@ async fn doctor_cmd(opt: StoreOpt, json: bool) -> Result<Exit, Exit> {
     }
 }
 
-async fn connect(opt: StoreOpt) -> Result<Locker, Exit> {
-    let url = store_url(opt)?;
-    Ok(Locker::connect(&url).await?)
-}
-
 async fn dispatch(cmd: Cmd) -> Exit {
     let r = match cmd {
-        Cmd::Run { store, grant, grace, if_unavailable, metrics_file, key, command } => {
-            run::install_metrics(metrics_file);
-            let r = run::run(store, grant, grace, if_unavailable, key, command).await;
-            run::flush_metrics();
+        Cmd::Run { store, timeout, grant, opt, key, command } => {
+            run::metrics::install(opt.metrics_file.clone(), &key);
+            let started = std::time::Instant::now();
+            let r = run::run(store, timeout, grant, &opt, key, command).await;
+            run::metrics::flush(r.as_ref().map_or_else(|e| e.code, |e| e.code), started);
             r
         }
-        Cmd::Acquire { store, grant, json, key } => manual::acquire(store, grant, json, key).await,
-        Cmd::Renew { store, ttl, owner, key } => manual::renew(store, ttl, owner, key).await,
-        Cmd::Release { store, owner, key } => manual::release(store, owner, key).await,
-        Cmd::Status { store, json, key } => manual::status(store, json, key).await,
+        Cmd::Acquire { store, timeout, grant, json, key } => {
+            manual::acquire(store, timeout, grant, json, key).await
+        }
+        Cmd::Renew { store, timeout, ttl, owner, key } => {
+            manual::renew(store, timeout, ttl, owner, key).await
+        }
+        Cmd::Release { store, timeout, owner, key } => {
+            manual::release(store, timeout, owner, key).await
+        }
+        Cmd::Status { store, timeout, json, show_owner, key } => {
+            status::status(store, timeout, status::Show { json, show_owner }, key).await
+        }
         // Answered in main, before a runtime starts.
-        Cmd::Completions { .. } | Cmd::Man => Ok(Exit::ok(0)),
-        Cmd::Doctor { store, json } => doctor_cmd(store, json).await,
-        Cmd::Size { store, duration, job, json } => size::size(store, duration, job, json).await,
+        Cmd::Completions { .. } | Cmd::Man { .. } | Cmd::Supervise { .. } => Ok(Exit::ok(0)),
+        Cmd::Doctor { store, timeout, json } => doctor_cmd(store, timeout, json).await,
+        Cmd::Size { store, timeout, duration, job, json } => {
+            size::size(store, timeout, duration, job, json).await
+        }
         Cmd::Chaos { store, scenario, trials, control_trials, ttl, out } => {
             let control = control_trials.unwrap_or(trials);
             chaos_cmd(store, scenario, (trials, control), ttl, out).await
         }
-        Cmd::ChaosWorker { store, key, ttl_ms, resource, fenced } => match store_url(store) {
-            Ok(url) => {
-                let ttl = Duration::from_millis(ttl_ms);
-                Ok(Exit::ok(chaos::worker(&url, &key, ttl, &resource, fenced == 1).await as u8))
-            }
-            Err(e) => Err(e),
-        },
-        Cmd::FenceProxy { store, key, listen, upstream } => {
-            proxy::fence_proxy(store, key, listen, upstream).await
+        Cmd::ChaosWorker { key, ttl_ms, fenced } => chaos::worker_cmd(&key, ttl_ms, fenced).await,
+        Cmd::FenceProxy { store, timeout, key, listen, upstream } => {
+            proxy::fence_proxy(store, timeout, key, listen, upstream).await
         }
         Cmd::Bench { store, scenario, tasks, duration, runs, leases, out, json, runtime } => {
             bench_cmd(store, scenario, tasks, duration, runs, leases, out, json, runtime).await
@@ -568,7 +264,7 @@ async fn bench_cmd(
             "--tasks, --runs, --leases and --duration must be positive",
         ));
     }
-    let url = store_url(store)?;
+    let url = store::resolve(&store)?.url;
     let runtime = match runtime {
         Runtime::Current => "current_thread",
         Runtime::Multi => "multi_thread (2 workers)",

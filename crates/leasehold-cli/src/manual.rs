@@ -1,5 +1,5 @@
-//! The manual commands: `acquire`, `renew`, `release`, `status`, for scripts that hold a
-//! lease across several commands.
+//! The manual commands: `acquire`, `renew`, `release`, for scripts that hold a lease across
+//! several commands.
 
 use super::*;
 
@@ -9,11 +9,15 @@ pub(crate) fn parse_owner(s: &str) -> Result<OwnerToken, Exit> {
 
 pub(crate) async fn acquire(
     store: StoreOpt,
+    TimeoutOpt { timeout }: TimeoutOpt,
     GrantOpt { ttl, wait }: GrantOpt,
     json: bool,
     key: String,
 ) -> Result<Exit, Exit> {
-    let locker = connect(store).await?;
+    let (_, locker) = store::open(&store, timeout).await?;
+    // The process ends at once; the lease stays: say so in `status`.
+    let info = leasehold::HolderInfo::this_process().with_command("leasehold acquire (detached)");
+    let locker = locker.with_holder_info(Some(info));
     if locker.guarantees().kind != LockKind::Lease {
         return Err(Exit::fail(
             code::USAGE,
@@ -41,12 +45,13 @@ pub(crate) async fn acquire(
 
 pub(crate) async fn renew(
     store: StoreOpt,
+    TimeoutOpt { timeout }: TimeoutOpt,
     ttl: Duration,
     owner: String,
     key: String,
 ) -> Result<Exit, Exit> {
     let owner = parse_owner(&owner)?;
-    let locker = connect(store).await?;
+    let (_, locker) = store::open(&store, timeout).await?;
     if locker.renew_by_owner(&key, &owner, ttl).await? {
         Ok(Exit::ok(0))
     } else {
@@ -54,9 +59,14 @@ pub(crate) async fn renew(
     }
 }
 
-pub(crate) async fn release(store: StoreOpt, owner: String, key: String) -> Result<Exit, Exit> {
+pub(crate) async fn release(
+    store: StoreOpt,
+    TimeoutOpt { timeout }: TimeoutOpt,
+    owner: String,
+    key: String,
+) -> Result<Exit, Exit> {
     let owner = parse_owner(&owner)?;
-    let locker = connect(store).await?;
+    let (_, locker) = store::open(&store, timeout).await?;
     if locker.release_by_owner(&key, &owner).await? {
         Ok(Exit::ok(0))
     } else {
@@ -67,46 +77,4 @@ pub(crate) async fn release(store: StoreOpt, owner: String, key: String) -> Resu
             ),
         ))
     }
-}
-
-pub(crate) async fn status(store: StoreOpt, json: bool, key: Option<String>) -> Result<Exit, Exit> {
-    let locker = connect(store).await?;
-    let holders = match locker.holders(key.as_deref()).await {
-        // A session lock held by another process: the server knows the session, not the
-        // owner token.
-        Err(leasehold::Error::Busy { key }) => {
-            if json {
-                println!(
-                    "{}",
-                    serde_json::json!([{ "key": key, "owner": null, "held_by": "another session" }])
-                );
-            } else {
-                println!(
-                    "{key}: held by another session (its owner token is not known to the server)"
-                );
-            }
-            return Ok(Exit::ok(0));
-        }
-        r => r?,
-    };
-    if json {
-        println!(
-            "{}",
-            serde_json::to_string(&holders)
-                .map_err(|e| Exit::fail(code::SOFTWARE, e.to_string()))?
-        );
-        return Ok(Exit::ok(0));
-    }
-    if holders.is_empty() {
-        eprintln!("no holders");
-        return Ok(Exit::ok(0));
-    }
-    let w = holders.iter().map(|h| h.key.as_str().chars().count()).max().unwrap_or(3).max(3);
-    println!("{:<w$}  {:<32}  {:>8}  TIME LEFT", "KEY", "OWNER", "FENCE");
-    for h in holders {
-        let left = h.expires_in.map_or_else(|| "session".to_string(), dur::human);
-        let fence = h.fence.map_or_else(|| "-".to_string(), |f| f.to_string());
-        println!("{:<w$}  {}  {fence:>8}  {left}", h.key.as_str(), h.owner);
-    }
-    Ok(Exit::ok(0))
 }

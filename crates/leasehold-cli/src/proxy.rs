@@ -247,6 +247,7 @@ fn refusal_line(req: &Request<Incoming>) -> String {
 
 pub(crate) async fn fence_proxy(
     store: StoreOpt,
+    TimeoutOpt { timeout }: TimeoutOpt,
     key: String,
     listen: String,
     upstream: String,
@@ -258,8 +259,8 @@ pub(crate) async fn fence_proxy(
     let listen: SocketAddr =
         listen.parse().map_err(|_| usage(format!("--listen {listen:?} is not HOST:PORT")))?;
     let upstream = Arc::new(parse_upstream(&upstream).map_err(usage)?);
-    let url = store_url(store)?;
-    let locker = Locker::connect(&url).await?;
+    let (store, locker) = store::open(&store, timeout).await?;
+    let url = store.url;
     let guard = FenceGuard::new(key.clone(), locker.store().clone())?;
     let fenced = FenceLayer::new(guard).layer(Forward { upstream: upstream.clone() });
     let listener = tokio::net::TcpListener::bind(listen)

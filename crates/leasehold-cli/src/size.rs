@@ -29,6 +29,7 @@ fn row(name: &str, d: &Distribution) -> String {
 
 pub(crate) async fn size(
     store: StoreOpt,
+    TimeoutOpt { timeout }: TimeoutOpt,
     duration: Duration,
     job: Option<Duration>,
     json: bool,
@@ -39,8 +40,8 @@ pub(crate) async fn size(
     if job.is_some_and(|j| j > leasehold::MAX_TTL) {
         return Err(Exit::fail(code::USAGE, "--job is longer than any lease can be"));
     }
-    let url = leasehold::StoreUrl::parse(&store_url(store)?)?;
-    let locker = Locker::connect(url.expose()).await?;
+    let url = leasehold::StoreUrl::parse(&store::resolve(&store)?.url)?;
+    let locker = store::connect(url.expose(), timeout).await?;
     let m = sizing::measure(&locker, duration, job).await?;
     if json {
         let report = SizeReport {

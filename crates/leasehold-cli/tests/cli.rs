@@ -87,12 +87,22 @@ fn stale_release_exits_77_and_keeps_the_holder() {
     let stale = e.run(&["release", "--owner", &owner_a, "job"]);
     assert_eq!(code(&stale), 77, "{}", stderr(&stale));
     assert_eq!(code(&e.run(&["renew", "--owner", &owner_a, "job"])), 77);
-    let s = e.run(&["status", "--json", "job"]);
+    let s = e.run(&["status", "--json", "--show-owner", "job"]);
     let holders: serde_json::Value = serde_json::from_slice(&s.stdout).unwrap();
     assert_eq!(holders[0]["owner"], owner_b.as_str());
+    assert_eq!(holders[0]["owner_id"], &owner_b[..8]);
     assert_eq!(holders[0]["fence"], fence_b);
     assert!(holders[0]["expires_in"].as_u64().unwrap() <= 30_000);
+    // Without --show-owner, only the short id: nobody copies a token out of a listing.
+    let s = e.run(&["status", "--json", "job"]);
+    assert!(!stdout(&s).contains(&owner_b), "{}", stdout(&s));
+    let holders: serde_json::Value = serde_json::from_slice(&s.stdout).unwrap();
+    assert_eq!(holders[0]["owner_id"], &owner_b[..8]);
+    assert!(holders[0].get("owner").is_none(), "{holders}");
     let human = e.run(&["status", "job"]);
+    assert!(!stdout(&human).contains(&owner_b), "{}", stdout(&human));
+    assert!(stdout(&human).contains(&owner_b[..8]), "{}", stdout(&human));
+    let human = e.run(&["status", "--show-owner", "job"]);
     assert!(stdout(&human).contains(&owner_b), "{}", stdout(&human));
     assert_eq!(code(&e.run(&["renew", "--ttl", "1m", "--owner", &owner_b, "job"])), 0);
     assert_eq!(code(&e.run(&["release", "--owner", &owner_b, "job"])), 0);
@@ -106,7 +116,7 @@ fn child_is_killed_when_the_lease_is_lost() {
     let e = Env::new();
     let script = r#""$LH" release --store "$STORE" --owner "$LEASEHOLD_OWNER" "$LEASEHOLD_KEY"; trap "" TERM; sleep 60; echo survived"#;
     let start = Instant::now();
-    let o = e.run(&["run", "--ttl", "1s", "--grace", "500ms", "job", "--", "sh", "-c", script]);
+    let o = e.run(&["run", "--ttl", "3s", "--grace", "500ms", "job", "--", "sh", "-c", script]);
     assert_eq!(code(&o), 79, "{}", stderr(&o));
     assert!(start.elapsed() < Duration::from_secs(30));
     assert!(!stdout(&o).contains("survived"));

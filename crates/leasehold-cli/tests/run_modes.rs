@@ -99,35 +99,6 @@ fn if_unavailable_run_does_not_run_on_busy() {
     assert!(!stdout(&o).contains("ran"));
 }
 
-/// `--metrics-file` writes the run's metrics in the Prometheus text format at exit: the
-/// grant, the acquire wait and the hold time; a busy run records its busy answer.
-#[test]
-fn metrics_file_has_the_runs_metrics() {
-    let e = Env::new();
-    let m = e.path("run.prom");
-    let o = e.run(&["run", "--metrics-file", m.to_str().unwrap(), "job", "--", "true"]);
-    assert_eq!(code(&o), 0, "{}", stderr(&o));
-    let text = std::fs::read_to_string(&m).unwrap();
-    assert!(text.contains("leasehold_grants_total{backend=\"sqlite\"} 1\n"), "{text}");
-    assert!(
-        text.contains(
-            "leasehold_acquire_wait_seconds_count{backend=\"sqlite\",outcome=\"granted\"} 1\n"
-        ),
-        "{text}"
-    );
-    assert!(
-        text.contains("leasehold_hold_seconds_count{backend=\"sqlite\",outcome=\"released\"} 1\n"),
-        "{text}"
-    );
-
-    let a = e.run(&["acquire", "--ttl", "30s", "job"]);
-    assert_eq!(code(&a), 0, "{}", stderr(&a));
-    let busy = e.run(&["run", "--metrics-file", m.to_str().unwrap(), "job", "--", "true"]);
-    assert_eq!(code(&busy), 75, "{}", stderr(&busy));
-    let text = std::fs::read_to_string(&m).unwrap();
-    assert!(text.contains("leasehold_busy_total{backend=\"sqlite\"} 1\n"), "{text}");
-}
-
 /// Outside the parent's process group (here `setsid`, as a daemonised step would be), the
 /// parent's SIGTERM on loss would not reach the command: the grant is not borrowed, and the
 /// nested run waits for the key like anyone else (busy after its --wait).

@@ -239,4 +239,74 @@ impl Resource {
                 .expect("GET"),
         }
     }
+
+    /// Removes what this resource wrote to the store: the value and its fence row or hash,
+    /// and the `data` and `leasehold_fence` tables when nothing else is left in them (a
+    /// table that holds other rows stays). The SQLite variant is a file of its own: kept.
+    pub async fn remove(&mut self) -> Result<(), String> {
+        match self {
+            Resource::Sqlite(_) => Ok(()),
+            #[cfg(feature = "redis")]
+            Resource::Redis(f, conn, key) => {
+                let fence = f.fence_key(NAME);
+                leasehold::fence::redis::redis::cmd("DEL")
+                    .arg(&*key)
+                    .arg(fence)
+                    .query_async::<i64>(conn)
+                    .await
+                    .map(drop)
+                    .map_err(|e| e.to_string())
+            }
+            #[cfg(feature = "postgres")]
+            Resource::Postgres(db) => {
+                db.batch_execute(
+                    "DELETE FROM data WHERE id = 'row-1';
+                     DELETE FROM leasehold_fence WHERE resource = 'row-1'",
+                )
+                .await
+                .map_err(|e| e.to_string())?;
+                for table in ["data", "leasehold_fence"] {
+                    let left = db
+                        .query_one(&format!("SELECT count(*) FROM {table}"), &[])
+                        .await
+                        .map_err(|e| e.to_string())?;
+                    if left.get::<_, i64>(0) == 0 {
+                        db.batch_execute(&format!("DROP TABLE {table}"))
+                            .await
+                            .map_err(|e| e.to_string())?;
+                    }
+                }
+                Ok(())
+            }
+            #[cfg(feature = "mysql")]
+            Resource::Mysql(db) => {
+                use leasehold::fence::mysql::mysql_async::prelude::Queryable;
+                let e = |e: leasehold::fence::mysql::mysql_async::Error| e.to_string();
+                db.query_drop("DELETE FROM data WHERE id = 'row-1'").await.map_err(e)?;
+                db.query_drop("DELETE FROM leasehold_fence WHERE resource = 'row-1'")
+                    .await
+                    .map_err(e)?;
+                for table in ["data", "leasehold_fence"] {
+                    let left: Option<i64> =
+                        db.query_first(format!("SELECT count(*) FROM {table}")).await.map_err(e)?;
+                    if left == Some(0) {
+                        db.query_drop(format!("DROP TABLE {table}")).await.map_err(e)?;
+                    }
+                }
+                Ok(())
+            }
+            #[cfg(feature = "etcd")]
+            Resource::Etcd(r) => {
+                let del = leasehold::backends::etcd::rpc::DeleteRangeRequest {
+                    key: ETCD_KEY.into(),
+                    ..Default::default()
+                };
+                leasehold::backends::etcd::tools::client(&r.1)
+                    .delete_range(del)
+                    .await
+                    .map(drop)
+                    .map_err(|e| e.to_string())
+            }
+        }
+    }
 }

@@ -13,6 +13,22 @@ use tokio::io::{AsyncBufReadExt, BufReader};
 
 use super::{Event, KEY, Settings};
 
+/// Where the worker finds the resource spec (it may hold the store's password, so it never
+/// goes on the command line).
+pub const ENV_RESOURCE: &str = "LEASEHOLD_CHAOS_RESOURCE";
+
+/// `leasehold chaos-worker`: the store URL from `$LEASEHOLD_STORE` and the resource from
+/// `$LEASEHOLD_CHAOS_RESOURCE`, as [`Holder::spawn`] passes them.
+pub async fn worker_cmd(key: &str, ttl_ms: u64, fenced: u8) -> Result<crate::Exit, crate::Exit> {
+    let var = |name: &str| {
+        std::env::var(name)
+            .map_err(|_| crate::Exit::fail(crate::code::USAGE, format!("chaos-worker: no ${name}")))
+    };
+    let (url, spec) = (var(crate::store::ENV_STORE)?, var(ENV_RESOURCE)?);
+    let ttl = Duration::from_millis(ttl_ms);
+    Ok(crate::Exit::ok(worker(&url, key, ttl, &spec, fenced == 1).await as u8))
+}
+
 /// The worker side (`leasehold chaos-worker`): hold the key, claim, write, say `ready`, and on
 /// `write` write again; every step is printed as `event …` lines with monotonic timestamps.
 pub async fn worker(url: &str, key: &str, ttl: Duration, spec: &str, fenced: bool) -> i32 {
@@ -105,7 +121,12 @@ impl Holder {
         let exe = std::env::current_exe().map_err(|e| e.to_string())?;
         let mut child = tokio::process::Command::new(exe)
             .arg("chaos-worker")
-            .args(["--store", url, "--key", KEY, "--resource", spec])
+            .args(["--key", KEY])
+            // Through the environment (readable only by this user), not argv (`ps` shows
+            // that to everyone): the URL and the resource may hold a password.
+            .env(crate::store::ENV_STORE, url)
+            .env(ENV_RESOURCE, spec)
+            .env_remove(crate::store::ENV_STORE_FILE)
             .arg(format!("--ttl-ms={}", s.ttl.as_millis()))
             .arg(format!("--fenced={}", u8::from(fenced)))
             .stdin(Stdio::piped())

@@ -174,7 +174,10 @@ pub(super) async fn start(url: &str, out: &Path) -> Result<Setup, String> {
         .map_err(|e| format!("cannot create {}: {e}", log_path.display()))?;
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
     let mut child = tokio::process::Command::new(exe)
-        .args(["fence-proxy", "--store", url, "--key", KEY, "--listen", "127.0.0.1:0"])
+        .args(["fence-proxy", "--key", KEY, "--listen", "127.0.0.1:0"])
+        // The URL may hold a password: the environment, never the command line.
+        .env(crate::store::ENV_STORE, url)
+        .env_remove(crate::store::ENV_STORE_FILE)
         .arg(format!("--upstream=http://{up}"))
         .stdin(Stdio::null())
         .stdout(Stdio::piped())

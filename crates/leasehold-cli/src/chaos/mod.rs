@@ -26,7 +26,7 @@ mod timeline;
 mod unknown;
 
 use holder::Holder;
-pub use holder::worker;
+pub use holder::worker_cmd;
 pub use report::{Report, table, verdict};
 
 use std::io::Write as _;
@@ -492,10 +492,17 @@ async fn holder_trials(s: &Settings) -> Result<(Vec<Trial>, Outline), String> {
             trials.push(t);
         }
     }
+    let removed = match remove_resource(&s.url, &spec).await {
+        Ok(()) => "; removed from the store at the end (final values are in the trials)",
+        Err(e) => {
+            eprintln!("\nchaos: warning: could not remove the resource from the store: {e}");
+            ""
+        }
+    };
     let outline = Outline {
         store: leasehold::redact(&s.url),
         guarantees: locker.guarantees(),
-        resource: where_,
+        resource: format!("{where_}{removed}"),
         setup: fenceless.then(|| {
             "this store issues no fence, so no fenced arm can run: a resource cannot tell a \
              stale holder from the current one (give it an external fence source)"
@@ -503,6 +510,35 @@ async fn holder_trials(s: &Settings) -> Result<(Vec<Trial>, Outline), String> {
         }),
     };
     Ok((trials, outline))
+}
+
+/// Leaves nothing of the trials on the user's store: the resource's value and fence rows
+/// or keys, and on Redis the lock key's fence counter (a key only chaos uses; fences stay
+/// clock-backed, so a later run's still grow). Lease-table rows of the lock key stay, as
+/// for any released key.
+async fn remove_resource(url: &str, spec: &str) -> Result<(), String> {
+    if let http::Res::Harness(mut r) = http::open(spec).await {
+        r.remove().await?;
+    }
+    #[cfg(feature = "redis")]
+    if let Ok(u) = leasehold::StoreUrl::parse(url)
+        && u.scheme() == Scheme::Redis
+    {
+        use leasehold::fence::redis::redis;
+        let prefix = u.option("prefix").unwrap_or("leasehold:").to_owned();
+        let base = url.split('?').next().unwrap_or(url);
+        let client = redis::Client::open(base).map_err(|e| e.to_string())?;
+        let mut conn =
+            client.get_multiplexed_async_connection().await.map_err(|e| e.to_string())?;
+        redis::cmd("DEL")
+            .arg(format!("{prefix}{{{KEY}}}:fence"))
+            .query_async::<i64>(&mut conn)
+            .await
+            .map_err(|e| e.to_string())?;
+    }
+    #[cfg(not(feature = "redis"))]
+    let _ = url;
+    Ok(())
 }
 
 /// Removes the tool's own SQLite resource file in `out`.

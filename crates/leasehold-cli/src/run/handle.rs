@@ -1,0 +1,123 @@
+//! `run`'s side of the supervisor ([`super::supervise`]): start it, tell it the local
+//! deadline and the signals to pass on, hear what the command did.
+
+use std::ffi::OsString;
+use std::os::fd::AsRawFd;
+use std::time::{Duration, Instant};
+
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
+
+use super::supervise::{ENV_FD, inherit_fd, mono_ns};
+
+/// What the supervisor reports.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Event {
+    /// The command started; its process group.
+    Started(i32),
+    /// The command could not be started (`true`: not found).
+    SpawnFailed(bool, String),
+    /// The command exited, leaving this many processes; they get SIGTERM, then SIGKILL.
+    Leftover(usize),
+    /// The supervisor reached the local deadline itself and sent SIGTERM.
+    DeadlineTerm,
+    /// … and SIGKILL, --grace after it.
+    DeadlineKill,
+    /// The command (and all it started) ended: its exit code, or 128 + its signal.
+    Ended(u8),
+    /// The supervisor is gone without a word.
+    Gone,
+}
+
+pub(crate) struct Supervisor {
+    pub child: tokio::process::Child,
+    tx: OwnedWriteHalf,
+    rx: tokio::io::Lines<BufReader<OwnedReadHalf>>,
+}
+
+impl Supervisor {
+    /// Starts `leasehold supervise -- COMMAND` with `env` added to the command's environment.
+    pub fn spawn(
+        command: &[OsString],
+        env: &[(&str, String)],
+        grace: Duration,
+    ) -> std::io::Result<Self> {
+        let (ours, theirs) = std::os::unix::net::UnixStream::pair()?;
+        let fd = theirs.as_raw_fd();
+        // /proc/self/exe still works when the binary was replaced on disk meanwhile.
+        let exe = if cfg!(target_os = "linux") {
+            std::path::PathBuf::from("/proc/self/exe")
+        } else {
+            std::env::current_exe()?
+        };
+        let mut cmd = tokio::process::Command::new(exe);
+        cmd.arg0("leasehold")
+            .arg("supervise")
+            .arg(format!("--grace-ms={}", grace.as_millis()))
+            .arg("--")
+            .args(command)
+            .env(ENV_FD, fd.to_string());
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        // SAFETY: fcntl only, between fork and exec.
+        unsafe {
+            cmd.pre_exec(move || inherit_fd(fd));
+        }
+        let child = cmd.spawn()?;
+        drop(theirs);
+        ours.set_nonblocking(true)?;
+        let (rx, tx) = tokio::net::UnixStream::from_std(ours)?.into_split();
+        Ok(Supervisor { child, tx, rx: BufReader::new(rx).lines() })
+    }
+
+    async fn send(&mut self, line: String) {
+        let _ = self.tx.write_all(format!("{line}\n").as_bytes()).await;
+    }
+
+    /// SIGTERM at `deadline`, SIGKILL --grace after it, unless a later deadline comes first.
+    pub async fn deadline(&mut self, deadline: Instant) {
+        let now = Instant::now();
+        let at = if deadline >= now {
+            mono_ns() + (deadline - now).as_nanos() as i64
+        } else {
+            mono_ns() - (now - deadline).as_nanos() as i64
+        };
+        self.send(format!("deadline {at}")).await;
+    }
+
+    /// Passes signal `n` to the command's process group.
+    pub async fn signal(&mut self, n: i32) {
+        self.send(format!("signal {n}")).await;
+    }
+
+    /// SIGTERM now, SIGKILL after --grace.
+    pub async fn term(&mut self) {
+        self.send("term".into()).await;
+    }
+
+    /// SIGKILL to the command and everything it started, now.
+    pub async fn kill(&mut self) {
+        self.send("kill".into()).await;
+    }
+
+    /// The next report (cancel-safe).
+    pub async fn next(&mut self) -> Event {
+        let Ok(Some(line)) = self.rx.next_line().await else { return Event::Gone };
+        let (word, rest) = line.split_once(' ').unwrap_or((&line, ""));
+        let num = || rest.trim().parse::<i64>().ok();
+        match (word, num()) {
+            ("started", Some(pid)) => Event::Started(pid as i32),
+            ("spawn-failed", _) => {
+                let (kind, msg) = rest.split_once(' ').unwrap_or((rest, ""));
+                Event::SpawnFailed(kind == "notfound", msg.to_owned())
+            }
+            ("leftover", Some(n)) => Event::Leftover(n as usize),
+            ("deadline-term", _) => Event::DeadlineTerm,
+            ("deadline-kill", _) => Event::DeadlineKill,
+            ("exited", Some(c)) => Event::Ended(c.clamp(0, 255) as u8),
+            ("killed", Some(s)) => Event::Ended((128 + s).clamp(0, 255) as u8),
+            _ => Event::Gone,
+        }
+    }
+}
