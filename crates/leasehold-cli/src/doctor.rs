@@ -2,13 +2,17 @@
 //! ([`leasehold::probe`]): the backend's guarantees, this deployment's settings, what they make
 //! of the guarantees, and the settings that would change that.
 
+use std::time::Duration;
+
 use leasehold::Locker;
 use leasehold::probe::Probe;
 use serde_json::{Value, json};
 
-/// Reads the deployment `url` names.
-pub async fn run(url: &str) -> Result<Probe, String> {
-    leasehold::probe::probe(url).await.map_err(|e| e.to_string())
+/// Reads the deployment `url` names: connecting within `timeout`, its settings within
+/// `limit`. Credentials, TLS or a database the store refuses stay [`leasehold::Error::Config`]
+/// (exit 78), as for every other command.
+pub async fn run(url: &str, timeout: Duration, limit: Duration) -> leasehold::Result<Probe> {
+    leasehold::probe::probe_within(url, timeout, limit).await
 }
 
 pub fn json(url: &str, locker: &Locker, p: &Probe) -> Value {

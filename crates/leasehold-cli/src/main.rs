@@ -184,13 +184,18 @@ async fn doctor_cmd(
     let (store, locker) = store::open(&opt, timeout).await?;
     let url = store.url;
     let limit = timeout * 3;
-    let probed = tokio::time::timeout(limit, doctor::run(&url)).await.unwrap_or_else(|_| {
-        Err(format!(
-            "{} did not answer within {} (3 × --timeout)",
-            leasehold::redact(&url),
-            dur::human(limit)
-        ))
-    });
+    let probed = tokio::time::timeout(limit + timeout, doctor::run(&url, timeout, limit))
+        .await
+        .unwrap_or_else(|_| {
+            Err(leasehold::Error::Unavailable {
+                message: format!(
+                    "{} did not answer within {} (3 × --timeout)",
+                    leasehold::redact(&url),
+                    dur::human(limit)
+                ),
+                source: None,
+            })
+        });
     match probed {
         Ok(report) => {
             if json {
@@ -200,7 +205,10 @@ async fn doctor_cmd(
             }
             Ok(Exit::ok(0))
         }
-        Err(e) => Err(Exit::fail(code::UNAVAILABLE, format!("doctor: {e}"))),
+        Err(e) => {
+            let e = Exit::from(e);
+            Err(Exit::fail(e.code, format!("doctor: {}", e.msg.unwrap_or_default())))
+        }
     }
 }
 

@@ -172,7 +172,7 @@ fn signals_are_forwarded_to_the_command() {
 }
 
 #[test]
-fn bad_input_is_one_line_and_exit_64_or_69() {
+fn bad_input_is_one_line_and_exits_64_69_or_78() {
     let e = Env::new();
     let long = "k".repeat(513);
     let cases: &[(&[&str], i32)] = &[
