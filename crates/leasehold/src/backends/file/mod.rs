@@ -160,7 +160,7 @@ fn bump_fence(writer: &File, path: &Path, key: &Key, owner: &OwnerToken) -> Resu
         });
     };
     // The clock floor: a deleted or restored lock file still issues larger fences.
-    let next = (last + 1).max(crate::token::wall_clock_us());
+    let next = crate::token::next_fence(last, crate::token::wall_clock_us());
     let body = format!("{next}\n{owner}\n{}", key.as_str());
     let w = || -> std::io::Result<()> {
         writer.write_all_at(body.as_bytes(), 0)?;

@@ -1,0 +1,132 @@
+//! `leasehold-model`: runs the protocol model with the bounds given, prints the state counts,
+//! the run time and every property's outcome (with the shortest trace of each discovery).
+//! `scripts/model` runs it with the deeper bounds `docs/model.md` records.
+//!
+//! ```text
+//! leasehold-model [lock|fence|faults|liveness|deep|liveness-deep] [--clients N]
+//!                 [--horizon N] [--ttl N] [--margin N] [--drift-every N] [--lossy 0|1]
+//!                 [--acquisitions N] [--effects N] [--failovers N] [--skew N]
+//!                 [--broken NAME] [--threads N] [--limit STATES] [--traces]
+//! ```
+//!
+//! With `--broken NAME` the run stops at the first violation and prints its trace (BFS: a
+//! shortest one). Exit status 0 when every `always`/`eventually` property holds and every
+//! `sometimes` one is reached (a broken rule's run: when a violation was found).
+//!
+//! ```text
+//! ```
+
+use std::process::ExitCode;
+use std::time::Instant;
+
+use leasehold_model::{Broken, Config, Protocol, props, trace};
+use stateright::{Checker, HasDiscoveries, Model};
+
+fn broken(name: &str) -> Option<Broken> {
+    Broken::ALL
+        .into_iter()
+        .chain([Broken::Nothing])
+        .find(|b| format!("{b:?}").eq_ignore_ascii_case(name))
+}
+
+fn main() -> ExitCode {
+    let mut args = std::env::args().skip(1).peekable();
+    let preset = args.peek().cloned().unwrap_or_default();
+    let mut cfg = match preset.as_str() {
+        "lock" => Config::lock(),
+        "fence" => Config::fence(),
+        "faults" => Config::faults(),
+        "liveness" => Config::liveness(),
+        "deep" => Config::deep(),
+        "liveness-deep" => Config::liveness_deep(),
+        _ => Config::lock(),
+    };
+    if !preset.starts_with("--") && !preset.is_empty() {
+        args.next();
+    }
+    let mut threads = 2;
+    let mut traces = false;
+    let mut limit: Option<usize> = None;
+    let mut until_failure = false;
+    while let Some(flag) = args.next() {
+        if flag == "--traces" {
+            traces = true;
+            continue;
+        }
+        let Some(value) = args.next() else {
+            eprintln!("{flag} needs a value");
+            return ExitCode::from(64);
+        };
+        let n = value.parse::<u8>();
+        match (flag.as_str(), n) {
+            ("--clients", Ok(n)) => cfg.clients = n,
+            ("--horizon", Ok(n)) => cfg.horizon = n,
+            ("--ttl", Ok(n)) => cfg.ttl = n,
+            ("--acquisitions", Ok(n)) => cfg.acquisitions = n,
+            ("--effects", Ok(n)) => cfg.effects = n,
+            ("--failovers", Ok(n)) => cfg.failovers = n,
+            ("--skew", Ok(n)) => cfg.max_skew = n,
+            ("--drift-every", Ok(n)) => cfg.drift_every = n,
+            ("--margin", Ok(n)) => cfg.margin = n,
+            ("--lossy", Ok(n)) => cfg.lossy = n != 0,
+            ("--threads", Ok(n)) => threads = usize::from(n),
+            ("--limit", _) => limit = value.parse().ok(),
+            ("--broken", _) => match broken(&value) {
+                Some(b) => {
+                    cfg.broken = b;
+                    until_failure = b != Broken::Nothing;
+                }
+                None => {
+                    eprintln!("unknown rule {value:?}; one of {:?}", Broken::ALL);
+                    return ExitCode::from(64);
+                }
+            },
+            _ => {
+                eprintln!("bad argument {flag} {value}");
+                return ExitCode::from(64);
+            }
+        }
+    }
+    println!("bounds: {cfg:?}");
+    let model = Protocol::new(cfg);
+    let failures = props::failures(&model);
+    let names: Vec<&'static str> = model.properties().iter().map(|p| p.name).collect();
+    let started = Instant::now();
+    let mut builder = model.clone().checker().threads(threads);
+    if let Some(n) = limit {
+        builder = builder.target_state_count(n);
+    }
+    if until_failure {
+        builder = builder.finish_when(HasDiscoveries::AnyFailures);
+    }
+    let checker = builder.spawn_bfs().join();
+    let took = started.elapsed();
+    println!(
+        "states: {} generated, {} unique, max depth {}, {:.1} s on {threads} threads (BFS)",
+        checker.state_count(),
+        checker.unique_state_count(),
+        checker.max_depth(),
+        took.as_secs_f64()
+    );
+    let mut failed = false;
+    for name in names {
+        let found = checker.discovery(name);
+        let bad = failures.contains(&name);
+        let verdict = match (&found, bad) {
+            (None, true) => "holds",
+            (Some(_), true) => "VIOLATED",
+            (Some(_), false) => "reached",
+            (None, false) => "NOT REACHED",
+        };
+        failed |= found.is_some() == bad;
+        println!("  {verdict:<11} {name}");
+        if let Some(path) = found
+            && (traces || bad)
+        {
+            print!("{}", trace::render(&model, &path));
+        }
+    }
+    let violated = failures.iter().any(|n| checker.discovery(n).is_some());
+    let ok = if until_failure { violated } else { !failed };
+    if ok { ExitCode::SUCCESS } else { ExitCode::FAILURE }
+}
