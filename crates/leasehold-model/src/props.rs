@@ -1,6 +1,8 @@
 //! The properties the checker proves or refutes (`docs/model.md` says each in words).
 
-use stateright::{Model, Property};
+use stateright::{Checker, HasDiscoveries, Model, Path, Property};
+
+use crate::state::{Action, State};
 
 use crate::property::*;
 use crate::{Config, Protocol};
@@ -34,4 +36,27 @@ pub fn failures(model: &Protocol) -> Vec<&'static str> {
         .filter(|p| p.expectation.discovery_is_failure())
         .map(|p| p.name)
         .collect()
+}
+
+/// A shortest path to a state that violates (or, for a `sometimes` property, satisfies) the
+/// property `name`, with at most `max_steps` steps: breadth-first with a depth limit raised
+/// one step at a time (stateright's BFS hands work out in batches, so on its own it is only
+/// roughly level by level).
+pub fn shortest(
+    model: &Protocol,
+    name: &'static str,
+    max_steps: usize,
+) -> Option<Path<State, Action>> {
+    (1..=max_steps + 1).find_map(|depth| {
+        let until = HasDiscoveries::AnyOf([name].into_iter().collect());
+        let checker = model
+            .clone()
+            .checker()
+            .threads(1)
+            .target_max_depth(depth + 1)
+            .finish_when(until)
+            .spawn_bfs()
+            .join();
+        checker.discovery(name)
+    })
 }

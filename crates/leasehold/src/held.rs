@@ -238,3 +238,18 @@ impl Shared {
         });
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn deadline_after_is_the_ttl_less_drift_and_margin() {
+        let s = Duration::from_secs;
+        assert_eq!(deadline_after(s(30), 0.01, s(2)), Duration::from_millis(27_700));
+        assert_eq!(deadline_after(s(4), 0.25, s(1)), s(2));
+        assert_eq!(deadline_after(s(1), 0.0, s(2)), Duration::ZERO, "no time left");
+        assert_eq!(deadline_after(s(1), f64::NAN, s(0)), Duration::ZERO, "no panic");
+        assert_eq!(deadline_after(s(1), 2.0, s(0)), Duration::ZERO, "no panic");
+    }
+}

@@ -135,6 +135,14 @@ mod tests {
     use super::*;
 
     #[test]
+    fn next_fence_is_the_counter_or_the_clock() {
+        assert_eq!(next_fence(0, 1_700_000_000_000_000), 1_700_000_000_000_000);
+        assert_eq!(next_fence(41, 40), 42, "a clock behind the counter: the counter wins");
+        assert_eq!(next_fence(41, 42), 42);
+        assert_eq!(next_fence(u64::MAX, 0), u64::MAX, "saturates");
+    }
+
+    #[test]
     fn owner_round_trip_and_uniqueness() {
         let a = OwnerToken::generate().unwrap();
         let b = OwnerToken::generate().unwrap();

@@ -120,10 +120,11 @@ fn main() -> ExitCode {
         };
         failed |= found.is_some() == bad;
         println!("  {verdict:<11} {name}");
-        if let Some(path) = found
-            && (traces || bad)
-        {
-            print!("{}", trace::render(&model, &path));
+        if found.is_some() && (traces || bad) {
+            // A shortest one: the run's own path need not be.
+            if let Some(path) = props::shortest(&model, name, 40) {
+                print!("{}", trace::render(&model, &path));
+            }
         }
     }
     let violated = failures.iter().any(|n| checker.discovery(n).is_some());
