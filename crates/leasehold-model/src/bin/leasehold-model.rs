@@ -113,12 +113,15 @@ fn main() -> ExitCode {
         let found = checker.discovery(name);
         let bad = failures.contains(&name);
         let verdict = match (&found, bad) {
+            (None, true) if until_failure => "-",
             (None, true) => "holds",
             (Some(_), true) => "VIOLATED",
             (Some(_), false) => "reached",
+            // A broken rule's run stops at its first violation.
+            (None, false) if until_failure => "-",
             (None, false) => "NOT REACHED",
         };
-        failed |= found.is_some() == bad;
+        failed |= !until_failure && found.is_some() == bad;
         println!("  {verdict:<11} {name}");
         if found.is_some() && (traces || bad) {
             // A shortest one: the run's own path need not be.
