@@ -13,11 +13,13 @@ pub mod props;
 mod serve;
 mod state;
 mod step;
+mod symmetry;
 pub mod trace;
 
 use std::time::Duration;
 
 pub use state::{Action, State};
+pub use symmetry::representative;
 
 /// A rule of the protocol switched off, to show that the checker then finds a violation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -12,7 +12,7 @@
 
 /// One grant as the store keeps it. A semaphore would keep several; a reader-writer lock a
 /// mode with each.
-#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Grant {
     /// Owner token.
     pub owner: u8,
@@ -25,7 +25,7 @@ pub struct Grant {
 }
 
 /// What a store server holds (and what replication copies).
-#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq, Default)]
+#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq, PartialOrd, Ord, Default)]
 pub struct Data {
     /// The key's grant, if any (live or expired).
     pub grant: Option<Grant>,
@@ -34,7 +34,7 @@ pub struct Data {
 }
 
 /// A request from a client to the store.
-#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Req {
     /// Grant `owner` the key.
     Acquire {
@@ -54,7 +54,7 @@ pub enum Req {
 }
 
 /// The store's answer to an acquire.
-#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Ans {
     /// Granted with this fence (store frame; and ghost grant number).
     Granted(i16, u8),
@@ -67,7 +67,7 @@ pub enum Ans {
 }
 
 /// A message from a holder to the resource: its claim or an effect, under its grant.
-#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq, PartialOrd, Ord)]
 pub struct ResMsg {
     /// Claim (true) or effect.
     pub claim: bool,
@@ -80,7 +80,7 @@ pub struct ResMsg {
 }
 
 /// Where the holder's claim stands.
-#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq, PartialOrd, Ord)]
 pub enum ClaimState {
     /// Not sent yet (or timed out: a re-claim is idempotent).
     No,
@@ -93,7 +93,7 @@ pub enum ClaimState {
 }
 
 /// A held grant, as the client sees it.
-#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Hold {
     /// Owner token.
     pub owner: u8,
@@ -116,7 +116,7 @@ pub struct Hold {
 }
 
 /// A client's phase.
-#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Phase {
     /// Not holding; may acquire.
     Idle,
@@ -138,7 +138,7 @@ pub enum Phase {
 }
 
 /// One client, with its links.
-#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Client {
     /// Phase.
     pub phase: Phase,
@@ -156,7 +156,7 @@ pub struct Client {
 }
 
 /// Ghost record the properties read; each flag latches.
-#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq, Default)]
+#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq, PartialOrd, Ord, Default)]
 pub struct Ghost {
     /// The next grant's number (renumbered with the others, `canon.rs`).
     pub grants: u8,
@@ -194,7 +194,7 @@ pub struct Ghost {
 }
 
 /// The whole state.
-#[derive(Clone, Debug, Hash, PartialEq, Eq)]
+#[derive(Clone, Debug, Hash, PartialEq, Eq, PartialOrd, Ord)]
 pub struct State {
     /// Real time, kept only in a liveness run (for its horizon and the holder's stop);
     /// otherwise 0.
@@ -225,7 +225,7 @@ impl State {
 /// One step of the model. The store serves a request the instant it is sent and its
 /// answer arrives at once or never: a request delayed in flight, or an answer read late, is
 /// the same, for every property here, as one sent later or a pause after reading.
-#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Action {
     /// Real time advances; clients in the mask `slow` lose the tick on their clocks.
     Tick {

@@ -3,12 +3,14 @@
 //! `scripts/model` runs it with the deeper bounds `docs/model.md` records.
 //!
 //! ```text
-//! leasehold-model [lock|fence|faults|liveness|deep|liveness-deep] [--clients N]
+//! leasehold-model [lock|fence|faults|liveness|deep|liveness-deep|lock3|fence3|faults3|deep3]
+//!                 [--clients N]
 //!                 [--horizon N] [--ttl N] [--margin N] [--drift-every N] [--lossy 0|1]
 //!                 [--acquisitions N] [--effects N] [--failovers N] [--skew N]
-//!                 [--broken NAME] [--threads N] [--limit STATES] [--traces]
+//!                 [--broken NAME] [--threads N] [--limit STATES] [--traces] [--symmetry]
 //! ```
 //!
+//! `--symmetry` (safety runs): depth-first, one state per renumbering of the clients.
 //! With `--broken NAME` the run stops at the first violation and prints its trace (BFS: a
 //! shortest one). Exit status 0 when every `always`/`eventually` property holds and every
 //! `sometimes` one is reached (a broken rule's run: when a violation was found).
@@ -32,6 +34,10 @@ fn broken(name: &str) -> Option<Broken> {
 fn main() -> ExitCode {
     let mut args = std::env::args().skip(1).peekable();
     let preset = args.peek().cloned().unwrap_or_default();
+    // NAME3: the same bounds with three clients (one acquire each where two would be out of
+    // reach), checked with symmetry.
+    let three = |c: Config, acquisitions| Config { clients: 3, acquisitions, ..c };
+    let mut symmetry = preset.ends_with('3');
     let mut cfg = match preset.as_str() {
         "lock" => Config::lock(),
         "fence" => Config::fence(),
@@ -39,6 +45,10 @@ fn main() -> ExitCode {
         "liveness" => Config::liveness(),
         "deep" => Config::deep(),
         "liveness-deep" => Config::liveness_deep(),
+        "lock3" => three(Config::lock(), 1),
+        "fence3" => three(Config::fence(), 2),
+        "faults3" => three(Config::faults(), 1),
+        "deep3" => three(Config::deep(), 1),
         _ => Config::lock(),
     };
     if !preset.starts_with("--") && !preset.is_empty() {
@@ -51,6 +61,10 @@ fn main() -> ExitCode {
     while let Some(flag) = args.next() {
         if flag == "--traces" {
             traces = true;
+            continue;
+        }
+        if flag == "--symmetry" {
+            symmetry = true;
             continue;
         }
         let Some(value) = args.next() else {
@@ -89,8 +103,6 @@ fn main() -> ExitCode {
     }
     println!("bounds: {cfg:?}");
     let model = Protocol::new(cfg);
-    let failures = props::failures(&model);
-    let names: Vec<&'static str> = model.properties().iter().map(|p| p.name).collect();
     let started = Instant::now();
     let mut builder = model.clone().checker().threads(threads);
     if let Some(n) = limit {
@@ -99,38 +111,61 @@ fn main() -> ExitCode {
     if until_failure {
         builder = builder.finish_when(HasDiscoveries::AnyFailures);
     }
-    let checker = builder.spawn_bfs().join();
-    let took = started.elapsed();
-    println!(
-        "states: {} generated, {} unique, max depth {}, {:.1} s on {threads} threads (BFS)",
-        checker.state_count(),
-        checker.unique_state_count(),
-        checker.max_depth(),
-        took.as_secs_f64()
-    );
-    let mut failed = false;
-    for name in names {
-        let found = checker.discovery(name);
-        let bad = failures.contains(&name);
-        let verdict = match (&found, bad) {
-            (None, true) if until_failure => "-",
-            (None, true) => "holds",
-            (Some(_), true) => "VIOLATED",
-            (Some(_), false) => "reached",
-            // A broken rule's run stops at its first violation.
-            (None, false) if until_failure => "-",
-            (None, false) => "NOT REACHED",
-        };
-        failed |= !until_failure && found.is_some() == bad;
-        println!("  {verdict:<11} {name}");
-        if found.is_some() && (traces || bad) {
-            // A shortest one: the run's own path need not be.
-            if let Some(path) = props::shortest(&model, name, 40) {
-                print!("{}", trace::render(&model, &path));
+    let run = Run { model: &model, started, threads, traces, until_failure };
+    let ok = if symmetry && model.config.liveness.is_none() {
+        run.report(
+            builder.symmetry_fn(leasehold_model::representative).spawn_dfs().join(),
+            "DFS, symmetry",
+        )
+    } else {
+        run.report(builder.spawn_bfs().join(), "BFS")
+    };
+    if ok { ExitCode::SUCCESS } else { ExitCode::FAILURE }
+}
+
+struct Run<'a> {
+    model: &'a Protocol,
+    started: Instant,
+    threads: usize,
+    traces: bool,
+    until_failure: bool,
+}
+
+impl Run<'_> {
+    /// Prints the counts and each property's outcome; whether the run went as it should.
+    fn report(&self, checker: impl Checker<Protocol>, search: &str) -> bool {
+        let (model, until_failure) = (self.model, self.until_failure);
+        let failures = props::failures(model);
+        println!(
+            "states: {} generated, {} unique, max depth {}, {:.1} s on {} threads ({search})",
+            checker.state_count(),
+            checker.unique_state_count(),
+            checker.max_depth(),
+            self.started.elapsed().as_secs_f64(),
+            self.threads
+        );
+        let mut failed = false;
+        for name in model.properties().iter().map(|p| p.name) {
+            let found = checker.discovery(name);
+            let bad = failures.contains(&name);
+            let verdict = match (&found, bad) {
+                // A broken rule's run stops at its first violation.
+                (None, _) if until_failure => "-",
+                (None, true) => "holds",
+                (Some(_), true) => "VIOLATED",
+                (Some(_), false) => "reached",
+                (None, false) => "NOT REACHED",
+            };
+            failed |= !until_failure && found.is_some() == bad;
+            println!("  {verdict:<11} {name}");
+            if found.is_some() && (self.traces || bad) {
+                // A shortest one: the run's own path need not be.
+                if let Some(path) = props::shortest(model, name, 40) {
+                    print!("{}", trace::render(model, &path));
+                }
             }
         }
+        let violated = failures.iter().any(|n| checker.discovery(n).is_some());
+        if until_failure { violated } else { !failed }
     }
-    let violated = failures.iter().any(|n| checker.discovery(n).is_some());
-    let ok = if until_failure { violated } else { !failed };
-    if ok { ExitCode::SUCCESS } else { ExitCode::FAILURE }
 }
