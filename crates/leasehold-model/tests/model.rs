@@ -53,6 +53,15 @@ fn a_waiting_client_eventually_holds() {
     holds("liveness", Config::liveness());
 }
 
+/// The liveness check can fail: with a horizon of 8 ticks the holder may renew until it stops
+/// at tick 6 and its grant outlives the run, so the waiter does not always get the key.
+#[test]
+fn the_liveness_check_fails_when_the_horizon_is_too_short() {
+    let model = Protocol::new(Config { horizon: 8, ..Config::liveness() });
+    let checker = model.clone().checker().threads(2).spawn_bfs().join();
+    assert!(checker.discovery(WAITER_HOLDS).is_some(), "the waiter always held within 8 ticks");
+}
+
 /// Asserts that with `broken` the checker finds a violation of each property of `expected`,
 /// and prints a shortest trace of each.
 fn caught(broken: Broken, expected: &[&'static str]) {
