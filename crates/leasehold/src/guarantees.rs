@@ -38,10 +38,12 @@ pub enum FenceRepeat {
 }
 
 /// The assumption behind [`FenceRepeat::ClockBacked`] fences, as printed by `doctor`.
+/// The model (`docs/model.md`) checks it in this strict form: a new clock that reads exactly
+/// the last grant's time repeats its fence.
 pub const CLOCK_ASSUMPTION: &str = "after a store failure, the clock of the server that takes \
-over is not behind the last grant on the old one by more than the failover took, and a key \
-gets fewer than 1,000,000 grants per second (fences are microseconds since 1970, below 2^53 \
-until the year 2255)";
+over reads later than the last grant on the old one (it lags the old clock by less than the \
+time since that grant, failover included), and a key gets fewer than 1,000,000 grants per \
+second (fences are microseconds since 1970, below 2^53 until the year 2255)";
 
 /// Fences stay below this (2^53) so that JSON readers in any language read them exactly.
 pub const MAX_FENCE: u64 = 1 << 53;

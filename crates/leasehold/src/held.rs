@@ -23,10 +23,25 @@ pub(crate) struct Timing {
     pub op_timeout: Duration,
 }
 
+/// How long after sending a request that the store granted or renewed the holder keeps its
+/// authority: `ttl·(1 − drift) − margin`, zero if the margin leaves nothing (`docs/design.md`
+/// §2, local deadline). `drift` is the fraction by which this host's clock may run slow
+/// against the store's; the store's expiry is at least `ttl` after it received the request,
+/// so on a clock within that drift the local deadline falls `margin` before it.
+/// A drift outside `[0, 1]` (or NaN) gives zero rather than a panic; `Acquire` admits only
+/// `[0, 0.5)`.
+#[inline]
+pub fn deadline_after(ttl: Duration, drift: f64, margin: Duration) -> Duration {
+    // What `ttl.mul_f64(1.0 - drift)` computes, without its panics.
+    Duration::try_from_secs_f64(ttl.as_secs_f64() * (1.0 - drift))
+        .unwrap_or(Duration::ZERO)
+        .saturating_sub(margin)
+}
+
 impl Timing {
-    /// `sent + ttl·(1 − drift) − margin`, never before `sent`.
+    /// `sent + ttl·(1 − drift) − margin` ([`deadline_after`]), never before `sent`.
     pub fn deadline(&self, sent: Instant, ttl: Duration) -> Instant {
-        sent + ttl.mul_f64(1.0 - self.drift).saturating_sub(self.margin)
+        sent + deadline_after(ttl, self.drift, self.margin)
     }
 
     /// When the renewal after a confirmation of a request sent at `sent` is overdue: due at
@@ -221,5 +236,20 @@ impl Shared {
                 _ = stop_rx => {}
             }
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn deadline_after_is_the_ttl_less_drift_and_margin() {
+        let s = Duration::from_secs;
+        assert_eq!(deadline_after(s(30), 0.01, s(2)), Duration::from_millis(27_700));
+        assert_eq!(deadline_after(s(4), 0.25, s(1)), s(2));
+        assert_eq!(deadline_after(s(1), 0.0, s(2)), Duration::ZERO, "no time left");
+        assert_eq!(deadline_after(s(1), f64::NAN, s(0)), Duration::ZERO, "no panic");
+        assert_eq!(deadline_after(s(1), 2.0, s(0)), Duration::ZERO, "no panic");
     }
 }

@@ -75,6 +75,16 @@ mod watchdog;
 pub mod backends;
 pub mod fence;
 
+/// The protocol's rules as pure functions, for leasehold's own model and tests (feature
+/// `tools`, not a stable API): the library's code calls each of them where it applies the
+/// rule (`docs/model.md`).
+#[cfg(feature = "tools")]
+pub mod rules {
+    pub use crate::fence::rule::{may_apply, may_claim};
+    pub use crate::held::deadline_after;
+    pub use crate::token::next_fence;
+}
+
 pub use error::{BoxError, Error, LostReason, Result, StaleReason};
 pub use fence::Fencing;
 pub use guarantees::{CLOCK_ASSUMPTION, FenceRepeat, Guarantees, LockKind, MAX_FENCE};

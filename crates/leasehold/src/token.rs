@@ -102,6 +102,21 @@ impl fmt::Display for FenceToken {
     }
 }
 
+/// The fence of a grant (`docs/design.md` §4.2): `max(counter + 1, clock_us)`, `counter` being
+/// the last fence the store issued for the key (0 for none) and `clock_us` the store's clock
+/// in µs since 1970. In normal operation the counter keeps fences growing whatever the clock
+/// does; after a failure that forgot or rolled back the counter, the clock restarts fences
+/// above every earlier one while [`crate::CLOCK_ASSUMPTION`] holds. Saturates at `u64::MAX`.
+/// The SQL and Lua forms of the stores are pinned to it by the testkit's `rules` test.
+#[cfg_attr(
+    not(any(feature = "tools", all(feature = "file", target_os = "linux"))),
+    allow(dead_code)
+)]
+#[inline]
+pub fn next_fence(counter: u64, clock_us: u64) -> u64 {
+    counter.saturating_add(1).max(clock_us)
+}
+
 /// The wall clock in µs since 1970: the floor under fences of stores that keep their counter
 /// in a file this process writes (see [`crate::FenceRepeat::ClockBacked`]). A clock before
 /// 1970 counts as 0 (the counter alone then keeps fences growing).
@@ -118,6 +133,14 @@ pub(crate) fn wall_clock_us() -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn next_fence_is_the_counter_or_the_clock() {
+        assert_eq!(next_fence(0, 1_700_000_000_000_000), 1_700_000_000_000_000);
+        assert_eq!(next_fence(41, 40), 42, "a clock behind the counter: the counter wins");
+        assert_eq!(next_fence(41, 42), 42);
+        assert_eq!(next_fence(u64::MAX, 0), u64::MAX, "saturates");
+    }
 
     #[test]
     fn owner_round_trip_and_uniqueness() {

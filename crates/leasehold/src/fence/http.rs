@@ -61,7 +61,7 @@ use http::{HeaderMap, HeaderName, HeaderValue, Request, Response, StatusCode};
 use tower_layer::Layer;
 use tower_service::Service;
 
-use super::Fencing;
+use super::{Fencing, rule};
 use crate::{Error, FenceRepeat, FenceToken, Key, OwnerToken, Store};
 
 pub use http;
@@ -295,16 +295,19 @@ impl FenceGuard {
             return Err(Refusal::Forbidden("fence 0: the grant's store issues no fences".into()));
         }
         let cur = self.lock();
-        match t.cmp(&cur.token) {
-            std::cmp::Ordering::Less => Err(Refusal::Stale(format!(
+        let installed = cur.owner.as_ref().map(|o| (&self.key, cur.token, o));
+        let presented = (f.key(), t, &f.owner());
+        if rule::may_apply(installed, presented) {
+            Ok(Judged::Installed)
+        } else if rule::may_claim(installed, presented) {
+            Ok(Judged::Newer)
+        } else if t < cur.token {
+            Err(Refusal::Stale(format!(
                 "fence {t} is older than the installed fence {}",
                 cur.token
-            ))),
-            std::cmp::Ordering::Equal if cur.owner != Some(f.owner()) => {
-                Err(Refusal::Stale(format!("fence {t} is installed by another owner")))
-            }
-            std::cmp::Ordering::Equal => Ok(Judged::Installed),
-            std::cmp::Ordering::Greater => Ok(Judged::Newer),
+            )))
+        } else {
+            Err(Refusal::Stale(format!("fence {t} is installed by another owner")))
         }
     }
 

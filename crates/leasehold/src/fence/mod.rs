@@ -27,6 +27,7 @@ pub mod http;
 pub use crate::backends::mysql::fence as mysql;
 #[cfg(feature = "postgres")]
 pub use crate::backends::postgres::fence as postgres;
+pub(crate) mod rule;
 #[cfg(feature = "redis")]
 pub use crate::backends::redis::fence as redis;
 #[cfg(feature = "sqlite")]
@@ -177,35 +178,37 @@ pub(crate) fn stale(resource: &str, presented: &Fencing, installed: Option<Insta
     }
 }
 
-/// The claim rule: unclaimed, or guarded by the same key with a greater fence, or the same
-/// fence and owner (an idempotent re-claim).
-#[cfg_attr(not(feature = "mysql"), allow(dead_code))]
-pub(crate) fn may_claim(installed: Option<&Installed>, f: &Fencing) -> bool {
-    match installed {
-        None => true,
-        Some(i) => {
-            i.key == f.key.as_str()
-                && (f.token.get() > i.token
-                    || (f.token.get() == i.token && i.owner == f.owner.to_string()))
-        }
+impl Installed {
+    #[cfg_attr(
+        not(any(feature = "sqlite", feature = "postgres", feature = "mysql")),
+        allow(dead_code)
+    )]
+    fn as_claim(&self) -> (&str, u64, &str) {
+        (&self.key, self.token, &self.owner)
     }
 }
 
-/// Succeeds iff `installed` is exactly `fencing` (key, token and owner).
+/// The claim rule ([`rule::may_claim`]) for a claim read back from a resource.
+#[cfg_attr(not(feature = "mysql"), allow(dead_code))]
+pub(crate) fn may_claim(installed: Option<&Installed>, f: &Fencing) -> bool {
+    let owner = f.owner.hex();
+    let owner = std::str::from_utf8(&owner).unwrap_or_default();
+    rule::may_claim(installed.map(Installed::as_claim), (f.key.as_str(), f.token.get(), owner))
+}
+
+/// Succeeds iff `installed` is exactly `fencing` (key, token and owner): [`rule::may_apply`].
 #[cfg_attr(not(any(feature = "sqlite", feature = "postgres", feature = "mysql")), allow(dead_code))]
 pub(crate) fn verify(
     resource: &str,
     fencing: &Fencing,
     installed: Option<Installed>,
 ) -> Result<()> {
-    match installed {
-        Some(i)
-            if i.key == fencing.key().as_str()
-                && i.token == fencing.token().get()
-                && i.owner == fencing.owner().to_string() =>
-        {
-            Ok(())
-        }
-        other => Err(stale(resource, fencing, other)),
+    let owner = fencing.owner().hex();
+    let owner = std::str::from_utf8(&owner).unwrap_or_default();
+    let presented = (fencing.key().as_str(), fencing.token().get(), owner);
+    if rule::may_apply(installed.as_ref().map(Installed::as_claim), presented) {
+        Ok(())
+    } else {
+        Err(stale(resource, fencing, installed))
     }
 }

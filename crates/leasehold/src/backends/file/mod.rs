@@ -177,7 +177,7 @@ fn bump_fence(
         });
     };
     // The clock floor: a deleted or restored lock file still issues larger fences.
-    let next = (last + 1).max(crate::token::wall_clock_us());
+    let next = crate::token::next_fence(last, crate::token::wall_clock_us());
     let mut body = format!("{next}\n{owner}\n{}", key.as_str());
     if let Some(info) = info {
         body.push('\0');

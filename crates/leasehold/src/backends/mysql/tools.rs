@@ -4,3 +4,7 @@
 
 pub use super::lease::{LeaseStatements, lease_statements};
 pub use super::session::{SessionStatements, session_statements};
+
+/// The SQL expression the statements read the server's clock with (µs since 1970); the
+/// testkit's `rules` test puts chosen clocks in its place.
+pub const CLOCK_US: &str = super::CLOCK_US;

@@ -18,3 +18,7 @@ pub fn session_statements(url: &str) -> Result<SessionStatements> {
     let seq = o.fence.then(|| format!("\"{}\".leasehold_fence_seq", o.schema));
     Ok(SessionStatements::new(seq.as_deref()))
 }
+
+/// The SQL expression the statements read the server's clock with (µs since 1970); the
+/// testkit's `rules` test puts chosen clocks in its place.
+pub const CLOCK_US: &str = super::CLOCK_US;

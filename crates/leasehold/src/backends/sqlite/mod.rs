@@ -30,6 +30,8 @@ mod doorbell;
 mod wait;
 
 pub mod fence;
+#[cfg(feature = "tools")]
+pub mod tools;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -11,6 +11,11 @@
 
 use std::time::{Duration, Instant};
 
+/// The fence of a grant, in the granting transaction: `?1` key, `?2` the clock in µs →
+/// `max(counter + 1, clock)` ([`crate::token::next_fence`]; pinned to it by the testkit).
+pub(super) const GRANT_FENCE: &str = "INSERT INTO leasehold_fences (key, fence) VALUES (?1, ?2)
+             ON CONFLICT (key) DO UPDATE SET fence = max(fence + 1, ?2) RETURNING fence";
+
 use rusqlite::{OptionalExtension, Transaction, params};
 use tokio::sync::watch;
 
@@ -51,12 +56,9 @@ pub(super) fn grant_in(
         return Ok(Err(remaining(exp, now)));
     }
     let f: i64 = tx
-        .query_row(
-            "INSERT INTO leasehold_fences (key, fence) VALUES (?1, ?2)
-             ON CONFLICT (key) DO UPDATE SET fence = max(fence + 1, ?2) RETURNING fence",
-            params![key.as_str(), crate::token::wall_clock_us() as i64],
-            |r| r.get(0),
-        )
+        .query_row(GRANT_FENCE, params![key.as_str(), crate::token::wall_clock_us() as i64], |r| {
+            r.get(0)
+        })
         .sql()?;
     tx.execute(
         "INSERT INTO leasehold_leases (key, owner, fence, boot_id, expires_ns, info)
