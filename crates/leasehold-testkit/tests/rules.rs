@@ -195,11 +195,14 @@ async fn postgres_grants_issue_the_fence_rule() {
             }
             let owner = OwnerToken::generate().unwrap().to_string();
             let row = if form == "grant" {
-                c.query_one(&sql, &[&key, &owner, &30_000i64]).await.unwrap()
+                c.query_one(&sql, &[&key, &owner, &30_000i64, &None::<String>]).await.unwrap()
             } else {
-                c.query_one(&sql, &[&key, &owner, &30_000i64, &0i64, &"leasehold-test"])
-                    .await
-                    .unwrap()
+                c.query_one(
+                    &sql,
+                    &[&key, &owner, &30_000i64, &None::<String>, &0i64, &"leasehold-test"],
+                )
+                .await
+                .unwrap()
             };
             let got: Option<i64> = row.get(0);
             assert_eq!(
@@ -250,7 +253,9 @@ async fn mysql_grants_issue_the_fence_rule() {
             }
             if form == "lease" {
                 let owner = OwnerToken::generate().unwrap().to_string();
-                c.exec_drop(sql.as_str(), (key.as_bytes(), owner, 30_000_000u64)).await.unwrap();
+                c.exec_drop(sql.as_str(), (key.as_bytes(), owner, 30_000_000u64, None::<String>))
+                    .await
+                    .unwrap();
             } else {
                 c.exec_drop(sql.as_str(), (key.as_bytes(),)).await.unwrap();
             }
@@ -270,7 +275,7 @@ async fn redis_grant_script_issues_the_fence_rule() {
     let (grant, _) = leasehold::backends::redis::tools::scripts();
     let time = "local t = redis.call('TIME')";
     assert!(grant.contains(time), "the grant script reads the clock with TIME");
-    let script = redis::Script::new(&grant.replace(time, "local t = {ARGV[3], ARGV[4]}"));
+    let script = redis::Script::new(&grant.replace(time, "local t = {ARGV[4], ARGV[5]}"));
     let client = redis::Client::open(server.url()).unwrap();
     let mut conn = client.get_connection_manager().await.unwrap();
     for (n, counter) in fence_cases().into_iter().enumerate() {
@@ -282,8 +287,10 @@ async fn redis_grant_script_issues_the_fence_rule() {
         let (ok, fence): (i64, u64) = script
             .key(format!("k{n}"))
             .key(&counter_key)
+            .key(format!("k{n}:holder"))
             .arg("owner")
             .arg(30_000)
+            .arg("")
             .arg(CLOCK / 1_000_000)
             .arg(CLOCK % 1_000_000)
             .invoke_async(&mut conn)
