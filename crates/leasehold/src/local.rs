@@ -54,8 +54,8 @@ pub(crate) struct LocalKey {
     queue: Arc<tokio::sync::Mutex<()>>,
     /// The lease of this locker holding the key, if any, and who acquired it.
     holder: Mutex<Option<(Weak<Shared>, Ident)>>,
-    /// Bumped whenever `holder` is cleared.
-    freed: watch::Sender<u64>,
+    /// Bumped whenever `holder` is set or cleared.
+    changes: watch::Sender<u64>,
     /// When `holder` was last cleared (for the handoff-wait metric).
     freed_at: Mutex<Option<Instant>>,
 }
@@ -89,11 +89,24 @@ impl Local {
             return Err(Refused::Ours(h.id.token()));
         }
         if let Some(until) = until {
-            let turn = tokio::time::timeout_at(until.into(), entry.queue.clone().lock_owned());
-            slot._turn = Some(turn.await.map_err(|_| Refused::Timeout)?);
-            if !entry.wait_not_held(until).await {
-                return Err(Refused::Timeout);
-            }
+            // Queue for the turn, but give up at once if meanwhile a lease of this same task
+            // (an earlier future of a `join!`) is granted the key: waiting would be on itself.
+            let mut changes = entry.changes.subscribe();
+            let turn = entry.queue.clone().lock_owned();
+            tokio::pin!(turn);
+            let guard = loop {
+                if let Some(fence) = entry.held_by(me) {
+                    return Err(Refused::Ours(fence));
+                }
+                tokio::select! {
+                    biased;
+                    g = &mut turn => break g,
+                    _ = changes.changed() => {}
+                    _ = tokio::time::sleep_until(until.into()) => return Err(Refused::Timeout),
+                }
+            };
+            slot._turn = Some(guard);
+            entry.wait_not_held(until, me).await?;
         }
         let settle_until = Instant::now() + settle;
         entry.wait_released(until.map_or(settle_until, |u| u.min(settle_until))).await;
@@ -108,7 +121,7 @@ impl Local {
                     key: key.clone(),
                     queue: Arc::new(tokio::sync::Mutex::new(())),
                     holder: Mutex::new(None),
-                    freed: watch::Sender::new(0),
+                    changes: watch::Sender::new(0),
                     freed_at: Mutex::new(None),
                 })
             })
@@ -163,6 +176,13 @@ impl LocalKey {
 
     pub fn set_holder(&self, lease: &Arc<Shared>, who: Ident) {
         *self.holder.lock().unwrap_or_else(|p| p.into_inner()) = Some((Arc::downgrade(lease), who));
+        self.changes.send_modify(|n| *n += 1);
+    }
+
+    /// The fence of a live lease of this locker on the key that `me` acquired.
+    fn held_by(&self, me: Ident) -> Option<FenceToken> {
+        let (h, who) = self.holder()?;
+        (who == me && h.lost_now().is_none()).then(|| h.id.token())
     }
 
     /// Clears the holder if it is `lease`, waking the head of the queue.
@@ -173,24 +193,28 @@ impl LocalKey {
             *h = None;
             drop(h);
             *self.freed_at.lock().unwrap_or_else(|p| p.into_inner()) = Some(Instant::now());
-            self.freed.send_modify(|n| *n += 1);
+            self.changes.send_modify(|n| *n += 1);
         }
     }
 
-    /// Waits until no live lease of this locker holds the key, or `until`. True if free.
-    async fn wait_not_held(&self, until: Instant) -> bool {
-        let mut rx = self.freed.subscribe();
+    /// Waits until no live lease of this locker holds the key; refused at once if the holder
+    /// is (or becomes) a lease `me` acquired, or when `until` passes.
+    async fn wait_not_held(&self, until: Instant, me: Ident) -> Result<(), Refused> {
+        let mut rx = self.changes.subscribe();
         loop {
-            let Some((h, _)) = self.holder() else { return true };
+            let Some((h, who)) = self.holder() else { return Ok(()) };
             if h.lost_now().is_some() {
-                return true;
+                return Ok(());
+            }
+            if who == me {
+                return Err(Refused::Ours(h.id.token()));
             }
             let lost = h.lost();
             drop(h);
             tokio::select! {
                 _ = rx.changed() => {}
-                _ = lost => return true,
-                _ = tokio::time::sleep_until(until.into()) => return false,
+                _ = lost => return Ok(()),
+                _ = tokio::time::sleep_until(until.into()) => return Err(Refused::Timeout),
             }
         }
     }
@@ -200,7 +224,7 @@ impl LocalKey {
     /// Waits, up to `until`, while a lease of this locker that is being released (dropped,
     /// its release in flight) still holds the key.
     async fn wait_released(&self, until: Instant) {
-        let mut rx = self.freed.subscribe();
+        let mut rx = self.changes.subscribe();
         loop {
             let releasing =
                 self.holder().is_some_and(|(h, _)| h.lost_now() == Some(LostReason::Released));
