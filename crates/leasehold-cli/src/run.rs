@@ -157,8 +157,8 @@ pub(crate) async fn run(
         ));
     }
     match released {
-        Ok(true) => {}
-        Ok(false) => {
+        Ok(leasehold::Released::Clean) => {}
+        Ok(leasehold::Released::MayHaveOverlapped) => {
             return Err(Exit::fail(
                 code::LOST,
                 format!(

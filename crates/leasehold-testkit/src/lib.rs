@@ -231,7 +231,7 @@ macro_rules! conformance_suite {
             auto_renew_keeps_lease, many_leases_auto_renew, lost_fires_by_local_deadline,
             guard_cancels_on_loss, waiter_gets_lease_after_release,
             waiter_gets_lease_after_expiry, dropped_lease_is_released,
-            cancelled_acquire_leaves_no_orphan, holders_lists_grant, no_self_wait,
+            cancelled_acquire_leaves_no_orphan, holders_lists_grant, no_self_wait, no_self_wait_in_join,
             acquire_right_after_drop, cancelled_release_still_frees);
     };
     (@tests $fixture:expr; $($name:ident),* $(,)?) => {

@@ -235,7 +235,7 @@ pub async fn stalled_holder(
     let said = holder.line().await;
     assert_eq!(holder.wait().await, 0, "holder worker failed");
     let final_value = res.read().await;
-    assert!(lease.release().await.unwrap());
+    assert!(lease.release().await.unwrap().is_clean());
     StallReport {
         stale_write_accepted: said == "accepted",
         holder_said: said,
@@ -251,7 +251,7 @@ pub async fn stale_release_keeps_successor(locker: &Locker, url: &str) {
     let key = unique_key("stale-release");
     let a = locker.acquire(&key, Duration::from_secs(30)).await.unwrap();
     let a_owner = a.owner();
-    assert!(a.release().await.unwrap());
+    assert!(a.release().await.unwrap().is_clean());
     let b = locker.acquire(&key, Duration::from_secs(30)).await.unwrap();
     assert!(!locker.release_by_owner(&key, &a_owner).await.unwrap());
     let other = Locker::connect(url).await.unwrap();
@@ -259,7 +259,7 @@ pub async fn stale_release_keeps_successor(locker: &Locker, url: &str) {
     let h = locker.holders(Some(&key)).await.unwrap();
     assert_eq!(h.iter().map(|h| h.owner).collect::<Vec<_>>(), vec![b.owner()]);
     assert_eq!(h[0].fence, Some(b.fence()));
-    assert!(b.release().await.unwrap());
+    assert!(b.release().await.unwrap().is_clean());
 }
 
 /// Session stores: a frozen holder keeps its lock (nothing expires while the process lives),
@@ -281,7 +281,7 @@ pub async fn stalled_session_holder_keeps_lock(locker: &Locker, url: &str, worke
         .wait(Wait::For(Duration::from_secs(10)))
         .await
         .expect("the holder's death releases the lock");
-    assert!(lease.release().await.unwrap());
+    assert!(lease.release().await.unwrap().is_clean());
 }
 
 /// A process that returns from `main` with a lease held (the `lh-exit` binary, on a
@@ -305,6 +305,6 @@ pub async fn exit_with_lease_releases(l: &Locker, url: &str, exit_bin: &Path) {
         );
         let again = l.acquire(&key, Duration::from_secs(30)).await;
         let again = again.unwrap_or_else(|e| panic!("{flavor}: not free at once: {e}"));
-        assert!(again.release().await.unwrap());
+        assert!(again.release().await.unwrap().is_clean());
     }
 }

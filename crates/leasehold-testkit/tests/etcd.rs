@@ -71,7 +71,7 @@ async fn etcdctl_lock_and_leasehold_exclude_each_other() {
     };
     tokio::time::sleep(Duration::from_millis(1500)).await;
     let released = Instant::now();
-    assert!(a.release().await.unwrap());
+    assert!(a.release().await.unwrap().is_clean());
     // etcdctl now holds for 2 s: leasehold must not get in.
     tokio::time::sleep(Duration::from_millis(500)).await;
     let r = l.acquire(&key, Duration::from_secs(30)).await;
@@ -89,7 +89,7 @@ async fn etcdctl_lock_and_leasehold_exclude_each_other() {
         ctl_done >= released + Duration::from_secs(2),
         "etcdctl held the lock while leasehold did"
     );
-    assert!(b.release().await.unwrap());
+    assert!(b.release().await.unwrap().is_clean());
 }
 
 /// A stale release never deletes the successor's grant.
@@ -130,7 +130,7 @@ async fn frozen_store_turns_admit_false_then_fires_lost() {
         .await
         .expect("new session after the old one ended");
     assert!(b.fence() > a.fence());
-    assert!(b.release().await.unwrap());
+    assert!(b.release().await.unwrap().is_clean());
 }
 
 /// On a 3-member cluster, killing the leader during a hold does not admit a second holder, and
@@ -151,7 +151,7 @@ async fn leader_loss_keeps_the_holder_and_fences_monotonic() {
     assert!(matches!(r, Err(Error::Busy { .. }) | Err(Error::Unavailable { .. })), "{r:?}");
     assert!(!a.is_lost(), "the holder lost its lock to a leader change: {:?}", a.lost().await);
     let fence = a.fence();
-    assert!(a.release().await.unwrap());
+    assert!(a.release().await.unwrap().is_clean());
     let b = rival
         .acquire(&key, Duration::from_secs(30))
         .wait(Wait::For(Duration::from_secs(15)))
@@ -159,7 +159,7 @@ async fn leader_loss_keeps_the_holder_and_fences_monotonic() {
         .expect("the rival after release");
     assert!(b.fence() > fence);
     cluster.restart(leader);
-    assert!(b.release().await.unwrap());
+    assert!(b.release().await.unwrap().is_clean());
 }
 
 /// The etcd fenced transaction applies while the grant holds and refuses once it has ended.
@@ -173,7 +173,7 @@ async fn fenced_transaction_follows_the_lock_key() {
     let a = l.acquire(&key, Duration::from_secs(30)).await.unwrap();
     let fa = a.fencing();
     fence.put(&fa, "data/x", "a").await.expect("holder's put");
-    assert!(a.release().await.unwrap());
+    assert!(a.release().await.unwrap().is_clean());
     let b = l.acquire(&key, Duration::from_secs(30)).await.unwrap();
     let r = fence.put(&fa, "data/x", "stale").await;
     assert!(matches!(r, Err(Error::StaleFence { .. })), "{r:?}");
@@ -184,8 +184,8 @@ async fn fenced_transaction_follows_the_lock_key() {
         leasehold::fence::Fencing::new(b.fencing().key().clone(), other.fence(), other.owner());
     assert!(matches!(fence.put(&forged, "data/x", "x").await, Err(Error::StaleFence { .. })));
     assert_eq!(cluster.ctl(&["get", "--print-value-only", "data/x"]), "b");
-    assert!(b.release().await.unwrap());
-    assert!(other.release().await.unwrap());
+    assert!(b.release().await.unwrap().is_clean());
+    assert!(other.release().await.unwrap().is_clean());
 }
 
 #[tokio::test]

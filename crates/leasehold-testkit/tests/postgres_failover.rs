@@ -40,7 +40,7 @@ async fn a_promoted_standby_issues_larger_fences() {
         let l = Locker::connect(&primary.url(form)).await.unwrap();
         let warm = l.acquire("acct", Duration::from_secs(30)).await.unwrap();
         last.push(warm.fence());
-        assert!(warm.release().await.unwrap());
+        assert!(warm.release().await.unwrap().is_clean());
     }
     standby.catch_up(&primary);
     standby.detach();
@@ -50,7 +50,7 @@ async fn a_promoted_standby_issues_larger_fences() {
             let lease = l.acquire("acct", Duration::from_secs(30)).await.unwrap();
             assert!(lease.fence() > last[i]);
             last[i] = lease.fence();
-            assert!(lease.release().await.unwrap());
+            assert!(lease.release().await.unwrap().is_clean());
         }
     }
     primary.kill9();
@@ -65,6 +65,6 @@ async fn a_promoted_standby_issues_larger_fences() {
             last[i]
         );
         assert!(lease.fence().get() < leasehold::MAX_FENCE);
-        assert!(lease.release().await.unwrap());
+        assert!(lease.release().await.unwrap().is_clean());
     }
 }

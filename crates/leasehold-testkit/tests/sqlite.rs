@@ -45,7 +45,7 @@ async fn a_restored_backup_still_issues_larger_fences() {
     let l = leasehold::Locker::connect(&url).await.unwrap();
     let first = l.acquire("job", std::time::Duration::from_secs(30)).await.unwrap();
     let mut last = first.fence();
-    assert!(first.release().await.unwrap());
+    assert!(first.release().await.unwrap().is_clean());
     drop(l);
     std::fs::copy(&db, dir.path().join("backup.db")).unwrap();
     let l = leasehold::Locker::connect(&url).await.unwrap();
@@ -53,7 +53,7 @@ async fn a_restored_backup_still_issues_larger_fences() {
         let lease = l.acquire("job", std::time::Duration::from_secs(30)).await.unwrap();
         assert!(lease.fence() > last);
         last = lease.fence();
-        assert!(lease.release().await.unwrap());
+        assert!(lease.release().await.unwrap().is_clean());
     }
     drop(l);
     for ext in ["-wal", "-shm"] {
@@ -63,7 +63,7 @@ async fn a_restored_backup_still_issues_larger_fences() {
     let l = leasehold::Locker::connect(&url).await.unwrap();
     let lease = l.acquire("job", std::time::Duration::from_secs(30)).await.unwrap();
     assert!(lease.fence() > last, "{} after {last}", lease.fence());
-    assert!(lease.release().await.unwrap());
+    assert!(lease.release().await.unwrap().is_clean());
 }
 
 /// Returning from `main` with a lease held frees the key at once.
@@ -72,4 +72,11 @@ async fn exit_with_lease_releases() {
     let fx = sqlite_fixture().await;
     let bin = std::path::Path::new(env!("CARGO_BIN_EXE_lh-exit"));
     leasehold_testkit::process::exit_with_lease_releases(&fx.locker, &fx.url, bin).await;
+}
+
+/// Auto-renew renews at ttl/3, counted at the store: about 6 renewals in 6 s at ttl 3 s.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn auto_renew_rate() {
+    let fx = sqlite_fixture().await;
+    leasehold_testkit::conformance::auto_renew_rate(&fx.locker).await;
 }

@@ -29,7 +29,7 @@
 //!     .await?;
 //! let fence = lease.fence(); // present it to the resource you write to
 //! lease.guard(async { /* the critical section; cancelled if the lease is lost */ }).await?;
-//! assert!(lease.release().await?, "it was still ours");
+//! assert!(lease.release().await?.is_clean(), "it was still ours");
 //! # let _ = fence; Ok(()) }
 //! ```
 //!
@@ -79,7 +79,7 @@ pub use error::{BoxError, Error, LostReason, Result, StaleReason};
 pub use fence::Fencing;
 pub use guarantees::{CLOCK_ASSUMPTION, FenceRepeat, Guarantees, LockKind, MAX_FENCE};
 pub use key::Key;
-pub use lease::Lease;
+pub use lease::{Lease, Released};
 pub use locker::{Acquire, DEFAULT_OP_TIMEOUT, Locker, MAX_TTL, Wait};
 pub use store::{Holder, HolderInfo, Store};
 pub use token::{FenceToken, OwnerToken};

@@ -150,7 +150,7 @@ pub async fn measure_renewals(locker: &Locker, duration: Duration) -> Result<Dis
     };
     let released = lease.release().await;
     renewed?;
-    released?;
+    let _ = released?;
     Ok(r.distribution())
 }
 
