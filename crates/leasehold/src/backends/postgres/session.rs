@@ -7,6 +7,9 @@ use super::*;
 pub(super) const LOCK_ID: &str = "hashtextextended($1, 0)";
 /// Locks one session connection carries at most.
 const PER_CONN: usize = 64;
+/// How far (µs) the server's clock must be ahead of the sequence for a clock-back to move it:
+/// far more grants than any statement can race with, far less than any failover takes.
+const CLOCK_BACK_SLACK_US: i64 = 10_000;
 
 /// The statements the session store prepares (`$1` is the lock name: prefix + key).
 #[derive(Debug, Clone)]
@@ -21,14 +24,34 @@ pub struct SessionStatements {
     pub verify: String,
     /// → whether the lock was held (and is now released).
     pub unlock: String,
+    /// Run once on every session connection before its first grant (simple query protocol;
+    /// empty with `fence=none`): moves the sequence up to the server's clock when it is
+    /// behind (see [`SessionStatements::new`]).
+    pub clock_back: String,
 }
 
 impl SessionStatements {
+    /// The fence of a grant is `nextval` of the sequence, whose WAL record covers 32 values
+    /// (`setval` on every grant forced a WAL flush each time). What keeps it from going back
+    /// after a failover is `clock_back`, run on every connection before its first grant:
+    /// the sequence is set to the server's clock in µs if it is more than
+    /// `CLOCK_BACK_SLACK_US` behind. Every grant after a failover is made on a connection
+    /// opened to the new primary, hence after a clock-back there, and so above every fence
+    /// the old primary issued (those were at most its clock, given fewer grants than
+    /// microseconds), under `CLOCK_ASSUMPTION` with a failover longer than the slack.
+    /// Clock-backs are serialized by a transaction advisory lock, and one moves the
+    /// sequence only forward by more than the slack, so no grant racing with it can be
+    /// handed a value twice.
     pub(super) fn new(seq: Option<&str>) -> SessionStatements {
-        // The sequence is set to max(next value, clock µs), so a promoted standby whose
-        // sequence is behind restarts above every fence the old primary issued.
-        let fence = seq.map_or("0::bigint".to_owned(), |s| {
-            format!("setval('{s}', GREATEST(nextval('{s}'), {CLOCK_US}))")
+        let fence = seq.map_or("0::bigint".to_owned(), |s| format!("nextval('{s}')"));
+        let clock_back = seq.map_or(String::new(), |s| {
+            format!(
+                "BEGIN; SET LOCAL lock_timeout = '10s';
+                 SELECT pg_advisory_xact_lock(hashtextextended('leasehold:clock-back', 0));
+                 SELECT CASE WHEN c > n + {CLOCK_BACK_SLACK_US} THEN setval('{s}', c) ELSE n END
+                   FROM (SELECT nextval('{s}') AS n, {CLOCK_US} AS c) now;
+                 COMMIT;"
+            )
         });
         SessionStatements {
             try_grant: format!(
@@ -45,6 +68,7 @@ impl SessionStatements {
                      AND ((classid::bigint << 32) | objid::bigint) = {LOCK_ID})"
             ),
             unlock: format!("SELECT pg_advisory_unlock({LOCK_ID})"),
+            clock_back,
         }
     }
 }
@@ -69,6 +93,12 @@ impl SessionConn {
             async move { client.prepare(&sql).await.map_err(|e| pg_err("prepare", e)) }
         };
         let sql = SessionStatements::new(seq);
+        if !sql.clock_back.is_empty() {
+            pg.client
+                .batch_execute(&sql.clock_back)
+                .await
+                .map_err(|e| pg_err("moving the fence sequence up to the clock", e))?;
+        }
         let try_grant = prep(sql.try_grant).await?;
         let wait_grant = prep(sql.wait_grant).await?;
         let verify = prep(sql.verify).await?;
@@ -322,8 +352,8 @@ impl Store for PgSessionStore {
                             heartbeat fails",
             expiry: "session: held while the holder's connection lives (heartbeat pings it)",
             fence: if self.seq.is_some() {
-                "the sequence leasehold_fence_seq set to max(nextval, clock_timestamp() in µs), \
-                 in the granting statement"
+                "nextval of the sequence leasehold_fence_seq in the granting statement; each \
+                 session connection first moves the sequence up to clock_timestamp() in µs"
             } else {
                 "none (fence=none)"
             },
