@@ -92,9 +92,10 @@ impl Lease {
         self.shared.id.token()
     }
 
-    /// What a fenced resource needs: key, fence and owner.
+    /// What a fenced resource needs: key, fence and owner, and this lease's local deadline,
+    /// which the SQL fence resources bound their transactions by (see [`crate::fence`]).
     pub fn fencing(&self) -> Fencing {
-        self.shared.id.clone()
+        self.shared.id.clone().bound_to(&self.shared)
     }
 
     /// The lease length requested.
@@ -262,7 +263,11 @@ impl Lease {
     pub fn detach(mut self) -> Fencing {
         self.finish();
         self.leave_local();
-        self.fencing()
+        let f = self.shared.id.clone();
+        match self.deadline() {
+            Some(d) => f.with_deadline(d),
+            None => f,
+        }
     }
 
     fn finish(&mut self) {

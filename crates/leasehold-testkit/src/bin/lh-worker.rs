@@ -91,7 +91,9 @@ async fn hold(
     fenced: bool,
 ) -> Res<()> {
     let lease = locker.acquire(key, Duration::from_millis(ttl_ms)).auto_renew(true).await?;
-    let fencing = lease.fencing();
+    // Presented as by a holder that cannot see its lease (a token from LEASEHOLD_FENCE), so
+    // what refuses the late write is the resource's fence check, not the lease's deadline.
+    let fencing = leasehold::fence::Fencing::new(lease.key().clone(), lease.fence(), lease.owner());
     let mut res = resource::open(resource_path).await;
     if fenced {
         res.claim(&fencing).await?;
