@@ -87,4 +87,8 @@ impl Store for Counting {
     async fn holders(&self, key: Option<&Key>) -> Result<Vec<Holder>> {
         self.inner.holders(key).await
     }
+
+    async fn forget(&self, key: &Key) -> Result<()> {
+        self.inner.forget(key).await
+    }
 }
