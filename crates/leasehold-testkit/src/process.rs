@@ -284,10 +284,24 @@ pub async fn stalled_session_holder_keeps_lock(locker: &Locker, url: &str, worke
     assert!(lease.release().await.unwrap().is_clean());
 }
 
-/// A process that returns from `main` with a lease held (the `lh-exit` binary, on a
-/// multi-threaded runtime, and on a current-thread one that calls `Locker::close`) leaves
-/// the key free at once: no holder, and a one-shot acquire gets it.
+/// A process whose `main` returns `Err` from a `?` that dropped a lease (the `lh-exit`
+/// binary, on a multi-threaded runtime, and on a current-thread one that follows the
+/// documented `Locker::close` pattern) leaves the key free at once: no holder, and a one-shot
+/// acquire gets it. Without `close`, a current-thread `main` leaves it held (what the docs
+/// warn about: the runtime ends before the background release runs).
 pub async fn exit_with_lease_releases(l: &Locker, url: &str, exit_bin: &Path) {
+    let key = unique_key("exit-current-thread-no-close");
+    let out = Command::new(exit_bin)
+        .args([url, key.as_str(), "current-thread-no-close"])
+        .kill_on_drop(true)
+        .output();
+    let out = tokio::time::timeout(Duration::from_secs(30), out).await.expect("lh-exit").unwrap();
+    assert!(!out.status.success() && String::from_utf8_lossy(&out.stdout).starts_with("held "));
+    let held = l.acquire(&key, Duration::from_secs(30)).await;
+    assert!(
+        matches!(held, Err(leasehold::Error::Busy { .. })),
+        "without close() a current-thread main is documented to leave the key held: {held:?}"
+    );
     for flavor in ["multi-thread", "current-thread"] {
         let key = unique_key(&format!("exit-{flavor}"));
         let out =
