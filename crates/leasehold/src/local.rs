@@ -50,12 +50,12 @@ pub(crate) struct Local {
 #[derive(Debug)]
 pub(crate) struct LocalKey {
     key: Key,
-    /// FIFO of waiting acquirers.
-    queue: Arc<tokio::sync::Mutex<()>>,
+    /// FIFO of waiting acquirers (made by the first one: one-shot acquires never queue).
+    queue: std::sync::OnceLock<Arc<tokio::sync::Mutex<()>>>,
     /// The lease of this locker holding the key, if any, and who acquired it.
     holder: Mutex<Option<(Weak<Shared>, Ident)>>,
-    /// Bumped whenever `holder` is set or cleared.
-    changes: watch::Sender<u64>,
+    /// Bumped whenever `holder` is set or cleared (made by the first waiter to subscribe).
+    changes: std::sync::OnceLock<watch::Sender<u64>>,
     /// When `holder` was last cleared (for the handoff-wait metric).
     freed_at: Mutex<Option<Instant>>,
 }
@@ -91,8 +91,8 @@ impl Local {
         if let Some(until) = until {
             // Queue for the turn, but give up at once if meanwhile a lease of this same task
             // (an earlier future of a `join!`) is granted the key: waiting would be on itself.
-            let mut changes = entry.changes.subscribe();
-            let turn = entry.queue.clone().lock_owned();
+            let mut changes = entry.subscribe();
+            let turn = entry.queue.get_or_init(Arc::default).clone().lock_owned();
             tokio::pin!(turn);
             let guard = loop {
                 if let Some(fence) = entry.held_by(me) {
@@ -119,25 +119,32 @@ impl Local {
             .or_insert_with(|| {
                 Arc::new(LocalKey {
                     key: key.clone(),
-                    queue: Arc::new(tokio::sync::Mutex::new(())),
+                    queue: std::sync::OnceLock::new(),
                     holder: Mutex::new(None),
-                    changes: watch::Sender::new(0),
+                    changes: std::sync::OnceLock::new(),
                     freed_at: Mutex::new(None),
                 })
             })
             .clone()
     }
 
-    /// Drops the entry when nobody but the map (and the caller) uses it.
+    /// Drops the entry when nobody but the map (and the caller) uses it, once the map holds
+    /// more than [`KEEP_IDLE`] entries: a key acquired over and over keeps its entry instead
+    /// of building and dropping one per acquisition, and idle entries stay bounded (at most
+    /// `KEEP_IDLE` survive: past it, every entry let go is removed).
     pub fn tidy(&self, lk: &Arc<LocalKey>) {
         let mut m = self.map();
-        if Arc::strong_count(lk) <= 2
+        if m.len() > KEEP_IDLE
+            && Arc::strong_count(lk) <= 2
             && lk.holder.lock().unwrap_or_else(|p| p.into_inner()).is_none()
         {
             m.remove(&lk.key);
         }
     }
 }
+
+/// Idle per-key entries a locker keeps (see [`Local::tidy`]).
+pub(crate) const KEEP_IDLE: usize = 256;
 
 /// An acquirer's place in [`Local`]: holds the queue turn (if any) and tidies the key's entry
 /// when dropped, on every path out of an acquire, cancellation included.
@@ -175,8 +182,26 @@ impl LocalKey {
     }
 
     pub fn set_holder(&self, lease: &Arc<Shared>, who: Ident) {
-        *self.holder.lock().unwrap_or_else(|p| p.into_inner()) = Some((Arc::downgrade(lease), who));
-        self.changes.send_modify(|n| *n += 1);
+        let mut h = self.holder.lock().unwrap_or_else(|p| p.into_inner());
+        *h = Some((Arc::downgrade(lease), who));
+        self.changed();
+    }
+
+    /// Tells the acquirers waiting on this key that its holder changed. Called with the holder
+    /// locked: a waiter subscribes before it reads the holder (under the same lock), so one
+    /// that read the old holder is counted here, and when nobody waits (the uncontended case)
+    /// nothing is sent at all.
+    fn changed(&self) {
+        if let Some(tx) = self.changes.get()
+            && tx.receiver_count() > 0
+        {
+            tx.send_modify(|n| *n += 1);
+        }
+    }
+
+    /// A receiver of holder changes; subscribe before reading the holder (see `changed`).
+    fn subscribe(&self) -> watch::Receiver<u64> {
+        self.changes.get_or_init(|| watch::Sender::new(0)).subscribe()
     }
 
     /// The fence of a live lease of this locker on the key that `me` acquired.
@@ -190,17 +215,16 @@ impl LocalKey {
         let mut h = self.holder.lock().unwrap_or_else(|p| p.into_inner());
         let ours = h.as_ref().is_some_and(|(w, _)| std::ptr::eq(w.as_ptr(), lease));
         if ours {
-            *h = None;
-            drop(h);
             *self.freed_at.lock().unwrap_or_else(|p| p.into_inner()) = Some(Instant::now());
-            self.changes.send_modify(|n| *n += 1);
+            *h = None;
+            self.changed();
         }
     }
 
     /// Waits until no live lease of this locker holds the key; refused at once if the holder
     /// is (or becomes) a lease `me` acquired, or when `until` passes.
     async fn wait_not_held(&self, until: Instant, me: Ident) -> Result<(), Refused> {
-        let mut rx = self.changes.subscribe();
+        let mut rx = self.subscribe();
         loop {
             let Some((h, who)) = self.holder() else { return Ok(()) };
             if h.lost_now().is_some() {
@@ -224,7 +248,7 @@ impl LocalKey {
     /// Waits, up to `until`, while a lease of this locker that is being released (dropped,
     /// its release in flight) still holds the key.
     async fn wait_released(&self, until: Instant) {
-        let mut rx = self.changes.subscribe();
+        let mut rx = self.subscribe();
         loop {
             let releasing =
                 self.holder().is_some_and(|(h, _)| h.lost_now() == Some(LostReason::Released));
@@ -257,9 +281,17 @@ mod tests {
         }
     }
 
-    /// Every way out of a wait leaves no entry behind: timeout, success, cancellation.
+    /// Every way out of a wait leaves the key's entry idle: timeout, success, cancellation
+    /// (no holder, no turn taken, nobody else holding it); and idle entries stay bounded.
     #[tokio::test]
     async fn entries_are_tidied() {
+        let idle = |local: &Local| {
+            local.map().values().all(|lk| {
+                Arc::strong_count(lk) == 1
+                    && lk.holder().is_none()
+                    && lk.queue.get().is_none_or(|q| q.try_lock().is_ok())
+            })
+        };
         let local = Arc::new(Local::default());
         let key = Key::new("k").unwrap();
         let held = enter(&local, &key, Some(Duration::from_secs(1))).await.unwrap();
@@ -270,12 +302,14 @@ mod tests {
         let timed_out = enter(&local, &key, Some(Duration::from_millis(20))).await;
         assert!(matches!(timed_out, Err(Refused::Timeout)), "the turn is taken");
         drop(held);
-        assert!(
-            local.map().is_empty(),
-            "entries left: {:?}",
-            local.map().keys().collect::<Vec<_>>()
-        );
+        assert!(idle(&local), "entries left in use: {:?}", local.map().keys().collect::<Vec<_>>());
         drop(enter(&local, &key, None).await.unwrap());
-        assert!(local.map().is_empty());
+        assert!(idle(&local) && local.map().len() == 1);
+        for i in 0..3 * KEEP_IDLE {
+            let k = Key::new(format!("k{i}")).unwrap();
+            drop(enter(&local, &k, Some(Duration::from_secs(1))).await.unwrap());
+        }
+        assert!(idle(&local), "entries left in use");
+        assert!(local.map().len() <= KEEP_IDLE + 1, "{} idle entries kept", local.map().len());
     }
 }

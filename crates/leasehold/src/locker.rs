@@ -387,7 +387,7 @@ impl Acquire {
             locker.tel.time(crate::telemetry::HANDOFF_WAIT, &key_for_tel, None, freed.elapsed());
         }
         if let Some(end) = grant.session_end {
-            shared.watch_session(end);
+            shared.set_session_end(end);
         }
         if let Some(live) = grant.session_live {
             shared.set_session_live(live);
