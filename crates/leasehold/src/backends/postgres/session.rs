@@ -28,11 +28,17 @@ pub struct SessionStatements {
     /// empty with `fence=none`): moves the sequence up to the server's clock when it is
     /// behind (see [`SessionStatements::new`]).
     pub clock_back: String,
+    /// Run once on every session connection, first: its commits stop waiting for WAL
+    /// flushes (`synchronous_commit = off`). Nothing committed on it needs one: advisory
+    /// locks are not logged, and a sequence advance lost in a crash is covered by the
+    /// clock-back every connection makes after the restart, as after a failover.
+    pub setup: String,
 }
 
 impl SessionStatements {
     /// The fence of a grant is `nextval` of the sequence, whose WAL record covers 32 values
-    /// (`setval` on every grant forced a WAL flush each time). What keeps it from going back
+    /// (`setval` on every grant forced a WAL flush each time, and the 32nd `nextval` would
+    /// still wait for one, but for [`SessionStatements::setup`]). What keeps it from going back
     /// after a failover is `clock_back`, run on every connection before its first grant:
     /// the sequence is set to the server's clock in µs if it is more than
     /// `CLOCK_BACK_SLACK_US` behind. Every grant after a failover is made on a connection
@@ -69,6 +75,11 @@ impl SessionStatements {
             ),
             unlock: format!("SELECT pg_advisory_unlock({LOCK_ID})"),
             clock_back,
+            setup: if seq.is_some() {
+                "SET synchronous_commit = off".into()
+            } else {
+                String::new()
+            },
         }
     }
 }
@@ -95,7 +106,7 @@ impl SessionConn {
         let sql = SessionStatements::new(seq);
         if !sql.clock_back.is_empty() {
             pg.client
-                .batch_execute(&sql.clock_back)
+                .batch_execute(&format!("{}; {}", sql.setup, sql.clock_back))
                 .await
                 .map_err(|e| pg_err("moving the fence sequence up to the clock", e))?;
         }
