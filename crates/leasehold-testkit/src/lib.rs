@@ -2,6 +2,7 @@
 //!
 //! - [`conformance`]: scenarios every store must pass, as plain `async fn`s taking a
 //!   [`leasehold::Locker`]; [`conformance_suite!`] turns them into one `#[tokio::test]` each.
+//! - [`counted`]: scenarios that count the requests reaching the store (the auto-renew rate).
 //! - [`process`]: scenarios that need several OS processes (mutual exclusion across
 //!   processes, the stalled holder) driven through the `lh-worker` binary, with
 //!   SIGSTOP/SIGCONT fault injection.
@@ -11,6 +12,7 @@
 #![deny(missing_docs)]
 
 pub mod conformance;
+pub mod counted;
 pub mod process;
 
 pub use leasehold_harness::{history, proxy, servers};

@@ -322,5 +322,5 @@ async fn frozen_store_fails_fast_once_lost() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn auto_renew_rate() {
     let fx = redis_fixture().await;
-    leasehold_testkit::conformance::auto_renew_rate(&fx.locker).await;
+    leasehold_testkit::counted::auto_renew_rate(&fx.locker).await;
 }

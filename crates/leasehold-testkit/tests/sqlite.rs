@@ -78,5 +78,5 @@ async fn exit_with_lease_releases() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn auto_renew_rate() {
     let fx = sqlite_fixture().await;
-    leasehold_testkit::conformance::auto_renew_rate(&fx.locker).await;
+    leasehold_testkit::counted::auto_renew_rate(&fx.locker).await;
 }
