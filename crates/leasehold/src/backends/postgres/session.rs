@@ -25,8 +25,9 @@ pub struct SessionStatements {
     /// → whether the lock was held (and is now released).
     pub unlock: String,
     /// Run once on every session connection before its first grant (simple query protocol;
-    /// empty with `fence=none`): moves the sequence up to the server's clock when it is
-    /// behind (see [`SessionStatements::new`]).
+    /// empty with `fence=none`): under a transaction advisory lock, moves the sequence up to
+    /// the server's clock in µs when it is more than 10 ms behind, so that grants after a
+    /// failover or a crash, all made on new connections, stay above every earlier fence.
     pub clock_back: String,
     /// Run once on every session connection, first: its commits stop waiting for WAL
     /// flushes (`synchronous_commit = off`). Nothing committed on it needs one: advisory
