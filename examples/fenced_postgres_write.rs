@@ -5,10 +5,13 @@
 //!
 //! Holder A takes a short lease and writes; it then "stalls" (sleeps past its lease without
 //! renewing, as a GC pause or a frozen VM would). B gets the key, claims the resource with its
-//! larger fence and writes. A wakes up and writes again: its fence check fails inside the same
-//! transaction as the write, so the row keeps B's value. The example then shows the
-//! one-statement fence column on a table of your own. It works in a schema of its own and drops
-//! it at the end. The leases are on an SQLite file (any store works the same).
+//! larger fence and writes. A wakes up and writes again: the check refuses at once, since A's
+//! own lease ran out (a `Fencing` from `lease.fencing()` carries the lease's local deadline).
+//! The same token presented without that deadline, as a process that only has
+//! `LEASEHOLD_FENCE` would, is refused by the fence table inside the same transaction as the
+//! write, so the row keeps B's value. The example then shows the one-statement fence column
+//! on a table of your own. It works in a schema of its own and drops it at the end. The
+//! leases are on an SQLite file (any store works the same).
 
 use std::time::Duration;
 
@@ -23,8 +26,7 @@ async fn write(
     let tx = db.transaction().await.unwrap();
     fence::check(&tx, "report", fencing).await?;
     tx.execute("UPDATE report SET body = $1 WHERE id = 1", &[&value]).await.unwrap();
-    tx.commit().await.unwrap();
-    Ok(())
+    fence::commit(tx, fencing).await // refused once the lease's time is up
 }
 
 /// Installs the grant on the resource, before its first effect.
@@ -34,8 +36,7 @@ async fn claim(
 ) -> Result<(), Error> {
     let tx = db.transaction().await.unwrap();
     fence::claim(&tx, "report", fencing).await?;
-    tx.commit().await.unwrap();
-    Ok(())
+    fence::commit(tx, fencing).await
 }
 
 #[tokio::main]
@@ -79,8 +80,15 @@ async fn main() -> Result<(), Error> {
     write(&mut db, &fb, "written by B").await?;
     println!("B (fence {}) claimed and wrote", fb.token());
 
-    // A wakes up and writes, believing it still holds the lock.
+    // A wakes up and writes, believing it still holds the lock. Its own lease says no.
     match write(&mut db, &fa, "late write by A").await {
+        Err(Error::Lost { .. }) => println!("A's late write was refused: A's lease had run out"),
+        other => panic!("the late write was not refused by A's own deadline: {other:?}"),
+    }
+    // The same token without the lease's deadline (as LEASEHOLD_FENCE carries it): the fence
+    // table refuses it.
+    let token_only = leasehold::fence::Fencing::new(fa.key().clone(), fa.token(), fa.owner());
+    match write(&mut db, &token_only, "late write by A").await {
         Err(Error::StaleFence { presented, installed: Some(installed), reason, .. }) => {
             assert_eq!(installed, fb.token(), "B's grant is what the resource holds");
             println!(
@@ -115,7 +123,7 @@ async fn main() -> Result<(), Error> {
     assert_eq!((n, stale), (1, 0));
 
     drop(a);
-    assert!(b.release().await?, "B held its lease throughout");
+    assert!(b.release().await?.is_clean(), "B held its lease throughout");
     db.batch_execute(&format!("DROP SCHEMA {schema} CASCADE")).await.unwrap();
     Ok(())
 }

@@ -72,7 +72,7 @@ async fn node(name: &str, locker: Locker, marks: std::path::PathBuf) -> JobResul
     let fencing = lease.fencing();
     if let Some(by) = claim(&marks, &fencing)? {
         println!("{name}: {PERIOD} was already done by {by}");
-        let _still_ours = lease.release().await?; // nothing was written: either answer is fine
+        let _ = lease.release().await?; // nothing was written: either answer is fine
         return Ok(());
     }
     // The work, cancelled if the lease is lost.
@@ -84,7 +84,7 @@ async fn node(name: &str, locker: Locker, marks: std::path::PathBuf) -> JobResul
         .await?;
     mark_done(&marks, &fencing, name)?;
     println!("{name}: done");
-    if !lease.release().await? {
+    if lease.release().await?.may_have_overlapped() {
         // The mark was written under the fence, so it is safe; but the lease lapsed while we
         // worked: the TTL is too short for this job (see "Sizing a lease" in the guide).
         eprintln!("{name}: warning: the lease had lapsed before the release");

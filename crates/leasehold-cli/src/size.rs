@@ -61,7 +61,14 @@ pub(crate) async fn size(
             "ms", "samples", "p50", "p99", "p99.9", "max"
         );
         println!("{}", row("renewal round trip", &m.rtt));
-        println!("{}", row("pause (1 ms sleeps)", &m.pauses));
+        println!("{}", row("host pause", &m.pauses));
+        println!("{}", row("runtime lag (not used)", &m.runtime_lag));
+        match m.load.average {
+            Some([a, b, c]) => {
+                println!("load average {a:.2} {b:.2} {c:.2} on {} CPUs", m.load.cpus)
+            }
+            None => println!("load average unknown on {} CPUs", m.load.cpus),
+        }
         println!("{}", m.recommendation);
     }
     Ok(Exit::ok(0))

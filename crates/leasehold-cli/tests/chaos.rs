@@ -169,6 +169,44 @@ fn chaos_stalled_holder_file() {
     chaos_short(&format!("file://{}/locks", d.path().display()), false);
 }
 
+/// stalled-holder-tx: the holder frozen inside its checked transaction, read strictly (no
+/// holder effect committed after the successor's grant), on each SQL fence resource. On
+/// PostgreSQL and MySQL the server ends the frozen holder's transaction, so the successor
+/// never waits for the resume; SQLite cannot, so it always does. The control (no check, no
+/// bound) commits its stale effect after the successor's grant every time.
+#[test]
+fn chaos_stalled_holder_tx_sql() {
+    let schema = leasehold_testkit::PgSchema::new();
+    let base = leasehold_testkit::postgres_base();
+    let sep = if base.contains('?') { '&' } else { '?' };
+    let db = leasehold_testkit::MyDatabase::new();
+    let d = tempfile::tempdir().unwrap();
+    let stores = [
+        (format!("{base}{sep}schema={}", schema.name), false),
+        (db.url(""), false),
+        (format!("sqlite://{}/l.db", d.path().display()), true),
+    ];
+    for (store, sqlite) in stores {
+        let (code, r) = chaos_report(&store, "stalled-holder-tx", 2, 2);
+        assert_eq!(code, 0, "{r}");
+        let (fenced, unfenced) = (arm(&r, "fenced"), arm(&r, "unfenced"));
+        assert_eq!(fenced["successor_acquired"], 2, "{r}");
+        assert_eq!(fenced["stale_effects_accepted"], 0, "{r}");
+        assert_eq!(fenced["successors_locked_out"], 0, "{r}");
+        assert_fenced_trials_clean(&r);
+        assert_eq!(
+            unfenced["stale_effects_accepted"], 2,
+            "the control must show stale commits: {r}"
+        );
+        let blocked = if sqlite { 2 } else { 0 };
+        assert_eq!(fenced["successors_blocked"], blocked, "{r}");
+        for t in r["trials"].as_array().unwrap().iter().filter(|t| t["arm"] == "fenced") {
+            let events = t["events"].as_array().unwrap();
+            assert!(events.iter().any(|e| e["what"] == "in-transaction"), "{t}");
+        }
+    }
+}
+
 /// Runs `leasehold chaos` with `trials` and `control` trials; its exit code and report.
 fn chaos_report(
     store: &str,

@@ -1,7 +1,8 @@
 //! What leasehold's `chaos` and `bench` tools run, shared with its tests: private store servers
 //! started on free loopback ports in temporary directories (killed on drop; never a server
 //! this process did not start), a TCP fault proxy, a recorder and checker for histories of
-//! critical sections, the fenced resource the stalled-holder scenarios write to, and a
+//! critical sections, the fenced resource the stalled-holder scenarios write to, a store
+//! wrapper that counts requests, and a
 //! metrics recorder that renders the Prometheus text format.
 //!
 //! Everything here sends traffic only to loopback addresses. The servers need the stores'
@@ -9,6 +10,7 @@
 //! `mariadbd`, ZooKeeper's jar); a missing one is a panic naming it.
 #![deny(missing_docs)]
 
+pub mod counting;
 pub mod history;
 pub mod metrics;
 pub mod proxy;

@@ -100,15 +100,67 @@ pub async fn open(spec: &str) -> Resource {
     panic!("no resource for {spec:?} in this build (its store's feature is off)")
 }
 
+/// A write on a SQL resource whose transaction is still open: applied, not yet committed.
+pub enum Open<'a> {
+    /// On SQLite (`BEGIN IMMEDIATE`: it holds the file's write lock).
+    Sqlite(leasehold::fence::sqlite::rusqlite::Transaction<'a>),
+    /// On PostgreSQL.
+    #[cfg(feature = "postgres")]
+    Postgres(leasehold::fence::postgres::tokio_postgres::Transaction<'a>),
+    /// On MySQL/MariaDB.
+    #[cfg(feature = "mysql")]
+    Mysql(leasehold::fence::mysql::mysql_async::Transaction<'a>),
+}
+
+impl Open<'_> {
+    /// Commits: with `fencing`, through the fence module's `commit`, which refuses (and
+    /// rolls back) once the lease's time is up; without, plainly.
+    pub async fn commit(self, fencing: Option<&Fencing>) -> leasehold::Result<()> {
+        match (self, fencing) {
+            (Open::Sqlite(tx), Some(f)) => leasehold::fence::sqlite::commit(tx, f),
+            (Open::Sqlite(tx), None) => tx.commit().map_err(sql),
+            #[cfg(feature = "postgres")]
+            (Open::Postgres(tx), Some(f)) => leasehold::fence::postgres::commit(tx, f).await,
+            #[cfg(feature = "postgres")]
+            (Open::Postgres(tx), None) => tx.commit().await.map_err(pg),
+            #[cfg(feature = "mysql")]
+            (Open::Mysql(tx), Some(f)) => leasehold::fence::mysql::commit(tx, f).await,
+            #[cfg(feature = "mysql")]
+            (Open::Mysql(tx), None) => tx.commit().await.map_err(my),
+        }
+    }
+}
+
+fn backend(
+    backend: &'static str,
+    e: impl std::error::Error + Send + Sync + 'static,
+) -> leasehold::Error {
+    leasehold::Error::Backend { backend, message: e.to_string(), source: Some(Box::new(e)) }
+}
+
+fn sql(e: leasehold::fence::sqlite::rusqlite::Error) -> leasehold::Error {
+    backend("sqlite", e)
+}
+
+#[cfg(feature = "postgres")]
+fn pg(e: leasehold::fence::postgres::tokio_postgres::Error) -> leasehold::Error {
+    backend("postgres", e)
+}
+
+#[cfg(feature = "mysql")]
+fn my(e: leasehold::fence::mysql::mysql_async::Error) -> leasehold::Error {
+    backend("mysql", e)
+}
+
 impl Resource {
     /// Claims the resource for `fencing` (before the first effect).
     pub async fn claim(&mut self, fencing: &Fencing) -> leasehold::Result<()> {
         match self {
             Resource::Sqlite(db) => {
-                let tx = db.transaction_with_behavior(TransactionBehavior::Immediate).unwrap();
+                let tx =
+                    db.transaction_with_behavior(TransactionBehavior::Immediate).map_err(sql)?;
                 leasehold::fence::sqlite::claim(&tx, NAME, fencing)?;
-                tx.commit().unwrap();
-                Ok(())
+                leasehold::fence::sqlite::commit(tx, fencing)
             }
             #[cfg(feature = "redis")]
             Resource::Redis(f, ..) => f.claim(NAME, fencing).await,
@@ -117,66 +169,32 @@ impl Resource {
             Resource::Etcd(..) => Ok(()),
             #[cfg(feature = "postgres")]
             Resource::Postgres(db) => {
-                let tx = db.transaction().await.unwrap();
+                let tx = db.transaction().await.map_err(pg)?;
                 leasehold::fence::postgres::claim(&tx, NAME, fencing).await?;
-                tx.commit().await.unwrap();
-                Ok(())
+                leasehold::fence::postgres::commit(tx, fencing).await
             }
             #[cfg(feature = "mysql")]
             Resource::Mysql(db) => {
-                let mut tx = db.start_transaction(Default::default()).await.unwrap();
-                leasehold::fence::mysql::claim(&mut tx, NAME, fencing).await?;
-                tx.commit().await.unwrap();
-                Ok(())
+                let mut tx = db.start_transaction(Default::default()).await.map_err(my)?;
+                // A refused claim still puts the connection's timeouts back.
+                match leasehold::fence::mysql::claim(&mut tx, NAME, fencing).await {
+                    Ok(()) => leasehold::fence::mysql::commit(tx, fencing).await,
+                    Err(e) => {
+                        let _ = leasehold::fence::mysql::rollback(tx).await;
+                        Err(e)
+                    }
+                }
             }
         }
     }
 
     /// Writes `value`; with `fencing`, only if its fence is still the installed one,
-    /// checked atomically with the write.
+    /// checked atomically with the write (on the SQL resources, committed with the fence
+    /// module's `commit`, which refuses once the lease's time is up).
     pub async fn write(&mut self, fencing: Option<&Fencing>, value: &str) -> leasehold::Result<()> {
         match (self, fencing) {
-            (Resource::Sqlite(db), fencing) => {
-                let tx = db.transaction_with_behavior(TransactionBehavior::Immediate).unwrap();
-                if let Some(f) = fencing {
-                    leasehold::fence::sqlite::check(&tx, NAME, f)?;
-                }
-                tx.execute("INSERT OR REPLACE INTO data (id, value) VALUES ('row-1', ?1)", [value])
-                    .unwrap();
-                tx.commit().unwrap();
-                Ok(())
-            }
             #[cfg(feature = "redis")]
             (Resource::Redis(f, _, key), Some(fencing)) => f.set(NAME, fencing, key, value).await,
-            #[cfg(feature = "postgres")]
-            (Resource::Postgres(db), fencing) => {
-                let tx = db.transaction().await.unwrap();
-                if let Some(f) = fencing {
-                    leasehold::fence::postgres::check(&tx, NAME, f).await?;
-                }
-                tx.execute(
-                    "INSERT INTO data (id, value) VALUES ('row-1', $1)
-                     ON CONFLICT (id) DO UPDATE SET value = excluded.value",
-                    &[&value],
-                )
-                .await
-                .unwrap();
-                tx.commit().await.unwrap();
-                Ok(())
-            }
-            #[cfg(feature = "mysql")]
-            (Resource::Mysql(db), fencing) => {
-                use leasehold::fence::mysql::mysql_async::prelude::Queryable;
-                let mut tx = db.start_transaction(Default::default()).await.unwrap();
-                if let Some(f) = fencing {
-                    leasehold::fence::mysql::check(&mut tx, NAME, f).await?;
-                }
-                tx.exec_drop("REPLACE INTO data (id, value) VALUES ('row-1', ?)", (value,))
-                    .await
-                    .unwrap();
-                tx.commit().await.unwrap();
-                Ok(())
-            }
             #[cfg(feature = "etcd")]
             (Resource::Etcd(r), Some(fencing)) => r.0.put(fencing, ETCD_KEY, value).await,
             #[cfg(feature = "etcd")]
@@ -199,6 +217,65 @@ impl Resource {
                     .expect("plain SET");
                 Ok(())
             }
+            (sql, fencing) => sql.begin_write(fencing, value).await?.commit(fencing).await,
+        }
+    }
+
+    /// Opens a transaction on a SQL resource, checks `fencing` in it (if given) and applies
+    /// the write, without committing: [`Open::commit`] does. [`leasehold::Error::InvalidInput`]
+    /// on Redis and etcd, whose fenced writes are one atomic step.
+    pub async fn begin_write(
+        &mut self,
+        fencing: Option<&Fencing>,
+        value: &str,
+    ) -> leasehold::Result<Open<'_>> {
+        match self {
+            Resource::Sqlite(db) => {
+                let tx =
+                    db.transaction_with_behavior(TransactionBehavior::Immediate).map_err(sql)?;
+                if let Some(f) = fencing {
+                    leasehold::fence::sqlite::check(&tx, NAME, f)?;
+                }
+                tx.execute("INSERT OR REPLACE INTO data (id, value) VALUES ('row-1', ?1)", [value])
+                    .map_err(sql)?;
+                Ok(Open::Sqlite(tx))
+            }
+            #[cfg(feature = "postgres")]
+            Resource::Postgres(db) => {
+                let tx = db.transaction().await.map_err(pg)?;
+                if let Some(f) = fencing {
+                    leasehold::fence::postgres::check(&tx, NAME, f).await?;
+                }
+                tx.execute(
+                    "INSERT INTO data (id, value) VALUES ('row-1', $1)
+                     ON CONFLICT (id) DO UPDATE SET value = excluded.value",
+                    &[&value],
+                )
+                .await
+                .map_err(pg)?;
+                Ok(Open::Postgres(tx))
+            }
+            #[cfg(feature = "mysql")]
+            Resource::Mysql(db) => {
+                use leasehold::fence::mysql::mysql_async::prelude::Queryable;
+                let mut tx = db.start_transaction(Default::default()).await.map_err(my)?;
+                if let Some(f) = fencing
+                    && let Err(e) = leasehold::fence::mysql::check(&mut tx, NAME, f).await
+                {
+                    let _ = leasehold::fence::mysql::rollback(tx).await;
+                    return Err(e);
+                }
+                tx.exec_drop("REPLACE INTO data (id, value) VALUES ('row-1', ?)", (value,))
+                    .await
+                    .map_err(my)?;
+                Ok(Open::Mysql(tx))
+            }
+            #[allow(unreachable_patterns)]
+            _ => Err(leasehold::Error::InvalidInput(
+                "this resource has no transaction to hold open (its fenced write is one atomic \
+                 step)"
+                    .into(),
+            )),
         }
     }
 

@@ -82,7 +82,7 @@ pub async fn rejects_bad_input(l: &Locker) {
     let max = format!("{}{}", key, "é".repeat((512 - key.len()) / 2));
     assert!(max.len() <= 512);
     let lease = l.acquire(&max, LONG).await.expect("a 512-byte key is valid");
-    assert!(lease.release().await.unwrap());
+    assert!(lease.release().await.unwrap().is_clean());
 }
 
 /// A held key is busy for everyone else, with or without a (short) wait.
@@ -100,10 +100,10 @@ pub async fn busy_when_held(l: &Locker) {
         "{r:?}"
     );
     let fence = a.fence();
-    assert!(a.release().await.unwrap());
+    assert!(a.release().await.unwrap().is_clean());
     let b = l.acquire(&key, LONG).await.expect("free after release");
     assert_fence_after(l, fence, b.fence());
-    assert!(b.release().await.unwrap());
+    assert!(b.release().await.unwrap().is_clean());
 }
 
 /// A waiter that gives up must leave nothing behind that could block the next acquirer,
@@ -123,11 +123,11 @@ pub async fn abandoned_wait_does_not_block_others(l: &Locker) {
         tokio::time::sleep(Duration::from_millis(20)).await;
         waiter.abort();
         let _ = waiter.await;
-        assert!(a.release().await.unwrap());
+        assert!(a.release().await.unwrap().is_clean());
         // Right after the release, one attempt must get the key.
         let c = l.acquire(&key, LONG).await;
         let c = c.unwrap_or_else(|e| panic!("round {round}: a free key answered {e}"));
-        assert!(c.release().await.unwrap());
+        assert!(c.release().await.unwrap().is_clean());
     }
 }
 
@@ -152,7 +152,10 @@ pub async fn mutual_exclusion_tasks(l: &Locker) {
                 tokio::task::yield_now().await;
                 tokio::time::sleep(Duration::from_micros(200)).await;
                 inside.fetch_sub(1, Ordering::SeqCst);
-                assert!(lease.release().await.unwrap(), "release must find the lease ours");
+                assert!(
+                    lease.release().await.unwrap().is_clean(),
+                    "release must find the lease ours"
+                );
             }
         }));
     }
@@ -178,10 +181,10 @@ pub async fn fences_increase(l: &Locker) {
     for round in 0..3 {
         let prev = last.fence();
         match round {
-            0 => assert!(last.release().await.unwrap()),
+            0 => assert!(last.release().await.unwrap().is_clean()),
             1 => drop(last),
             _ => {
-                assert!(last.release().await.unwrap());
+                assert!(last.release().await.unwrap().is_clean());
                 if is_lease(l) {
                     // A holder that "crashed": nobody releases, the store expires it.
                     let gone = l.acquire(&key, Duration::from_millis(100)).await.unwrap();
@@ -194,7 +197,7 @@ pub async fn fences_increase(l: &Locker) {
         assert_fence_after(l, prev, last.fence());
         seen.push(last.fence());
     }
-    assert!(last.release().await.unwrap());
+    assert!(last.release().await.unwrap().is_clean());
     for w in seen.windows(2) {
         assert_fence_after(l, w[0], w[1]);
     }
@@ -213,7 +216,7 @@ pub async fn owner_checked_renew_and_release(l: &Locker) {
     assert_eq!(h.len(), 1, "{h:?}");
     assert_eq!(h[0].owner, a.owner());
     assert_holder_fence(&h[0], a.fence());
-    assert!(a.release().await.unwrap());
+    assert!(a.release().await.unwrap().is_clean());
 
     if !is_lease(l) {
         return;
@@ -226,14 +229,14 @@ pub async fn owner_checked_renew_and_release(l: &Locker) {
     assert!(!l.renew_by_owner(&key, &a.owner(), LONG).await.unwrap(), "stale renew must fail");
     assert!(!l.release_by_owner(&key, &a.owner()).await.unwrap(), "stale release must fail");
     assert!(a.renew().await.is_err(), "the expired lease cannot be renewed");
-    assert!(!a.release().await.unwrap(), "release reports that it was no longer ours");
+    assert!(!a.release().await.unwrap().is_clean(), "release reports that it was no longer ours");
     let h = l.holders(Some(&key)).await.unwrap();
     assert_eq!(
         h.iter().map(|h| h.owner).collect::<Vec<_>>(),
         vec![b.owner()],
         "successor untouched"
     );
-    assert!(b.release().await.unwrap());
+    assert!(b.release().await.unwrap().is_clean());
 }
 
 /// A renewal answered not-owner marks the lease lost and fires `lost()`.
@@ -244,7 +247,7 @@ pub async fn renew_answered_not_owner_marks_lost(l: &Locker) {
         // Session stores cannot be taken from a live holder; a foreign release must fail.
         assert!(!l.release_by_owner(&key, &OwnerToken::generate().unwrap()).await.unwrap());
         a.renew().await.expect("still held");
-        assert!(a.release().await.unwrap());
+        assert!(a.release().await.unwrap().is_clean());
         return;
     }
     // Someone (an operator, a stale-token bug) deletes our grant out from under us.
@@ -252,7 +255,7 @@ pub async fn renew_answered_not_owner_marks_lost(l: &Locker) {
     assert!(matches!(a.renew().await, Err(Error::NotOwner { .. })));
     assert!(a.is_lost() && !a.admit());
     assert_eq!(within("lost()", a.lost()).await, LostReason::NotOwner);
-    assert!(!a.release().await.unwrap());
+    assert!(!a.release().await.unwrap().is_clean());
 }
 
 /// A confirmed renewal moves the local deadline and keeps the store-side grant past the
@@ -264,7 +267,7 @@ pub async fn renew_extends(l: &Locker) {
     if !is_lease(l) {
         a.renew().await.unwrap();
         assert!(a.deadline().is_none());
-        assert!(a.release().await.unwrap());
+        assert!(a.release().await.unwrap().is_clean());
         return;
     }
     let granted = Instant::now();
@@ -283,10 +286,10 @@ pub async fn renew_extends(l: &Locker) {
         );
     }
     let fence = a.fence();
-    let _ = a.release().await.unwrap();
+    let _ = a.release().await.unwrap().is_clean();
     let b = l.acquire(&key, LONG).wait(Wait::For(BOUND)).await.unwrap();
     assert_fence_after(l, fence, b.fence());
-    assert!(b.release().await.unwrap());
+    assert!(b.release().await.unwrap().is_clean());
 }
 
 /// With auto-renew, a lease outlives many TTLs and stays exclusive.
@@ -302,7 +305,7 @@ pub async fn auto_renew_keeps_lease(l: &Locker) {
     let h = l.holders(Some(&key)).await.unwrap();
     assert_eq!(h.first().map(|h| h.owner), Some(a.owner()));
     assert_holder_fence(&h[0], a.fence());
-    assert!(a.release().await.unwrap());
+    assert!(a.release().await.unwrap().is_clean());
 }
 
 /// 300 auto-renewed leases on one locker all survive several TTLs.
@@ -318,7 +321,7 @@ pub async fn many_leases_auto_renew(l: &Locker) {
     let lost = leases.iter().filter(|l| l.is_lost()).count();
     assert_eq!(lost, 0, "{lost} of 300 auto-renewed leases were lost");
     for lease in leases {
-        assert!(lease.release().await.unwrap());
+        assert!(lease.release().await.unwrap().is_clean());
     }
 }
 
@@ -332,7 +335,7 @@ pub async fn lost_fires_by_local_deadline(l: &Locker) {
         // Session lock: no deadline; it must not fire on its own.
         assert!(tokio::time::timeout(Duration::from_millis(500), a.lost()).await.is_err());
         assert!(a.admit());
-        assert!(a.release().await.unwrap());
+        assert!(a.release().await.unwrap().is_clean());
         return;
     };
     assert!(a.admit());
@@ -351,7 +354,7 @@ pub async fn lost_fires_by_local_deadline(l: &Locker) {
     let b =
         l.acquire(&key, LONG).wait(Wait::For(BOUND)).await.expect("free after the store's expiry");
     assert_fence_after(l, a.fence(), b.fence());
-    assert!(b.release().await.unwrap());
+    assert!(b.release().await.unwrap().is_clean());
 }
 
 /// `guard` returns the work's output, and cancels the work when the lease is lost.
@@ -360,7 +363,7 @@ pub async fn guard_cancels_on_loss(l: &Locker) {
     let a = l.acquire(&key, Duration::from_millis(500)).auto_renew(false).await.unwrap();
     assert_eq!(a.guard(async { 7 }).await.unwrap(), 7);
     if !is_lease(l) {
-        assert!(a.release().await.unwrap());
+        assert!(a.release().await.unwrap().is_clean());
         return;
     }
     let r = within("guard", a.guard(tokio::time::sleep(Duration::from_secs(60)))).await;
@@ -383,13 +386,13 @@ pub async fn waiter_gets_lease_after_release(l: &Locker) {
     assert!(!waiter.is_finished(), "waiter got a held key");
     let fence = a.fence();
     let released = Instant::now();
-    assert!(a.release().await.unwrap());
+    assert!(a.release().await.unwrap().is_clean());
     let (b, got) = within("waiter", waiter).await.unwrap();
     let b = b.expect("waiter acquires after release");
     assert_fence_after(l, fence, b.fence());
     // Woken by the release, not by the holder's 60 s expiry.
     assert!(got - released < Duration::from_secs(10), "handoff took {:?}", got - released);
-    assert!(b.release().await.unwrap());
+    assert!(b.release().await.unwrap().is_clean());
 }
 
 /// A crashed holder's lease is handed to a waiter when the store expires it, never before.
@@ -407,7 +410,7 @@ pub async fn waiter_gets_lease_after_expiry(l: &Locker) {
     let got = Instant::now();
     assert!(got - sent >= ttl, "granted {:?} after a {ttl:?} lease was taken", got - sent);
     assert_fence_after(l, fence, b.fence());
-    assert!(b.release().await.unwrap());
+    assert!(b.release().await.unwrap().is_clean());
 }
 
 /// Dropping a lease without release frees the key in the background, long before its TTL.
@@ -422,7 +425,7 @@ pub async fn dropped_lease_is_released(l: &Locker) {
         .await
         .expect("free after drop");
     assert!(start.elapsed() < Duration::from_secs(20));
-    assert!(b.release().await.unwrap());
+    assert!(b.release().await.unwrap().is_clean());
 }
 
 /// Acquires cancelled at arbitrary points leave no orphan grant behind: the key is free again
@@ -437,14 +440,14 @@ pub async fn cancelled_acquire_leaves_no_orphan(l: &Locker) {
         tokio::time::sleep(Duration::from_micros(150 * i)).await;
         task.abort();
         if let Ok(Ok(lease)) = task.await {
-            assert!(lease.release().await.unwrap());
+            assert!(lease.release().await.unwrap().is_clean());
         }
         let b = l
             .acquire(&key, LONG)
             .wait(Wait::For(Duration::from_secs(15)))
             .await
             .unwrap_or_else(|e| panic!("round {i}: an orphan kept the key: {e}"));
-        assert!(b.release().await.unwrap());
+        assert!(b.release().await.unwrap().is_clean());
     }
 }
 
@@ -462,7 +465,7 @@ pub async fn holders_lists_grant(l: &Locker) {
     }
     let all = l.holders(None).await.unwrap();
     assert!(all.iter().any(|x| x.owner == a.owner()));
-    assert!(a.release().await.unwrap());
+    assert!(a.release().await.unwrap().is_clean());
     assert!(l.holders(Some(&key)).await.unwrap().is_empty());
 }
 
@@ -489,11 +492,11 @@ pub async fn holders_show_who_holds(l: &Locker) {
     tokio::time::sleep(ttl * 2).await;
     assert!(!a.is_lost(), "the lease must survive its renewals");
     assert_eq!(info_of(a.owner()).await, want, "holder info after renewals (keeps: {keeps})");
-    assert!(a.release().await.unwrap());
+    assert!(a.release().await.unwrap().is_clean());
     let anonymous = l.clone().with_holder_info(None);
     let b = anonymous.acquire(&key, ttl).await.unwrap();
     assert_eq!(info_of(b.owner()).await, None, "a grant without holder info shows none");
-    assert!(b.release().await.unwrap());
+    assert!(b.release().await.unwrap().is_clean());
 }
 
 /// A locker never waits on itself: the task holding a key that asks for it again, even
@@ -513,10 +516,52 @@ pub async fn no_self_wait(l: &Locker) {
     tokio::time::sleep(Duration::from_millis(100)).await;
     assert!(!waiter.is_finished(), "another task of the locker got a held key");
     let fence = a.fence();
-    assert!(a.release().await.unwrap());
+    assert!(a.release().await.unwrap().is_clean());
     let b = within("waiter", waiter).await.unwrap().expect("the waiting task gets it");
     assert_fence_after(l, fence, b.fence());
-    assert!(b.release().await.unwrap());
+    assert!(b.release().await.unwrap().is_clean());
+}
+
+/// Two acquires of one key joined in one task (`join!`) never wait on each other: one gets
+/// the key, the other is answered `HeldByThisLocker` at once with that grant's fence, even
+/// when both are willing to wait longer than the test allows.
+pub async fn no_self_wait_in_join(l: &Locker) {
+    let key = unique_key("self-wait-join");
+    let both = async {
+        tokio::join!(
+            l.acquire(&key, LONG).wait(Wait::For(LONG)).into_future(),
+            l.acquire(&key, LONG).wait(Wait::For(LONG)).into_future()
+        )
+    };
+    let (held, refused) = match within("join! of two acquires", both).await {
+        (Ok(held), Err(e)) | (Err(e), Ok(held)) => (held, e),
+        other => panic!("expected one grant and one refusal: {other:?}"),
+    };
+    assert!(
+        matches!(&refused, Error::HeldByThisLocker { fence, .. } if *fence == held.fence()),
+        "{refused:?}"
+    );
+    // Queued behind a grant of another task, the same holds once this task's own grant lands.
+    let other_task = tokio::spawn(l.acquire(&key, LONG).wait(Wait::For(BOUND)).into_future());
+    assert!(held.release().await.unwrap().is_clean());
+    let b = within("the other task", other_task).await.unwrap().expect("the other task gets it");
+    let (c, d, ()) = within("join! queued behind another task", async {
+        tokio::join!(
+            l.acquire(&key, LONG).wait(Wait::For(LONG)).into_future(),
+            l.acquire(&key, LONG).wait(Wait::For(LONG)).into_future(),
+            async {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                assert!(b.release().await.unwrap().is_clean());
+            }
+        )
+    })
+    .await;
+    let (held, refused) = match (c, d) {
+        (Ok(held), Err(e)) | (Err(e), Ok(held)) => (held, e),
+        other => panic!("expected one grant and one refusal: {other:?}"),
+    };
+    assert!(matches!(&refused, Error::HeldByThisLocker { .. }), "{refused:?}");
+    assert!(held.release().await.unwrap().is_clean());
 }
 
 /// A lease dropped without release is released in the background, and the same locker's
@@ -528,7 +573,7 @@ pub async fn acquire_right_after_drop(l: &Locker) {
         drop(a);
         let b = l.acquire(&key, LONG).await;
         let b = b.unwrap_or_else(|e| panic!("round {round}: right after a drop: {e}"));
-        assert!(b.release().await.unwrap());
+        assert!(b.release().await.unwrap().is_clean());
     }
     l.close().await.expect("nothing left in flight");
 }
@@ -545,6 +590,6 @@ pub async fn cancelled_release_still_frees(l: &Locker) {
         let b = other(l).acquire(&key, LONG).wait(Wait::For(BOUND)).await;
         let b =
             b.unwrap_or_else(|e| panic!("round {round}: a cancelled release kept the key: {e}"));
-        assert!(b.release().await.unwrap());
+        assert!(b.release().await.unwrap().is_clean());
     }
 }

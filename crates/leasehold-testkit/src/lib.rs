@@ -2,6 +2,7 @@
 //!
 //! - [`conformance`]: scenarios every store must pass, as plain `async fn`s taking a
 //!   [`leasehold::Locker`]; [`conformance_suite!`] turns them into one `#[tokio::test]` each.
+//! - [`counted`]: scenarios that count the requests reaching the store (the auto-renew rate).
 //! - [`process`]: scenarios that need several OS processes (mutual exclusion across
 //!   processes, the stalled holder) driven through the `lh-worker` binary, with
 //!   SIGSTOP/SIGCONT fault injection.
@@ -11,6 +12,7 @@
 #![deny(missing_docs)]
 
 pub mod conformance;
+pub mod counted;
 pub mod process;
 
 pub use leasehold_harness::{history, proxy, servers};
@@ -231,7 +233,7 @@ macro_rules! conformance_suite {
             auto_renew_keeps_lease, many_leases_auto_renew, lost_fires_by_local_deadline,
             guard_cancels_on_loss, waiter_gets_lease_after_release,
             waiter_gets_lease_after_expiry, dropped_lease_is_released,
-            cancelled_acquire_leaves_no_orphan, holders_lists_grant, holders_show_who_holds, no_self_wait,
+            cancelled_acquire_leaves_no_orphan, holders_lists_grant, holders_show_who_holds, no_self_wait, no_self_wait_in_join,
             acquire_right_after_drop, cancelled_release_still_frees);
     };
     (@tests $fixture:expr; $($name:ident),* $(,)?) => {

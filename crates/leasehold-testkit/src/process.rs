@@ -245,7 +245,7 @@ pub async fn stalled_holder(
     let released = holder.line().await;
     assert_eq!(holder.wait().await, 0, "holder worker failed");
     let final_value = res.read().await;
-    assert!(lease.release().await.unwrap());
+    assert!(lease.release().await.unwrap().is_clean());
     StallReport {
         stale_write_accepted: said == "accepted",
         holder_said: said,
@@ -262,7 +262,7 @@ pub async fn stale_release_keeps_successor(locker: &Locker, url: &str) {
     let key = unique_key("stale-release");
     let a = locker.acquire(&key, Duration::from_secs(30)).await.unwrap();
     let a_owner = a.owner();
-    assert!(a.release().await.unwrap());
+    assert!(a.release().await.unwrap().is_clean());
     let b = locker.acquire(&key, Duration::from_secs(30)).await.unwrap();
     assert!(!locker.release_by_owner(&key, &a_owner).await.unwrap());
     let other = Locker::connect(url).await.unwrap();
@@ -270,7 +270,7 @@ pub async fn stale_release_keeps_successor(locker: &Locker, url: &str) {
     let h = locker.holders(Some(&key)).await.unwrap();
     assert_eq!(h.iter().map(|h| h.owner).collect::<Vec<_>>(), vec![b.owner()]);
     assert_eq!(h[0].fence, Some(b.fence()));
-    assert!(b.release().await.unwrap());
+    assert!(b.release().await.unwrap().is_clean());
 }
 
 /// Session stores: a frozen holder keeps its lock (nothing expires while the process lives),
@@ -292,13 +292,27 @@ pub async fn stalled_session_holder_keeps_lock(locker: &Locker, url: &str, worke
         .wait(Wait::For(Duration::from_secs(10)))
         .await
         .expect("the holder's death releases the lock");
-    assert!(lease.release().await.unwrap());
+    assert!(lease.release().await.unwrap().is_clean());
 }
 
-/// A process that returns from `main` with a lease held (the `lh-exit` binary, on a
-/// multi-threaded runtime, and on a current-thread one that calls `Locker::close`) leaves
-/// the key free at once: no holder, and a one-shot acquire gets it.
+/// A process whose `main` returns `Err` from a `?` that dropped a lease (the `lh-exit`
+/// binary, on a multi-threaded runtime, and on a current-thread one that follows the
+/// documented `Locker::close` pattern) leaves the key free at once: no holder, and a one-shot
+/// acquire gets it. Without `close`, a current-thread `main` leaves it held (what the docs
+/// warn about: the runtime ends before the background release runs).
 pub async fn exit_with_lease_releases(l: &Locker, url: &str, exit_bin: &Path) {
+    let key = unique_key("exit-current-thread-no-close");
+    let out = Command::new(exit_bin)
+        .args([url, key.as_str(), "current-thread-no-close"])
+        .kill_on_drop(true)
+        .output();
+    let out = tokio::time::timeout(Duration::from_secs(30), out).await.expect("lh-exit").unwrap();
+    assert!(!out.status.success() && String::from_utf8_lossy(&out.stdout).starts_with("held "));
+    let held = l.acquire(&key, Duration::from_secs(30)).await;
+    assert!(
+        matches!(held, Err(leasehold::Error::Busy { .. })),
+        "without close() a current-thread main is documented to leave the key held: {held:?}"
+    );
     for flavor in ["multi-thread", "current-thread"] {
         let key = unique_key(&format!("exit-{flavor}"));
         let out =
@@ -316,6 +330,6 @@ pub async fn exit_with_lease_releases(l: &Locker, url: &str, exit_bin: &Path) {
         );
         let again = l.acquire(&key, Duration::from_secs(30)).await;
         let again = again.unwrap_or_else(|e| panic!("{flavor}: not free at once: {e}"));
-        assert!(again.release().await.unwrap());
+        assert!(again.release().await.unwrap().is_clean());
     }
 }

@@ -72,7 +72,7 @@ async fn etcdctl_lock_and_leasehold_exclude_each_other() {
     };
     tokio::time::sleep(Duration::from_millis(1500)).await;
     let released = Instant::now();
-    assert!(a.release().await.unwrap());
+    assert!(a.release().await.unwrap().is_clean());
     // etcdctl now holds for 2 s: leasehold must not get in.
     tokio::time::sleep(Duration::from_millis(500)).await;
     let r = l.acquire(&key, Duration::from_secs(30)).await;
@@ -90,7 +90,7 @@ async fn etcdctl_lock_and_leasehold_exclude_each_other() {
         ctl_done >= released + Duration::from_secs(2),
         "etcdctl held the lock while leasehold did"
     );
-    assert!(b.release().await.unwrap());
+    assert!(b.release().await.unwrap().is_clean());
 }
 
 /// A stale release never deletes the successor's grant.
@@ -131,7 +131,7 @@ async fn frozen_store_turns_admit_false_then_fires_lost() {
         .await
         .expect("new session after the old one ended");
     assert!(b.fence() > a.fence());
-    assert!(b.release().await.unwrap());
+    assert!(b.release().await.unwrap().is_clean());
 }
 
 /// On a 3-member cluster, killing the leader during a hold does not admit a second holder, and
@@ -152,7 +152,7 @@ async fn leader_loss_keeps_the_holder_and_fences_monotonic() {
     assert!(matches!(r, Err(Error::Busy { .. }) | Err(Error::Unavailable { .. })), "{r:?}");
     assert!(!a.is_lost(), "the holder lost its lock to a leader change: {:?}", a.lost().await);
     let fence = a.fence();
-    assert!(a.release().await.unwrap());
+    assert!(a.release().await.unwrap().is_clean());
     let b = rival
         .acquire(&key, Duration::from_secs(30))
         .wait(Wait::For(Duration::from_secs(15)))
@@ -160,7 +160,7 @@ async fn leader_loss_keeps_the_holder_and_fences_monotonic() {
         .expect("the rival after release");
     assert!(b.fence() > fence);
     cluster.restart(leader);
-    assert!(b.release().await.unwrap());
+    assert!(b.release().await.unwrap().is_clean());
 }
 
 /// The etcd fenced transaction applies while the grant holds and refuses once it has ended.
@@ -174,7 +174,7 @@ async fn fenced_transaction_follows_the_lock_key() {
     let a = l.acquire(&key, Duration::from_secs(30)).await.unwrap();
     let fa = a.fencing();
     fence.put(&fa, "data/x", "a").await.expect("holder's put");
-    assert!(a.release().await.unwrap());
+    assert!(a.release().await.unwrap().is_clean());
     let b = l.acquire(&key, Duration::from_secs(30)).await.unwrap();
     let r = fence.put(&fa, "data/x", "stale").await;
     assert!(matches!(r, Err(Error::StaleFence { .. })), "{r:?}");
@@ -185,8 +185,8 @@ async fn fenced_transaction_follows_the_lock_key() {
         leasehold::fence::Fencing::new(b.fencing().key().clone(), other.fence(), other.owner());
     assert!(matches!(fence.put(&forged, "data/x", "x").await, Err(Error::StaleFence { .. })));
     assert_eq!(cluster.ctl(&["get", "--print-value-only", "data/x"]), "b");
-    assert!(b.release().await.unwrap());
-    assert!(other.release().await.unwrap());
+    assert!(b.release().await.unwrap().is_clean());
+    assert!(other.release().await.unwrap().is_clean());
 }
 
 #[tokio::test]
@@ -226,7 +226,15 @@ async fn refused_credentials_are_config_and_a_closed_port_is_unavailable() {
         assert!(!e.to_string().contains("wrong"), "a password in an error: {e}");
     }
     let root = Locker::connect(&with("root:rootpw@")).await.expect("root may");
-    assert!(root.acquire("k", Duration::from_secs(30)).await.unwrap().release().await.unwrap());
+    assert!(
+        root.acquire("k", Duration::from_secs(30))
+            .await
+            .unwrap()
+            .release()
+            .await
+            .unwrap()
+            .is_clean()
+    );
 
     let closed = format!("etcd://127.0.0.1:{}", leasehold_testkit::servers::free_port());
     let e = Locker::connect(&closed).await.expect_err("nothing listens");

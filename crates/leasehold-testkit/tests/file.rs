@@ -32,14 +32,14 @@ async fn a_deleted_lock_file_still_issues_larger_fences() {
         let lease = l.acquire("job", std::time::Duration::from_secs(30)).await.unwrap();
         assert!(last.is_none_or(|f| lease.fence() > f));
         last = Some(lease.fence());
-        assert!(lease.release().await.unwrap());
+        assert!(lease.release().await.unwrap().is_clean());
     }
     for e in std::fs::read_dir(dir.path()).unwrap() {
         std::fs::remove_file(e.unwrap().path()).unwrap();
     }
     let lease = l.acquire("job", std::time::Duration::from_secs(30)).await.unwrap();
     assert!(lease.fence() > last.unwrap(), "{} after {last:?}", lease.fence());
-    assert!(lease.release().await.unwrap());
+    assert!(lease.release().await.unwrap().is_clean());
 }
 
 /// A lock directory the store cannot use is a configuration error, never an outage: a file in

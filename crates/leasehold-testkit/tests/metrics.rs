@@ -40,12 +40,12 @@ fn grants_busy_waits_holds_renewals_and_losses_are_recorded() {
                 .into_future(),
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
-        assert!(a.release().await.unwrap());
+        assert!(a.release().await.unwrap().is_clean());
         let b = waiter.await.unwrap().unwrap();
         // Someone deletes b's grant: the next renewal answers not-owner and b is lost.
         assert!(l.release_by_owner("k", &b.owner()).await.unwrap());
         assert!(matches!(b.renew().await, Err(Error::NotOwner { .. })));
-        assert!(!b.release().await.unwrap());
+        assert!(!b.release().await.unwrap().is_clean());
     });
     let sqlite = [("backend", "sqlite")];
     assert_eq!(rec.counter(GRANTS, &sqlite), 2);
@@ -68,7 +68,7 @@ fn the_key_label_is_opt_in() {
     on_sqlite(&rec, |l| async move {
         let l = l.with_key_label(true);
         let a = l.acquire("invoice:42", Duration::from_secs(30)).await.unwrap();
-        assert!(a.release().await.unwrap());
+        assert!(a.release().await.unwrap().is_clean());
     });
     assert_eq!(rec.counter(GRANTS, &[("backend", "sqlite"), ("key", "invoice:42")]), 1);
 }

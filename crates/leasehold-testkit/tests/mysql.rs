@@ -82,7 +82,7 @@ async fn lease_table_is_inspectable() {
     assert_eq!(fence, a.fence().get());
     assert!((20..=30).contains(&left), "{left}");
     let stale = a.owner();
-    assert!(a.release().await.unwrap());
+    assert!(a.release().await.unwrap().is_clean());
     let b = l.acquire("job", Duration::from_secs(30)).await.unwrap();
     assert!(!l.release_by_owner("job", &stale).await.unwrap());
     let owner: String = c
@@ -91,7 +91,7 @@ async fn lease_table_is_inspectable() {
         .unwrap()
         .unwrap();
     assert_eq!(owner, b.owner().to_string());
-    assert!(b.release().await.unwrap());
+    assert!(b.release().await.unwrap().is_clean());
 }
 
 /// `KILL CONNECTION` on a session holder's connection: `lost()` fires (at the next heartbeat)
@@ -115,7 +115,7 @@ async fn killed_connection_fires_lost_and_frees_the_lock() {
         .wait(Wait::For(Duration::from_secs(5)))
         .await
         .expect("the lock is free once its connection ended");
-    assert!(b.release().await.unwrap());
+    assert!(b.release().await.unwrap().is_clean());
 }
 
 /// Other clients take the very same lock by name; long keys map to a hashed name the server
@@ -134,15 +134,15 @@ async fn get_lock_names_interoperate() {
     let got: Option<i64> =
         c.exec_first("SELECT GET_LOCK(CONCAT('leasehold:', SHA1(?)), 0)", (&long,)).await.unwrap();
     assert_eq!(got, Some(0), "the long key's hashed name is held");
-    assert!(a.release().await.unwrap());
-    assert!(b.release().await.unwrap());
+    assert!(a.release().await.unwrap().is_clean());
+    assert!(b.release().await.unwrap().is_clean());
     let got: Option<i64> = c.exec_first("SELECT GET_LOCK(?, 0)", (&short,)).await.unwrap();
     assert_eq!(got, Some(1));
     let r = fx.locker.acquire(&short, Duration::from_secs(30)).await;
     assert!(matches!(r, Err(Error::Busy { .. })), "{r:?}");
     c.query_drop(format!("DO RELEASE_LOCK('{short}')")).await.unwrap();
     let a = fx.locker.acquire(&short, Duration::from_secs(30)).await.unwrap();
-    assert!(a.release().await.unwrap());
+    assert!(a.release().await.unwrap().is_clean());
 }
 
 /// After releases, dropped leases and abandoned waits, no lock stays on the connections the
@@ -155,7 +155,7 @@ async fn session_locks_do_not_leak_into_kept_connections() {
         let key = format!("{prefix}-{i}");
         let a = fx.locker.acquire(&key, Duration::from_secs(30)).await.unwrap();
         if i % 2 == 0 {
-            assert!(a.release().await.unwrap());
+            assert!(a.release().await.unwrap().is_clean());
         } else {
             drop(a);
         }
@@ -169,7 +169,7 @@ async fn session_locks_do_not_leak_into_kept_connections() {
         tokio::time::sleep(Duration::from_millis(20)).await;
         w.abort();
         let _ = w.await;
-        assert!(held.release().await.unwrap());
+        assert!(held.release().await.unwrap().is_clean());
     }
     tokio::time::sleep(Duration::from_millis(500)).await;
     let db = MyDatabase::new();
@@ -249,7 +249,7 @@ async fn session_holder_learns_of_a_server_restart_at_once() {
     server.restart();
     let again = Locker::connect(&url).await.unwrap();
     let next = again.acquire("k", Duration::from_secs(30)).await.expect("the restart freed it");
-    assert!(next.release().await.unwrap());
+    assert!(next.release().await.unwrap().is_clean());
 }
 
 /// A replica promoted after missing the last grants holds the rows as they were before them.
@@ -269,7 +269,7 @@ async fn a_fence_row_behind_still_issues_larger_fences() {
         for _ in 0..4 {
             let lease = l.acquire("acct", Duration::from_secs(30)).await.unwrap();
             issued.push(lease.fence());
-            assert!(lease.release().await.unwrap());
+            assert!(lease.release().await.unwrap().is_clean());
         }
         assert!(issued.windows(2).all(|w| w[1] > w[0]), "{form:?}: {issued:?}");
         c.exec_drop(
@@ -281,14 +281,14 @@ async fn a_fence_row_behind_still_issues_larger_fences() {
         let lease = l.acquire("acct", Duration::from_secs(30)).await.unwrap();
         assert!(lease.fence() > issued[3], "{form:?}: {} after {issued:?}", lease.fence());
         assert!(lease.fence().get() < leasehold::MAX_FENCE);
-        assert!(lease.release().await.unwrap());
+        assert!(lease.release().await.unwrap().is_clean());
         // An older version's counter (small numbers) stays below the new fences.
         c.exec_drop(format!("UPDATE {table} SET fence = 41 WHERE {col} = 'acct'"), ())
             .await
             .unwrap();
         let lease = l.acquire("acct", Duration::from_secs(30)).await.unwrap();
         assert!(lease.fence().get() > 41 && lease.fence() > issued[3]);
-        assert!(lease.release().await.unwrap());
+        assert!(lease.release().await.unwrap().is_clean());
     }
 }
 
@@ -367,7 +367,15 @@ async fn a_grant_behind_lock_tables_answers_within_the_op_timeout() {
     // 2.5 s: the server's lock waits are whole seconds (4/5 of it, rounded up: 2 s).
     let op = Duration::from_millis(2500);
     let l = Locker::connect(&db.url("")).await.unwrap().with_op_timeout(op);
-    assert!(l.acquire("warm", Duration::from_secs(30)).await.unwrap().release().await.unwrap());
+    assert!(
+        l.acquire("warm", Duration::from_secs(30))
+            .await
+            .unwrap()
+            .release()
+            .await
+            .unwrap()
+            .is_clean()
+    );
     let mut admin = client(&db).await;
     admin.query_drop("LOCK TABLES leasehold_leases WRITE").await.unwrap();
     let t = Instant::now();
@@ -393,5 +401,5 @@ async fn a_grant_behind_lock_tables_answers_within_the_op_timeout() {
     }
     admin.query_drop("UNLOCK TABLES").await.unwrap();
     let lease = l.acquire("k", Duration::from_secs(30)).await.expect("free again");
-    assert!(lease.release().await.unwrap());
+    assert!(lease.release().await.unwrap().is_clean());
 }

@@ -116,7 +116,7 @@ async fn lease_table_is_inspectable() {
     let left: f64 = row.get(2);
     assert!(left > 20.0 && left <= 30.0, "{left}");
     let stale = a.owner();
-    assert!(a.release().await.unwrap());
+    assert!(a.release().await.unwrap().is_clean());
     let b = fx.locker.acquire("job", Duration::from_secs(30)).await.unwrap();
     assert!(!fx.locker.release_by_owner("job", &stale).await.unwrap());
     let owner: String = c
@@ -125,7 +125,7 @@ async fn lease_table_is_inspectable() {
         .unwrap()
         .get(0);
     assert_eq!(owner, b.owner().to_string());
-    assert!(b.release().await.unwrap());
+    assert!(b.release().await.unwrap().is_clean());
 }
 
 /// `pg_terminate_backend` on a session holder's backend: `lost()` fires and the lock is free.
@@ -149,8 +149,8 @@ async fn terminated_backend_fires_lost_and_frees_the_lock() {
         .wait(Wait::For(Duration::from_secs(5)))
         .await
         .expect("the lock is free once its session ended");
-    assert!(b.release().await.unwrap());
-    assert!(!a.release().await.unwrap_or(false));
+    assert!(b.release().await.unwrap().is_clean());
+    assert!(!a.release().await.is_ok_and(|r| r.is_clean()));
 }
 
 /// The lease table does not depend on one connection: a terminated backend is replaced and
@@ -175,7 +175,7 @@ async fn lease_survives_a_terminated_connection() {
     assert!(n >= 1);
     tokio::time::sleep(ttl * 2).await;
     assert!(!a.is_lost(), "renewal went on over a new connection");
-    assert!(a.release().await.unwrap());
+    assert!(a.release().await.unwrap().is_clean());
 }
 
 /// Nothing leaks into the connections the store keeps: after releases, dropped leases and
@@ -191,7 +191,7 @@ async fn session_locks_do_not_leak_into_kept_connections() {
         let key = format!("leak-{i}");
         let a = l.acquire(&key, Duration::from_secs(30)).await.unwrap();
         if i % 2 == 0 {
-            assert!(a.release().await.unwrap());
+            assert!(a.release().await.unwrap().is_clean());
         } else {
             drop(a); // released in the background
         }
@@ -205,7 +205,7 @@ async fn session_locks_do_not_leak_into_kept_connections() {
         tokio::time::sleep(Duration::from_millis(10)).await;
         w.abort();
         let _ = w.await;
-        assert!(held.release().await.unwrap());
+        assert!(held.release().await.unwrap().is_clean());
     }
     tokio::time::sleep(Duration::from_millis(500)).await;
     let c = client().await;
@@ -236,7 +236,7 @@ async fn session_lock_interoperates_with_plain_sql() {
         .unwrap()
         .get(0);
     assert!(!got, "plain SQL got a lock leasehold holds");
-    assert!(a.release().await.unwrap());
+    assert!(a.release().await.unwrap().is_clean());
     let got: bool = c
         .query_one("SELECT pg_try_advisory_lock(hashtextextended($1, 0))", &[&key])
         .await
@@ -249,7 +249,7 @@ async fn session_lock_interoperates_with_plain_sql() {
     assert!(matches!(r, Err(Error::Busy { .. })), "a foreign holder is reported: {r:?}");
     c.execute("SELECT pg_advisory_unlock(hashtextextended($1, 0))", &[&key]).await.unwrap();
     let b = fx.locker.acquire(&key, Duration::from_secs(30)).await.unwrap();
-    assert!(b.release().await.unwrap());
+    assert!(b.release().await.unwrap().is_clean());
 }
 
 /// The transaction form excludes session holders and ends with its transaction.
@@ -263,7 +263,7 @@ async fn transaction_lock_ends_with_the_transaction() {
         pg::with_xact_lock(&mut c, &key, Some(Duration::from_millis(200)), async |_tx| Ok(()))
             .await;
     assert!(matches!(r, Err(Error::Busy { .. })), "{r:?}");
-    assert!(lease.release().await.unwrap());
+    assert!(lease.release().await.unwrap().is_clean());
 
     let l2 = fx.locker.clone();
     let k2 = key.clone();
@@ -277,7 +277,7 @@ async fn transaction_lock_ends_with_the_transaction() {
     .unwrap();
     assert_eq!(v, 42);
     let after = fx.locker.acquire(key.as_str(), Duration::from_secs(30)).await.unwrap();
-    assert!(after.release().await.unwrap());
+    assert!(after.release().await.unwrap().is_clean());
 
     // An error rolls back and frees the lock too.
     let r: Result<(), Error> = pg::with_xact_lock(&mut c, &key, None, async |tx| {
@@ -287,7 +287,7 @@ async fn transaction_lock_ends_with_the_transaction() {
     .await;
     assert!(r.is_err());
     let after = fx.locker.acquire(key.as_str(), Duration::from_secs(30)).await.unwrap();
-    assert!(after.release().await.unwrap());
+    assert!(after.release().await.unwrap().is_clean());
 }
 
 /// The fence table's rules, and the one-statement fence-column pattern on a user table.
@@ -377,7 +377,7 @@ async fn waiter_on_another_connection_is_woken_by_notify() {
     };
     tokio::time::sleep(Duration::from_millis(300)).await;
     let first = a.fence();
-    assert!(a.release().await.unwrap());
+    assert!(a.release().await.unwrap().is_clean());
     // Without the notification the waiter would sleep to its own deadline (20 s) and only
     // then look again.
     let b = tokio::time::timeout(Duration::from_secs(10), w)
@@ -386,7 +386,7 @@ async fn waiter_on_another_connection_is_woken_by_notify() {
         .unwrap()
         .unwrap();
     assert!(b.fence() > first);
-    assert!(b.release().await.unwrap());
+    assert!(b.release().await.unwrap().is_clean());
 }
 
 /// `check` keeps the fence row locked until its transaction ends: a successor's `claim`
@@ -443,7 +443,7 @@ async fn session_fence_sequence_and_fence_table_share_a_schema() {
     leasehold::fence::postgres::claim(&tx, "res", &lease.fencing()).await.expect("claim");
     leasehold::fence::postgres::check(&tx, "res", &lease.fencing()).await.expect("check");
     tx.commit().await.unwrap();
-    assert!(lease.release().await.unwrap());
+    assert!(lease.release().await.unwrap().is_clean());
 }
 
 /// Waiting on a lease-table key takes a ticket and a release calls one waiter, so a handoff
@@ -468,7 +468,7 @@ async fn a_release_wakes_one_waiter_not_the_herd() {
                     .await
                     .unwrap();
                 tokio::time::sleep(Duration::from_millis(1)).await;
-                assert!(l.release().await.unwrap());
+                assert!(l.release().await.unwrap().is_clean());
             }
         }));
     }
@@ -522,7 +522,7 @@ async fn an_older_lease_table_gains_the_queue_columns() {
         })
     };
     tokio::time::sleep(Duration::from_millis(200)).await;
-    assert!(first.release().await.unwrap());
+    assert!(first.release().await.unwrap().is_clean());
     let second = waiter.await.unwrap().unwrap();
     assert!(second.fence() > first_fence);
     let row = c
@@ -530,7 +530,7 @@ async fn an_older_lease_table_gains_the_queue_columns() {
         .await
         .unwrap();
     assert_eq!((row.get::<_, i64>(0), row.get::<_, i64>(1)), (1, 1), "one ticket, called once");
-    assert!(second.release().await.unwrap());
+    assert!(second.release().await.unwrap().is_clean());
 }
 
 /// A waiter that gave up leaves its ticket behind. When a release calls that ticket, nobody
@@ -557,12 +557,12 @@ async fn an_abandoned_ticket_does_not_stall_the_queue() {
         waiter.acquire("q", Duration::from_secs(30)).wait(Wait::For(Duration::from_secs(10))).await
     });
     tokio::time::sleep(Duration::from_millis(300)).await;
-    assert!(first.release().await.unwrap());
+    assert!(first.release().await.unwrap().is_clean());
     let released = std::time::Instant::now();
     let second = next.await.unwrap().expect("no grant within the wait");
     // A stalled waiter gets the key only from the last attempt at the end of its 10 s wait;
     // the stagger lets it in a few milliseconds after the release.
     let after = released.elapsed();
     assert!(after < Duration::from_secs(5), "the queue stalled on the abandoned ticket: {after:?}");
-    assert!(second.release().await.unwrap());
+    assert!(second.release().await.unwrap().is_clean());
 }

@@ -73,7 +73,13 @@ async fn a_frozen_peer_is_answered_within_the_bounds() {
         let l = Locker::connect(&url).await.unwrap().with_op_timeout(Duration::from_secs(1));
         if mode.is_empty() {
             assert!(
-                l.acquire("warm", Duration::from_secs(30)).await.unwrap().release().await.unwrap()
+                l.acquire("warm", Duration::from_secs(30))
+                    .await
+                    .unwrap()
+                    .release()
+                    .await
+                    .unwrap()
+                    .is_clean()
             );
         }
         proxy.set(Fault::Blackhole);
@@ -122,7 +128,15 @@ async fn a_grant_behind_lock_table_answers_within_the_op_timeout() {
     let fx = postgres_fixture().await;
     let schema = fx.url.split("schema=").nth(1).unwrap().to_owned();
     let l = fx.locker.clone().with_op_timeout(Duration::from_secs(1));
-    assert!(l.acquire("warm", Duration::from_secs(30)).await.unwrap().release().await.unwrap());
+    assert!(
+        l.acquire("warm", Duration::from_secs(30))
+            .await
+            .unwrap()
+            .release()
+            .await
+            .unwrap()
+            .is_clean()
+    );
     let mut admin = client().await;
     let tx = admin.transaction().await.unwrap();
     tx.batch_execute(&format!("LOCK TABLE \"{schema}\".leasehold_leases IN ACCESS EXCLUSIVE MODE"))
@@ -152,7 +166,7 @@ async fn a_grant_behind_lock_table_answers_within_the_op_timeout() {
     }
     tx.rollback().await.unwrap();
     let lease = l.acquire("k", Duration::from_secs(30)).await.expect("free again");
-    assert!(lease.release().await.unwrap());
+    assert!(lease.release().await.unwrap().is_clean());
 }
 
 /// A session lock's connection names its holder in `pg_stat_activity` (pid, host, command),
@@ -171,5 +185,5 @@ async fn session_connections_name_their_holder() {
         .unwrap();
     let name: String = row.get(0);
     assert!(name.starts_with(&format!("leasehold {}@", std::process::id())), "{name}");
-    assert!(a.release().await.unwrap());
+    assert!(a.release().await.unwrap().is_clean());
 }

@@ -51,11 +51,11 @@ async fn key_layout_is_inspectable() {
     assert_eq!(server.cli(&["GET", "app:{job}:fence"]), a.fence().to_string());
     assert_eq!(server.cli(&["TTL", "app:{job}:fence"]), "-1", "the fence counter never expires");
     let stale = a.owner();
-    assert!(a.release().await.unwrap());
+    assert!(a.release().await.unwrap().is_clean());
     let b = l.acquire("job", Duration::from_secs(30)).await.unwrap();
     assert!(!l.release_by_owner("job", &stale).await.unwrap());
     assert_eq!(server.cli(&["GET", "app:{job}"]), b.owner().to_string());
-    assert!(b.release().await.unwrap());
+    assert!(b.release().await.unwrap().is_clean());
 }
 
 /// Fenced scripts: claims are owner- and key-bound, effects run only for the current claim,
@@ -109,7 +109,7 @@ async fn failover_admits_a_second_holder_whose_fence_is_larger() {
     let warm = on_primary.acquire("acct", Duration::from_secs(30)).await.unwrap();
     let warm_fence = warm.fence().to_string();
     let mut last = warm.fence();
-    assert!(warm.release().await.unwrap());
+    assert!(warm.release().await.unwrap().is_clean());
     let start = std::time::Instant::now();
     while replica.cli(&["GET", "leasehold:{acct}:fence"]) != warm_fence {
         assert!(start.elapsed() < Duration::from_secs(20), "replication never caught up");
@@ -124,7 +124,7 @@ async fn failover_admits_a_second_holder_whose_fence_is_larger() {
         let l = on_primary.acquire("acct", Duration::from_secs(30)).await.unwrap();
         assert!(l.fence() > last);
         last = l.fence();
-        assert!(l.release().await.unwrap());
+        assert!(l.release().await.unwrap().is_clean());
     }
     let first = on_primary.acquire("acct", Duration::from_secs(30)).await.unwrap();
     res.claim("acct", &first.fencing()).await.unwrap();
@@ -154,7 +154,7 @@ async fn failover_admits_a_second_holder_whose_fence_is_larger() {
     assert!(matches!(stale, Err(Error::StaleFence { .. })), "{stale:?}");
     assert_eq!(resource.cli(&["GET", "{acct}:balance"]), "0");
     drop(first.detach());
-    assert!(second.release().await.unwrap());
+    assert!(second.release().await.unwrap().is_clean());
 }
 
 /// A restart without persistence forgets every fence counter; the next grant still issues a
@@ -168,7 +168,7 @@ async fn fences_never_go_back_across_a_restart_or_an_upgrade() {
     for _ in 0..5 {
         let lease = l.acquire("job", Duration::from_secs(30)).await.unwrap();
         issued.push(lease.fence());
-        assert!(lease.release().await.unwrap());
+        assert!(lease.release().await.unwrap().is_clean());
     }
     assert!(issued.windows(2).all(|w| w[1] > w[0]), "{issued:?}");
     server.restart(); // kill -9, and no persistence
@@ -177,23 +177,23 @@ async fn fences_never_go_back_across_a_restart_or_an_upgrade() {
     let after = l.acquire("job", Duration::from_secs(30)).await.unwrap();
     assert!(after.fence() > *issued.last().unwrap(), "{} after {issued:?}", after.fence());
     assert!(after.fence().get() < leasehold::MAX_FENCE);
-    assert!(after.release().await.unwrap());
+    assert!(after.release().await.unwrap().is_clean());
 
     // An older version's counter.
     server.cli(&["SET", "leasehold:{old}:fence", "41"]);
     let a = l.acquire("old", Duration::from_secs(30)).await.unwrap();
     let a_fence = a.fence();
     assert!(a_fence.get() > 41);
-    assert!(a.release().await.unwrap());
+    assert!(a.release().await.unwrap().is_clean());
     let b = l.acquire("old", Duration::from_secs(30)).await.unwrap();
     assert!(b.fence() > a_fence);
-    assert!(b.release().await.unwrap());
+    assert!(b.release().await.unwrap().is_clean());
     // A counter ahead of the clock (more than a million grants a second) keeps counting.
     let ahead = (leasehold::MAX_FENCE - 10).to_string();
     server.cli(&["SET", "leasehold:{fast}:fence", &ahead]);
     let c = l.acquire("fast", Duration::from_secs(30)).await.unwrap();
     assert_eq!(c.fence().get(), leasehold::MAX_FENCE - 9);
-    assert!(c.release().await.unwrap());
+    assert!(c.release().await.unwrap().is_clean());
 }
 
 /// `wait_replicas`: with a live replica grants go through; with none, acquire fails closed
@@ -216,7 +216,7 @@ async fn wait_replicas_fails_closed() {
     let replica = RedisServer::start();
     replica.replicate(&primary);
     let lease = l.acquire("k", Duration::from_secs(30)).await.expect("acknowledged by the replica");
-    assert!(lease.release().await.unwrap());
+    assert!(lease.release().await.unwrap().is_clean());
 }
 
 /// An acquire (`docs/design.md` §3) whose answer does not come back is reported as unknown, and the
@@ -239,7 +239,7 @@ async fn unknown_acquire_is_cleaned_up() {
         .wait(Wait::For(Duration::from_secs(20)))
         .await
         .expect("the orphan was cleaned up well before its 120 s TTL");
-    assert!(lease.release().await.unwrap());
+    assert!(lease.release().await.unwrap().is_clean());
 }
 
 /// A connection reset while a lease is held (a proxy, a server-side `CLIENT KILL`, an idle
@@ -264,7 +264,7 @@ async fn renew_and_release_survive_a_connection_reset() {
     proxy.set(Fault::Reset);
     tokio::time::sleep(Duration::from_millis(200)).await;
     proxy.set(Fault::Pass);
-    assert!(lease.release().await.expect("a release after a reset"));
+    assert!(lease.release().await.expect("a release after a reset").is_clean());
     assert_eq!(server.cli(&["EXISTS", "leasehold:k"]), "0");
 }
 
@@ -310,7 +310,7 @@ async fn frozen_store_fails_fast_once_lost() {
     let t = Instant::now();
     assert!(matches!(lease.renew().await, Err(Error::Lost { .. })));
     let released = lease.release().await;
-    assert!(matches!(released, Ok(false)), "{released:?}");
+    assert!(matches!(released, Ok(leasehold::Released::MayHaveOverlapped)), "{released:?}");
     assert!(
         t.elapsed() < Duration::from_secs(1),
         "renew and release after the loss took {:?} (the op timeout is 5 s)",
@@ -341,7 +341,9 @@ async fn refused_configuration_is_config_and_a_closed_port_is_unavailable() {
     let e = l.acquire("k", Duration::from_secs(30)).await.expect_err("NOPERM");
     assert!(e.is_config() && !e.is_unavailable(), "{e:?}");
     let ok = Locker::connect(&format!("redis://:sekret@127.0.0.1:{p}")).await.unwrap();
-    assert!(ok.acquire("k", Duration::from_secs(30)).await.unwrap().release().await.unwrap());
+    assert!(
+        ok.acquire("k", Duration::from_secs(30)).await.unwrap().release().await.unwrap().is_clean()
+    );
 
     let closed = format!("redis://127.0.0.1:{}", leasehold_testkit::servers::free_port());
     let e = Locker::connect(&closed).await.expect_err("nothing listens");
@@ -393,6 +395,13 @@ async fn holder_info_lives_and_dies_with_the_lease() {
     let pttl: u64 = server.cli(&["PTTL", "leasehold:{job}:holder"]).parse().unwrap();
     assert!(pttl > 20_000 && pttl <= 30_000, "{pttl}");
     a.renew().await.unwrap();
-    assert!(a.release().await.unwrap());
+    assert!(a.release().await.unwrap().is_clean());
     assert_eq!(server.cli(&["EXISTS", "leasehold:{job}:holder"]), "0");
+}
+
+/// Auto-renew renews at ttl/3, counted at the store: about 6 renewals in 6 s at ttl 3 s.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn auto_renew_rate() {
+    let fx = redis_fixture().await;
+    leasehold_testkit::counted::auto_renew_rate(&fx.locker).await;
 }

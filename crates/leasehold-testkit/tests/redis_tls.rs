@@ -33,7 +33,7 @@ async fn certificate_is_verified() {
     let ok = Locker::connect(&server.url()).await.expect("the right CA connects");
     let lease = ok.acquire("k", Duration::from_secs(5)).await.unwrap();
     assert_eq!(server.cli(&["GET", "leasehold:{k}"]), lease.owner().to_string());
-    assert!(lease.release().await.unwrap());
+    assert!(lease.release().await.unwrap().is_clean());
 }
 
 /// `rediss://` aimed at a plain Redis port fails at once (not at the connect limit) with a

@@ -30,7 +30,7 @@ async fn minority_down_still_grants_majority_down_does_not() {
     servers[0].kill9();
     servers[1].kill9();
     let lease = l.acquire("k", Duration::from_secs(10)).await.expect("3 of 5 is a majority");
-    assert!(lease.release().await.unwrap());
+    assert!(lease.release().await.unwrap().is_clean());
     servers[2].kill9();
     let r = l.acquire("k", Duration::from_secs(10)).await;
     assert!(matches!(r, Err(Error::Unavailable { .. })), "2 of 5 must not grant: {r:?}");
@@ -64,7 +64,7 @@ async fn split_vote_is_busy_and_released() {
         .wait(Wait::For(Duration::from_secs(10)))
         .await
         .expect("granted once the other holder's keys expire");
-    assert!(lease.release().await.unwrap());
+    assert!(lease.release().await.unwrap().is_clean());
 }
 
 /// The fence is fetched after the quorum; if it arrives after the validity ended, the grant
@@ -97,7 +97,7 @@ async fn late_fence_fails_the_grant() {
     let ok =
         l.acquire("k", Duration::from_secs(5)).await.expect("a long enough ttl outlasts the fence");
     assert_eq!(ok.fence().get(), 7);
-    assert!(ok.release().await.unwrap());
+    assert!(ok.release().await.unwrap().is_clean());
 }
 
 /// Every instance refusing the same way (a password the URL lacks) is a configuration error;
@@ -113,5 +113,5 @@ async fn all_instances_refusing_is_config_a_minority_is_not() {
     mixed.push(RedisServer::start_with(&["--requirepass", "sekret"]));
     let l = Locker::connect(&redlock_url(&mixed)).await.expect("2 of 3 answer");
     let lease = l.acquire("k", Duration::from_secs(10)).await.expect("a majority grants");
-    assert!(lease.release().await.unwrap());
+    assert!(lease.release().await.unwrap().is_clean());
 }

@@ -46,7 +46,7 @@ async fn a_restored_backup_still_issues_larger_fences() {
     let l = leasehold::Locker::connect(&url).await.unwrap();
     let first = l.acquire("job", std::time::Duration::from_secs(30)).await.unwrap();
     let mut last = first.fence();
-    assert!(first.release().await.unwrap());
+    assert!(first.release().await.unwrap().is_clean());
     drop(l);
     std::fs::copy(&db, dir.path().join("backup.db")).unwrap();
     let l = leasehold::Locker::connect(&url).await.unwrap();
@@ -54,7 +54,7 @@ async fn a_restored_backup_still_issues_larger_fences() {
         let lease = l.acquire("job", std::time::Duration::from_secs(30)).await.unwrap();
         assert!(lease.fence() > last);
         last = lease.fence();
-        assert!(lease.release().await.unwrap());
+        assert!(lease.release().await.unwrap().is_clean());
     }
     drop(l);
     for ext in ["-wal", "-shm"] {
@@ -64,7 +64,7 @@ async fn a_restored_backup_still_issues_larger_fences() {
     let l = leasehold::Locker::connect(&url).await.unwrap();
     let lease = l.acquire("job", std::time::Duration::from_secs(30)).await.unwrap();
     assert!(lease.fence() > last, "{} after {last}", lease.fence());
-    assert!(lease.release().await.unwrap());
+    assert!(lease.release().await.unwrap().is_clean());
 }
 
 /// Returning from `main` with a lease held frees the key at once.
@@ -96,4 +96,11 @@ async fn unusable_paths_are_config() {
         let e = leasehold::Locker::connect(&url).await.expect_err(&url);
         assert!(e.is_config() && !e.is_unavailable() && !e.is_retryable(), "{url}: {e:?}");
     }
+}
+
+/// Auto-renew renews at ttl/3, counted at the store: about 6 renewals in 6 s at ttl 3 s.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn auto_renew_rate() {
+    let fx = sqlite_fixture().await;
+    leasehold_testkit::counted::auto_renew_rate(&fx.locker).await;
 }

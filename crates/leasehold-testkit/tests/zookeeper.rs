@@ -76,7 +76,7 @@ async fn nodes_use_the_curator_layout() {
     // zkCli sees the same.
     let listed = server.cli(&["ls", &lock]);
     assert!(listed.contains(node.as_str()), "{listed}");
-    assert!(a.release().await.unwrap());
+    assert!(a.release().await.unwrap().is_clean());
     assert!(client.list_children(&lock).await.map(|c| c.is_empty()).unwrap_or(true));
 }
 
@@ -133,7 +133,7 @@ async fn curator_and_leasehold_exclude_each_other() {
     let early = tokio::time::timeout(Duration::from_secs(4), out.next_line()).await;
     assert!(early.is_err(), "Curator acquired a lock leasehold holds: {early:?}");
     let released = Instant::now();
-    assert!(a.release().await.unwrap());
+    assert!(a.release().await.unwrap().is_clean());
     let said = tokio::time::timeout(Duration::from_secs(20), out.next_line())
         .await
         .expect("Curator acquires after release")
@@ -151,7 +151,7 @@ async fn curator_and_leasehold_exclude_each_other() {
         .expect("leasehold after Curator");
     assert!(released.elapsed() >= Duration::from_secs(2), "leasehold overlapped Curator's hold");
     assert_eq!(out.next_line().await.unwrap().as_deref(), Some("released"));
-    assert!(b.release().await.unwrap());
+    assert!(b.release().await.unwrap().is_clean());
     assert!(java.wait().await.unwrap().success());
 }
 
@@ -182,7 +182,7 @@ async fn paused_server_turns_admit_false_before_session_expiry() {
         .await
         .expect("a new session gets the lock once the old one expired");
     assert!(b.fence() > a.fence());
-    assert!(b.release().await.unwrap());
+    assert!(b.release().await.unwrap().is_clean());
 }
 
 /// An acquire whose create is interrupted by a connection loss (the server frozen with the
@@ -199,7 +199,7 @@ async fn interrupted_create_leaves_no_orphan() {
     let lock = format!("/leasehold/{key}");
     // Make the lock node exist so the frozen request is the create itself.
     let warm = l.acquire(&key, Duration::from_secs(30)).await.unwrap();
-    assert!(warm.release().await.unwrap());
+    assert!(warm.release().await.unwrap().is_clean());
     server.stop();
     let task = {
         let (l, key) = (l.clone(), key.clone());
@@ -212,7 +212,7 @@ async fn interrupted_create_leaves_no_orphan() {
     let lease = task.await.unwrap().expect("acquired after the reconnect");
     let children = client.list_children(&lock).await.unwrap();
     assert_eq!(children.len(), 1, "an orphan node was left: {children:?}");
-    assert!(lease.release().await.unwrap());
+    assert!(lease.release().await.unwrap().is_clean());
     assert!(client.list_children(&lock).await.map(|c| c.is_empty()).unwrap_or(true));
 }
 
@@ -283,7 +283,7 @@ async fn each_waiter_watches_only_its_predecessor() {
     }
     assert_eq!(w.len(), 8, "one watched node per waiter: {w:?}");
     assert!(w.iter().all(|(_, n)| *n == 1), "a node watched by several sessions: {w:?}");
-    assert!(a.release().await.unwrap());
+    assert!(a.release().await.unwrap().is_clean());
     // Exactly one waiter gets in; the other seven keep their single watches.
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert_eq!(waiters.iter().filter(|t| t.is_finished()).count(), 1);

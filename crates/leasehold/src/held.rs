@@ -5,6 +5,7 @@
 
 use std::future::Future;
 use std::sync::{Arc, Weak};
+use std::task::Waker;
 use std::time::{Duration, Instant};
 
 use tokio::sync::Notify;
@@ -78,8 +79,9 @@ pub(crate) struct Shared {
     /// Woken when `state.lost` is set. (A moved deadline wakes nobody: a `lost()` future that
     /// wakes at the old deadline re-reads the new one.)
     lost_notify: Notify,
-    /// Dropped with this: ends the task watching a session (see `watch_session`).
-    session_watch: std::sync::Mutex<Option<tokio::sync::oneshot::Sender<()>>>,
+    /// The store's session-end future, polled by whoever asks whether the lease is lost
+    /// (see `set_session_end`): no task per lease.
+    session_end: std::sync::OnceLock<SessionWatch>,
     /// `false` while the store cannot confirm the session (see `Grant::session_live`).
     session_live: std::sync::OnceLock<tokio::sync::watch::Receiver<bool>>,
 }
@@ -107,7 +109,7 @@ impl Shared {
             granted: Instant::now(),
             state: std::sync::Mutex::new(State { deadline, lost: None, overdue }),
             lost_notify: Notify::new(),
-            session_watch: std::sync::Mutex::new(None),
+            session_end: std::sync::OnceLock::new(),
             session_live: std::sync::OnceLock::new(),
         }
     }
@@ -116,14 +118,22 @@ impl Shared {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// The loss cause, latching `DeadlinePassed` if the deadline has gone by.
+    /// The loss cause, latching `DeadlinePassed` if the deadline has gone by, or
+    /// `SessionEnded` if the store's session has ended.
     pub fn lost_now(&self) -> Option<LostReason> {
-        let s = self.state();
-        if s.lost.is_none() && s.deadline.is_some_and(|d| Instant::now() >= d) {
-            self.latch(s, LostReason::DeadlinePassed);
-            return Some(LostReason::DeadlinePassed);
+        {
+            let s = self.state();
+            if s.lost.is_some() {
+                return s.lost.clone();
+            }
+            if s.deadline.is_some_and(|d| Instant::now() >= d) {
+                self.latch(s, LostReason::DeadlinePassed);
+                return Some(LostReason::DeadlinePassed);
+            }
         }
-        s.lost.clone()
+        let why = self.session_end.get()?.ended()?;
+        self.mark_lost(LostReason::SessionEnded(why));
+        self.state().lost.clone()
     }
 
     /// Latches a loss cause; the first cause wins.
@@ -218,24 +228,51 @@ impl Shared {
         self.session_live.get().is_none_or(|l| *l.borrow())
     }
 
-    /// Watches a session-end future and latches the loss when it fires.
-    pub fn watch_session(self: &Arc<Self>, end: crate::store::SessionEnd) {
-        let weak: Weak<Shared> = Arc::downgrade(self);
-        // The watcher ends with the session or with this lease, whichever is first: a store
-        // whose sessions outlive many leases (a shared connection) must not collect one
-        // parked task per lease ever granted.
-        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-        *self.session_watch.lock().unwrap_or_else(|p| p.into_inner()) = Some(stop_tx);
-        tokio::spawn(async move {
-            tokio::select! {
-                why = end => {
-                    if let Some(me) = weak.upgrade() {
-                        me.mark_lost(LostReason::SessionEnded(why));
-                    }
-                }
-                _ = stop_rx => {}
+    /// Attaches the store's session-end future. It is polled, not spawned: by `lost_now`
+    /// (so `is_lost`, `admit`, `release` see the end) and by every `lost()` future, with a
+    /// waker that wakes all of them, so the end is latched as soon as anyone is listening.
+    /// (A task per lease, which this replaces, cost a spawn and two polls per grant.)
+    pub fn set_session_end(self: &Arc<Self>, end: crate::store::SessionEnd) {
+        let waker = Waker::from(Arc::new(WakeLost(Arc::downgrade(self))));
+        let _ = self.session_end.set(SessionWatch { end: std::sync::Mutex::new(Some(end)), waker });
+    }
+}
+
+/// A session-end future and the waker it is polled with.
+struct SessionWatch {
+    end: std::sync::Mutex<Option<crate::store::SessionEnd>>,
+    waker: Waker,
+}
+
+impl std::fmt::Debug for SessionWatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SessionWatch")
+    }
+}
+
+impl SessionWatch {
+    /// Why the session ended, once it has (the future is polled, never after it resolved).
+    fn ended(&self) -> Option<String> {
+        let mut slot = self.end.lock().unwrap_or_else(|p| p.into_inner());
+        let fut = slot.as_mut()?;
+        match fut.as_mut().poll(&mut std::task::Context::from_waker(&self.waker)) {
+            std::task::Poll::Ready(why) => {
+                *slot = None;
+                Some(why)
             }
-        });
+            std::task::Poll::Pending => None,
+        }
+    }
+}
+
+/// Wakes every `lost()` future of a lease when its session-end future can make progress.
+struct WakeLost(Weak<Shared>);
+
+impl std::task::Wake for WakeLost {
+    fn wake(self: Arc<Self>) {
+        if let Some(s) = self.0.upgrade() {
+            s.lost_notify.notify_waiters();
+        }
     }
 }
 

@@ -13,6 +13,37 @@ use crate::{Error, FenceToken, Key, LockKind, LostReason, OwnerToken, Result};
 
 type Registration = (Arc<Local>, Arc<LocalKey>);
 
+/// What [`Lease::release`] found in the store. `#[must_use]`, so `lease.release().await?;`
+/// warns: the answer is the only sign that the critical section may have overlapped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[must_use = "MayHaveOverlapped means the critical section may have overlapped another holder's"]
+pub enum Released {
+    /// The grant was still ours until the release removed it: no other holder had the key
+    /// in between.
+    Clean,
+    /// The grant was no longer ours (it expired, was lost or taken over): the critical
+    /// section may have overlapped another holder's.
+    MayHaveOverlapped,
+}
+
+impl Released {
+    /// Whether the grant was still ours until released.
+    pub fn is_clean(self) -> bool {
+        self == Released::Clean
+    }
+
+    /// Whether the critical section may have overlapped another holder's.
+    pub fn may_have_overlapped(self) -> bool {
+        self == Released::MayHaveOverlapped
+    }
+}
+
+impl From<bool> for Released {
+    fn from(still_ours: bool) -> Self {
+        if still_ours { Released::Clean } else { Released::MayHaveOverlapped }
+    }
+}
+
 /// A grant held by this process.
 ///
 /// Dropping a `Lease` without [`Lease::release`] logs a warning and releases it in the
@@ -61,9 +92,10 @@ impl Lease {
         self.shared.id.token()
     }
 
-    /// What a fenced resource needs: key, fence and owner.
+    /// What a fenced resource needs: key, fence and owner, and this lease's local deadline,
+    /// which the SQL fence resources bound their transactions by (see [`crate::fence`]).
     pub fn fencing(&self) -> Fencing {
-        self.shared.id.clone()
+        self.shared.id.clone().bound_to(&self.shared)
     }
 
     /// The lease length requested.
@@ -175,17 +207,17 @@ impl Lease {
         }
     }
 
-    /// Owner-checked release. `Ok(true)`: it was still ours. `Ok(false)`: it was not (it
-    /// expired or was taken over), so the critical section may have overlapped with another
-    /// holder's; unless the loss was already known, this is also logged as a warning.
+    /// Owner-checked release. [`Released::Clean`]: it was still ours.
+    /// [`Released::MayHaveOverlapped`]: it was not (it expired or was taken over), so the
+    /// critical section may have overlapped with another holder's; unless the loss was
+    /// already known, this is also logged as a warning.
     ///
-    /// A lease already known lost answers `Ok(false)` at once, without waiting on a store
-    /// that may be gone: the owner-checked release is sent in the background (so a store
-    /// that comes back frees the key; [`crate::Locker::close`] waits for it). Otherwise a
-    /// release whose answer does not come within the op timeout is
+    /// A lease already known lost answers `MayHaveOverlapped` at once, without waiting on a
+    /// store that may be gone: the owner-checked release is sent in the background (so a
+    /// store that comes back frees the key; [`crate::Locker::close`] waits for it). Otherwise
+    /// a release whose answer does not come within the op timeout is
     /// [`Error::UnknownOutcome`]: the store's expiry or session end frees the key.
-    #[must_use = "Ok(false) means the critical section may have overlapped another holder's"]
-    pub async fn release(mut self) -> Result<bool> {
+    pub async fn release(mut self) -> Result<Released> {
         // No renewal starts from here on; but `done` is set only once the answer is in: a
         // release whose future is dropped mid-request falls back to Drop's background release.
         self.stop_renewing();
@@ -194,7 +226,7 @@ impl Lease {
             self.done = true;
             let local = self.local.take();
             spawn_release(s, local, self.exit.pending.ticket());
-            return Ok(false);
+            return Ok(Released::MayHaveOverlapped);
         }
         let owner = s.id.owner();
         let span = tracing::debug_span!("leasehold.release", key = s.id.key().as_str());
@@ -220,9 +252,9 @@ impl Lease {
                     "released a lease that was no longer ours: the critical section may have \
                      overlapped with another holder"
                 );
-                Ok(false)
+                Ok(Released::MayHaveOverlapped)
             }
-            Ok(r) => r,
+            Ok(r) => r.map(Released::from),
         }
     }
 
@@ -231,7 +263,11 @@ impl Lease {
     pub fn detach(mut self) -> Fencing {
         self.finish();
         self.leave_local();
-        self.fencing()
+        let f = self.shared.id.clone();
+        match self.deadline() {
+            Some(d) => f.with_deadline(d),
+            None => f,
+        }
     }
 
     fn finish(&mut self) {

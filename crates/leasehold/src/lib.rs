@@ -15,22 +15,33 @@
 //!   recommends a ttl, renew interval and margin, with the arithmetic.
 //!
 //! ```
-//! # #[tokio::main(flavor = "current_thread")]
-//! # async fn main() -> leasehold::Result<()> {
-//! # let dir = tempfile::tempdir().unwrap();
-//! # let url = format!("sqlite://{}/locks.db", dir.path().display());
 //! use std::time::Duration;
 //! use leasehold::{Locker, Wait};
 //!
-//! let locker = Locker::connect(&url).await?;
-//! let lease = locker
-//!     .acquire("nightly-report", Duration::from_secs(30))
-//!     .wait(Wait::For(Duration::from_secs(10)))
-//!     .await?;
-//! let fence = lease.fence(); // present it to the resource you write to
-//! lease.guard(async { /* the critical section; cancelled if the lease is lost */ }).await?;
-//! assert!(lease.release().await?, "it was still ours");
-//! # let _ = fence; Ok(()) }
+//! async fn report(locker: &Locker) -> leasehold::Result<()> {
+//!     let lease = locker
+//!         .acquire("nightly-report", Duration::from_secs(30))
+//!         .wait(Wait::For(Duration::from_secs(10)))
+//!         .await?;
+//!     let fence = lease.fence(); // present it to the resource you write to
+//!     lease.guard(async { /* the critical section; cancelled if the lease is lost */ }).await?;
+//!     assert!(lease.release().await?.is_clean(), "it was still ours");
+//!     # let _ = fence;
+//!     Ok(())
+//! }
+//!
+//! #[tokio::main(flavor = "current_thread")]
+//! async fn main() -> leasehold::Result<()> {
+//!     # let dir = tempfile::tempdir().unwrap();
+//!     # let url = format!("sqlite://{}/locks.db", dir.path().display());
+//!     let locker = Locker::connect(&url).await?;
+//!     let result = report(&locker).await;
+//!     // On a current-thread runtime, close before returning: a lease that a `?` dropped in
+//!     // `report` is released in the background, and this waits for it (a multi-threaded
+//!     // runtime's last locker handle does so by itself).
+//!     locker.close().await?;
+//!     result
+//! }
 //! ```
 //!
 //! # Cargo features
@@ -89,7 +100,7 @@ pub use error::{BoxError, Error, LostReason, Result, StaleReason};
 pub use fence::Fencing;
 pub use guarantees::{CLOCK_ASSUMPTION, FenceRepeat, Guarantees, LockKind, MAX_FENCE};
 pub use key::Key;
-pub use lease::Lease;
+pub use lease::{Lease, Released};
 pub use locker::{Acquire, DEFAULT_CONNECT_TIMEOUT, DEFAULT_OP_TIMEOUT, Locker, MAX_TTL, Wait};
 pub use store::{Holder, HolderInfo, Store};
 pub use token::{FenceToken, OwnerToken};

@@ -50,12 +50,12 @@ pub(crate) struct Local {
 #[derive(Debug)]
 pub(crate) struct LocalKey {
     key: Key,
-    /// FIFO of waiting acquirers.
-    queue: Arc<tokio::sync::Mutex<()>>,
+    /// FIFO of waiting acquirers (made by the first one: one-shot acquires never queue).
+    queue: std::sync::OnceLock<Arc<tokio::sync::Mutex<()>>>,
     /// The lease of this locker holding the key, if any, and who acquired it.
     holder: Mutex<Option<(Weak<Shared>, Ident)>>,
-    /// Bumped whenever `holder` is cleared.
-    freed: watch::Sender<u64>,
+    /// Bumped whenever `holder` is set or cleared (made by the first waiter to subscribe).
+    changes: std::sync::OnceLock<watch::Sender<u64>>,
     /// When `holder` was last cleared (for the handoff-wait metric).
     freed_at: Mutex<Option<Instant>>,
 }
@@ -89,11 +89,24 @@ impl Local {
             return Err(Refused::Ours(h.id.token()));
         }
         if let Some(until) = until {
-            let turn = tokio::time::timeout_at(until.into(), entry.queue.clone().lock_owned());
-            slot._turn = Some(turn.await.map_err(|_| Refused::Timeout)?);
-            if !entry.wait_not_held(until).await {
-                return Err(Refused::Timeout);
-            }
+            // Queue for the turn, but give up at once if meanwhile a lease of this same task
+            // (an earlier future of a `join!`) is granted the key: waiting would be on itself.
+            let mut changes = entry.subscribe();
+            let turn = entry.queue.get_or_init(Arc::default).clone().lock_owned();
+            tokio::pin!(turn);
+            let guard = loop {
+                if let Some(fence) = entry.held_by(me) {
+                    return Err(Refused::Ours(fence));
+                }
+                tokio::select! {
+                    biased;
+                    g = &mut turn => break g,
+                    _ = changes.changed() => {}
+                    _ = tokio::time::sleep_until(until.into()) => return Err(Refused::Timeout),
+                }
+            };
+            slot._turn = Some(guard);
+            entry.wait_not_held(until, me).await?;
         }
         let settle_until = Instant::now() + settle;
         entry.wait_released(until.map_or(settle_until, |u| u.min(settle_until))).await;
@@ -106,25 +119,32 @@ impl Local {
             .or_insert_with(|| {
                 Arc::new(LocalKey {
                     key: key.clone(),
-                    queue: Arc::new(tokio::sync::Mutex::new(())),
+                    queue: std::sync::OnceLock::new(),
                     holder: Mutex::new(None),
-                    freed: watch::Sender::new(0),
+                    changes: std::sync::OnceLock::new(),
                     freed_at: Mutex::new(None),
                 })
             })
             .clone()
     }
 
-    /// Drops the entry when nobody but the map (and the caller) uses it.
+    /// Drops the entry when nobody but the map (and the caller) uses it, once the map holds
+    /// more than [`KEEP_IDLE`] entries: a key acquired over and over keeps its entry instead
+    /// of building and dropping one per acquisition, and idle entries stay bounded (at most
+    /// `KEEP_IDLE` survive: past it, every entry let go is removed).
     pub fn tidy(&self, lk: &Arc<LocalKey>) {
         let mut m = self.map();
-        if Arc::strong_count(lk) <= 2
+        if m.len() > KEEP_IDLE
+            && Arc::strong_count(lk) <= 2
             && lk.holder.lock().unwrap_or_else(|p| p.into_inner()).is_none()
         {
             m.remove(&lk.key);
         }
     }
 }
+
+/// Idle per-key entries a locker keeps (see [`Local::tidy`]).
+pub(crate) const KEEP_IDLE: usize = 256;
 
 /// An acquirer's place in [`Local`]: holds the queue turn (if any) and tidies the key's entry
 /// when dropped, on every path out of an acquire, cancellation included.
@@ -162,7 +182,32 @@ impl LocalKey {
     }
 
     pub fn set_holder(&self, lease: &Arc<Shared>, who: Ident) {
-        *self.holder.lock().unwrap_or_else(|p| p.into_inner()) = Some((Arc::downgrade(lease), who));
+        let mut h = self.holder.lock().unwrap_or_else(|p| p.into_inner());
+        *h = Some((Arc::downgrade(lease), who));
+        self.changed();
+    }
+
+    /// Tells the acquirers waiting on this key that its holder changed. Called with the holder
+    /// locked: a waiter subscribes before it reads the holder (under the same lock), so one
+    /// that read the old holder is counted here, and when nobody waits (the uncontended case)
+    /// nothing is sent at all.
+    fn changed(&self) {
+        if let Some(tx) = self.changes.get()
+            && tx.receiver_count() > 0
+        {
+            tx.send_modify(|n| *n += 1);
+        }
+    }
+
+    /// A receiver of holder changes; subscribe before reading the holder (see `changed`).
+    fn subscribe(&self) -> watch::Receiver<u64> {
+        self.changes.get_or_init(|| watch::Sender::new(0)).subscribe()
+    }
+
+    /// The fence of a live lease of this locker on the key that `me` acquired.
+    fn held_by(&self, me: Ident) -> Option<FenceToken> {
+        let (h, who) = self.holder()?;
+        (who == me && h.lost_now().is_none()).then(|| h.id.token())
     }
 
     /// Clears the holder if it is `lease`, waking the head of the queue.
@@ -170,27 +215,30 @@ impl LocalKey {
         let mut h = self.holder.lock().unwrap_or_else(|p| p.into_inner());
         let ours = h.as_ref().is_some_and(|(w, _)| std::ptr::eq(w.as_ptr(), lease));
         if ours {
-            *h = None;
-            drop(h);
             *self.freed_at.lock().unwrap_or_else(|p| p.into_inner()) = Some(Instant::now());
-            self.freed.send_modify(|n| *n += 1);
+            *h = None;
+            self.changed();
         }
     }
 
-    /// Waits until no live lease of this locker holds the key, or `until`. True if free.
-    async fn wait_not_held(&self, until: Instant) -> bool {
-        let mut rx = self.freed.subscribe();
+    /// Waits until no live lease of this locker holds the key; refused at once if the holder
+    /// is (or becomes) a lease `me` acquired, or when `until` passes.
+    async fn wait_not_held(&self, until: Instant, me: Ident) -> Result<(), Refused> {
+        let mut rx = self.subscribe();
         loop {
-            let Some((h, _)) = self.holder() else { return true };
+            let Some((h, who)) = self.holder() else { return Ok(()) };
             if h.lost_now().is_some() {
-                return true;
+                return Ok(());
+            }
+            if who == me {
+                return Err(Refused::Ours(h.id.token()));
             }
             let lost = h.lost();
             drop(h);
             tokio::select! {
                 _ = rx.changed() => {}
-                _ = lost => return true,
-                _ = tokio::time::sleep_until(until.into()) => return false,
+                _ = lost => return Ok(()),
+                _ = tokio::time::sleep_until(until.into()) => return Err(Refused::Timeout),
             }
         }
     }
@@ -200,7 +248,7 @@ impl LocalKey {
     /// Waits, up to `until`, while a lease of this locker that is being released (dropped,
     /// its release in flight) still holds the key.
     async fn wait_released(&self, until: Instant) {
-        let mut rx = self.freed.subscribe();
+        let mut rx = self.subscribe();
         loop {
             let releasing =
                 self.holder().is_some_and(|(h, _)| h.lost_now() == Some(LostReason::Released));
@@ -233,9 +281,17 @@ mod tests {
         }
     }
 
-    /// Every way out of a wait leaves no entry behind: timeout, success, cancellation.
+    /// Every way out of a wait leaves the key's entry idle: timeout, success, cancellation
+    /// (no holder, no turn taken, nobody else holding it); and idle entries stay bounded.
     #[tokio::test]
     async fn entries_are_tidied() {
+        let idle = |local: &Local| {
+            local.map().values().all(|lk| {
+                Arc::strong_count(lk) == 1
+                    && lk.holder().is_none()
+                    && lk.queue.get().is_none_or(|q| q.try_lock().is_ok())
+            })
+        };
         let local = Arc::new(Local::default());
         let key = Key::new("k").unwrap();
         let held = enter(&local, &key, Some(Duration::from_secs(1))).await.unwrap();
@@ -246,12 +302,14 @@ mod tests {
         let timed_out = enter(&local, &key, Some(Duration::from_millis(20))).await;
         assert!(matches!(timed_out, Err(Refused::Timeout)), "the turn is taken");
         drop(held);
-        assert!(
-            local.map().is_empty(),
-            "entries left: {:?}",
-            local.map().keys().collect::<Vec<_>>()
-        );
+        assert!(idle(&local), "entries left in use: {:?}", local.map().keys().collect::<Vec<_>>());
         drop(enter(&local, &key, None).await.unwrap());
-        assert!(local.map().is_empty());
+        assert!(idle(&local) && local.map().len() == 1);
+        for i in 0..3 * KEEP_IDLE {
+            let k = Key::new(format!("k{i}")).unwrap();
+            drop(enter(&local, &k, Some(Duration::from_secs(1))).await.unwrap());
+        }
+        assert!(idle(&local), "entries left in use");
+        assert!(local.map().len() <= KEEP_IDLE + 1, "{} idle entries kept", local.map().len());
     }
 }

@@ -232,6 +232,11 @@ impl Locker {
         self.bounded("status", self.store.holders(key.as_ref())).await
     }
 
+    /// [`Store::forget`], bounded by the op timeout (the sizing probe's clean-up).
+    pub(crate) async fn forget(&self, key: &Key) -> Result<()> {
+        self.bounded("clean-up", self.store.forget(key)).await
+    }
+
     async fn bounded<T>(&self, what: &str, f: impl Future<Output = Result<T>>) -> Result<T> {
         tokio::time::timeout(self.op_timeout, f).await.map_err(|_| {
             Error::UnknownOutcome(format!("{what} got no answer within {:?}", self.op_timeout))
@@ -393,7 +398,7 @@ impl Acquire {
             locker.tel.time(crate::telemetry::HANDOFF_WAIT, &key_for_tel, None, freed.elapsed());
         }
         if let Some(end) = grant.session_end {
-            shared.watch_session(end);
+            shared.set_session_end(end);
         }
         if let Some(live) = grant.session_live {
             shared.set_session_live(live);

@@ -285,6 +285,17 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
     fn set_op_timeout(&self, op_timeout: Duration) {
         let _ = op_timeout;
     }
+
+    /// Removes what the store keeps of `key` once nobody holds it (its fence counter, its
+    /// lease row, its lock file), for throwaway keys such as the sizing probe's; a key still
+    /// held is left alone. Only for keys nobody else will use: a later grant starts its
+    /// fence from the store's clock again (still above the old ones on clock-backed stores),
+    /// and a waiter that opened a `file://` lock file before it was removed would not exclude
+    /// a newcomer. Default: nothing kept, nothing to do.
+    async fn forget(&self, key: &Key) -> Result<()> {
+        let _ = key;
+        Ok(())
+    }
 }
 
 /// Waiting by watching: `watch` subscribes to changes of the key **before** the first attempt

@@ -36,39 +36,63 @@ pub(crate) struct Telemetry {
     pub keys: bool,
 }
 
+/// The label sets without a key: a handful per backend, built once and kept, so recording a
+/// metric allocates nothing (measured: building them per call was most of what the client
+/// side cost on top of the store's own round trips, issue 24).
+type Extra = Option<(&'static str, &'static str)>;
+/// A backend and an extra label, with the label set they make.
+type LabelSet = ((&'static str, Extra), &'static [metrics::Label]);
+
+fn static_labels(backend: &'static str, extra: Extra) -> &'static [metrics::Label] {
+    static SETS: std::sync::Mutex<Vec<LabelSet>> = std::sync::Mutex::new(Vec::new());
+    let mut sets = SETS.lock().unwrap_or_else(|p| p.into_inner());
+    // Every label is a `&'static str` of this crate: comparing addresses is enough (a
+    // literal with two addresses only makes a second, equal, set).
+    let same = |a: &str, b: &str| std::ptr::eq(a, b);
+    let hit = sets.iter().find(|((b, e), _)| {
+        same(b, backend)
+            && match (e, extra) {
+                (None, None) => true,
+                (Some((k1, v1)), Some((k2, v2))) => same(k1, k2) && same(v1, v2),
+                _ => false,
+            }
+    });
+    if let Some((_, l)) = hit {
+        return l;
+    }
+    let mut l = vec![metrics::Label::from_static_parts("backend", backend)];
+    if let Some((k, v)) = extra {
+        l.push(metrics::Label::from_static_parts(k, v));
+    }
+    // Bounded: backends × the fixed outcome labels of this module.
+    let l: &'static [metrics::Label] = Vec::leak(l);
+    sets.push(((backend, extra), l));
+    l
+}
+
 impl Telemetry {
-    fn labels(
-        &self,
-        key: &Key,
-        extra: Option<(&'static str, &'static str)>,
-    ) -> Vec<metrics::Label> {
-        let mut l = vec![metrics::Label::new("backend", self.backend)];
-        if let Some((k, v)) = extra {
-            l.push(metrics::Label::new(k, v));
+    fn key(&self, name: &'static str, key: &Key, extra: Extra) -> metrics::Key {
+        let fixed = static_labels(self.backend, extra);
+        if !self.keys {
+            return metrics::Key::from_static_parts(name, fixed);
         }
-        if self.keys {
-            l.push(metrics::Label::new("key", key.as_str().to_owned()));
-        }
-        l
+        let mut l = fixed.to_vec();
+        l.push(metrics::Label::new("key", key.as_str().to_owned()));
+        metrics::Key::from_parts(name, l)
     }
 
-    pub fn count(
-        &self,
-        name: &'static str,
-        key: &Key,
-        extra: Option<(&'static str, &'static str)>,
-    ) {
-        metrics::counter!(name, self.labels(key, extra)).increment(1);
+    pub fn count(&self, name: &'static str, key: &Key, extra: Extra) {
+        static META: metrics::Metadata<'static> =
+            metrics::Metadata::new(module_path!(), metrics::Level::INFO, Some(module_path!()));
+        let k = self.key(name, key, extra);
+        metrics::with_recorder(|r| r.register_counter(&k, &META).increment(1));
     }
 
-    pub fn time(
-        &self,
-        name: &'static str,
-        key: &Key,
-        extra: Option<(&'static str, &'static str)>,
-        d: Duration,
-    ) {
-        metrics::histogram!(name, self.labels(key, extra)).record(d.as_secs_f64());
+    pub fn time(&self, name: &'static str, key: &Key, extra: Extra, d: Duration) {
+        static META: metrics::Metadata<'static> =
+            metrics::Metadata::new(module_path!(), metrics::Level::INFO, Some(module_path!()));
+        let k = self.key(name, key, extra);
+        metrics::with_recorder(|r| r.register_histogram(&k, &META).record(d.as_secs_f64()));
     }
 
     /// An acquire answered after `waited`.

@@ -1,5 +1,7 @@
-//! Auto-renew: one task per locker renews every registered lease at ttl/3, batching all
-//! leases that are due (or within ttl/6 of due) into one `renew_many` round trip.
+//! Auto-renew: one task per locker renews every registered lease at ttl/3. When a lease is
+//! due, the leases within ttl/6 of their own due time ride along in the same `renew_many`
+//! round trip; no lease is renewed early unless another one is really due (`docs/design.md`
+//! §3: a lease is renewed about three times per ttl, never more than once per ttl/6).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
@@ -78,8 +80,7 @@ impl Watchdog {
             );
             spawn = !r.task_running;
             r.task_running = true;
-            let early = sent + interval - interval / 2;
-            wake = r.sleeping_until.is_some_and(|t| early < t);
+            wake = r.sleeping_until.is_some_and(|t| sent + interval < t);
         }
         if spawn {
             tokio::spawn(run(Arc::downgrade(self), self.wake.clone()));
@@ -105,22 +106,14 @@ impl Watchdog {
             r.task_running = false;
             return None;
         }
-        let mut batch = Vec::new();
-        let mut next: Option<Instant> = None;
-        for (id, e) in &r.entries {
-            // Renew up to half an interval (ttl/6) early so leases with nearby due times share
-            // one round trip.
-            let early = e.next_due.checked_sub(e.interval / 2).unwrap_or(now);
-            if early <= now {
-                if let Some(l) = e.lease.upgrade() {
-                    batch.push((*id, l));
-                }
-            } else {
-                next = Some(next.map_or(early, |n| n.min(early)));
-            }
-        }
-        r.sleeping_until = if batch.is_empty() { next } else { None };
-        Some((batch, next))
+        let picked = pick(now, r.entries.iter().map(|(id, e)| (*id, e.next_due, e.interval)));
+        let batch: Batch = picked
+            .batch
+            .into_iter()
+            .filter_map(|id| Some((id, r.entries.get(&id)?.lease.upgrade()?)))
+            .collect();
+        r.sleeping_until = if batch.is_empty() { picked.next } else { None };
+        Some((batch, picked.next))
     }
 
     fn reschedule(&self, id: u64, at: Instant) {
@@ -195,22 +188,7 @@ async fn run(watchdog: Weak<Watchdog>, wake: Arc<Notify>) {
             return;
         };
         if !batch.is_empty() {
-            let started = Instant::now();
-            // The shortest renew interval among the batch bounds how soon to look again.
-            let min_interval = batch.iter().map(|(_, l)| l.ttl / 3).min().unwrap_or_default();
             wd.renew_batch(batch).await;
-            // Leases are renewed up to half an interval early, so looking again an eighth of an
-            // interval later still catches every one in time (with room for the batch
-            // itself to take a while), and leases registered meanwhile share one round trip.
-            let again = started + min_interval / 8;
-            if again > Instant::now() {
-                wd.registry().sleeping_until = Some(again);
-                drop(wd);
-                tokio::select! {
-                    _ = wake.notified() => {}
-                    _ = tokio::time::sleep_until(again.into()) => {}
-                }
-            }
             continue;
         }
         drop(wd);
@@ -224,5 +202,72 @@ async fn run(watchdog: Weak<Watchdog>, wake: Arc<Notify>) {
             }
             None => woken.await,
         }
+    }
+}
+
+/// What [`pick`] chose: the leases to renew now, and when the next one falls due.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub(crate) struct Picked {
+    pub batch: Vec<u64>,
+    pub next: Option<Instant>,
+}
+
+/// The batching rule, a pure function of `(id, next_due, interval)`: nothing is renewed
+/// before some lease is due; once one is, every lease within half its own interval of its due
+/// time joins that round trip. `next` is the earliest due time left out.
+pub(crate) fn pick(now: Instant, leases: impl Iterator<Item = (u64, Instant, Duration)>) -> Picked {
+    let leases: Vec<_> = leases.collect();
+    let any_due = leases.iter().any(|(_, due, _)| *due <= now);
+    let mut out = Picked::default();
+    for (id, due, interval) in leases {
+        let early = due.checked_sub(interval / 2).unwrap_or(now);
+        if any_due && early <= now {
+            out.batch.push(id);
+        } else {
+            out.next = Some(out.next.map_or(due, |n: Instant| n.min(due)));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const S: Duration = Duration::from_secs(1);
+
+    #[test]
+    fn nothing_is_renewed_early_alone() {
+        let now = Instant::now();
+        // Due in 0.4 s of a 1 s interval: within the early window, but nobody is due.
+        let p = pick(now, [(1, now + S * 4 / 10, S)].into_iter());
+        assert_eq!(p, Picked { batch: vec![], next: Some(now + S * 4 / 10) });
+    }
+
+    #[test]
+    fn leases_near_their_due_time_ride_along() {
+        let now = Instant::now();
+        let p = pick(
+            now,
+            [(1, now, S), (2, now + S * 4 / 10, S), (3, now + S * 6 / 10, S)].into_iter(),
+        );
+        assert_eq!(p, Picked { batch: vec![1, 2], next: Some(now + S * 6 / 10) });
+    }
+
+    /// Simulated time: one lease alone is renewed once per interval, three per ttl.
+    #[test]
+    fn one_lease_renews_once_per_interval() {
+        let t0 = Instant::now();
+        let (mut due, mut now, mut renewals) = (t0 + S, t0, 0);
+        while now <= t0 + S * 6 {
+            let p = pick(now, [(1, due, S)].into_iter());
+            if p.batch.is_empty() {
+                now = p.next.expect("one lease");
+            } else {
+                renewals += 1;
+                due = now + S;
+            }
+        }
+        assert_eq!(renewals, 6, "over six intervals");
     }
 }

@@ -9,6 +9,9 @@ pub(super) async fn hold_many(
     p: &Progress,
 ) -> BenchResult<report::HoldMany> {
     let ttl = Duration::from_secs(3);
+    // Renewals are counted where they reach the store, through a wrapper around it.
+    let counting = leasehold_harness::counting::Counting::new(locker.store().clone());
+    let locker = &Locker::from_arc(counting.clone());
     let mut runs = Vec::new();
     for run in 0..s.runs {
         p.step(format!("hold-many run {}/{} ({} leases)", run + 1, s.runs, s.leases));
@@ -20,6 +23,8 @@ pub(super) async fn hold_many(
         let rss_held = rss_bytes();
         // Hold for at least three TTLs, sampling how long ago random leases were renewed.
         let hold = s.duration.max(ttl * 3);
+        let (renewals_before, calls_before) = (counting.renewals(), counting.renew_calls());
+        let held_from = Instant::now();
         let mut oldest_renewal = Duration::ZERO;
         let mut samples = 0u64;
         let end = Instant::now() + hold;
@@ -43,6 +48,11 @@ pub(super) async fn hold_many(
                 }
             }
         }
+        let held_for = held_from.elapsed();
+        let renewals = counting.renewals() - renewals_before;
+        let renew_calls = counting.renew_calls() - calls_before;
+        let per_lease_per_ttl =
+            renewals as f64 / leases.len().max(1) as f64 / (held_for.as_secs_f64() / 3.0);
         let lost = leases.iter().filter(|l| l.is_lost()).count();
         let rss_end = rss_bytes();
         release_many(leases).await?;
@@ -55,6 +65,8 @@ pub(super) async fn hold_many(
             oldest_renewal_seen_ms: (samples > 0).then_some(oldest_renewal.as_millis() as u64),
             pttl_samples: samples,
             renew_interval_ms: (ttl / 3).as_millis() as u64,
+            renewals_per_lease_per_ttl: round_to(per_lease_per_ttl, 2),
+            renew_round_trips: renew_calls,
             rss_mb_before: mb(rss_before),
             rss_mb_holding: mb(rss_held),
             rss_mb_end: mb(rss_end),
@@ -110,7 +122,7 @@ async fn release_many(leases: Vec<leasehold::Lease>) -> BenchResult<()> {
         .map(|c| {
             tokio::spawn(async move {
                 for l in c {
-                    l.release().await.map_err(|e| e.to_string())?;
+                    let _ = l.release().await.map_err(|e| e.to_string())?;
                 }
                 Ok::<_, String>(())
             })

@@ -373,8 +373,10 @@ impl Contender for Leasehold {
     }
     async fn release(&self, lease: leasehold::Lease) -> BenchResult<()> {
         match lease.release().await {
-            Ok(true) => Ok(()),
-            Ok(false) => Err("release found the lease not ours".into()),
+            Ok(leasehold::Released::Clean) => Ok(()),
+            Ok(leasehold::Released::MayHaveOverlapped) => {
+                Err("release found the lease not ours".into())
+            }
             Err(e) => Err(e.to_string()),
         }
     }

@@ -9,6 +9,8 @@ pub(super) struct PgSide {
     url: String,
     /// (label, pgbench script) pairs.
     scripts: Vec<(&'static str, String)>,
+    /// Session locks: pgbench's connection is set up as leasehold's.
+    session: bool,
 }
 
 /// leasehold's URL options (everything else is the server's).
@@ -48,7 +50,7 @@ impl PgSide {
         };
         let url =
             if keep.is_empty() { base.to_owned() } else { format!("{base}?{}", keep.join("&")) };
-        Ok(PgSide { url, scripts })
+        Ok(PgSide { url, scripts, session })
     }
 
     /// The (label, pgbench script) pairs.
@@ -66,6 +68,9 @@ impl PgSide {
             .map(|s| s.channel)
             .unwrap_or_default();
         let out = tokio::process::Command::new("pgbench")
+            // As leasehold's session connections are set up (SessionStatements::setup); the
+            // lease-table statements run with the server's defaults, as leasehold's do.
+            .env("PGOPTIONS", if self.session { "-c synchronous_commit=off" } else { "" })
             .args(["-n", "-M", "prepared", "-c", "1", "-j", "1", "-T"])
             .arg(d.as_secs().max(1).to_string())
             .args(["-D", &format!("key={key}"), "-D", "owner=00000000000000000000000000000001"])

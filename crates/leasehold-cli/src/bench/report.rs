@@ -258,6 +258,10 @@ pub struct HoldRun {
     pub oldest_renewal_seen_ms: Option<u64>,
     pub pttl_samples: u64,
     pub renew_interval_ms: u64,
+    /// Leases renewed at the store while held, per lease and per ttl (3 at ttl/3).
+    pub renewals_per_lease_per_ttl: f64,
+    /// Renewal requests (one per batch) sent while held.
+    pub renew_round_trips: u64,
     pub rss_mb_before: Option<u64>,
     pub rss_mb_holding: Option<u64>,
     pub rss_mb_end: Option<u64>,

@@ -152,11 +152,13 @@ fn hold_run(out: &mut String, n: usize, run: &HoldRun) {
         ),
     };
     out.push_str(&format!(
-        "  run {n}: {} leases acquired in {} s, held {} s: lost {}, {renewal}, RSS {} MB before → {} MB holding → {} MB at end\n",
+        "  run {n}: {} leases acquired in {} s, held {} s: lost {}, {} renewals per lease per ttl ({} batched round trips), {renewal}, RSS {} MB before → {} MB holding → {} MB at end\n",
         run.leases,
         j(&run.acquire_all_s),
         j(&run.held_s),
         run.lost,
+        j(&run.renewals_per_lease_per_ttl),
+        run.renew_round_trips,
         j(&run.rss_mb_before),
         j(&run.rss_mb_holding),
         j(&run.rss_mb_end),

@@ -31,7 +31,13 @@ pub async fn worker_cmd(key: &str, ttl_ms: u64, fenced: u8) -> Result<crate::Exi
 
 /// The worker side (`leasehold chaos-worker`): hold the key, claim, write, say `ready`, and on
 /// `write` write again; every step is printed as `event …` lines with monotonic timestamps.
+/// With a resource spec `tx:SPEC` (stalled-holder-tx) the write before `ready` stays open,
+/// uncommitted, in its checked transaction, and `write` commits it.
 pub async fn worker(url: &str, key: &str, ttl: Duration, spec: &str, fenced: bool) -> i32 {
+    let (in_tx, spec) = match spec.strip_prefix(TX) {
+        Some(rest) => (true, rest),
+        None => (false, spec),
+    };
     let out = |line: String| {
         let mut o = std::io::stdout().lock();
         let _ = writeln!(o, "{line}");
@@ -54,7 +60,15 @@ pub async fn worker(url: &str, key: &str, ttl: Duration, spec: &str, fenced: boo
             return 69;
         }
     };
-    let fencing = lease.fencing();
+    // In the transaction variant the checks carry the lease's local deadline, which bounds
+    // the transaction; otherwise the holder presents its fence as one that cannot see its
+    // lease would (a token from LEASEHOLD_FENCE), so what refuses its late write is the
+    // resource's fence check.
+    let fencing = if in_tx {
+        lease.fencing()
+    } else {
+        leasehold::fence::Fencing::new(lease.key().clone(), lease.fence(), lease.owner())
+    };
     let fence = fencing.token().get();
     out(e("acquire", fence, ""));
     {
@@ -75,6 +89,9 @@ pub async fn worker(url: &str, key: &str, ttl: Duration, spec: &str, fenced: boo
                 return 70;
             }
         }
+    }
+    if in_tx {
+        return in_transaction(res, fenced.then_some(&fencing), fence, lease, &out).await;
     }
     match res.write(fenced.then_some(&fencing), "holder").await {
         Ok(()) => out(e("effect", fence, "accepted")),
@@ -101,6 +118,54 @@ pub async fn worker(url: &str, key: &str, ttl: Duration, spec: &str, fenced: boo
     out(e("releasing", fence, ""));
     let released = lease.release().await;
     out(e("release", fence, &format!("{released:?}")));
+    0
+}
+
+/// The resource spec prefix of the transaction variant.
+pub(super) const TX: &str = "tx:";
+
+/// stalled-holder-tx's holder: the write is applied in its (checked) transaction, `ready` is
+/// said with it still open, and `write` commits it. The commit's answer is the effect's.
+async fn in_transaction(
+    mut res: super::http::Res,
+    fencing: Option<&leasehold::fence::Fencing>,
+    fence: u64,
+    lease: leasehold::Lease,
+    out: &impl Fn(String),
+) -> i32 {
+    let e = |what: &str, detail: &str| format!("event {} {what} {fence} {detail}", monotonic_ns());
+    let super::http::Res::Harness(r) = &mut res else {
+        out("error stalled-holder-tx needs a SQL resource".into());
+        return 70;
+    };
+    let open = match r.begin_write(fencing, "holder-in-transaction").await {
+        Ok(open) => open,
+        Err(err) => {
+            out(format!("error write: {err}"));
+            return 70;
+        }
+    };
+    out(e("in-transaction", ""));
+    out(format!("ready {fence}"));
+    let mut stdin = BufReader::new(tokio::io::stdin()).lines();
+    while let Ok(Some(line)) = stdin.next_line().await {
+        if line == "write" {
+            break;
+        }
+    }
+    match open.commit(fencing).await {
+        Ok(()) => {
+            out(e("effect", "accepted"));
+            out("accepted".into());
+        }
+        Err(err) => {
+            out(e("effect", &format!("rejected {err}")));
+            out(format!("rejected: {err}"));
+        }
+    }
+    out(e("releasing", ""));
+    let released = lease.release().await;
+    out(e("release", &format!("{released:?}")));
     0
 }
 

@@ -9,6 +9,10 @@
 //!   stale write must be seen getting through, so the check can fail).
 //! - `stalled-holder-http` ([`http`]): the same, the resource being an HTTP service behind
 //!   `leasehold fence-proxy` (the control writes to the service directly).
+//! - `stalled-holder-tx`: the same, the holder frozen *inside* its checked transaction
+//!   (write applied, not committed) on a SQL resource (PostgreSQL, MySQL, else SQLite); it
+//!   commits when resumed. Read strictly: any holder effect committed after the successor's
+//!   grant is stale. Also counts successors whose claim had to wait for the holder's resume.
 //! - `partition`: the same, with the holder cut off from the store by a fault proxy instead of
 //!   frozen; its `lost()` must fire before the store grants the key to the successor.
 //! - `store-kill` and `failover` ([`faults`]): the store itself fails, on private servers
@@ -98,6 +102,18 @@ pub fn resource_spec(url: &str, out: &Path) -> (String, String) {
     }
 }
 
+/// stalled-holder-tx's resource: a SQL one, the store's own on PostgreSQL and MySQL, else an
+/// SQLite file in `out` (Redis and etcd writes are one atomic step, with no transaction to
+/// freeze in).
+fn tx_resource_spec(url: &str, out: &Path) -> (String, String) {
+    let (spec, what) = resource_spec(url, out);
+    if spec.starts_with("postgres") || spec.starts_with("mysql") || spec.starts_with("sqlite") {
+        return (spec, what);
+    }
+    let p = out.join("resource.db");
+    (format!("sqlite:{}", p.display()), format!("SQLite file {} (table data)", p.display()))
+}
+
 /// The session timeout an etcd or ZooKeeper URL asks for (their defaults otherwise); zero for
 /// other stores.
 fn session_timeout(url: &str) -> Duration {
@@ -161,6 +177,9 @@ pub(crate) struct Trial {
     successor_locked_out: bool,
     /// Fences did not increase from holder to successor.
     fence_out_of_order: bool,
+    /// stalled-holder-tx: the successor's claim and write finished only after the frozen
+    /// holder was resumed (its open transaction blocked them).
+    successor_blocked: bool,
     /// An operation whose outcome was unknown.
     unknown: bool,
     /// Partition: the cut-off holder's lost() fired only after the store granted the key to
@@ -225,6 +244,7 @@ async fn stalled_trial(
 ) -> Result<Trial, String> {
     let arm = if fenced { "fenced" } else { "unfenced" };
     let partition = s.scenario == "partition";
+    let in_tx = s.scenario == "stalled-holder-tx";
     // Partition: the holder reaches the store through a fault proxy that swallows its traffic;
     // it keeps running and must notice. The resource stays reachable.
     let proxy = if partition {
@@ -241,7 +261,8 @@ async fn stalled_trial(
         Some(p) => through(&s.url, p.addr())?.1,
         None => s.url.clone(),
     };
-    let mut holder = Holder::spawn(s, &holder_url, spec, fenced).await?;
+    let holder_spec = if in_tx { format!("{}{spec}", holder::TX) } else { spec.to_owned() };
+    let mut holder = Holder::spawn(s, &holder_url, &holder_spec, fenced).await?;
     let ready = holder.line(s.ttl * 20 + Duration::from_secs(20)).await?;
     let holder_fence: u64 = ready
         .strip_prefix("ready ")
@@ -290,20 +311,55 @@ async fn stalled_trial(
             (None, None)
         }
     };
+    let mut resumed = false;
+    let mut blocked = false;
     if let Some(l) = &lease {
-        successor_claim_and_write(&mut res, l, fenced, &mut events).await;
+        let mut succ = Vec::new();
+        let mut resume = async |why: String| {
+            holder.signal(Signal::SIGCONT);
+            events.push(ev("chaos", "resume", Some(holder_fence), Some(why)));
+            let _ = holder.stdin.write_all(b"write\n").await;
+        };
+        if in_tx && spec.starts_with("sqlite:") {
+            // A frozen process keeps the file's write lock and no server can end its
+            // transaction: the successor could only wait (blocking this thread). Resume the
+            // holder, which commits (or is refused), then let the successor go.
+            blocked = true;
+            resumed = true;
+            resume("SIGCONT: SQLite cannot end a frozen holder's transaction".into()).await;
+            successor_claim_and_write(&mut res, l, fenced, &mut succ).await;
+        } else if in_tx {
+            // The frozen holder's open transaction may hold the row locks the successor
+            // needs: give the server's bounds their time, then resume the holder (which
+            // commits, or is refused) and let the successor finish.
+            let work = successor_claim_and_write(&mut res, l, fenced, &mut succ);
+            tokio::pin!(work);
+            let patience = s.ttl * 4 + Duration::from_secs(2);
+            if tokio::time::timeout(patience, &mut work).await.is_err() {
+                blocked = true;
+                resumed = true;
+                resume(format!("SIGCONT: the successor still waited after {patience:?}")).await;
+                work.await;
+            }
+        } else {
+            successor_claim_and_write(&mut res, l, fenced, &mut succ).await;
+        }
+        events.append(&mut succ);
     }
     match &proxy {
         Some(_) => {
             events.push(ev("chaos", "resume", Some(holder_fence), Some("holder writes".into())))
         }
+        None if resumed => {}
         None => {
             holder.signal(Signal::SIGCONT);
             events.push(ev("chaos", "resume", Some(holder_fence), Some("SIGCONT".into())));
         }
     }
     let said = if lease.is_some() {
-        let _ = holder.stdin.write_all(b"write\n").await;
+        if !resumed {
+            let _ = holder.stdin.write_all(b"write\n").await;
+        }
         holder.line(Duration::from_secs(30)).await.unwrap_or_else(|e| format!("no answer: {e}"))
     } else {
         holder.signal(Signal::SIGKILL);
@@ -328,6 +384,7 @@ async fn stalled_trial(
     events.sort_by_key(|e| e.t_ns);
     let mut t = Trial::checked(arm, n, holder_fence, successor_fence, said, final_value, events);
     t.unknown |= unknown;
+    t.successor_blocked = blocked;
     if !partition {
         // A frozen holder cannot learn anything before it is resumed, so its late lost() says
         // nothing about the store; the fence check is what this scenario tests.
@@ -379,6 +436,7 @@ impl Trial {
             stale_effect_accepted: stale,
             successor_locked_out: locked_out,
             fence_out_of_order: successor_fence.is_some_and(|f| f <= holder_fence),
+            successor_blocked: false,
             unknown: events.iter().any(|e| e.what == "unknown"),
             lost_late: match (granted_at, holder_end) {
                 (Some(g), Some(end)) => end > g,
@@ -411,15 +469,17 @@ struct Outline {
 }
 
 /// The scenarios `run` knows.
-pub const SCENARIOS: &str =
-    "stalled-holder, stalled-holder-http, partition, store-kill, failover, unknown-acquire";
+pub const SCENARIOS: &str = "stalled-holder, stalled-holder-http, stalled-holder-tx, partition, \
+                             store-kill, failover, unknown-acquire";
 
 /// Runs the scenario and writes `report.json` and `timeline.svg` to `out`.
 pub async fn run(s: Settings) -> Result<Report, String> {
     std::fs::create_dir_all(&s.out)
         .map_err(|e| format!("cannot create {}: {e}", s.out.display()))?;
     let (trials, outline) = match s.scenario.as_str() {
-        "stalled-holder" | "stalled-holder-http" | "partition" => holder_trials(&s).await?,
+        "stalled-holder" | "stalled-holder-http" | "stalled-holder-tx" | "partition" => {
+            holder_trials(&s).await?
+        }
         "store-kill" | "failover" => faults::run(&s).await?,
         "unknown-acquire" => unknown::run(&s).await?,
         other => return Err(format!("unknown scenario {other:?}; available: {SCENARIOS}")),
@@ -467,6 +527,7 @@ async fn holder_trials(s: &Settings) -> Result<(Vec<Trial>, Outline), String> {
     };
     let (spec, where_) = match &setup {
         Some(h) => (h.spec.clone(), h.description.clone()),
+        None if s.scenario == "stalled-holder-tx" => tx_resource_spec(&s.url, &s.out),
         None => resource_spec(&s.url, &s.out),
     };
     if spec.starts_with("sqlite:") {

@@ -30,6 +30,8 @@ pub struct Arm {
     pub stale_effects_accepted: usize,
     pub successors_locked_out: usize,
     pub fences_out_of_order: usize,
+    /// stalled-holder-tx: successors whose claim waited until the frozen holder resumed.
+    pub successors_blocked: usize,
     pub unknown_outcomes: usize,
     pub lost_after_successor_grant: usize,
     /// How long before the successor's grant the holder's `lost()` fired.
@@ -78,6 +80,7 @@ impl Arm {
             stale_effects_accepted: count(|t| t.stale_effect_accepted),
             successors_locked_out: count(|t| t.successor_locked_out),
             fences_out_of_order: count(|t| t.fence_out_of_order),
+            successors_blocked: count(|t| t.successor_blocked),
             unknown_outcomes: count(|t| t.unknown),
             lost_after_successor_grant: count(|t| t.lost_late),
             lost_before_grant_ms: Stats::of(t.iter().filter_map(|t| t.lost_lead_ms).collect()),
@@ -103,6 +106,7 @@ pub fn table(r: &Report) -> String {
     out.push('\n');
     let lost = matches!(scenario, "partition" | "store-kill" | "failover");
     let orphans = scenario == "unknown-acquire";
+    let tx = scenario == "stalled-holder-tx";
     let mut head = format!(
         "{:<16} {:<9} {:>7} {:>18} {:>23} {:>22} {:>20} {:>8}",
         "scenario",
@@ -119,6 +123,9 @@ pub fn table(r: &Report) -> String {
     }
     if orphans {
         head.push_str(&format!(" {:>13} {:>25}", "orphans seen", "orphans outliving bound"));
+    }
+    if tx {
+        head.push_str(&format!(" {:>39}", "successors blocked until holder resumed"));
     }
     out.push_str(head.trim_end());
     out.push('\n');
@@ -139,6 +146,9 @@ pub fn table(r: &Report) -> String {
         }
         if orphans {
             line.push_str(&format!(" {:>13} {:>25}", a.orphans_seen, a.orphans));
+        }
+        if tx {
+            line.push_str(&format!(" {:>39}", a.successors_blocked));
         }
         out.push_str(&line);
         out.push('\n');

@@ -33,7 +33,7 @@ pub(super) async fn hold(
 ) -> Held {
     let left = until.saturating_duration_since(Instant::now());
     if left < Duration::from_millis(1) {
-        return Held::Released(lease.release().await);
+        return Held::Released(lease.release().await.map(|r| r.is_clean()));
     }
     if lease.kind() != LockKind::Lease {
         let lost = lease.lost();
@@ -47,7 +47,7 @@ pub(super) async fn hold(
                 );
             }
         }
-        return Held::Released(lease.release().await);
+        return Held::Released(lease.release().await.map(|r| r.is_clean()));
     }
     let (key, owner) = (lease.key().as_str().to_owned(), lease.owner());
     let _ = lease.detach();

@@ -309,7 +309,7 @@ pub(crate) async fn run(
                 Ok(true)
             }
         },
-        None => lease.release().await,
+        None => lease.release().await.map(|r| r.is_clean()),
     };
     // A release sent in the background gets a short while; the store's expiry is the
     // backstop, and exit does not wait again.

@@ -14,9 +14,12 @@
 //! [`crate::FenceRepeat`]).
 
 use std::fmt;
+use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
 
 use crate::error::StaleReason;
-use crate::{Error, FenceToken, Key, OwnerToken, Result};
+use crate::held::Shared;
+use crate::{Error, FenceToken, Key, LostReason, OwnerToken, Result};
 
 // Each store's fence resource lives in its folder; these are the paths users write.
 #[cfg(feature = "etcd")]
@@ -41,17 +44,86 @@ pub const ENV_FENCE: &str = "LEASEHOLD_FENCE";
 pub const ENV_OWNER: &str = "LEASEHOLD_OWNER";
 
 /// What a fenced resource needs to know about a grant: which lock, which fence, whose.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+///
+/// One from [`crate::Lease::fencing`] also knows the lease's local deadline, and the SQL
+/// fence resources bound their transactions by it (see [`Fencing::time_left`]). Equality and
+/// serialization look at key, fence and owner only.
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct Fencing {
     key: Key,
     token: FenceToken,
     owner: OwnerToken,
+    #[serde(skip)]
+    bound: Option<Bound>,
 }
 
+/// Where a fencing's time limit comes from.
+#[derive(Debug, Clone)]
+enum Bound {
+    /// The lease it was taken from: its deadline as it moves, zero once lost or gone.
+    Lease(Weak<Shared>),
+    /// A fixed instant.
+    At(Instant),
+}
+
+impl PartialEq for Fencing {
+    fn eq(&self, o: &Self) -> bool {
+        (&self.key, self.token, self.owner) == (&o.key, o.token, o.owner)
+    }
+}
+
+impl Eq for Fencing {}
+
 impl Fencing {
-    /// Builds one from its parts (e.g. read back from a request).
+    /// Builds one from its parts (e.g. read back from a request). It has no time limit: see
+    /// [`Fencing::with_deadline`].
     pub fn new(key: Key, token: FenceToken, owner: OwnerToken) -> Self {
-        Fencing { key, token, owner }
+        Fencing { key, token, owner, bound: None }
+    }
+
+    /// Bound to a live lease: its local deadline, as renewals move it.
+    pub(crate) fn bound_to(mut self, lease: &Arc<Shared>) -> Self {
+        self.bound = Some(Bound::Lease(Arc::downgrade(lease)));
+        self
+    }
+
+    /// This fencing with `deadline` as the end of its authority (for a grant whose lease
+    /// lives elsewhere, e.g. another task that knows it).
+    pub fn with_deadline(mut self, deadline: Instant) -> Self {
+        self.bound = Some(Bound::At(deadline));
+        self
+    }
+
+    /// Time left before the local deadline of the grant this came from, for the SQL fence
+    /// resources' bounds: `None` without one (built with [`Fencing::new`] or read from the
+    /// environment, or taken from a session lock, which has no deadline of its own); zero
+    /// once the lease is lost, released or dropped.
+    pub fn time_left(&self) -> Option<Duration> {
+        let now = Instant::now();
+        match self.bound.as_ref()? {
+            Bound::At(d) => Some(d.saturating_duration_since(now)),
+            Bound::Lease(w) => match w.upgrade() {
+                None => Some(Duration::ZERO),
+                Some(s) if s.lost_now().is_some() => Some(Duration::ZERO),
+                Some(s) => s.deadline().map(|d| d.saturating_duration_since(now)),
+            },
+        }
+    }
+
+    /// The error for an effect refused because the grant's time is up.
+    #[cfg_attr(
+        not(any(feature = "sqlite", feature = "postgres", feature = "mysql")),
+        allow(dead_code)
+    )]
+    pub(crate) fn time_is_up(&self) -> Error {
+        let reason = match &self.bound {
+            Some(Bound::Lease(w)) => match w.upgrade() {
+                None => LostReason::Released,
+                Some(s) => s.lost_now().unwrap_or(LostReason::DeadlinePassed),
+            },
+            _ => LostReason::DeadlinePassed,
+        };
+        Error::Lost { key: self.key.clone(), reason }
     }
 
     /// Reads `LEASEHOLD_KEY`, `LEASEHOLD_FENCE` and `LEASEHOLD_OWNER`, as exported by

@@ -3,11 +3,13 @@
 //! grace from them, with the arithmetic.
 //!
 //! - [`measure_renewals`]: the round-trip distribution of renew-sized requests (one private
-//!   probe key, acquired once, renewed one request at a time, released at the end).
-//! - [`sample_pauses`] and [`PauseMonitor`]: a task that sleeps 1 ms and records the
-//!   overshoot. The monitor runs beside a process's work for as long as it lives and counts
-//!   the pauses longer than a lease's margin (each one could have let the lease lapse
-//!   unnoticed until the next await point).
+//!   probe key, acquired once, renewed one request at a time, released and forgotten at the
+//!   end, so nothing of it stays in the store).
+//! - [`sample_pauses`] and [`PauseMonitor`]: an OS thread that sleeps 1 ms and records the
+//!   overshoot (the host's pauses), and beside it a tokio task doing the same (the runtime's
+//!   own lag, reported apart). The monitor runs beside a process's work for as long as it
+//!   lives and counts the pauses longer than a lease's margin (each one could have let the
+//!   lease lapse unnoticed until the next await point).
 //! - [`recommend`]: the rule below, a pure function of the measured distributions.
 //!
 //! No observed percentile bounds a future pause (a VM migration, a swap storm, a stop-the-world
@@ -17,7 +19,9 @@
 //!
 //! # The rule
 //!
-//! With `P` the pause p99.9, `R` the renewal round-trip p99.9, `J` the job's step between
+//! With `P` the longest pause seen, `R` the longest renewal round trip seen (a percentile
+//! would drop the very outliers a lease must survive; the p99.9 is shown beside them), `J`
+//! the job's step between
 //! [`crate::Lease::admit`] checks (0 if unknown), headroom `h` = [`HEADROOM`] and drift `d` =
 //! [`DRIFT`] (the library's default), and the local deadline `t_sent + ttl·(1 − d) − margin`:
 //!
@@ -28,15 +32,17 @@
 //!   (delayed by up to a pause, answered within a round trip) must still land before the local
 //!   deadline: `ttl·(1 − d) − margin − 2·ttl/3 ≥ P + R`, so
 //!   `ttl ≥ 3·(P + R + margin) / (1 − 3d)`.
-//! - `grace = J + h·max(P, R)` (the command finishes its step after SIGTERM). `leasehold run`
-//!   moves its local deadline `min(ttl/10, 2 s) + grace` early, so the same inequality is
-//!   solved with that margin as well.
+//! - `grace = J + h·max(P, R)` (the command finishes its step after SIGTERM); without a job
+//!   step, `leasehold run`'s default grace, [`RUN_GRACE`] (a command's clean-up after SIGTERM
+//!   takes longer than a few milliseconds). `leasehold run` moves its local deadline
+//!   `min(ttl/10, 2 s) + grace` early, so the same inequality is solved with that margin as
+//!   well.
 //! - the ttl is the larger of the two, at least [`MIN_TTL`], rounded up (to 100 ms below 10 s,
 //!   else to 1 s); the renew interval is a third of it.
 
 mod monitor;
 
-pub use monitor::{Measurement, PauseMonitor, measure, measure_renewals, sample_pauses};
+pub use monitor::{Load, Measurement, PauseMonitor, measure, measure_renewals, sample_pauses};
 
 use std::fmt;
 use std::time::Duration;
@@ -49,6 +55,8 @@ pub const HEADROOM: f64 = 2.0;
 /// The clock drift assumed between this host and the store: the library's default
 /// ([`crate::Acquire::drift`]).
 pub const DRIFT: f64 = 0.01;
+/// `leasehold run`'s default `--grace`: the grace assumed when no job step is given.
+pub const RUN_GRACE: Duration = Duration::from_secs(5);
 /// The shortest ttl recommended: below it one unlucky pause loses the lease, and a shorter
 /// lease buys little.
 pub const MIN_TTL: Duration = Duration::from_secs(1);
@@ -132,6 +140,50 @@ pub struct Recommendation {
     pub job_step_ms: Option<u64>,
     /// The arithmetic, one step per line.
     pub arithmetic: Vec<String>,
+    /// What makes the figures less trustworthy: percentiles resting on few samples, a loaded
+    /// host.
+    pub warnings: Vec<String>,
+}
+
+/// The samples beyond a percentile `q` of `n` samples that it rests on; below
+/// [`ENOUGH_BEYOND`] the percentile is close to a single sample.
+pub fn samples_beyond(n: u64, q: f64) -> u64 {
+    ((n as f64) * (1.0 - q)).floor() as u64
+}
+
+/// How many samples beyond a percentile make it worth quoting.
+pub const ENOUGH_BEYOND: u64 = 10;
+
+/// A warning for each percentile of `d` (named `what`) that rests on fewer than
+/// [`ENOUGH_BEYOND`] samples beyond it.
+fn sample_warnings(what: &str, d: &Distribution) -> Vec<String> {
+    let mut out = Vec::new();
+    for (name, q) in [("p99.9", 0.999), ("p99", 0.99)] {
+        let beyond = samples_beyond(d.samples, q);
+        if beyond < ENOUGH_BEYOND {
+            let need = (ENOUGH_BEYOND as f64 / (1.0 - q)).ceil() as u64;
+            out.push(format!(
+                "{what} {name} rests on {} samples ({beyond} beyond it): it is close to a single \
+                 sample; {need} samples would give {ENOUGH_BEYOND} (measure longer)",
+                d.samples
+            ));
+            break; // the coarser percentile is said once
+        }
+    }
+    out
+}
+
+/// A warning when the host ran more work than it has CPUs while measuring.
+pub(crate) fn load_warning(load: &Load) -> Option<String> {
+    let [one, ..] = load.average?;
+    (one > load.cpus as f64).then(|| {
+        format!(
+            "the host was loaded while measuring (load average {one:.2} on {} CPUs): pauses \
+             here are what a job sees under this load, and longer ones come with more; \
+             measure under the load the job will run with",
+            load.cpus
+        )
+    })
 }
 
 /// The statement every recommendation carries.
@@ -168,15 +220,22 @@ pub fn recommend(
     pauses: &Distribution,
     job_step: Option<Duration>,
 ) -> Recommendation {
-    let (p, r) = (pauses.p999_us, rtt.p999_us);
+    let (p, r) = (pauses.max_us.max(pauses.p999_us), rtt.max_us.max(rtt.p999_us));
     let j = job_step.map_or(0, |d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX));
     let mut a = Vec::new();
     a.push(format!(
-        "P = pause p99.9 = {}; R = renewal round-trip p99.9 = {}; J = job step = {}{}",
+        "P = longest pause = {} (p99.9 {}); R = longest renewal round trip = {} (p99.9 {}); \
+         J = job step = {}{}",
         ms(p),
+        ms(pauses.p999_us),
         ms(r),
+        ms(rtt.p999_us),
         ms(j),
-        if job_step.is_none() { " (no --job given)" } else { "" }
+        if job_step.is_none() {
+            " (no --job given: count your step between admit() checks)"
+        } else {
+            ""
+        }
     ));
     let slack = HEADROOM * p.max(r) as f64;
     let margin_ms = ceil_ms(j as f64 + slack);
@@ -185,8 +244,20 @@ pub fn recommend(
         ms(j),
         ms(slack as u64)
     ));
-    let grace_ms = margin_ms;
-    a.push(format!("grace (run) = J + {HEADROOM}·max(P, R) = {grace_ms} ms"));
+    let grace_ms = match job_step {
+        Some(_) => {
+            a.push(format!("grace (run) = J + {HEADROOM}·max(P, R) = {margin_ms} ms"));
+            margin_ms
+        }
+        None => {
+            let g = RUN_GRACE.as_millis() as u64;
+            a.push(format!(
+                "grace (run) = run's default, {g} ms (no --job given; a job that stops within J \
+                 of SIGTERM needs only J + {HEADROOM}·max(P, R))"
+            ));
+            g
+        }
+    };
     let (pf, rf) = (p as f64, r as f64);
     let lib = 3.0 * (pf + rf + margin_ms as f64 * 1000.0) / (1.0 - 3.0 * DRIFT);
     a.push(format!(
@@ -237,6 +308,8 @@ pub fn recommend(
         drift: DRIFT,
         job_step_ms: job_step.map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
         arithmetic: a,
+        warnings: [sample_warnings("pause", pauses), sample_warnings("renewal round-trip", rtt)]
+            .concat(),
     }
 }
 
@@ -250,6 +323,9 @@ impl fmt::Display for Recommendation {
         writeln!(f, "arithmetic:")?;
         for line in &self.arithmetic {
             writeln!(f, "  {line}")?;
+        }
+        for w in &self.warnings {
+            writeln!(f, "warning: {w}")?;
         }
         write!(f, "note: {NO_BOUND}")
     }

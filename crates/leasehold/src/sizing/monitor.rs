@@ -8,7 +8,7 @@ use serde::Serialize;
 use super::{Distribution, Recommendation, Recorder, recommend};
 use crate::{Error, Locker, OwnerToken, Result};
 
-/// What the sampler sleeps each time; the overshoot past it is the pause.
+/// What the samplers sleep each time; the overshoot past it is the pause (or the lag).
 const TICK: Duration = Duration::from_millis(1);
 /// The probe key's lease length: long enough that no renewal is ever late.
 const PROBE_TTL: Duration = Duration::from_secs(30);
@@ -16,13 +16,17 @@ const PROBE_TTL: Duration = Duration::from_secs(30);
 const PROBE_GAP: Duration = Duration::from_millis(1);
 
 struct Inner {
+    /// Host pauses, from the OS thread.
     pauses: Recorder,
+    /// The tokio runtime's own lag, from a task.
+    lag: Recorder,
     over: u64,
     longest: Duration,
 }
 
 struct State {
     margin: Duration,
+    stop: std::sync::atomic::AtomicBool,
     inner: Mutex<Inner>,
 }
 
@@ -32,13 +36,17 @@ impl State {
     }
 }
 
-/// A task beside the process's work that sleeps 1 ms at a time and records how much later
-/// than that it woke: the pauses this process's runtime sees (host scheduling, a blocked
-/// runtime thread, a stopped or migrated VM). Pauses longer than the margin it was given are
-/// counted: each could have let a lease with that margin lapse before the holder noticed.
+/// Samples, beside the process's work, how long this host keeps a thread from running: an OS
+/// thread sleeps 1 ms at a time and records how much later than that it woke (host
+/// scheduling, CPU starvation, a stopped or migrated VM; resolution well under a millisecond).
+/// Pauses longer than the margin it was given are counted: each could have let a lease with
+/// that margin lapse before the holder noticed.
 ///
-/// Resolution is the runtime's timer (about 1 ms). Sampling stops when the monitor is
-/// dropped.
+/// A tokio task does the same on the runtime it was spawned on, reported apart as the
+/// runtime's lag ([`PauseMonitor::runtime_lag`]): that adds the timer's own granularity
+/// (about 1 ms) and whatever blocks the runtime's threads (the application's doing, not the
+/// host's), which the renewals, running on that runtime, also wait for. Sampling stops when
+/// the monitor is dropped.
 pub struct PauseMonitor {
     state: Arc<State>,
     task: tokio::task::AbortHandle,
@@ -55,38 +63,64 @@ impl std::fmt::Debug for PauseMonitor {
 
 impl Drop for PauseMonitor {
     fn drop(&mut self) {
+        self.state.stop.store(true, std::sync::atomic::Ordering::Relaxed);
         self.task.abort();
     }
 }
 
-async fn sample(state: Weak<State>) {
-    loop {
+/// The OS thread's loop: ends when the monitor is dropped.
+fn sample_thread(state: Arc<State>) {
+    while !state.stop.load(std::sync::atomic::Ordering::Relaxed) {
         let t0 = Instant::now();
-        tokio::time::sleep(TICK).await;
+        std::thread::sleep(TICK);
         let over = t0.elapsed().saturating_sub(TICK);
-        let Some(s) = state.upgrade() else { return };
-        let mut i = s.inner();
+        let mut i = state.inner();
         i.pauses.record(over);
-        if over > s.margin {
+        if over > state.margin {
             i.over += 1;
         }
         i.longest = i.longest.max(over);
     }
 }
 
+/// The runtime task's loop.
+async fn sample_runtime(state: Weak<State>) {
+    loop {
+        let t0 = Instant::now();
+        tokio::time::sleep(TICK).await;
+        let over = t0.elapsed().saturating_sub(TICK);
+        let Some(s) = state.upgrade() else { return };
+        s.inner().lag.record(over);
+    }
+}
+
 impl PauseMonitor {
-    /// Starts sampling on the current tokio runtime (which must have its time driver
-    /// enabled), counting pauses longer than `margin`.
+    /// Starts sampling (an OS thread, and a task on the current tokio runtime, which must
+    /// have its time driver enabled), counting pauses longer than `margin`.
     ///
-    /// Errors: [`Error::InvalidInput`] outside a tokio runtime.
+    /// Errors: [`Error::InvalidInput`] outside a tokio runtime; [`Error::Unavailable`] if the
+    /// OS refuses a thread.
     pub fn spawn(margin: Duration) -> Result<PauseMonitor> {
         let rt = tokio::runtime::Handle::try_current()
             .map_err(|_| Error::invalid("PauseMonitor::spawn needs a tokio runtime"))?;
         let state = Arc::new(State {
             margin,
-            inner: Mutex::new(Inner { pauses: Recorder::new(), over: 0, longest: Duration::ZERO }),
+            stop: std::sync::atomic::AtomicBool::new(false),
+            inner: Mutex::new(Inner {
+                pauses: Recorder::new(),
+                lag: Recorder::new(),
+                over: 0,
+                longest: Duration::ZERO,
+            }),
         });
-        let task = rt.spawn(sample(Arc::downgrade(&state))).abort_handle();
+        let thread_state = state.clone();
+        std::thread::Builder::new()
+            .name("leasehold-pauses".into())
+            .spawn(move || sample_thread(thread_state))
+            .map_err(|e| {
+                Error::unavailable(format!("cannot start the pause sampler: {e}"), None)
+            })?;
+        let task = rt.spawn(sample_runtime(Arc::downgrade(&state))).abort_handle();
         Ok(PauseMonitor { state, task })
     }
 
@@ -95,17 +129,23 @@ impl PauseMonitor {
         self.state.margin
     }
 
-    /// The pauses seen so far.
+    /// The host's pauses seen so far (the OS thread's).
     pub fn pauses(&self) -> Distribution {
         self.state.inner().pauses.distribution()
     }
 
-    /// How many pauses were longer than the margin.
+    /// The runtime's own lag seen so far: how late a 1 ms tokio sleep woke (timer granularity
+    /// included).
+    pub fn runtime_lag(&self) -> Distribution {
+        self.state.inner().lag.distribution()
+    }
+
+    /// How many host pauses were longer than the margin.
     pub fn over_margin(&self) -> u64 {
         self.state.inner().over
     }
 
-    /// The longest pause seen so far.
+    /// The longest host pause seen so far.
     pub fn longest(&self) -> Duration {
         self.state.inner().longest
     }
@@ -117,9 +157,9 @@ impl PauseMonitor {
     }
 }
 
-/// Samples this process's pauses for `duration` (see [`PauseMonitor`]).
+/// Samples this host's pauses for `duration` (see [`PauseMonitor`]).
 ///
-/// Errors: [`Error::InvalidInput`] outside a tokio runtime.
+/// Errors: those of [`PauseMonitor::spawn`].
 pub async fn sample_pauses(duration: Duration) -> Result<Distribution> {
     let m = PauseMonitor::spawn(Duration::MAX)?;
     tokio::time::sleep(duration).await;
@@ -128,13 +168,14 @@ pub async fn sample_pauses(duration: Duration) -> Result<Distribution> {
 
 /// The round trips of renew-sized requests to `locker`'s store for `duration` (at least
 /// one): a private probe key (`leasehold-size-probe-…`) is acquired once, renewed one request
-/// at a time with 1 ms between them, and released at the end.
+/// at a time with 1 ms between them, released at the end, and then forgotten by the store
+/// ([`crate::Store::forget`]: no fence counter or row of it is left behind).
 ///
-/// Errors: the store's, from the acquisition, a renewal or the release (the probe lease is
-/// released before a renewal's error is returned; its ttl is the backstop).
+/// Errors: the store's, from the acquisition, a renewal, the release or the clean-up (the
+/// probe lease is released before a renewal's error is returned; its ttl is the backstop).
 pub async fn measure_renewals(locker: &Locker, duration: Duration) -> Result<Distribution> {
-    let key = format!("leasehold-size-probe-{}", OwnerToken::generate()?);
-    let lease = locker.acquire(&key, PROBE_TTL).auto_renew(false).await?; // it renews itself
+    let key = crate::Key::new(format!("leasehold-size-probe-{}", OwnerToken::generate()?))?;
+    let lease = locker.acquire(key.as_str(), PROBE_TTL).auto_renew(false).await?; // it renews itself
     let mut r = Recorder::new();
     let end = Instant::now() + duration;
     let renewed = loop {
@@ -149,9 +190,35 @@ pub async fn measure_renewals(locker: &Locker, duration: Duration) -> Result<Dis
         tokio::time::sleep(PROBE_GAP).await;
     };
     let released = lease.release().await;
+    let forgotten = match &released {
+        Ok(_) => locker.forget(&key).await,
+        Err(_) => Ok(()),
+    };
     renewed?;
-    released?;
+    let _ = released?;
+    forgotten?;
     Ok(r.distribution())
+}
+
+/// The host's load when a measurement ended: the 1, 5 and 15 minute load averages
+/// (`/proc/loadavg`; `None` where the OS has none) and the CPUs this process may use.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Load {
+    /// 1, 5 and 15 minute load averages.
+    pub average: Option<[f64; 3]>,
+    /// CPUs available to this process.
+    pub cpus: usize,
+}
+
+impl Load {
+    /// Reads the load now.
+    pub fn now() -> Load {
+        let average = std::fs::read_to_string("/proc/loadavg").ok().and_then(|s| {
+            let mut it = s.split_whitespace().map(|v| v.parse::<f64>().ok());
+            Some([it.next()??, it.next()??, it.next()??])
+        });
+        Load { average, cpus: std::thread::available_parallelism().map_or(1, |n| n.get()) }
+    }
 }
 
 /// Both measurements and the recommendation, as `leasehold size` prints them.
@@ -160,16 +227,21 @@ pub async fn measure_renewals(locker: &Locker, duration: Duration) -> Result<Dis
 pub struct Measurement {
     /// The store's renewal round trips.
     pub rtt: Distribution,
-    /// This process's pauses, sampled meanwhile.
+    /// The host's pauses (an OS thread's), sampled meanwhile.
     pub pauses: Distribution,
+    /// The tokio runtime's own lag, sampled meanwhile (not used by the rule).
+    pub runtime_lag: Distribution,
+    /// The host's load at the end.
+    pub load: Load,
     /// What follows from them.
     #[serde(flatten)]
     pub recommendation: Recommendation,
 }
 
 /// Measures `locker`'s renewal round trips for `duration` while a [`PauseMonitor`] samples
-/// this process's pauses, and recommends a sizing for a job whose step between `admit()`
-/// checks takes `job_step`.
+/// this host's pauses and the runtime's lag, and recommends a sizing for a job whose step
+/// between `admit()` checks takes `job_step`. The recommendation also warns about a loaded
+/// host and about percentiles resting on too few samples.
 ///
 /// Errors: those of [`measure_renewals`] and [`PauseMonitor::spawn`].
 pub async fn measure(
@@ -179,6 +251,9 @@ pub async fn measure(
 ) -> Result<Measurement> {
     let monitor = PauseMonitor::spawn(Duration::MAX)?;
     let rtt = measure_renewals(locker, duration).await?;
-    let pauses = monitor.pauses();
-    Ok(Measurement { rtt, pauses, recommendation: recommend(&rtt, &pauses, job_step) })
+    let (pauses, runtime_lag) = (monitor.pauses(), monitor.runtime_lag());
+    let load = Load::now();
+    let mut recommendation = recommend(&rtt, &pauses, job_step);
+    recommendation.warnings.extend(super::load_warning(&load));
+    Ok(Measurement { rtt, pauses, runtime_lag, load, recommendation })
 }

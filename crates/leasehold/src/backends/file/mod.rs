@@ -470,6 +470,28 @@ impl Store for FileStore {
         }
     }
 
+    /// Removes the lock file while holding its lock; a contender that opened it before sees
+    /// the path changed after locking and starts over (see `lock_file`).
+    async fn forget(&self, key: &Key) -> Result<()> {
+        if self.held().contains_key(key) {
+            return Ok(());
+        }
+        let path = self.path(key);
+        tokio::task::spawn_blocking(move || {
+            if !path.exists() {
+                return Ok(());
+            }
+            if let Some(lock) = lock_file(&path)? {
+                std::fs::remove_file(&path)
+                    .map_err(io_err(format!("cannot remove lock file {}", path.display())))?;
+                drop(lock);
+            }
+            Ok(())
+        })
+        .await
+        .map_err(|e| Error::backend("file", "worker thread failed", e))?
+    }
+
     async fn holders(&self, key: Option<&Key>) -> Result<Vec<Holder>> {
         let dir = self.dir.clone();
         let only = key.map(|k| self.path(k));

@@ -208,11 +208,11 @@ mod tests {
         tokio::time::sleep(Duration::from_millis(400)).await;
         // At most one look after a second without the bell, on a very slow machine.
         assert!(waiting.attempts.load(SeqCst) <= 1, "queued on the bell, not polling");
-        assert!(lease.release().await.unwrap());
+        assert!(lease.release().await.unwrap().is_clean());
         let got = w.await.unwrap().unwrap();
         let n = waiting.attempts.load(SeqCst);
         assert!((1..=2).contains(&n), "{n} attempts: one, after the release");
-        assert!(got.release().await.unwrap());
+        assert!(got.release().await.unwrap().is_clean());
         let bell: Option<Option<u64>> = admin
             .exec_first(
                 format!("SELECT IS_USED_LOCK({LOCK_NAME})"),

@@ -333,6 +333,15 @@ impl Store for MyLeaseStore {
         Ok(live)
     }
 
+    async fn forget(&self, key: &Key) -> Result<()> {
+        let mut c = self.conn().await?;
+        let sql = format!(
+            "DELETE FROM {} WHERE lock_key = ? AND (owner IS NULL OR expires_at < UTC_TIMESTAMP(6))",
+            self.sql().table
+        );
+        c.exec_drop(sql, (key.as_str().as_bytes(),)).await.map_err(|e| my_err("forget", e))
+    }
+
     async fn holders(&self, key: Option<&Key>) -> Result<Vec<Holder>> {
         let mut c = self.conn().await?;
         let statements = self.sql();

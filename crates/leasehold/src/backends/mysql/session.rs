@@ -544,6 +544,22 @@ impl Store for MySessionStore {
         self.op_ms.store(ms, Ordering::Relaxed);
     }
 
+    async fn forget(&self, key: &Key) -> Result<()> {
+        let Some(t) = &self.fences else { return Ok(()) };
+        let mut params: Vec<mysql_async::Value> = vec![key.as_str().as_bytes().into()];
+        params.extend(name_params(&self.lock_name(key)));
+        let mut c = new_conn(&self.opts, self.connect).await?;
+        let r = c
+            .exec_drop(
+                format!("DELETE FROM {t} WHERE lock_key = ? AND IS_FREE_LOCK({LOCK_NAME}) = 1"),
+                params,
+            )
+            .await
+            .map_err(|e| my_err("forget", e));
+        let _ = c.disconnect().await;
+        r
+    }
+
     async fn holders(&self, key: Option<&Key>) -> Result<Vec<Holder>> {
         let mut out: Vec<Holder> = self
             .held()

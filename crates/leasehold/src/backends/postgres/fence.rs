@@ -11,12 +11,26 @@
 //! fence::claim(&tx, "invoices/2026-11", &fencing).await?;   // once, before the first effect
 //! fence::check(&tx, "invoices/2026-11", &fencing).await?;   // with every effect, same transaction
 //! tx.execute("UPDATE invoices SET sent = true WHERE month = '2026-11'", &[]).await.unwrap();
-//! tx.commit().await.unwrap();
+//! fence::commit(tx, &fencing).await?;                       // refused once the lease's time is up
 //! # Ok(()) }
 //! ```
 //!
 //! `check` reads the fence row `FOR SHARE`, so a successor's `claim` waits until the checked
 //! transaction ends: the check and the effect commit together or not at all.
+//!
+//! **Bounded by the lease.** With a [`Fencing`] from [`crate::Lease::fencing`], `claim` and
+//! `check` refuse at once ([`Error::Lost`]) once the lease's local deadline has passed, and
+//! otherwise bound the rest of the transaction by the time left `T`:
+//! `statement_timeout`, `lock_timeout` and `idle_in_transaction_session_timeout` are set to
+//! `T` for the transaction (`SET LOCAL`), so a holder frozen inside it has its session ended
+//! by the server, its row locks freed, near its deadline instead of blocking a successor's
+//! `claim` for as long as the freeze lasts. [`commit`] makes the last check on the server's
+//! own clock: it refuses ([`Error::Lost`], rolled back) once the deadline (recorded on the
+//! server by `claim`/`check` as `leasehold.deadline`) has passed, else bounds the idle time
+//! until the `COMMIT` by what is left, so no effect commits after the deadline. What remains
+//! is in `docs/fencing.md`: the idle timer restarts with each statement the caller runs after
+//! its last `check`, so a successor may wait that much past the deadline, and a `Fencing`
+//! without a deadline (`Fencing::new`, `from_env`, a session lock) is not bounded.
 //!
 //! For a table of your own, one statement suffices: `UPDATE t SET …, fence = $tok WHERE id =
 //! $id AND fence <= $tok`. It cannot tell two holders with the same token apart, so it relies
@@ -25,6 +39,7 @@
 
 pub use tokio_postgres;
 use tokio_postgres::GenericClient;
+use tokio_postgres::Transaction;
 
 use crate::fence::{Fencing, Installed, stale};
 use crate::{Error, Result};
@@ -71,17 +86,52 @@ async fn installed<C: GenericClient + Sync>(
     Ok(row.map(|r| Installed { key: r.get(0), token: r.get::<_, i64>(1) as u64, owner: r.get(2) }))
 }
 
+/// The transaction's bound from the time left (see the module docs): `Ok(None)` for a
+/// fencing without a deadline, the statement otherwise; `Err(Lost)` once it has passed.
+fn bound(fencing: &Fencing) -> Result<Option<(String, f64)>> {
+    let Some(left) = fencing.time_left() else { return Ok(None) };
+    let ms = i64::try_from(left.as_millis()).unwrap_or(i64::MAX).min(i64::from(i32::MAX));
+    if ms < 1 {
+        return Err(fencing.time_is_up());
+    }
+    Ok(Some((format!("{ms}ms"), ms as f64 / 1000.0)))
+}
+
+/// Sets the transaction's bounds (one statement, sent ahead of the check it guards).
+const BOUND: &str = "SELECT set_config('statement_timeout', $1, true),
+        set_config('lock_timeout', $1, true),
+        set_config('idle_in_transaction_session_timeout', $1, true),
+        set_config('leasehold.deadline', (clock_timestamp() + make_interval(secs => $2))::text, true)";
+
+/// Runs `then` after the bound statement, pipelined: one round trip.
+async fn bounded<C, T, F>(c: &C, fencing: &Fencing, then: F) -> Result<T>
+where
+    C: GenericClient + Sync,
+    F: std::future::Future<Output = Result<T>>,
+{
+    match bound(fencing)? {
+        None => then.await,
+        Some((ms, secs)) => {
+            let set =
+                async { c.query_one(BOUND, &[&ms, &secs]).await.map_err(|e| err("bound", e)) };
+            let (_, out) = tokio::try_join!(set, then)?;
+            Ok(out)
+        }
+    }
+}
+
 /// Installs `fencing` on `resource`: succeeds iff its fence is greater than the installed one,
 /// or equal with the same owner, and the resource is unclaimed or guarded by the same key.
-/// Otherwise [`Error::StaleFence`]. Call inside the caller's transaction.
+/// Otherwise [`Error::StaleFence`]; [`Error::Lost`] once the lease's time is up (the
+/// transaction is bounded by it: see the module docs). Call inside the caller's transaction.
 pub async fn claim<C: GenericClient + Sync>(
     c: &C,
     resource: &str,
     fencing: &Fencing,
 ) -> Result<()> {
     crate::fence::require_token(resource, fencing)?;
-    let n = c
-        .execute(
+    let n = bounded(c, fencing, async {
+        c.execute(
             "INSERT INTO leasehold_fence AS f (resource, lock_key, fence, owner)
              VALUES ($1, $2, $3, $4)
              ON CONFLICT (resource) DO UPDATE SET fence = excluded.fence, owner = excluded.owner
@@ -91,16 +141,60 @@ pub async fn claim<C: GenericClient + Sync>(
             &[&resource, &fencing.key().as_str(), &token(fencing), &fencing.owner().to_string()],
         )
         .await
-        .map_err(|e| err("claim", e))?;
+        .map_err(|e| err("claim", e))
+    })
+    .await?;
     if n == 1 { Ok(()) } else { Err(stale(resource, fencing, installed(c, resource, "").await?)) }
 }
 
 /// Succeeds iff `fencing` is exactly what `resource` has installed, and keeps it so until the
-/// transaction ends (row lock `FOR SHARE`); otherwise [`Error::StaleFence`].
+/// transaction ends (row lock `FOR SHARE`); otherwise [`Error::StaleFence`]; [`Error::Lost`]
+/// once the lease's time is up (the transaction is bounded by it: see the module docs).
 pub async fn check<C: GenericClient + Sync>(
     c: &C,
     resource: &str,
     fencing: &Fencing,
 ) -> Result<()> {
-    crate::fence::verify(resource, fencing, installed(c, resource, "FOR SHARE").await?)
+    let found = bounded(c, fencing, installed(c, resource, "FOR SHARE")).await?;
+    crate::fence::verify(resource, fencing, found)
+}
+
+/// The last check, on the server's clock, right before the commit: no row (so no commit)
+/// once the deadline has passed; else the idle time until the `COMMIT` is bounded by what is
+/// left. `$1`: the time left in seconds as this process sees it, used when no `claim` or
+/// `check` of this transaction recorded the deadline on the server.
+const LAST_CHECK: &str =
+    "SELECT set_config('idle_in_transaction_session_timeout', left_ms || 'ms', true)
+    FROM (SELECT floor(extract(epoch FROM
+            coalesce(nullif(current_setting('leasehold.deadline', true), '')::timestamptz,
+                     clock_timestamp() + make_interval(secs => $1))
+            - clock_timestamp()) * 1000)::bigint AS left_ms) t
+    WHERE left_ms >= 1";
+
+/// Commits a transaction that `claim` or `check` guarded with `fencing`: refused, and rolled
+/// back, with [`Error::Lost`] once the lease's local deadline has passed, as this process
+/// sees it or as the server's clock measures it from the deadline the checks recorded (see
+/// the module docs). A fencing without a deadline commits as `tx.commit()` does.
+pub async fn commit(tx: Transaction<'_>, fencing: &Fencing) -> Result<()> {
+    let bound = match bound(fencing) {
+        Ok(b) => b,
+        Err(e) => {
+            let _ = tx.rollback().await;
+            return Err(e);
+        }
+    };
+    if let Some((_, secs)) = bound {
+        match tx.query_opt(LAST_CHECK, &[&secs]).await {
+            Ok(Some(_)) => {}
+            Ok(None) => {
+                let _ = tx.rollback().await;
+                return Err(fencing.time_is_up());
+            }
+            Err(e) => {
+                let _ = tx.rollback().await;
+                return Err(err("commit", e));
+            }
+        }
+    }
+    tx.commit().await.map_err(|e| err("commit", e))
 }

@@ -467,6 +467,16 @@ impl Store for PgLeaseStore {
         Ok(row.get::<_, bool>(0))
     }
 
+    async fn forget(&self, key: &Key) -> Result<()> {
+        let c = self.conn().await?;
+        let sql = format!(
+            "DELETE FROM {} WHERE key = $1 AND (owner IS NULL OR expires_at < now())",
+            self.table
+        );
+        c.pg.client.execute(&sql, &[&key.as_str()]).await.map_err(|e| pg_err("forget", e))?;
+        Ok(())
+    }
+
     async fn holders(&self, key: Option<&Key>) -> Result<Vec<Holder>> {
         let c = self.conn().await?;
         let params: [&(dyn tokio_postgres::types::ToSql + Sync); 1] = [&key.map(Key::as_str)];

@@ -7,6 +7,9 @@ use super::*;
 pub(super) const LOCK_ID: &str = "hashtextextended($1, 0)";
 /// Locks one session connection carries at most.
 const PER_CONN: usize = 64;
+/// How far (µs) the server's clock must be ahead of the sequence for a clock-back to move it:
+/// far more grants than any statement can race with, far less than any failover takes.
+const CLOCK_BACK_SLACK_US: i64 = 10_000;
 
 /// The statements the session store prepares (`$1` is the lock name: prefix + key).
 #[derive(Debug, Clone)]
@@ -21,14 +24,41 @@ pub struct SessionStatements {
     pub verify: String,
     /// → whether the lock was held (and is now released).
     pub unlock: String,
+    /// Run once on every session connection before its first grant (simple query protocol;
+    /// empty with `fence=none`): under a transaction advisory lock, moves the sequence up to
+    /// the server's clock in µs when it is more than 10 ms behind, so that grants after a
+    /// failover or a crash, all made on new connections, stay above every earlier fence.
+    pub clock_back: String,
+    /// Run once on every session connection, first: its commits stop waiting for WAL
+    /// flushes (`synchronous_commit = off`). Nothing committed on it needs one: advisory
+    /// locks are not logged, and a sequence advance lost in a crash is covered by the
+    /// clock-back every connection makes after the restart, as after a failover.
+    pub setup: String,
 }
 
 impl SessionStatements {
+    /// The fence of a grant is `nextval` of the sequence, whose WAL record covers 32 values
+    /// (`setval` on every grant forced a WAL flush each time, and the 32nd `nextval` would
+    /// still wait for one, but for [`SessionStatements::setup`]). What keeps it from going back
+    /// after a failover is `clock_back`, run on every connection before its first grant:
+    /// the sequence is set to the server's clock in µs if it is more than
+    /// `CLOCK_BACK_SLACK_US` behind. Every grant after a failover is made on a connection
+    /// opened to the new primary, hence after a clock-back there, and so above every fence
+    /// the old primary issued (those were at most its clock, given fewer grants than
+    /// microseconds), under `CLOCK_ASSUMPTION` with a failover longer than the slack.
+    /// Clock-backs are serialized by a transaction advisory lock, and one moves the
+    /// sequence only forward by more than the slack, so no grant racing with it can be
+    /// handed a value twice.
     pub(super) fn new(seq: Option<&str>) -> SessionStatements {
-        // The sequence is set to max(next value, clock µs), so a promoted standby whose
-        // sequence is behind restarts above every fence the old primary issued.
-        let fence = seq.map_or("0::bigint".to_owned(), |s| {
-            format!("setval('{s}', GREATEST(nextval('{s}'), {CLOCK_US}))")
+        let fence = seq.map_or("0::bigint".to_owned(), |s| format!("nextval('{s}')"));
+        let clock_back = seq.map_or(String::new(), |s| {
+            format!(
+                "BEGIN; SET LOCAL lock_timeout = '10s';
+                 SELECT pg_advisory_xact_lock(hashtextextended('leasehold:clock-back', 0));
+                 SELECT CASE WHEN c > n + {CLOCK_BACK_SLACK_US} THEN setval('{s}', c) ELSE n END
+                   FROM (SELECT nextval('{s}') AS n, {CLOCK_US} AS c) now;
+                 COMMIT;"
+            )
         });
         SessionStatements {
             try_grant: format!(
@@ -45,6 +75,12 @@ impl SessionStatements {
                      AND ((classid::bigint << 32) | objid::bigint) = {LOCK_ID})"
             ),
             unlock: format!("SELECT pg_advisory_unlock({LOCK_ID})"),
+            clock_back,
+            setup: if seq.is_some() {
+                "SET synchronous_commit = off".into()
+            } else {
+                String::new()
+            },
         }
     }
 }
@@ -77,6 +113,15 @@ impl SessionConn {
         }
         let pg = PgConn::open(&cfg, connect, &server_bounds(op, false), None).await?;
         let sql = SessionStatements::new(seq);
+        if !sql.clock_back.is_empty() {
+            let setup = format!("{}; {}", sql.setup, sql.clock_back);
+            pg.bounded(
+                "moving the fence sequence up to the clock",
+                connect,
+                pg.client.batch_execute(&setup),
+            )
+            .await?;
+        }
         let prepared = async {
             let client = &pg.client;
             Ok::<_, tokio_postgres::Error>([
@@ -374,8 +419,8 @@ impl Store for PgSessionStore {
                             heartbeat fails",
             expiry: "session: held while the holder's connection lives (heartbeat pings it)",
             fence: if self.seq.is_some() {
-                "the sequence leasehold_fence_seq set to max(nextval, clock_timestamp() in µs), \
-                 in the granting statement"
+                "nextval of the sequence leasehold_fence_seq in the granting statement; each \
+                 session connection first moves the sequence up to clock_timestamp() in µs"
             } else {
                 "none (fence=none)"
             },

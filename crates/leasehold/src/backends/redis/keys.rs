@@ -66,6 +66,13 @@ if redis.call('GET', KEYS[1]) == ARGV[1] then
 end
 return 0";
 
+/// Removes the fence counter of a key nobody holds (`Store::forget`).
+pub(super) const FORGET: &str = r"
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  return redis.call('DEL', KEYS[2])
+end
+return 0";
+
 /// Per-key names.
 #[derive(Debug, Clone)]
 pub(crate) struct Names {

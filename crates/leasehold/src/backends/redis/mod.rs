@@ -39,7 +39,7 @@ pub mod redlock;
 #[cfg(feature = "tools")]
 pub mod tools;
 pub(crate) use connect::redis_err;
-use keys::{GRANT, RELEASE, RENEW_MANY};
+use keys::{FORGET, GRANT, RELEASE, RENEW_MANY};
 pub(crate) use keys::{GRANT_NO_FENCE, Names};
 pub(crate) use pubsub::{SubWatch, Subscriber};
 
@@ -532,6 +532,17 @@ impl Store for RedisStore {
 
     async fn holders(&self, key: Option<&Key>) -> Result<Vec<Holder>> {
         self.node.holders(&self.names, key, true).await
+    }
+
+    async fn forget(&self, key: &Key) -> Result<()> {
+        let mut c = self.node.conn.clone();
+        let _: i64 = Script::new(FORGET)
+            .key(self.names.lease(key))
+            .key(self.names.fence(key))
+            .invoke_async(&mut c)
+            .await
+            .map_err(|e| redis_err("redis", "forget", e))?;
+        Ok(())
     }
 }
 

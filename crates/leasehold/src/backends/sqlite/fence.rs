@@ -14,9 +14,18 @@
 //! sqlite::claim(&tx, "balance/acct:7", &fencing)?;      // once, before the first effect
 //! sqlite::check(&tx, "balance/acct:7", &fencing)?;      // with every effect, same transaction
 //! tx.execute("INSERT OR REPLACE INTO balance VALUES ('acct:7', 100)", []).unwrap();
-//! tx.commit().unwrap();
+//! sqlite::commit(tx, &fencing)?;                        // refused once the lease's time is up
 //! # Ok(()) }
 //! ```
+//!
+//! **Bounded by the lease, as far as an embedded file can be.** With a [`Fencing`] from
+//! [`crate::Lease::fencing`], `claim`, `check` and [`commit`] refuse ([`crate::Error::Lost`];
+//! `commit` rolls back) once the lease's local deadline has passed, so a holder that resumes
+//! after a freeze inside its transaction does not commit. There is no server to end the
+//! transaction of a process frozen while it holds the write lock: other writers of the file,
+//! a successor's `claim` among them, wait (up to their `busy_timeout`) until it resumes and
+//! rolls back, or dies. A freeze after `commit`'s check and before SQLite writes the commit
+//! is not caught. `docs/fencing.md` has what remains.
 //!
 //! Use `BEGIN IMMEDIATE` transactions (as above) so the check and the effect hold the write
 //! lock together. For a table of your own, the one-statement pattern
@@ -26,7 +35,7 @@
 //! holders with the same token apart, and needs none to exist.
 
 pub use rusqlite;
-use rusqlite::{Connection, OptionalExtension, params};
+use rusqlite::{Connection, OptionalExtension, Transaction, params};
 
 use crate::Result;
 use crate::backends::sqlite::SqlExt;
@@ -59,11 +68,21 @@ fn token(f: &Fencing) -> i64 {
     i64::try_from(f.token().get()).unwrap_or(i64::MAX)
 }
 
+/// [`crate::Error::Lost`] once the lease `fencing` came from is out of time.
+fn in_time(fencing: &Fencing) -> Result<()> {
+    match fencing.time_left() {
+        Some(left) if left.is_zero() => Err(fencing.time_is_up()),
+        _ => Ok(()),
+    }
+}
+
 /// Installs `fencing` on `resource`: succeeds iff its fence is greater than the installed one,
 /// or equal with the same owner, and the resource is unclaimed or guarded by the same key.
-/// Otherwise [`crate::Error::StaleFence`]. Call inside the caller's transaction.
+/// Otherwise [`crate::Error::StaleFence`]; [`crate::Error::Lost`] once the lease's time is
+/// up. Call inside the caller's transaction.
 pub fn claim(conn: &Connection, resource: &str, fencing: &Fencing) -> Result<()> {
     crate::fence::require_token(resource, fencing)?;
+    in_time(fencing)?;
     let n = conn
         .execute(
             "INSERT INTO leasehold_fence (resource, lock_key, fence, owner) VALUES (?1, ?2, ?3, ?4)
@@ -79,9 +98,22 @@ pub fn claim(conn: &Connection, resource: &str, fencing: &Fencing) -> Result<()>
 }
 
 /// Succeeds iff `fencing` is exactly what `resource` has installed; otherwise
-/// [`crate::Error::StaleFence`]. Call in the same transaction as the effect it guards.
+/// [`crate::Error::StaleFence`]; [`crate::Error::Lost`] once the lease's time is up. Call in
+/// the same transaction as the effect it guards.
 pub fn check(conn: &Connection, resource: &str, fencing: &Fencing) -> Result<()> {
+    in_time(fencing)?;
     crate::fence::verify(resource, fencing, installed(conn, resource)?)
+}
+
+/// Commits a transaction guarded with `fencing`, unless the lease's local deadline has passed:
+/// then it is rolled back and the answer is [`crate::Error::Lost`]. A fencing without a
+/// deadline commits as `tx.commit()` does.
+pub fn commit(tx: Transaction<'_>, fencing: &Fencing) -> Result<()> {
+    if let Err(e) = in_time(fencing) {
+        let _ = tx.rollback();
+        return Err(e);
+    }
+    tx.commit().sql()
 }
 
 #[cfg(test)]

@@ -346,6 +346,26 @@ impl Store for SqliteStore {
         self.busy_ms.store(op_timeout.as_millis() as u64, Ordering::Relaxed);
     }
 
+    async fn forget(&self, key: &Key) -> Result<()> {
+        let k = key.clone();
+        self.blocking(move |c, _| {
+            let tx = c.transaction_with_behavior(TransactionBehavior::Immediate).sql()?;
+            let held: bool = tx
+                .query_row(
+                    "SELECT EXISTS (SELECT 1 FROM leasehold_leases WHERE key = ?1)",
+                    [k.as_str()],
+                    |r| r.get(0),
+                )
+                .sql()?;
+            if !held {
+                tx.execute("DELETE FROM leasehold_fences WHERE key = ?1", [k.as_str()]).sql()?;
+                tx.execute("DELETE FROM leasehold_queue WHERE key = ?1", [k.as_str()]).sql()?;
+            }
+            tx.commit().sql()
+        })
+        .await
+    }
+
     async fn holders(&self, key: Option<&Key>) -> Result<Vec<Holder>> {
         let key = key.cloned();
         let rows = self

@@ -330,11 +330,11 @@ mod tests {
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
         tokio::time::sleep(Duration::from_millis(400)).await;
-        assert!(lease.release().await.unwrap());
+        assert!(lease.release().await.unwrap().is_clean());
         let got = w.await.unwrap().unwrap();
         assert_eq!(counts.attempts.load(SeqCst), 2, "refused, then granted after the ring");
         assert!(counts.doorbell_rings.load(SeqCst) >= 1, "the release rang the doorbell");
         assert!(counts.looks.load(SeqCst) <= 2, "looks: {}", counts.looks.load(SeqCst));
-        assert!(got.release().await.unwrap());
+        assert!(got.release().await.unwrap().is_clean());
     }
 }
