@@ -9,7 +9,7 @@ pub(super) const LOCK_ID: &str = "hashtextextended($1, 0)";
 const PER_CONN: usize = 64;
 /// How far (µs) the server's clock must be ahead of the sequence for a clock-back to move it:
 /// far more grants than any statement can race with, far less than any failover takes.
-const CLOCK_BACK_SLACK_US: i64 = 10_000;
+pub(super) const CLOCK_BACK_SLACK_US: i64 = 10_000;
 
 /// The statements the session store prepares (`$1` is the lock name: prefix + key).
 #[derive(Debug, Clone)]

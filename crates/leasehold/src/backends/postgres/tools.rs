@@ -22,3 +22,7 @@ pub fn session_statements(url: &str) -> Result<SessionStatements> {
 /// The SQL expression the statements read the server's clock with (µs since 1970); the
 /// testkit's `rules` test puts chosen clocks in its place.
 pub const CLOCK_US: &str = super::CLOCK_US;
+
+/// How far behind the clock (µs) a session connection's clock-back must find the fence
+/// sequence before it moves it (see `SessionStatements::clock_back`).
+pub const CLOCK_BACK_SLACK_US: i64 = super::session::CLOCK_BACK_SLACK_US;
