@@ -67,21 +67,16 @@
 #![deny(missing_docs)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+mod client;
 mod error;
-mod exit;
 mod guarantees;
-mod held;
 mod key;
-mod lease;
-mod local;
-mod locker;
 pub mod probe;
 pub mod sizing;
 pub mod store;
 pub mod telemetry;
 mod token;
 mod url;
-mod watchdog;
 
 pub mod backends;
 pub mod fence;
@@ -91,17 +86,18 @@ pub mod fence;
 /// rule (`docs/model.md`).
 #[cfg(feature = "tools")]
 pub mod rules {
+    pub use crate::client::lease_state::deadline_after;
     pub use crate::fence::rule::{may_apply, may_claim};
-    pub use crate::held::deadline_after;
     pub use crate::token::next_fence;
 }
 
+pub use client::{
+    Acquire, DEFAULT_CONNECT_TIMEOUT, DEFAULT_OP_TIMEOUT, Lease, Locker, MAX_TTL, Released, Wait,
+};
 pub use error::{BoxError, Error, LostReason, Result, StaleReason};
 pub use fence::Fencing;
 pub use guarantees::{CLOCK_ASSUMPTION, FenceRepeat, Guarantees, LockKind, MAX_FENCE};
 pub use key::Key;
-pub use lease::{Lease, Released};
-pub use locker::{Acquire, DEFAULT_CONNECT_TIMEOUT, DEFAULT_OP_TIMEOUT, Locker, MAX_TTL, Wait};
 pub use store::{Holder, HolderInfo, Store};
 pub use token::{FenceToken, OwnerToken};
 pub use url::{Scheme, StoreUrl, parse_duration, redact};

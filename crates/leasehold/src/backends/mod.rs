@@ -12,7 +12,7 @@ use crate::probe::Probe;
 use crate::{Error, Result, Store};
 
 #[cfg(feature = "sqlite")]
-pub(crate) mod bell;
+pub(crate) mod doorbell;
 #[cfg(feature = "etcd")]
 pub mod etcd;
 /// `file://` needs Linux: `flock(2)` plus inotify for waiting and `/proc/locks` for `status`.

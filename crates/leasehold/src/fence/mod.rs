@@ -17,8 +17,8 @@ use std::fmt;
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
+use crate::client::lease_state::Shared;
 use crate::error::StaleReason;
-use crate::held::Shared;
 use crate::{Error, FenceToken, Key, LostReason, OwnerToken, Result};
 
 // Each store's fence resource lives in its folder; these are the paths users write.

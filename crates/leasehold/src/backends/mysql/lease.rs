@@ -30,18 +30,12 @@ pub struct MyLeaseStore {
     pool: Pool,
     /// The statements, bounded in the server by the op timeout (rebuilt when it changes).
     sql: std::sync::RwLock<Arc<LeaseSql>>,
-    /// For the bell connections, which are never pooled.
-    pub(super) opts: Opts,
     /// The connect limit.
-    pub(super) connect: Duration,
+    connect: Duration,
     /// Keys with a grant statement in flight (see `try_acquire`).
     granting: Arc<Undoing>,
-    /// `leasehold-bell:TABLE:`, the prefix of every key's bell name.
-    pub(super) bell_prefix: String,
-    pub(super) bells: super::baton::Bells,
-    /// Attempts made by waiting acquisitions.
-    #[cfg(test)]
-    pub(super) attempts: std::sync::atomic::AtomicU64,
+    /// The per-key doorbells waiting acquisitions queue on.
+    bells: super::doorbell::Doorbell,
 }
 
 impl std::fmt::Debug for MyLeaseStore {
@@ -110,13 +104,9 @@ impl MyLeaseStore {
         let store = MyLeaseStore {
             pool: Pool::new(OptsBuilder::from_opts(opts.clone()).pool_opts(pool_opts)),
             granting: Arc::default(),
-            bell_prefix: format!("leasehold-bell:{}:", o.table),
             sql: std::sync::RwLock::new(Arc::new(sql)),
-            opts,
+            bells: super::doorbell::Doorbell::new(opts, limits.connect, &o.table),
             connect: limits.connect,
-            bells: Default::default(),
-            #[cfg(test)]
-            attempts: Default::default(),
         };
         let mut c = store.conn().await?;
         let t = &store.sql().table;
@@ -245,7 +235,10 @@ impl Store for MyLeaseStore {
 
     async fn acquire(&self, req: &AcquireRequest<'_>, until: Option<Instant>) -> Result<Attempt> {
         match until {
-            Some(until) => self.acquire_queued(req, until).await,
+            Some(until) => {
+                let attempt = || crate::store::within_op_timeout(req, self.try_acquire(req));
+                self.bells.acquire_queued(req, until, attempt).await
+            }
             None => crate::store::within_op_timeout(req, self.try_acquire(req)).await,
         }
     }
@@ -378,5 +371,63 @@ impl Store for MyLeaseStore {
         if sql.op != op_timeout {
             *sql = Arc::new(LeaseSql::new(sql.table.trim_matches('`'), op_timeout));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::sync::atomic::Ordering::SeqCst;
+
+    use super::super::doorbell::params;
+    use super::*;
+    use crate::{Locker, Wait};
+
+    /// The machine's server, as the testkit's MySQL tests use it.
+    fn server() -> String {
+        std::env::var("LEASEHOLD_TEST_MYSQL")
+            .unwrap_or_else(|_| "mysql://root@127.0.0.1:3306".into())
+    }
+
+    async fn store(url: &str) -> Arc<MyLeaseStore> {
+        let (opts, o) = super::super::parse_url(url).unwrap();
+        Arc::new(MyLeaseStore::open(opts, &o, crate::backends::Limits::default()).await.unwrap())
+    }
+
+    /// A waiter with a store of its own (as in another process: nothing in this process
+    /// tells it) is handed the bell by the release: it attempts once, after the release.
+    /// Polling at 1–50 ms would have attempted about ten times during the hold.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_release_elsewhere_passes_the_bell() {
+        let db = format!("lh_test_{}", &OwnerToken::generate().unwrap().to_string()[..12]);
+        let mut admin = Conn::from_url(server()).await.unwrap();
+        admin.query_drop(format!("CREATE DATABASE {db}")).await.unwrap();
+        let url = format!("{}/{db}", server());
+        let holder = Locker::from_arc(store(&url).await);
+        let waiting = store(&url).await;
+        let waiter = Locker::from_arc(waiting.clone());
+        let wait = Wait::For(Duration::from_secs(20));
+        let lease = holder.acquire("k", Duration::from_secs(30)).wait(wait).await.unwrap();
+        let w =
+            tokio::spawn(
+                async move { waiter.acquire("k", Duration::from_secs(30)).wait(wait).await },
+            );
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        // At most one look after a second without the bell, on a very slow machine.
+        assert!(waiting.bells.attempts.load(SeqCst) <= 1, "queued on the bell, not polling");
+        assert!(lease.release().await.unwrap().is_clean());
+        let got = w.await.unwrap().unwrap();
+        let n = waiting.bells.attempts.load(SeqCst);
+        assert!((1..=2).contains(&n), "{n} attempts: one, after the release");
+        assert!(got.release().await.unwrap().is_clean());
+        let bell: Option<Option<u64>> = admin
+            .exec_first(
+                format!("SELECT IS_USED_LOCK({LOCK_NAME})"),
+                params("leasehold-bell:leasehold_leases:k"),
+            )
+            .await
+            .unwrap();
+        assert_eq!(bell.flatten(), None, "the bell was given back with the last release");
+        admin.query_drop(format!("DROP DATABASE {db}")).await.unwrap();
     }
 }

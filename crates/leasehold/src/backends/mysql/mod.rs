@@ -7,7 +7,7 @@
 //!   session time zone); the fence is set by grants only, to `max(fence + 1, the server's
 //!   clock in µs)`, and rows are never deleted, so a replica promoted after missing grants
 //!   still issues larger fences ([`crate::FenceRepeat::ClockBacked`]). Waiters queue on a per-key `GET_LOCK`
-//!   doorbell that each release passes to the next (`baton.rs`), in any process.
+//!   doorbell that each release passes to the next (`doorbell.rs`), in any process.
 //! - `mysql://…?mode=session[&prefix=P&fence=table|none&heartbeat=5000ms]`: **`GET_LOCK`**
 //!   on the name `P || KEY`, or `leasehold:` + `SHA1(P || KEY)` when that is longer than the
 //!   server's 64 characters (computed by the server, so any client can take the same lock).
@@ -257,7 +257,7 @@ fn bounded_verb(verb: &str, op: Duration, statements: bool) -> String {
     )
 }
 
-mod baton;
+mod doorbell;
 mod lease;
 mod session;
 #[cfg(feature = "tools")]

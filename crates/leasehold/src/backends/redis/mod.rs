@@ -32,16 +32,16 @@
 
 mod connect;
 pub mod fence;
-mod keys;
 mod probe;
 mod pubsub;
 pub mod redlock;
+mod scripts;
 #[cfg(feature = "tools")]
 pub mod tools;
 pub(crate) use connect::redis_err;
-use keys::{FORGET, GRANT, RELEASE, RENEW_MANY};
-pub(crate) use keys::{GRANT_NO_FENCE, Names};
 pub(crate) use pubsub::{SubWatch, Subscriber};
+use scripts::{FORGET, GRANT, RELEASE, RENEW_MANY};
+pub(crate) use scripts::{GRANT_NO_FENCE, Names};
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};

@@ -42,7 +42,7 @@ use async_trait::async_trait;
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
 use super::Limits;
-use super::bell::Bells;
+use super::doorbell::Bells;
 use crate::store::{AcquireRequest, Attempt, Grant, Holder, HolderInfo, RenewItem};
 use crate::{Error, FenceRepeat, FenceToken, Guarantees, Key, LockKind, OwnerToken, Result, Store};
 

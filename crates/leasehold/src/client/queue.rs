@@ -16,7 +16,7 @@ use std::time::Instant;
 
 use tokio::sync::watch;
 
-use crate::held::Shared;
+use crate::client::lease_state::Shared;
 use crate::{FenceToken, Key, LostReason};
 
 /// Who is asking: the tokio task, or (outside one, as in `block_on`) the thread.

@@ -5,13 +5,13 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::exit::Exit;
-use crate::held::{Shared, Timing};
-use crate::local::{Ident, Refused};
+use crate::client::background::Exit;
+use crate::client::lease_state::{Shared, Timing};
+use crate::client::queue::{Ident, Refused};
+use crate::client::renewal::Watchdog;
 use crate::store::HolderInfo;
 use crate::store::{AcquireRequest, Attempt};
 use crate::telemetry::{ORPHAN_CLEANUPS, Telemetry};
-use crate::watchdog::Watchdog;
 use crate::{Error, Guarantees, Holder, Key, Lease, LockKind, OwnerToken, Result, Store};
 
 /// Longest accepted TTL (one year): longer ones are almost certainly a unit mistake.
@@ -51,7 +51,7 @@ pub enum Wait {
 pub struct Locker {
     store: Arc<dyn Store>,
     watchdog: Arc<Watchdog>,
-    local: Arc<crate::local::Local>,
+    local: Arc<crate::client::queue::Local>,
     op_timeout: Duration,
     exit: Arc<Exit>,
     tel: Telemetry,
@@ -434,7 +434,7 @@ struct Cleanup {
     owner: OwnerToken,
     /// Where a spawned cleanup counts as a release in flight, so exit waits for it (only
     /// once spawned: an acquire still waiting is not a release in flight).
-    pending: Option<Arc<crate::exit::Pending>>,
+    pending: Option<Arc<crate::client::background::Pending>>,
 }
 
 impl Cleanup {

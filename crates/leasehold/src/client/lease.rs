@@ -4,11 +4,11 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::exit::{Exit, Ticket};
+use crate::client::background::{Exit, Ticket};
+use crate::client::lease_state::Shared;
+use crate::client::queue::{Ident, Local, LocalKey};
+use crate::client::renewal::Watchdog;
 use crate::fence::Fencing;
-use crate::held::Shared;
-use crate::local::{Ident, Local, LocalKey};
-use crate::watchdog::Watchdog;
 use crate::{Error, FenceToken, Key, LockKind, LostReason, OwnerToken, Result};
 
 type Registration = (Arc<Local>, Arc<LocalKey>);

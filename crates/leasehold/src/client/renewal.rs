@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::Notify;
 
-use crate::held::Shared;
+use crate::client::lease_state::Shared;
 use crate::store::RenewItem;
 use crate::{LostReason, Store};
 

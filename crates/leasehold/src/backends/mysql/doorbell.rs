@@ -20,39 +20,60 @@
 //! the process ends.
 
 use std::collections::HashMap;
+use std::future::Future;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use mysql_async::Conn;
 use mysql_async::prelude::Queryable;
+use mysql_async::{Conn, Opts};
 
-use super::lease::MyLeaseStore;
 use super::{BACKOFF_MAX, BACKOFF_MIN, LOCK_NAME, new_conn};
-use crate::store::{AcquireRequest, Attempt, within_op_timeout};
-use crate::{Key, OwnerToken, Result, Store};
+use crate::store::{AcquireRequest, Attempt};
+use crate::{Key, OwnerToken, Result};
 
 /// How long a queued waiter waits for the bell before it attempts anyway.
 const BELL_WAIT: Duration = Duration::from_secs(1);
 /// Idle bell connections kept for the next waiters.
 const IDLE: usize = 4;
 
-/// The bell connections of one store.
-#[derive(Default)]
-pub(super) struct Bells {
+/// The doorbells of one lease store: its bell connections and how to open more.
+pub(super) struct Doorbell {
     idle: Mutex<Vec<Conn>>,
     /// Connections holding the bell of a lease granted through the queue, by owner.
     held: Mutex<HashMap<OwnerToken, (String, Conn)>>,
+    /// For the bell connections, which are never pooled.
+    opts: Opts,
+    /// The connect limit.
+    connect: Duration,
+    /// `leasehold-bell:TABLE:`, the prefix of every key's bell name.
+    prefix: String,
+    /// Attempts made by waiting acquisitions.
+    #[cfg(test)]
+    pub(super) attempts: std::sync::atomic::AtomicU64,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-fn params(name: &str) -> Vec<mysql_async::Value> {
+pub(super) fn params(name: &str) -> Vec<mysql_async::Value> {
     vec![name.into(), name.into(), name.into()]
 }
 
-impl Bells {
+impl Doorbell {
+    /// The doorbells of the lease table `table`, opening bell connections with `opts`.
+    pub(super) fn new(opts: Opts, connect: Duration, table: &str) -> Doorbell {
+        Doorbell {
+            idle: Mutex::default(),
+            held: Mutex::default(),
+            opts,
+            connect,
+            prefix: format!("leasehold-bell:{table}:"),
+            #[cfg(test)]
+            attempts: Default::default(),
+        }
+    }
+
     fn give_back(&self, c: Conn) {
         let mut idle = lock(&self.idle);
         if idle.len() < IDLE {
@@ -69,29 +90,29 @@ impl Bells {
         }
         // Else the connection is dropped, and the server drops the bell with it.
     }
-}
 
-impl MyLeaseStore {
     fn bell_name(&self, key: &Key) -> String {
-        format!("{}{}", self.bell_prefix, key.as_str())
+        format!("{}{}", self.prefix, key.as_str())
     }
 
     async fn bell_conn(&self) -> Option<Conn> {
-        let idle = lock(&self.bells.idle).pop();
+        let idle = lock(&self.idle).pop();
         match idle {
             Some(c) => Some(c),
             None => new_conn(&self.opts, self.connect).await.ok(),
         }
     }
 
-    /// Acquires, waiting until `until` (see the module docs).
-    pub(super) async fn acquire_queued(
+    /// Acquires through `attempt` (one owner-checked attempt, bounded), waiting until `until`
+    /// (see the module docs).
+    pub(super) async fn acquire_queued<F: Future<Output = Result<Attempt>>>(
         &self,
         req: &AcquireRequest<'_>,
         until: Instant,
+        attempt: impl Fn() -> F,
     ) -> Result<Attempt> {
         let Some(mut conn) = self.bell_conn().await else {
-            return self.acquire_polling(req, until).await;
+            return self.acquire_polling(until, &attempt).await;
         };
         let name = self.bell_name(req.key);
         let mut bound = BELL_WAIT;
@@ -109,33 +130,32 @@ impl MyLeaseStore {
                 Ok(Ok(Some(Some(1)))) => break,
                 Ok(Ok(_)) => {}
                 // The bell connection failed: poll instead (its bell, if any, is gone).
-                _ => return self.acquire_polling(req, until).await,
+                _ => return self.acquire_polling(until, &attempt).await,
             }
             // Not called within `bound`: its holder may be stalled, so look anyway.
-            let attempt = self.counted_attempt(req).await;
-            let left = match attempt {
+            let left = match self.counted(&attempt).await {
                 Ok(Attempt::Busy { holder_expires_in }) => holder_expires_in,
                 other => {
-                    self.bells.give_back(conn);
+                    self.give_back(conn);
                     return other;
                 }
             };
             if Instant::now() >= until {
-                self.bells.give_back(conn);
+                self.give_back(conn);
                 return Ok(Attempt::Busy { holder_expires_in: left });
             }
             bound = left.map_or(BELL_WAIT, |l| (l + Duration::from_millis(1)).min(BELL_WAIT));
         }
         // The bell is ours: the previous holder released, or holds no bell (then poll).
-        let out = self.acquire_polling(req, until).await;
+        let out = self.acquire_polling(until, &attempt).await;
         match &out {
             Ok(Attempt::Granted(_)) => {
-                lock(&self.bells.held).insert(*req.owner, (name, conn));
+                lock(&self.held).insert(*req.owner, (name, conn));
             }
             _ => {
                 let sql = format!("DO RELEASE_LOCK({LOCK_NAME})");
                 if conn.exec_drop(sql, params(&name)).await.is_ok() {
-                    self.bells.give_back(conn);
+                    self.give_back(conn);
                 }
             }
         }
@@ -143,10 +163,14 @@ impl MyLeaseStore {
     }
 
     /// Attempts until granted or `until`, at 1–50 ms and at the holder's expiry.
-    async fn acquire_polling(&self, req: &AcquireRequest<'_>, until: Instant) -> Result<Attempt> {
+    async fn acquire_polling<F: Future<Output = Result<Attempt>>>(
+        &self,
+        until: Instant,
+        attempt: &impl Fn() -> F,
+    ) -> Result<Attempt> {
         let mut backoff = BACKOFF_MIN;
         loop {
-            let attempt = self.counted_attempt(req).await?;
+            let attempt = self.counted(attempt).await?;
             let Attempt::Busy { holder_expires_in } = attempt else { return Ok(attempt) };
             let now = Instant::now();
             if now >= until {
@@ -161,66 +185,12 @@ impl MyLeaseStore {
         }
     }
 
-    async fn counted_attempt(&self, req: &AcquireRequest<'_>) -> Result<Attempt> {
+    async fn counted<F: Future<Output = Result<Attempt>>>(
+        &self,
+        attempt: &impl Fn() -> F,
+    ) -> Result<Attempt> {
         #[cfg(test)]
         self.attempts.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        within_op_timeout(req, self.try_acquire(req)).await
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use std::sync::Arc;
-    use std::sync::atomic::Ordering::SeqCst;
-
-    use super::*;
-    use crate::{Locker, Wait};
-
-    /// The machine's server, as the testkit's MySQL tests use it.
-    fn server() -> String {
-        std::env::var("LEASEHOLD_TEST_MYSQL")
-            .unwrap_or_else(|_| "mysql://root@127.0.0.1:3306".into())
-    }
-
-    async fn store(url: &str) -> Arc<MyLeaseStore> {
-        let (opts, o) = super::super::parse_url(url).unwrap();
-        Arc::new(MyLeaseStore::open(opts, &o, crate::backends::Limits::default()).await.unwrap())
-    }
-
-    /// A waiter with a store of its own (as in another process: nothing in this process
-    /// tells it) is handed the bell by the release: it attempts once, after the release.
-    /// Polling at 1–50 ms would have attempted about ten times during the hold.
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn a_release_elsewhere_passes_the_bell() {
-        let db = format!("lh_test_{}", &OwnerToken::generate().unwrap().to_string()[..12]);
-        let mut admin = Conn::from_url(server()).await.unwrap();
-        admin.query_drop(format!("CREATE DATABASE {db}")).await.unwrap();
-        let url = format!("{}/{db}", server());
-        let holder = Locker::from_arc(store(&url).await);
-        let waiting = store(&url).await;
-        let waiter = Locker::from_arc(waiting.clone());
-        let wait = Wait::For(Duration::from_secs(20));
-        let lease = holder.acquire("k", Duration::from_secs(30)).wait(wait).await.unwrap();
-        let w =
-            tokio::spawn(
-                async move { waiter.acquire("k", Duration::from_secs(30)).wait(wait).await },
-            );
-        tokio::time::sleep(Duration::from_millis(400)).await;
-        // At most one look after a second without the bell, on a very slow machine.
-        assert!(waiting.attempts.load(SeqCst) <= 1, "queued on the bell, not polling");
-        assert!(lease.release().await.unwrap().is_clean());
-        let got = w.await.unwrap().unwrap();
-        let n = waiting.attempts.load(SeqCst);
-        assert!((1..=2).contains(&n), "{n} attempts: one, after the release");
-        assert!(got.release().await.unwrap().is_clean());
-        let bell: Option<Option<u64>> = admin
-            .exec_first(
-                format!("SELECT IS_USED_LOCK({LOCK_NAME})"),
-                params("leasehold-bell:leasehold_leases:k"),
-            )
-            .await
-            .unwrap();
-        assert_eq!(bell.flatten(), None, "the bell was given back with the last release");
-        admin.query_drop(format!("DROP DATABASE {db}")).await.unwrap();
+        attempt().await
     }
 }
