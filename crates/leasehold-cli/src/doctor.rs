@@ -4,29 +4,29 @@
 
 use std::time::Duration;
 
-use leasehold::Locker;
 use leasehold::probe::Probe;
+use leasehold::{Locker, StoreUrl};
 use serde_json::{Value, json};
 
 /// Reads the deployment `url` names: connecting within `timeout`, its settings within
 /// `limit`. Credentials, TLS or a database the store refuses stay [`leasehold::Error::Config`]
 /// (exit 78), as for every other command.
-pub async fn run(url: &str, timeout: Duration, limit: Duration) -> leasehold::Result<Probe> {
+pub async fn run(url: &StoreUrl, timeout: Duration, limit: Duration) -> leasehold::Result<Probe> {
     leasehold::probe::probe_within(url, timeout, limit).await
 }
 
-pub fn json(url: &str, locker: &Locker, p: &Probe) -> Value {
-    let mut v = json!({ "store": leasehold::redact(url), "guarantees": locker.guarantees() });
+pub fn json(url: &StoreUrl, locker: &Locker, p: &Probe) -> Value {
+    let mut v = json!({ "store": url.to_string(), "guarantees": locker.guarantees() });
     if let (Some(out), Ok(Value::Object(probe))) = (v.as_object_mut(), serde_json::to_value(p)) {
         out.extend(probe);
     }
     v
 }
 
-pub fn text(url: &str, locker: &Locker, p: &Probe) -> String {
+pub fn text(url: &StoreUrl, locker: &Locker, p: &Probe) -> String {
     use std::fmt::Write;
     let mut out = String::new();
-    let _ = writeln!(out, "store: {}", leasehold::redact(url));
+    let _ = writeln!(out, "store: {url}");
     let _ = writeln!(out, "\nthe backend promises:");
     for line in locker.guarantees().to_string().lines() {
         let _ = writeln!(out, "  {line}");

@@ -190,7 +190,7 @@ async fn doctor_cmd(
             Err(leasehold::Error::Unavailable {
                 message: format!(
                     "{} did not answer within {} (3 × --timeout)",
-                    leasehold::redact(&url),
+                    url,
                     dur::human(limit)
                 ),
                 source: None,

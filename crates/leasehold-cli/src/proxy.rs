@@ -279,7 +279,7 @@ pub(crate) async fn fence_proxy(
          reach the upstream only through this proxy",
         upstream.authority,
         key.as_str(),
-        leasehold::redact(&url)
+        url
     );
     // For scripts (and --listen 127.0.0.1:0): the address actually bound.
     println!("listening={local}");

@@ -40,8 +40,8 @@ pub(crate) async fn size(
     if job.is_some_and(|j| j > leasehold::MAX_TTL) {
         return Err(Exit::fail(code::USAGE, "--job is longer than any lease can be"));
     }
-    let url = leasehold::StoreUrl::parse(&store::resolve(&store)?.url)?;
-    let locker = store::connect(url.expose(), timeout).await?;
+    let url = store::resolve(&store)?.url;
+    let locker = store::connect(&url, timeout).await?;
     let m = sizing::measure(&locker, duration, job).await?;
     if json {
         let report = SizeReport {

@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use leasehold::Locker;
+use leasehold::{Locker, StoreUrl};
 
 use crate::args::StoreOpt;
 use crate::{Exit, code};
@@ -15,10 +15,11 @@ pub(crate) const ENV_STORE: &str = "LEASEHOLD_STORE";
 /// A file whose first line is the store URL.
 pub(crate) const ENV_STORE_FILE: &str = "LEASEHOLD_STORE_FILE";
 
-/// A resolved store URL, and whether it is the per-user default.
+/// A resolved store URL, parsed (its options checked) once, and whether it is the per-user
+/// default.
 #[derive(Debug, Clone)]
 pub(crate) struct Store {
-    pub url: String,
+    pub url: StoreUrl,
     pub default: bool,
 }
 
@@ -29,17 +30,17 @@ impl Store {
             format!(
                 "store: {} (the per-user default: other users' runs do not see these keys; set \
                  LEASEHOLD_STORE for one store per machine)",
-                leasehold::redact(&self.url)
+                self.url
             )
         })
     }
 }
 
 /// `--store`, else `--store-file`, else `$LEASEHOLD_STORE`, else `$LEASEHOLD_STORE_FILE`,
-/// else the per-user SQLite file under `$XDG_STATE_HOME`.
+/// else the per-user SQLite file under `$XDG_STATE_HOME`; parsed once, here.
 pub(crate) fn resolve(opt: &StoreOpt) -> Result<Store, Exit> {
     if let Some(s) = &opt.store {
-        return Ok(Store { url: s.clone(), default: false });
+        return Ok(Store { url: StoreUrl::parse(s)?, default: false });
     }
     if let Some(p) = &opt.store_file {
         return read_file(p, "--store-file");
@@ -47,7 +48,7 @@ pub(crate) fn resolve(opt: &StoreOpt) -> Result<Store, Exit> {
     if let Ok(s) = std::env::var(ENV_STORE)
         && !s.is_empty()
     {
-        return Ok(Store { url: s, default: false });
+        return Ok(Store { url: StoreUrl::parse(&s)?, default: false });
     }
     if let Some(p) = std::env::var_os(ENV_STORE_FILE).filter(|p| !p.is_empty()) {
         return read_file(Path::new(&p), ENV_STORE_FILE);
@@ -63,7 +64,7 @@ pub(crate) fn resolve(opt: &StoreOpt) -> Result<Store, Exit> {
             )
         })?;
     let url = format!("sqlite://{}", state.join("leasehold").join("leasehold.db").display());
-    Ok(Store { url, default: true })
+    Ok(Store { url: StoreUrl::parse(&url)?, default: true })
 }
 
 /// The URL on the first line of `path` (surrounding whitespace dropped). A file others can
@@ -90,12 +91,12 @@ fn read_file(path: &Path, what: &str) -> Result<Store, Exit> {
             meta.permissions().mode() & 0o777
         );
     }
-    Ok(Store { url: url.to_owned(), default: false })
+    Ok(Store { url: StoreUrl::parse(url)?, default: false })
 }
 
 /// Connects with every step bounded by `timeout`, which also bounds each request after.
-pub(crate) async fn connect(url: &str, timeout: Duration) -> Result<Locker, Exit> {
-    Ok(Locker::connect_within(url, timeout).await?.with_op_timeout(timeout))
+pub(crate) async fn connect(url: &StoreUrl, timeout: Duration) -> Result<Locker, Exit> {
+    Ok(Locker::open(url, timeout).await?.with_op_timeout(timeout))
 }
 
 /// [`resolve`] then [`connect`].

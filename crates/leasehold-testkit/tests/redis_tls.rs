@@ -56,6 +56,8 @@ async fn tls_url_at_a_plain_port_is_named() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_probe_honours_tls_ca() {
     let server = RedisServer::start_tls();
-    let p = leasehold::probe::probe(&server.url()).await.expect("the probe trusts tls_ca");
+    let p = leasehold::probe::probe(&server.url().parse().expect("a rediss:// URL"))
+        .await
+        .expect("the probe trusts tls_ca");
     assert!(p.setting("version").is_some(), "{p:?}");
 }

@@ -1,6 +1,6 @@
-//! Store URLs: the one duration syntax every option uses, the options each store accepts
-//! (anything else is refused before a connection is made), and credentials kept out of
-//! every message ([`redact`]).
+//! Store URL syntax, the same for every store: the one duration syntax every option uses, a
+//! store's options as typed keys (anything else refused before a connection is made), and
+//! credentials kept out of every message ([`redact`]).
 
 use std::time::Duration;
 
@@ -94,20 +94,92 @@ fn show(d: Duration) -> String {
     }
 }
 
-/// Refuses an option the store does not take (`known` lists the ones it does), naming it
-/// and listing the valid ones.
-pub(crate) fn check_options(url: &str, scheme: &str, known: &[&str]) -> Result<()> {
-    let query = url.split_once('?').map_or("", |(_, q)| q);
-    for pair in query.split('&').filter(|p| !p.is_empty()) {
-        let name = pair.split_once('=').map_or(pair, |(k, _)| k);
-        if !known.contains(&name) {
-            let valid = if known.is_empty() { "none".to_owned() } else { known.join(", ") };
-            return Err(Error::invalid(format!(
+/// Declares a store's URL option keys: an enum whose `FromStr` knows each key as written in
+/// URLs, so [`options`] refuses any other in one place, naming the valid ones.
+macro_rules! option_keys {
+    ($(#[$m:meta])* $vis:vis enum $name:ident { $($(#[$vm:meta])* $var:ident = $key:literal),* $(,)? }) => {
+        $(#[$m])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+        $vis enum $name { $($(#[$vm])* $var),* }
+
+        impl $crate::url::OptionKey for $name {
+            const NAMES: &'static [&'static str] = &[$($key),*];
+        }
+
+        impl std::str::FromStr for $name {
+            type Err = $crate::url::UnknownOption;
+            fn from_str(s: &str) -> std::result::Result<Self, Self::Err> {
+                match s {
+                    $($key => Ok($name::$var),)*
+                    _ => Err($crate::url::UnknownOption),
+                }
+            }
+        }
+    };
+}
+pub(crate) use option_keys;
+
+/// A key that is not one of a store's options.
+#[derive(Debug)]
+pub(crate) struct UnknownOption;
+
+/// The option keys of one store's URLs (declared with `option_keys!`).
+pub(crate) trait OptionKey: std::str::FromStr<Err = UnknownOption> + Copy {
+    /// Every key, as written in URLs, for the message that refuses another.
+    const NAMES: &'static [&'static str];
+}
+
+option_keys! {
+    /// The options of a store whose URLs take none (`sqlite://`, `file://`).
+    pub(crate) enum NoOption {}
+}
+
+/// One option of a URL's query: its key, its value (`""` for a bare `?key`) and the
+/// `key=value` text as written (for options passed on to a driver).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Opt<'a, K> {
+    pub key: K,
+    pub value: &'a str,
+    pub text: &'a str,
+}
+
+/// A URL's query split into typed options: the URL before the `?`, and each option. A key
+/// the store does not take is refused here, naming it and the valid ones; each store's
+/// parser refuses a bad value, naming the option.
+pub(crate) fn options<K: OptionKey>(url: &str) -> Result<(&str, Vec<Opt<'_, K>>)> {
+    let (base, query) = url.split_once('?').unwrap_or((url, ""));
+    let scheme = url.split_once("://").map_or("", |(s, _)| s);
+    let mut out = Vec::new();
+    for text in query.split('&').filter(|p| !p.is_empty()) {
+        let (name, value) = text.split_once('=').unwrap_or((text, ""));
+        let key = name.parse::<K>().map_err(|_| {
+            let valid = if K::NAMES.is_empty() { "none".to_owned() } else { K::NAMES.join(", ") };
+            Error::invalid(format!(
                 "unknown option {name:?} for {scheme}:// URLs; valid options: {valid}"
-            )));
+            ))
+        })?;
+        out.push(Opt { key, value, text });
+    }
+    Ok((base, out))
+}
+
+/// `base` with the options in `keep` (as written) put back, for a driver's own parser.
+#[cfg_attr(not(any(feature = "redis", feature = "postgres", feature = "mysql")), allow(dead_code))]
+pub(crate) fn with_query(base: &str, keep: &[&str]) -> String {
+    if keep.is_empty() { base.to_owned() } else { format!("{base}?{}", keep.join("&")) }
+}
+
+/// `value` as one of `choices` (`(text, meaning)`), or an error naming option `name` and
+/// the choices.
+#[cfg_attr(not(any(feature = "postgres", feature = "mysql")), allow(dead_code))]
+pub(crate) fn choice<T: Copy>(name: &str, value: &str, choices: &[(&str, T)]) -> Result<T> {
+    match choices.iter().find(|(c, _)| *c == value) {
+        Some((_, t)) => Ok(*t),
+        None => {
+            let valid = choices.iter().map(|(c, _)| *c).collect::<Vec<_>>().join(", ");
+            Err(Error::invalid(format!("{name}={value:?}: expected one of {valid}")))
         }
     }
-    Ok(())
 }
 
 /// The value of option `name` (`?name=value`; a bare `?name` is ""), if given.
@@ -171,129 +243,6 @@ pub fn redact(url: &str) -> String {
     let out = format!("{scheme}://{authority}{tail}");
     // Whatever form it took, the secret itself never survives.
     out.replace(&secret, "***")
-}
-
-/// The kinds of store URL leasehold knows, built into this build or not.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
-#[non_exhaustive]
-pub enum Scheme {
-    /// `sqlite://PATH`, the embedded default.
-    Sqlite,
-    /// `file://DIR`, `flock(2)` session locks.
-    File,
-    /// `redis://`.
-    Redis,
-    /// `rediss://` (TLS).
-    Rediss,
-    /// `redlock://H1,H2,H3…`.
-    Redlock,
-    /// `postgres://` (also spelled `postgresql://`).
-    Postgres,
-    /// `mysql://` (MySQL and MariaDB).
-    Mysql,
-    /// `etcd://`.
-    Etcd,
-    /// `zk://` (ZooKeeper).
-    Zk,
-}
-
-impl Scheme {
-    /// The scheme as written in URLs.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Scheme::Sqlite => "sqlite",
-            Scheme::File => "file",
-            Scheme::Redis => "redis",
-            Scheme::Rediss => "rediss",
-            Scheme::Redlock => "redlock",
-            Scheme::Postgres => "postgres",
-            Scheme::Mysql => "mysql",
-            Scheme::Etcd => "etcd",
-            Scheme::Zk => "zk",
-        }
-    }
-
-    fn of(s: &str) -> Option<Scheme> {
-        Some(match s {
-            "sqlite" => Scheme::Sqlite,
-            "file" => Scheme::File,
-            "redis" => Scheme::Redis,
-            "rediss" => Scheme::Rediss,
-            "redlock" => Scheme::Redlock,
-            "postgres" | "postgresql" => Scheme::Postgres,
-            "mysql" => Scheme::Mysql,
-            "etcd" => Scheme::Etcd,
-            "zk" => Scheme::Zk,
-            _ => return None,
-        })
-    }
-}
-
-/// A store URL, parsed once: its [`Scheme`] and options, checked as the store checks them
-/// (unknown options refused, with the valid ones named). `Display` and `Debug` redact the
-/// password; [`StoreUrl::expose`] gives the text that connects.
-///
-/// ```
-/// use leasehold::{Scheme, StoreUrl};
-/// let url: StoreUrl = "sqlite:///tmp/locks.db".parse().unwrap();
-/// assert_eq!(url.scheme(), Scheme::Sqlite);
-/// assert!("sqlite:///tmp/locks.db?bogus=1".parse::<StoreUrl>().is_err());
-/// ```
-#[derive(Clone, PartialEq, Eq)]
-pub struct StoreUrl {
-    raw: String,
-    scheme: Scheme,
-}
-
-impl StoreUrl {
-    /// Parses and checks `url`. A scheme this build lacks is an error naming the cargo
-    /// feature that builds it in.
-    pub fn parse(url: &str) -> Result<StoreUrl> {
-        crate::backends::check(url)?;
-        let scheme = url.split_once("://").and_then(|(s, _)| Scheme::of(s));
-        let scheme = scheme.ok_or_else(|| Error::invalid("unknown store URL scheme"))?;
-        Ok(StoreUrl { raw: url.to_owned(), scheme })
-    }
-
-    /// The kind of store.
-    pub fn scheme(&self) -> Scheme {
-        self.scheme
-    }
-
-    /// The value of option `name` (`?name=value`), if given.
-    pub fn option(&self, name: &str) -> Option<&str> {
-        option_of(&self.raw, name)
-    }
-
-    /// Duration option `name` in the one syntax ([`parse_duration`]), if given.
-    pub fn duration(&self, name: &str) -> Result<Option<Duration>> {
-        self.option(name).map(parse_duration).transpose()
-    }
-
-    /// The URL with its credentials, to connect with. Never print it: print the `StoreUrl`.
-    pub fn expose(&self) -> &str {
-        &self.raw
-    }
-}
-
-impl std::str::FromStr for StoreUrl {
-    type Err = Error;
-    fn from_str(s: &str) -> Result<StoreUrl> {
-        StoreUrl::parse(s)
-    }
-}
-
-impl std::fmt::Display for StoreUrl {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&redact(&self.raw))
-    }
-}
-
-impl std::fmt::Debug for StoreUrl {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "StoreUrl({:?})", redact(&self.raw))
-    }
 }
 
 impl Error {
@@ -364,39 +313,29 @@ mod tests {
         assert!(!format!("{e} {:?}", std::error::Error::source(&e)).contains("PW"));
     }
 
-    #[test]
-    #[cfg(all(feature = "redis", feature = "postgres"))]
-    fn store_urls() {
-        let u = StoreUrl::parse("redis://u:PW@127.0.0.1:1?prefix=a:&wait_timeout=1s").unwrap();
-        assert_eq!(u.scheme(), Scheme::Redis);
-        assert_eq!(u.option("prefix"), Some("a:"));
-        assert_eq!(u.duration("wait_timeout").unwrap(), Some(Duration::from_secs(1)));
-        assert_eq!(u.duration("absent").unwrap(), None);
-        assert!(!format!("{u} {u:?}").contains("PW"));
-        assert!(u.expose().contains("PW"));
-        assert!(StoreUrl::parse("redis://h:1?wait_replica=1").is_err());
-        assert!(StoreUrl::parse("nope://x").is_err());
-        assert_eq!(StoreUrl::parse("postgresql://u@h/db").unwrap().scheme(), Scheme::Postgres);
+    option_keys! {
+        enum Demo {
+            Prefix = "prefix",
+            WaitReplicas = "wait_replicas",
+        }
     }
 
     #[test]
-    #[cfg(feature = "sqlite")]
-    fn store_urls_of_the_default_build() {
-        assert_eq!(StoreUrl::parse("sqlite:///x.db").unwrap().scheme(), Scheme::Sqlite);
-        assert!(StoreUrl::parse("sqlite:///x.db?bogus=1").is_err());
-        let missing = StoreUrl::parse("nope://x").unwrap_err().to_string();
-        assert!(missing.contains("unknown store URL scheme"), "{missing}");
-    }
-
-    #[test]
-    fn options() {
-        let only = &["prefix", "wait_replicas"];
-        assert!(check_options("redis://h:1?prefix=a:", "redis", only).is_ok());
-        let e = check_options("redis://h:1?wait_replica=1", "redis", only).unwrap_err();
-        let m = e.to_string();
-        assert!(m.contains("\"wait_replica\"") && m.contains("prefix, wait_replicas"), "{m}");
-        let none: &[&str] = &[];
-        assert!(check_options("sqlite:///x.db?bogus=1", "sqlite", none).is_err());
-        assert!(check_options("sqlite:///x.db", "sqlite", none).is_ok());
+    fn options_are_typed_and_unknown_ones_refused() {
+        let (base, got) = options::<Demo>("redis://h:1?prefix=a:&wait_replicas").unwrap();
+        assert_eq!(base, "redis://h:1");
+        assert_eq!(got.len(), 2);
+        assert_eq!((got[0].key, got[0].value, got[0].text), (Demo::Prefix, "a:", "prefix=a:"));
+        assert_eq!((got[1].key, got[1].value), (Demo::WaitReplicas, ""));
+        let m = options::<Demo>("redis://h:1?wait_replica=1").unwrap_err().to_string();
+        assert!(m.contains("\"wait_replica\" for redis://"), "{m}");
+        assert!(m.contains("valid options: prefix, wait_replicas"), "{m}");
+        let m = options::<NoOption>("sqlite:///x.db?bogus=1").unwrap_err().to_string();
+        assert!(m.contains("\"bogus\"") && m.contains("valid options: none"), "{m}");
+        assert!(options::<NoOption>("sqlite:///x.db").unwrap().1.is_empty());
+        assert_eq!(with_query("redis://h", &["protocol=resp3"]), "redis://h?protocol=resp3");
+        assert!(!choice("fence", "none", &[("table", true), ("none", false)]).unwrap());
+        let m = choice("fence", "nope", &[("table", true), ("none", false)]).unwrap_err();
+        assert!(m.to_string().contains("fence=\"nope\": expected one of table, none"), "{m}");
     }
 }

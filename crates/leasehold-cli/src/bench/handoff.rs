@@ -14,15 +14,13 @@ pub(super) async fn handoff(
     let mut etcd_lock = Tally::default();
     // Waiters in other processes are woken by the store's notification (NOTIFY, pub/sub),
     // not by this process's queue: measure that path with one store connection per task.
-    let per_task: Vec<Leasehold> = if leasehold::StoreUrl::parse(&s.url).is_ok_and(|u| {
-        matches!(
-            u.scheme(),
-            Scheme::Postgres | Scheme::Etcd | Scheme::Zk | Scheme::Sqlite | Scheme::Mysql
-        )
-    }) {
+    let per_task: Vec<Leasehold> = if matches!(
+        s.url.scheme(),
+        Scheme::Postgres | Scheme::Etcd | Scheme::Zk | Scheme::Sqlite | Scheme::Mysql
+    ) {
         let mut v = Vec::new();
         for _ in 0..s.tasks {
-            v.push(Leasehold(Locker::connect(&s.url).await.map_err(|e| e.to_string())?));
+            v.push(Leasehold(super::connect(&s.url).await?));
         }
         v
     } else {

@@ -69,7 +69,7 @@ pub enum Scenario {
 /// Settings of one bench invocation.
 #[derive(Debug, Clone)]
 pub struct Settings {
-    pub url: String,
+    pub url: leasehold::StoreUrl,
     pub scenario: Scenario,
     pub tasks: usize,
     pub duration: Duration,
@@ -252,14 +252,16 @@ impl Progress {
 
 /// Runs the bench; returns its report.
 pub async fn run(s: Settings) -> BenchResult<Report> {
-    let locker = Locker::connect(&s.url).await.map_err(|e| e.to_string())?;
-    let scheme = leasehold::StoreUrl::parse(&s.url).map_err(|e| e.to_string())?.scheme();
+    let locker = connect(&s.url).await?;
+    let scheme = s.url.scheme();
     let redis_side =
         if scheme == Scheme::Redis { Some(RedisSide::connect(&s.url).await?) } else { None };
-    let pg_side = if scheme == Scheme::Postgres { Some(PgSide::new(&s.url)?) } else { None };
-    let my_raw = if scheme == Scheme::Mysql { Some(MyRaw::connect(&s.url).await?) } else { None };
+    let pg_side =
+        if scheme == Scheme::Postgres { Some(PgSide::new(s.url.expose())?) } else { None };
+    let my_raw =
+        if scheme == Scheme::Mysql { Some(MyRaw::connect(s.url.expose()).await?) } else { None };
     let etcd_raw =
-        if scheme == Scheme::Etcd { Some(EtcdRaw::connect(&s.url).await?) } else { None };
+        if scheme == Scheme::Etcd { Some(EtcdRaw::connect(s.url.expose()).await?) } else { None };
     let all = s.scenario == Scenario::All;
     let want = |sc: Scenario| all || s.scenario == sc;
     let scenarios: Vec<Scenario> =
@@ -269,7 +271,7 @@ pub async fn run(s: Settings) -> BenchResult<Report> {
             .collect();
     let progress = Progress::new((scenarios.len() * s.runs) as u64);
     let mut report = Report {
-        store: leasehold::redact(&s.url),
+        store: s.url.to_string(),
         backend: locker.guarantees().backend,
         runs: s.runs,
         runtime: s.runtime,
@@ -429,4 +431,9 @@ async fn cycles<C: Contender>(c: &C, key: &str, d: Duration) -> BenchResult<RunR
         release: Some(rel),
         ..Default::default()
     })
+}
+
+/// A locker on `url`, bounded by the default connect timeout.
+pub(crate) async fn connect(url: &leasehold::StoreUrl) -> BenchResult<Locker> {
+    Locker::open(url, leasehold::DEFAULT_CONNECT_TIMEOUT).await.map_err(|e| e.to_string())
 }

@@ -14,7 +14,8 @@ pub(super) struct RedisSide {
 }
 
 impl RedisSide {
-    pub(super) async fn connect(url: &str) -> BenchResult<Self> {
+    pub(super) async fn connect(store: &leasehold::StoreUrl) -> BenchResult<Self> {
+        let url = store.expose();
         let base = url.split('?').next().unwrap_or(url).to_string();
         let client = ::redis::Client::open(base.as_str()).map_err(|e| e.to_string())?;
         let (host, port) = match client.get_connection_info().addr() {
@@ -22,11 +23,7 @@ impl RedisSide {
             other => return Err(format!("unsupported redis address {other:?}")),
         };
         let conn = client.get_connection_manager().await.map_err(|e| e.to_string())?;
-        let prefix = leasehold::StoreUrl::parse(url)
-            .map_err(|e| e.to_string())?
-            .option("prefix")
-            .unwrap_or("leasehold:")
-            .to_owned();
+        let prefix = store.option("prefix").unwrap_or("leasehold:").to_owned();
         Ok(RedisSide { url: base, host, port, prefix, conn })
     }
 

@@ -48,7 +48,7 @@ fn suffix(url: &str) -> &str {
 /// Runs the trials of `store-kill` or `failover`.
 pub(super) async fn run(s: &Settings) -> Result<(Vec<Trial>, Outline), String> {
     let failover = s.scenario == "failover";
-    let scheme = leasehold::StoreUrl::parse(&s.url).map_err(|e| e.to_string())?.scheme();
+    let scheme = s.url.scheme();
     let plan = servers::plan(scheme, failover)?;
     let mut trials = Vec::new();
     let mut guarantees = None;
@@ -62,9 +62,8 @@ pub(super) async fn run(s: &Settings) -> Result<(Vec<Trial>, Outline), String> {
         }
     }
     let guarantees = guarantees.ok_or("no trials were run")?;
-    let scheme = s.url.split("://").next().unwrap_or("");
     let outline = Outline {
-        store: format!("{scheme}://(private){}", suffix(&leasehold::redact(&s.url))),
+        store: format!("{scheme}://(private){}", suffix(&s.url.to_string())),
         guarantees,
         resource: format!(
             "SQLite file {} (table data), fresh for each trial",
@@ -83,13 +82,14 @@ async fn trial(
     n: usize,
 ) -> Result<(Trial, leasehold::Guarantees), String> {
     let arm = if fenced { "fenced" } else { "unfenced" };
-    let tail = suffix(&s.url).to_owned();
+    let tail = suffix(s.url.expose()).to_owned();
     let mut private: Box<dyn FailingStore> = blocking(plan.start).await?;
-    let holder_url = private.url(&tail);
+    // The private server's URL: a new one, parsed where it is made.
+    let holder_url = leasehold::StoreUrl::parse(&private.url(&tail)).map_err(|e| e.to_string())?;
     if private.replicated() {
         // An earlier grant (which also creates a lease table) reaches the replica, so it has a
         // fence counter; then it stops following before the holder's grant.
-        let warm = Locker::connect(&holder_url).await.map_err(|e| e.to_string())?;
+        let warm = super::connect(&holder_url).await?;
         let l = warm.acquire(KEY, s.ttl).await.map_err(|e| format!("warm-up grant: {e}"))?;
         let _ = l.release().await;
         drop(warm);
@@ -137,7 +137,7 @@ async fn trial(
         })
         .await?;
         events.push(ev("chaos", "restart", Some(holder_fence), Some("store restarted".into())));
-        holder_url.clone()
+        holder_url.expose().to_owned()
     };
     let locker = connect_after_failure(&successor_url).await?;
     let guarantees = locker.guarantees();

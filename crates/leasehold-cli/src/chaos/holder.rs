@@ -179,7 +179,7 @@ pub(super) struct Holder {
 impl Holder {
     pub(super) async fn spawn(
         s: &Settings,
-        url: &str,
+        url: &leasehold::StoreUrl,
         spec: &str,
         fenced: bool,
     ) -> Result<Holder, String> {
@@ -189,7 +189,7 @@ impl Holder {
             .args(["--key", KEY])
             // Through the environment (readable only by this user), not argv (`ps` shows
             // that to everyone): the URL and the resource may hold a password.
-            .env(crate::store::ENV_STORE, url)
+            .env(crate::store::ENV_STORE, url.expose())
             .env(ENV_RESOURCE, spec)
             .env_remove(crate::store::ENV_STORE_FILE)
             .arg(format!("--ttl-ms={}", s.ttl.as_millis()))

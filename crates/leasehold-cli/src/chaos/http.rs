@@ -167,7 +167,7 @@ pub(super) struct Setup {
     _stdout: BufReader<tokio::process::ChildStdout>,
 }
 
-pub(super) async fn start(url: &str, out: &Path) -> Result<Setup, String> {
+pub(super) async fn start(url: &leasehold::StoreUrl, out: &Path) -> Result<Setup, String> {
     let up = upstream().await?;
     let log_path = out.join("fence-proxy.log");
     let log = std::fs::File::create(&log_path)
@@ -176,7 +176,7 @@ pub(super) async fn start(url: &str, out: &Path) -> Result<Setup, String> {
     let mut child = tokio::process::Command::new(exe)
         .args(["fence-proxy", "--key", KEY, "--listen", "127.0.0.1:0"])
         // The URL may hold a password: the environment, never the command line.
-        .env(crate::store::ENV_STORE, url)
+        .env(crate::store::ENV_STORE, url.expose())
         .env_remove(crate::store::ENV_STORE_FILE)
         .arg(format!("--upstream=http://{up}"))
         .stdin(Stdio::null())

@@ -38,7 +38,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use leasehold::fence::Fencing;
-use leasehold::{Error, Locker, Scheme, Wait};
+use leasehold::{Error, Locker, Scheme, StoreUrl, Wait};
 use leasehold_harness::history::monotonic_ns;
 use nix::sys::signal::Signal;
 
@@ -50,7 +50,7 @@ pub const KEY: &str = "leasehold-chaos:stalled-holder";
 
 /// Settings from the command line.
 pub struct Settings {
-    pub url: String,
+    pub url: StoreUrl,
     pub scenario: String,
     pub trials: usize,
     pub control_trials: usize,
@@ -60,12 +60,12 @@ pub struct Settings {
 
 /// The resource chaos writes to, on the user's own store where it can hold one (so its final
 /// state can be read with psql, mariadb, redis-cli or etcdctl), else an SQLite file in `out`.
-pub fn resource_spec(url: &str, out: &Path) -> (String, String) {
+pub fn resource_spec(store: &StoreUrl, out: &Path) -> (String, String) {
+    let url = store.expose();
     let base = url.split('?').next().unwrap_or(url);
-    let parsed = leasehold::StoreUrl::parse(url).ok();
-    let option = |name: &str| parsed.as_ref().and_then(|u| u.option(name));
-    match parsed.as_ref().map(|u| u.scheme()) {
-        Some(Scheme::Postgres) => {
+    let option = |name: &str| store.option(name);
+    match store.scheme() {
+        Scheme::Postgres => {
             // The store's own schema when the URL names one, else leasehold_chaos.
             let schema = option("schema")
                 .filter(|s| s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'))
@@ -78,10 +78,10 @@ pub fn resource_spec(url: &str, out: &Path) -> (String, String) {
                 ),
             )
         }
-        Some(Scheme::Mysql) => {
+        Scheme::Mysql => {
             (base.to_owned(), "MySQL: tables data (id 'row-1') and leasehold_fence".into())
         }
-        Some(Scheme::Redis) => {
+        Scheme::Redis => {
             // The whole URL: its prefix option names the resource's keys too.
             let prefix = option("prefix").unwrap_or("leasehold:");
             (
@@ -91,7 +91,7 @@ pub fn resource_spec(url: &str, out: &Path) -> (String, String) {
                 ),
             )
         }
-        Some(Scheme::Etcd) => (
+        Scheme::Etcd => (
             url.to_owned(),
             "etcd: key leasehold-test/row-1, fenced by the lock key's create revision".into(),
         ),
@@ -105,7 +105,7 @@ pub fn resource_spec(url: &str, out: &Path) -> (String, String) {
 /// stalled-holder-tx's resource: a SQL one, the store's own on PostgreSQL and MySQL, else an
 /// SQLite file in `out` (Redis and etcd writes are one atomic step, with no transaction to
 /// freeze in).
-fn tx_resource_spec(url: &str, out: &Path) -> (String, String) {
+fn tx_resource_spec(url: &StoreUrl, out: &Path) -> (String, String) {
     let (spec, what) = resource_spec(url, out);
     if spec.starts_with("postgres") || spec.starts_with("mysql") || spec.starts_with("sqlite") {
         return (spec, what);
@@ -116,8 +116,7 @@ fn tx_resource_spec(url: &str, out: &Path) -> (String, String) {
 
 /// The session timeout an etcd or ZooKeeper URL asks for (their defaults otherwise); zero for
 /// other stores.
-fn session_timeout(url: &str) -> Duration {
-    let Ok(u) = leasehold::StoreUrl::parse(url) else { return Duration::ZERO };
+fn session_timeout(u: &StoreUrl) -> Duration {
     let option = match u.scheme() {
         Scheme::Etcd => "ttl",
         Scheme::Zk => "session",
@@ -127,8 +126,11 @@ fn session_timeout(url: &str) -> Duration {
 }
 
 /// The single `HOST:PORT` a store URL points at, and the URL with it replaced by `to`.
-fn through(url: &str, to: std::net::SocketAddr) -> Result<(std::net::SocketAddr, String), String> {
-    let (scheme, rest) = url.split_once("://").ok_or("no scheme")?;
+fn through(
+    url: &StoreUrl,
+    to: std::net::SocketAddr,
+) -> Result<(std::net::SocketAddr, StoreUrl), String> {
+    let (scheme, rest) = url.expose().split_once("://").ok_or("no scheme")?;
     let end = rest.find(['/', '?']).unwrap_or(rest.len());
     let authority = &rest[..end];
     let (user, hostport) = match authority.rsplit_once('@') {
@@ -148,7 +150,9 @@ fn through(url: &str, to: std::net::SocketAddr) -> Result<(std::net::SocketAddr,
                 "the partition scenario only cuts stores on this machine's loopback, not {hostport}"
             )
         })?;
-    Ok((addr, format!("{scheme}://{user}{to}{}", &rest[end..])))
+    // The same URL with another address: a new URL, parsed where it is made.
+    let moved = StoreUrl::parse(&format!("{scheme}://{user}{to}{}", &rest[end..]));
+    Ok((addr, moved.map_err(|e| e.to_string())?))
 }
 
 /// One event of a trial's history: monotonic nanoseconds, who, what, and details.
@@ -519,7 +523,7 @@ fn progress(s: &Settings, arm: &str, n: usize, count: usize) {
 
 /// `stalled-holder` and `partition`, on the user's store.
 async fn holder_trials(s: &Settings) -> Result<(Vec<Trial>, Outline), String> {
-    let locker = Locker::connect(&s.url).await.map_err(|e| e.to_string())?;
+    let locker = connect(&s.url).await?;
     // stalled-holder-http: the upstream and its proxy live as long as the trials.
     let setup = match s.scenario.as_str() {
         "stalled-holder-http" => Some(http::start(&s.url, &s.out).await?),
@@ -561,7 +565,7 @@ async fn holder_trials(s: &Settings) -> Result<(Vec<Trial>, Outline), String> {
         }
     };
     let outline = Outline {
-        store: leasehold::redact(&s.url),
+        store: s.url.to_string(),
         guarantees: locker.guarantees(),
         resource: format!("{where_}{removed}"),
         setup: fenceless.then(|| {
@@ -577,17 +581,15 @@ async fn holder_trials(s: &Settings) -> Result<(Vec<Trial>, Outline), String> {
 /// or keys, and on Redis the lock key's fence counter (a key only chaos uses; fences stay
 /// clock-backed, so a later run's still grow). Lease-table rows of the lock key stay, as
 /// for any released key.
-async fn remove_resource(url: &str, spec: &str) -> Result<(), String> {
+async fn remove_resource(u: &StoreUrl, spec: &str) -> Result<(), String> {
     if let http::Res::Harness(mut r) = http::open(spec).await {
         r.remove().await?;
     }
     #[cfg(feature = "redis")]
-    if let Ok(u) = leasehold::StoreUrl::parse(url)
-        && u.scheme() == Scheme::Redis
-    {
+    if u.scheme() == Scheme::Redis {
         use leasehold::fence::redis::redis;
         let prefix = u.option("prefix").unwrap_or("leasehold:").to_owned();
-        let base = url.split('?').next().unwrap_or(url);
+        let base = u.expose().split('?').next().unwrap_or(u.expose());
         let client = redis::Client::open(base).map_err(|e| e.to_string())?;
         let mut conn =
             client.get_multiplexed_async_connection().await.map_err(|e| e.to_string())?;
@@ -598,8 +600,13 @@ async fn remove_resource(url: &str, spec: &str) -> Result<(), String> {
             .map_err(|e| e.to_string())?;
     }
     #[cfg(not(feature = "redis"))]
-    let _ = url;
+    let _ = u;
     Ok(())
+}
+
+/// A locker on `url`, bounded by the default connect timeout.
+async fn connect(url: &StoreUrl) -> Result<Locker, String> {
+    Locker::open(url, leasehold::DEFAULT_CONNECT_TIMEOUT).await.map_err(|e| e.to_string())
 }
 
 /// Removes the tool's own SQLite resource file in `out`.

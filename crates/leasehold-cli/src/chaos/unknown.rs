@@ -25,7 +25,7 @@ use super::{Event, KEY, Outline, Settings, Trial, ev, progress, session_timeout,
 /// Runs the trials: `--trials` of the `reconnect` arm, `--control-trials` of the `cut` arm.
 pub(super) async fn run(s: &Settings) -> Result<(Vec<Trial>, Outline), String> {
     through(&s.url, "127.0.0.1:1".parse().expect("addr"))?;
-    let observer = Locker::connect(&s.url).await.map_err(|e| e.to_string())?;
+    let observer = super::connect(&s.url).await?;
     let mut trials = Vec::new();
     for (arm, count) in [("reconnect", s.trials), ("cut", s.control_trials)] {
         for n in 0..count {
@@ -34,7 +34,7 @@ pub(super) async fn run(s: &Settings) -> Result<(Vec<Trial>, Outline), String> {
         }
     }
     let outline = Outline {
-        store: leasehold::redact(&s.url),
+        store: s.url.to_string(),
         guarantees: observer.guarantees(),
         resource: "none (this scenario checks the lock store only)".into(),
         setup: Some(format!(
@@ -69,10 +69,9 @@ async fn trial(
     let proxy = FaultProxy::start(upstream).await.map_err(|e| e.to_string())?;
     let url = through(&s.url, proxy.addr())?.1;
     let op = op_timeout(s);
-    let acquirer = tokio::time::timeout(Duration::from_secs(30), Locker::connect(&url))
+    let acquirer = tokio::time::timeout(Duration::from_secs(30), super::connect(&url))
         .await
-        .map_err(|_| "the acquirer could not connect through the proxy within 30 s".to_string())?
-        .map_err(|e| e.to_string())?
+        .map_err(|_| "the acquirer could not connect through the proxy within 30 s".to_string())??
         .with_op_timeout(op);
     let cut = arm == "cut";
     let ttl = if cut { s.ttl } else { long_ttl(s) };

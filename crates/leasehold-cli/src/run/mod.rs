@@ -134,7 +134,7 @@ pub(crate) async fn run(
     // Refused before any connection: nothing fits in it.
     grace::plan(ttl, opt.grace, LockKind::Session).map_err(usage)?;
     let url = store::resolve(&store)?.url;
-    let store_id = leasehold::redact(&url);
+    let store_id = url.to_string();
     let fail_open = |e: &Error| fails_open(e, opt.if_unavailable);
     let warn_open = |e: &Error| {
         eprintln!(
@@ -143,7 +143,7 @@ pub(crate) async fn run(
         )
     };
     let info = HolderInfo::this_process().with_command(command_line(&command));
-    let locker = match Locker::connect_within(&url, timeout).await {
+    let locker = match Locker::open(&url, timeout).await {
         Ok(l) => l.with_op_timeout(timeout).with_holder_info(Some(info)),
         Err(e) if fail_open(&e) => {
             warn_open(&e);

@@ -12,7 +12,7 @@ use crate::client::renewal::Watchdog;
 use crate::store::HolderInfo;
 use crate::store::{AcquireRequest, Attempt};
 use crate::telemetry::{ORPHAN_CLEANUPS, Telemetry};
-use crate::{Error, Guarantees, Holder, Key, Lease, LockKind, OwnerToken, Result, Store};
+use crate::{Error, Guarantees, Holder, Key, Lease, LockKind, OwnerToken, Result, Store, StoreUrl};
 
 /// Longest accepted TTL (one year): longer ones are almost certainly a unit mistake.
 pub const MAX_TTL: Duration = Duration::from_secs(365 * 24 * 3600);
@@ -109,8 +109,13 @@ impl Locker {
     /// each connection it opens later (a reconnect); where a URL takes `connect_timeout=`
     /// (PostgreSQL, MySQL), that option sets it instead.
     pub async fn connect_within(url: &str, limit: Duration) -> Result<Self> {
+        Self::open(&StoreUrl::parse(url)?, limit).await
+    }
+
+    /// [`Locker::connect_within`] for a URL already parsed (and its options checked).
+    pub async fn open(url: &StoreUrl, limit: Duration) -> Result<Self> {
         let limits = crate::backends::Limits { connect: limit, op: DEFAULT_OP_TIMEOUT };
-        Ok(Self::from_arc(crate::backends::open(url, limits).await?))
+        Ok(Self::from_arc(url.open(limits).await?))
     }
 
     /// Sets who this locker says it is, kept beside each grant where the store can (see

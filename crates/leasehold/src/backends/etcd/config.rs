@@ -4,6 +4,13 @@ use crate::{Error, Result};
 
 const DEFAULT_PREFIX: &str = "leasehold";
 
+crate::url::option_keys! {
+    /// The options an `etcd://` URL takes.
+    enum OptionKey {
+        Ttl = "ttl",
+    }
+}
+
 /// Parsed `etcd://` URL.
 #[derive(Debug, Clone)]
 pub(super) struct Config {
@@ -17,7 +24,7 @@ pub(super) fn parse_url(url: &str) -> Result<Config> {
     let rest = url
         .strip_prefix("etcd://")
         .ok_or_else(|| Error::invalid(format!("{url:?} is not an etcd:// URL")))?;
-    let (rest, query) = rest.split_once('?').unwrap_or((rest, ""));
+    let rest = rest.split_once('?').map_or(rest, |(r, _)| r);
     let (auth_hosts, prefix) = match rest.split_once('/') {
         Some((h, p)) => (h, p.trim_end_matches('/').to_owned()),
         None => (rest, DEFAULT_PREFIX.to_owned()),
@@ -44,10 +51,9 @@ pub(super) fn parse_url(url: &str) -> Result<Config> {
         return Err(Error::invalid(format!("{url:?} names no etcd endpoint (etcd://HOST:PORT)")));
     }
     let mut cfg = Config { endpoints, user, prefix, ttl_secs: 10 };
-    for pair in query.split('&').filter(|p| !p.is_empty()) {
-        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
-        match k {
-            "ttl" => {
+    for crate::url::Opt { key, value: v, .. } in crate::url::options::<OptionKey>(url)?.1 {
+        match key {
+            OptionKey::Ttl => {
                 // etcd leases count whole seconds: a fraction is rounded up, never down.
                 let d = crate::url::duration_option(
                     "ttl",
@@ -57,8 +63,34 @@ pub(super) fn parse_url(url: &str) -> Result<Config> {
                 )?;
                 cfg.ttl_secs = d.as_secs_f64().ceil() as i64;
             }
-            _ => return Err(Error::invalid(format!("unknown etcd URL option {k:?} (known: ttl)"))),
         }
     }
     Ok(cfg)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn url_and_options() {
+        let c = parse_url("etcd://u:pw@h1:1,h2:2/app?ttl=2.5s").unwrap();
+        assert_eq!(c.endpoints, ["http://h1:1", "http://h2:2"]);
+        assert_eq!(c.user, Some(("u".into(), "pw".into())));
+        assert_eq!((c.prefix.as_str(), c.ttl_secs), ("app", 3), "rounded up to whole seconds");
+        let c = parse_url("etcd://h:1").unwrap();
+        assert_eq!((c.prefix.as_str(), c.ttl_secs), (DEFAULT_PREFIX, 10));
+        for (url, named) in [
+            ("etcd://h:1?tll=2s", "\"tll\""),
+            ("etcd://h:1?ttl=2", "ttl=\"2\""),
+            ("etcd://h:1?ttl=2h", "ttl=\"2h\""),
+            ("etcd://h?ttl=2s", "no port"),
+            ("etcd:///app", "names no etcd endpoint"),
+        ] {
+            let m = parse_url(url).unwrap_err().to_string();
+            assert!(m.contains(named), "{url}: {m}");
+        }
+        let m = parse_url("etcd://h:1?tll=2s").unwrap_err().to_string();
+        assert!(m.contains("valid options: ttl"), "{m}");
+    }
 }

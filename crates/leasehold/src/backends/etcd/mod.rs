@@ -480,14 +480,8 @@ impl Store for EtcdStore {
 
 /// `etcd://H1:P1[,H2:P2…][/PREFIX][?ttl=DUR]`.
 pub(crate) const STORE: super::Descriptor = super::Descriptor {
-    schemes: &["etcd"],
     form: "etcd://H1:P1[,H2:P2…][/PREFIX][?ttl=10s]",
-    options: Some(&["ttl"]),
-    open: |url, limits| {
-        Box::pin(async move {
-            let store: Arc<dyn Store> = Arc::new(EtcdStore::open(url, limits).await?);
-            Ok(store)
-        })
-    },
+    options: |url| parse_url(url).map(drop),
+    open: |url, limits| super::opened(EtcdStore::open(url, limits)),
     probe: |url, p| Box::pin(probe::etcd(url, p)),
 };

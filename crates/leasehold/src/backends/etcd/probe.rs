@@ -1,6 +1,6 @@
 //! What doctor reads of an etcd cluster.
 
-use crate::probe::*;
+use crate::probe::findings::*;
 #[allow(unused_imports)]
 use std::time::Duration;
 

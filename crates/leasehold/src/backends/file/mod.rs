@@ -551,15 +551,9 @@ impl FileStore {
 
 /// `file://DIR`: no options.
 pub(crate) const STORE: super::Descriptor = super::Descriptor {
-    schemes: &["file"],
     form: "file://DIR",
-    options: Some(&[]),
-    open: |url, _| {
-        Box::pin(async move {
-            let store: Arc<dyn Store> = Arc::new(FileStore::open(&url["file://".len()..])?);
-            Ok(store)
-        })
-    },
+    options: |url| crate::url::options::<crate::url::NoOption>(url).map(drop),
+    open: |url, _| super::opened(std::future::ready(FileStore::open(&url["file://".len()..]))),
     probe: |url, p| {
         Box::pin(async move {
             p.set("dir", &url["file://".len()..]);

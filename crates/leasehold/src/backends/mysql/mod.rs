@@ -133,8 +133,45 @@ struct Options {
     connect_timeout: Option<Duration>,
 }
 
+crate::url::option_keys! {
+    /// The options a `mysql://` URL takes: leasehold's, then mysql_async's (passed on).
+    enum OptionKey {
+        Mode = "mode",
+        Table = "table",
+        Prefix = "prefix",
+        Fence = "fence",
+        Heartbeat = "heartbeat",
+        ConnectTimeout = "connect_timeout",
+        PoolMin = "pool_min",
+        PoolMax = "pool_max",
+        InactiveConnectionTtl = "inactive_connection_ttl",
+        TtlCheckInterval = "ttl_check_interval",
+        ConnTtl = "conn_ttl",
+        AbsConnTtl = "abs_conn_ttl",
+        AbsConnTtlJitter = "abs_conn_ttl_jitter",
+        TcpKeepalive = "tcp_keepalive",
+        MaxAllowedPacket = "max_allowed_packet",
+        WaitTimeout = "wait_timeout",
+        EnableCleartextPlugin = "enable_cleartext_plugin",
+        ResetConnection = "reset_connection",
+        TcpNodelay = "tcp_nodelay",
+        StmtCacheSize = "stmt_cache_size",
+        PreferSocket = "prefer_socket",
+        SecureAuth = "secure_auth",
+        ClientFoundRows = "client_found_rows",
+        Socket = "socket",
+        Compression = "compression",
+        RequireSsl = "require_ssl",
+        VerifyCa = "verify_ca",
+        VerifyIdentity = "verify_identity",
+        BuiltInRoots = "built_in_roots",
+    }
+}
+
+/// The driver's options (leasehold's removed; TCP unless a socket is named) and leasehold's.
 fn parse_url(url: &str) -> Result<(Opts, Options)> {
-    let (base, query) = url.split_once('?').unwrap_or((url, ""));
+    use crate::url::choice;
+    let (base, query) = crate::url::options::<OptionKey>(url)?;
     let mut keep = Vec::new();
     let mut o = Options {
         session: false,
@@ -145,54 +182,26 @@ fn parse_url(url: &str) -> Result<(Opts, Options)> {
         connect_timeout: None,
     };
     let mut socket_given = false;
-    for pair in query.split('&').filter(|p| !p.is_empty()) {
-        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
-        match k {
-            "mode" => {
-                o.session = match v {
-                    "lease" => false,
-                    "session" => true,
-                    _ => {
-                        return Err(Error::invalid(format!(
-                            "mode={v:?}: expected lease or session"
-                        )));
-                    }
-                }
+    let within = |name, v| {
+        crate::url::duration_option(name, v, Duration::from_millis(1), Duration::from_secs(3600))
+    };
+    for crate::url::Opt { key, value: v, text } in query {
+        match key {
+            OptionKey::Mode => {
+                o.session = choice("mode", v, &[("lease", false), ("session", true)])?
             }
-            "table" => o.table = ident("table", v)?,
-            "prefix" => o.prefix = v.to_owned(),
-            "fence" => {
-                o.fence = match v {
-                    "table" => true,
-                    "none" => false,
-                    _ => {
-                        return Err(Error::invalid(format!("fence={v:?}: expected table or none")));
-                    }
-                }
-            }
-            "heartbeat" => {
-                o.heartbeat = crate::url::duration_option(
-                    "heartbeat",
-                    v,
-                    Duration::from_millis(1),
-                    Duration::from_secs(3600),
-                )?
-            }
-            "connect_timeout" => {
-                o.connect_timeout = Some(crate::url::duration_option(
-                    "connect_timeout",
-                    v,
-                    Duration::from_millis(1),
-                    Duration::from_secs(3600),
-                )?)
-            }
+            OptionKey::Table => o.table = ident("table", v)?,
+            OptionKey::Prefix => o.prefix = v.to_owned(),
+            OptionKey::Fence => o.fence = choice("fence", v, &[("table", true), ("none", false)])?,
+            OptionKey::Heartbeat => o.heartbeat = within("heartbeat", v)?,
+            OptionKey::ConnectTimeout => o.connect_timeout = Some(within("connect_timeout", v)?),
             _ => {
-                socket_given |= k == "prefer_socket";
-                keep.push(pair)
+                socket_given |= key == OptionKey::PreferSocket;
+                keep.push(text)
             }
         }
     }
-    let base = if keep.is_empty() { base.to_owned() } else { format!("{base}?{}", keep.join("&")) };
+    let base = crate::url::with_query(base, &keep);
     let shown = crate::redact(&base);
     let opts = Opts::from_url(&base)
         .map_err(|e| Error::invalid(format!("bad mysql URL {shown:?}: {e}")))?;
@@ -273,9 +282,52 @@ const CLOCK_US: &str = "TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TI
 /// `mysql://USER@HOST:PORT/DB[?mode=lease|session…]`: the driver refuses parameters it does
 /// not know.
 pub(crate) const STORE: super::Descriptor = super::Descriptor {
-    schemes: &["mysql"],
     form: "mysql://USER@HOST:PORT/DB[?mode=lease|session]",
-    options: None,
+    options: |url| parse_url(url).map(drop),
     open: |url, limits| Box::pin(open(url, limits)),
     probe: |url, p| Box::pin(probe::mysql(url, p)),
 };
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each of leasehold's options, and the driver's passed on.
+    #[test]
+    fn options_parse_once() {
+        let (opts, o) = parse_url(
+            "mysql://u@h/db?mode=session&table=t1&prefix=p:&fence=none&heartbeat=2s\
+             &connect_timeout=3s&stmt_cache_size=7",
+        )
+        .unwrap();
+        assert!(o.session && !o.fence);
+        assert_eq!((o.table.as_str(), o.prefix.as_str()), ("t1", "p:"));
+        assert_eq!(o.heartbeat, Duration::from_secs(2));
+        assert_eq!(o.connect_timeout, Some(Duration::from_secs(3)));
+        assert_eq!(opts.stmt_cache_size(), 7, "the driver's option");
+        assert!(!opts.prefer_socket(), "TCP unless the URL says otherwise");
+        let (opts, o) =
+            parse_url("mysql://u@h/db?mode=lease&fence=table&prefer_socket=true").unwrap();
+        assert!(!o.session && o.fence && opts.prefer_socket());
+    }
+
+    /// A typo or a bad value is refused at parse time, naming the option.
+    #[test]
+    fn bad_options_are_named() {
+        for (url, named) in [
+            ("mysql://u@h/db?tabel=x", "\"tabel\""),
+            ("mysql://u@h/db?mode=xact", "mode=\"xact\""),
+            ("mysql://u@h/db?table=a-b", "table=\"a-b\""),
+            ("mysql://u@h/db?fence=sequence", "fence=\"sequence\""),
+            ("mysql://u@h/db?heartbeat=5", "heartbeat=\"5\""),
+            ("mysql://u@h/db?connect_timeout=2h", "connect_timeout=\"2h\""),
+            ("mysql://u@h?mode=lease", "names no database"),
+        ] {
+            let m = parse_url(url).unwrap_err().to_string();
+            assert!(m.contains(named), "{url}: {m}");
+        }
+        let m = parse_url("mysql://u@h/db?tabel=x").unwrap_err().to_string();
+        assert!(m.contains("valid options: mode, table, prefix,"), "{m}");
+        assert!(parse_url("mysql://u@h/db?pool_min=x").is_err(), "the driver's check");
+    }
+}

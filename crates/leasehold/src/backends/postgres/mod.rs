@@ -187,8 +187,42 @@ pub(crate) struct Options {
     pub application_name: bool,
 }
 
+crate::url::option_keys! {
+    /// The options a `postgres://` URL takes: leasehold's, then tokio-postgres's (passed on).
+    pub(crate) enum OptionKey {
+        Mode = "mode",
+        Schema = "schema",
+        Table = "table",
+        Prefix = "prefix",
+        Fence = "fence",
+        Heartbeat = "heartbeat",
+        Pgbouncer = "pgbouncer",
+        User = "user",
+        Password = "password",
+        Dbname = "dbname",
+        Options = "options",
+        ApplicationName = "application_name",
+        Sslmode = "sslmode",
+        Sslnegotiation = "sslnegotiation",
+        Host = "host",
+        Hostaddr = "hostaddr",
+        Port = "port",
+        ConnectTimeout = "connect_timeout",
+        TcpUserTimeout = "tcp_user_timeout",
+        Keepalives = "keepalives",
+        KeepalivesIdle = "keepalives_idle",
+        KeepalivesInterval = "keepalives_interval",
+        KeepalivesRetries = "keepalives_retries",
+        TargetSessionAttrs = "target_session_attrs",
+        ChannelBinding = "channel_binding",
+        LoadBalanceHosts = "load_balance_hosts",
+    }
+}
+
+/// The driver's configuration (leasehold's options removed) and leasehold's options.
 pub(crate) fn parse_url(url: &str) -> Result<(Config, Options)> {
-    let (base, query) = url.split_once('?').unwrap_or((url, ""));
+    use crate::url::choice;
+    let (base, query) = crate::url::options::<OptionKey>(url)?;
     let mut keep = Vec::new();
     let mut o = Options {
         mode: Mode::Lease,
@@ -201,36 +235,24 @@ pub(crate) fn parse_url(url: &str) -> Result<(Config, Options)> {
         connect_timeout: None,
         application_name: false,
     };
-    for pair in query.split('&').filter(|p| !p.is_empty()) {
-        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
-        match k {
-            "mode" => {
-                o.mode = match v {
-                    "lease" => Mode::Lease,
-                    "session" => Mode::Session,
-                    _ => {
-                        return Err(Error::invalid(format!(
-                            "mode={v:?}: expected lease or session (the transaction form is a \
-                             library API: leasehold::backends::postgres::with_xact_lock)"
-                        )));
-                    }
-                }
+    for crate::url::Opt { key, value: v, text } in query {
+        match key {
+            OptionKey::Mode => {
+                o.mode = choice("mode", v, &[("lease", Mode::Lease), ("session", Mode::Session)])
+                    .map_err(|e| {
+                        Error::invalid(format!(
+                            "{e} (the transaction form is a library API: \
+                             leasehold::backends::postgres::with_xact_lock)"
+                        ))
+                    })?
             }
-            "schema" => o.schema = ident("schema", v)?,
-            "table" => o.table = ident("table", v)?,
-            "prefix" => o.prefix = v.to_owned(),
-            "fence" => {
-                o.fence = match v {
-                    "sequence" => true,
-                    "none" => false,
-                    _ => {
-                        return Err(Error::invalid(format!(
-                            "fence={v:?}: expected sequence or none"
-                        )));
-                    }
-                }
+            OptionKey::Schema => o.schema = ident("schema", v)?,
+            OptionKey::Table => o.table = ident("table", v)?,
+            OptionKey::Prefix => o.prefix = v.to_owned(),
+            OptionKey::Fence => {
+                o.fence = choice("fence", v, &[("sequence", true), ("none", false)])?
             }
-            "heartbeat" => {
+            OptionKey::Heartbeat => {
                 o.heartbeat = crate::url::duration_option(
                     "heartbeat",
                     v,
@@ -238,21 +260,14 @@ pub(crate) fn parse_url(url: &str) -> Result<(Config, Options)> {
                     Duration::from_secs(3600),
                 )?
             }
-            "pgbouncer" => {
-                o.pgbouncer_transaction = match v {
-                    "transaction" => true,
-                    "session" | "none" => false,
-                    _ => {
-                        return Err(Error::invalid(format!(
-                            "pgbouncer={v:?}: expected transaction, session or none"
-                        )));
-                    }
-                }
+            OptionKey::Pgbouncer => {
+                let choices = [("transaction", true), ("session", false), ("none", false)];
+                o.pgbouncer_transaction = choice("pgbouncer", v, &choices)?
             }
-            _ => keep.push(pair),
+            _ => keep.push(text),
         }
     }
-    let base = if keep.is_empty() { base.to_owned() } else { format!("{base}?{}", keep.join("&")) };
+    let base = crate::url::with_query(base, &keep);
     let mut cfg: Config = base
         .parse()
         .map_err(|e| Error::invalid(format!("bad postgres URL {:?}: {e}", crate::redact(&base))))?;
@@ -426,9 +441,53 @@ async fn open(url: &str, limits: Limits) -> Result<Arc<dyn Store>> {
 /// `postgres://USER@HOST:PORT/DB[?mode=lease|session…]`: the driver refuses parameters it does
 /// not know.
 pub(crate) const STORE: super::Descriptor = super::Descriptor {
-    schemes: &["postgres", "postgresql"],
     form: "postgres://USER@HOST:PORT/DB[?mode=lease|session]",
-    options: None,
+    options: |url| parse_url(url).map(drop),
     open: |url, limits| Box::pin(open(url, limits)),
     probe: |url, p| Box::pin(probe::postgres(url, p)),
 };
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each of leasehold's options, and the driver's passed on.
+    #[test]
+    fn options_parse_once() {
+        let (cfg, o) = parse_url(
+            "postgres://u@h/db?mode=session&schema=s1&table=t1&prefix=p:&fence=none\
+             &heartbeat=2s&pgbouncer=transaction&sslmode=disable&connect_timeout=3",
+        )
+        .unwrap();
+        assert_eq!(o.mode, Mode::Session);
+        assert_eq!((o.schema.as_str(), o.table.as_str(), o.prefix.as_str()), ("s1", "t1", "p:"));
+        assert!(!o.fence && o.pgbouncer_transaction);
+        assert_eq!(o.heartbeat, Duration::from_secs(2));
+        assert_eq!(o.connect_timeout, Some(Duration::from_secs(3)), "the driver's option");
+        assert_eq!(cfg.get_application_name(), Some("leasehold"));
+        let (_, o) = parse_url("postgresql://u@h/db?pgbouncer=session&fence=sequence").unwrap();
+        assert_eq!(o.mode, Mode::Lease);
+        assert!(o.fence && !o.pgbouncer_transaction && !o.application_name);
+    }
+
+    /// A typo or a bad value is refused at parse time, naming the option.
+    #[test]
+    fn bad_options_are_named() {
+        for (url, named) in [
+            ("postgres://u@h/db?tabel=x", "\"tabel\""),
+            ("postgres://u@h/db?mode=xact", "mode=\"xact\""),
+            ("postgres://u@h/db?schema=1s", "schema=\"1s\""),
+            ("postgres://u@h/db?table=a-b", "table=\"a-b\""),
+            ("postgres://u@h/db?fence=table", "fence=\"table\""),
+            ("postgres://u@h/db?heartbeat=5", "heartbeat=\"5\""),
+            ("postgres://u@h/db?heartbeat=2h", "heartbeat=\"2h\""),
+            ("postgres://u@h/db?pgbouncer=statement", "pgbouncer=\"statement\""),
+        ] {
+            let m = parse_url(url).unwrap_err().to_string();
+            assert!(m.contains(named), "{url}: {m}");
+        }
+        let m = parse_url("postgres://u@h/db?tabel=x").unwrap_err().to_string();
+        assert!(m.contains("valid options: mode, schema, table,"), "{m}");
+        assert!(parse_url("postgres://u@h/db?sslmode=sometimes").is_err(), "the driver's check");
+    }
+}

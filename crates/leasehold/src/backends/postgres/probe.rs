@@ -1,6 +1,6 @@
 //! What doctor reads of a PostgreSQL server.
 
-use crate::probe::*;
+use crate::probe::findings::*;
 #[allow(unused_imports)]
 use std::time::Duration;
 

@@ -67,13 +67,17 @@ fn retry_on(e: &redis::RedisError) -> bool {
     e.is_connection_dropped() && !e.is_connection_refusal()
 }
 
-/// The options a `redis://` (and `redlock://`) URL takes: leasehold's, and redis-rs's
-/// `protocol`.
-pub(crate) const OPTIONS: &[&str] = &["prefix", "wait_replicas", "wait_timeout", "protocol"];
-/// `rediss://` also takes `tls_ca`.
-#[cfg(feature = "redis-tls")]
-pub(crate) const TLS_OPTIONS: &[&str] =
-    &["prefix", "wait_replicas", "wait_timeout", "protocol", "tls_ca"];
+crate::url::option_keys! {
+    /// The options a `redis://` (and `redlock://`) URL takes: leasehold's, and redis-rs's
+    /// `protocol`; `rediss://` also takes `tls_ca`.
+    pub(crate) enum OptionKey {
+        Prefix = "prefix",
+        WaitReplicas = "wait_replicas",
+        WaitTimeout = "wait_timeout",
+        Protocol = "protocol",
+        TlsCa = "tls_ca",
+    }
+}
 
 /// Options read from the URL's query string (and removed before the driver sees it).
 #[derive(Debug, Clone)]
@@ -84,28 +88,34 @@ pub(crate) struct Options {
     pub tls_ca: Option<std::path::PathBuf>,
 }
 
+/// The URL for the driver (leasehold's options removed) and leasehold's options.
 pub(crate) fn parse_query(url: &str) -> Result<(String, Options)> {
-    let (base, query) = url.split_once('?').unwrap_or((url, ""));
+    let (base, query) = crate::url::options::<OptionKey>(url)?;
     let mut keep = Vec::new();
     let mut opts = Options { prefix: "leasehold:".into(), wait_replicas: None, tls_ca: None };
     let mut wait_n = None;
     let mut wait_t = Duration::from_millis(100);
-    for pair in query.split('&').filter(|p| !p.is_empty()) {
-        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
-        match k {
-            "prefix" => {
+    for crate::url::Opt { key, value: v, text } in query {
+        match key {
+            OptionKey::Prefix => {
                 if v.contains(['{', '}']) {
                     return Err(Error::invalid("redis prefix must not contain '{' or '}'"));
                 }
                 opts.prefix = v.to_owned();
             }
-            "tls_ca" => opts.tls_ca = Some(v.into()),
-            "wait_replicas" => {
+            OptionKey::TlsCa if !base.starts_with("rediss://") => {
+                return Err(Error::invalid(
+                    "option \"tls_ca\" is for rediss:// (TLS) URLs only; valid options: prefix, \
+                     wait_replicas, wait_timeout, protocol",
+                ));
+            }
+            OptionKey::TlsCa => opts.tls_ca = Some(v.into()),
+            OptionKey::WaitReplicas => {
                 wait_n = Some(v.parse::<u32>().map_err(|_| {
                     Error::invalid(format!("wait_replicas={v:?} is not a replica count"))
                 })?)
             }
-            "wait_timeout" => {
+            OptionKey::WaitTimeout => {
                 // WAIT takes whole milliseconds: a fraction is rounded up.
                 let d = crate::url::duration_option(
                     "wait_timeout",
@@ -115,12 +125,11 @@ pub(crate) fn parse_query(url: &str) -> Result<(String, Options)> {
                 )?;
                 wait_t = Duration::from_millis(d.as_micros().div_ceil(1000) as u64);
             }
-            _ => keep.push(pair),
+            OptionKey::Protocol => keep.push(text),
         }
     }
     opts.wait_replicas = wait_n.filter(|n| *n > 0).map(|n| (n, wait_t));
-    let base = if keep.is_empty() { base.to_owned() } else { format!("{base}?{}", keep.join("&")) };
-    Ok((base, opts))
+    Ok((crate::url::with_query(base, &keep), opts))
 }
 
 /// One Redis server: connection, scripts, subscriber.
@@ -555,26 +564,16 @@ impl RedisStore {
 
 /// `redis://HOST:PORT[/DB]`.
 pub(crate) const STORE: super::Descriptor = super::Descriptor {
-    schemes: &["redis"],
     form: "redis://HOST:PORT",
-    options: Some(OPTIONS),
-    open: |url, limits| {
-        Box::pin(async move {
-            let store: Arc<dyn Store> = Arc::new(RedisStore::open(url, limits).await?);
-            Ok(store)
-        })
-    },
+    options: |url| parse_query(url).map(drop),
+    open: |url, limits| super::opened(RedisStore::open(url, limits)),
     probe: |url, p| Box::pin(probe::redis(url, p)),
 };
 
 /// `rediss://HOST:PORT[?tls_ca=PEM]`.
 #[cfg(feature = "redis-tls")]
-pub(crate) const TLS_STORE: super::Descriptor = super::Descriptor {
-    schemes: &["rediss"],
-    form: "rediss://HOST:PORT[?tls_ca=PEM]",
-    options: Some(TLS_OPTIONS),
-    ..STORE
-};
+pub(crate) const TLS_STORE: super::Descriptor =
+    super::Descriptor { form: "rediss://HOST:PORT[?tls_ca=PEM]", ..STORE };
 
 #[cfg(test)]
 mod tests {
@@ -596,6 +595,31 @@ mod tests {
             (b.as_str(), o.prefix.as_str(), o.wait_replicas),
             ("redis://h", "leasehold:", None)
         );
+    }
+
+    /// Each option's bad values are refused at parse time, naming the option.
+    #[test]
+    fn bad_options_are_named() {
+        let (_, o) = parse_query("rediss://h:1?tls_ca=/etc/ca.pem&wait_replicas=0").unwrap();
+        assert_eq!(o.tls_ca.as_deref(), Some(std::path::Path::new("/etc/ca.pem")));
+        assert_eq!(o.wait_replicas, None, "0 replicas: no WAIT");
+        let (_, o) = parse_query("redis://h?wait_replicas=2&wait_timeout=1.5ms").unwrap();
+        assert_eq!(o.wait_replicas, Some((2, Duration::from_millis(2))), "rounded up to whole ms");
+        for (url, named) in [
+            ("redis://h?wait_replicas=x", "wait_replicas"),
+            ("redis://h?wait_replicas=-1", "wait_replicas"),
+            ("redis://h?wait_timeout=5", "wait_timeout"),
+            ("redis://h?wait_timeout=2m", "wait_timeout"),
+            ("redis://h?prefix=a{b", "prefix"),
+            ("redis://h?tls_ca=/ca.pem", "tls_ca"),
+            ("redlock://h:1,h:2?tls_ca=/ca.pem", "tls_ca"),
+            ("redis://h?wait_replica=1", "wait_replica"),
+        ] {
+            let m = parse_query(url).unwrap_err().to_string();
+            assert!(m.contains(named), "{url}: {m}");
+        }
+        let m = parse_query("redis://h?bogus").unwrap_err().to_string();
+        assert!(m.contains("prefix, wait_replicas, wait_timeout, protocol, tls_ca"), "{m}");
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! What doctor reads of a Redis server (and of each Redlock instance).
 
-use crate::probe::*;
+use crate::probe::findings::*;
 #[allow(unused_imports)]
 use std::time::Duration;
 

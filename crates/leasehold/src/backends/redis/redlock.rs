@@ -353,15 +353,8 @@ impl RedlockStore {
 
 /// `redlock://H1:P1,H2:P2,H3:P3[,…]`.
 pub(crate) const STORE: crate::backends::Descriptor = crate::backends::Descriptor {
-    schemes: &["redlock"],
     form: "redlock://H1:P1,H2:P2,H3:P3",
-    options: Some(super::OPTIONS),
-    open: |url, limits| {
-        Box::pin(async move {
-            let store: std::sync::Arc<dyn Store> =
-                std::sync::Arc::new(RedlockStore::open(url, limits).await?);
-            Ok(store)
-        })
-    },
+    options: |url| super::parse_query(url).map(drop),
+    open: |url, limits| crate::backends::opened(RedlockStore::open(url, limits)),
     probe: |url, p| Box::pin(super::probe::redlock(url, p)),
 };

@@ -438,15 +438,10 @@ fn add_info_column(conn: &Connection) -> rusqlite::Result<()> {
 
 /// `sqlite://PATH`: no options.
 pub(crate) const STORE: super::Descriptor = super::Descriptor {
-    schemes: &["sqlite"],
     form: "sqlite://PATH",
-    options: Some(&[]),
+    options: |url| crate::url::options::<crate::url::NoOption>(url).map(drop),
     open: |url, limits| {
-        Box::pin(async move {
-            let path = Path::new(&url["sqlite://".len()..]);
-            let store: Arc<dyn Store> = Arc::new(SqliteStore::open_within(path, limits).await?);
-            Ok(store)
-        })
+        super::opened(SqliteStore::open_within(Path::new(&url["sqlite://".len()..]), limits))
     },
     probe: |url, p| {
         Box::pin(async move {

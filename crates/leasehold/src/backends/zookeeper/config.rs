@@ -2,6 +2,13 @@
 
 use super::*;
 
+crate::url::option_keys! {
+    /// The options a `zk://` URL takes.
+    enum OptionKey {
+        Session = "session",
+    }
+}
+
 #[derive(Debug, Clone)]
 pub(super) struct Config {
     pub(super) hosts: String,
@@ -13,7 +20,7 @@ pub(super) fn parse_url(url: &str) -> Result<Config> {
     let rest = url
         .strip_prefix("zk://")
         .ok_or_else(|| Error::invalid(format!("{url:?} is not a zk:// URL")))?;
-    let (rest, query) = rest.split_once('?').unwrap_or((rest, ""));
+    let rest = rest.split_once('?').map_or(rest, |(r, _)| r);
     let (hosts, chroot) = match rest.split_once('/') {
         Some((h, c)) => (h, format!("/{}", c.trim_matches('/'))),
         None => (rest, String::new()),
@@ -28,21 +35,15 @@ pub(super) fn parse_url(url: &str) -> Result<Config> {
         valid_path(&chroot).map_err(|e| Error::invalid(format!("chroot {chroot:?}: {e}")))?;
     }
     let mut cfg = Config { hosts: hosts.to_owned(), chroot, session: Duration::from_secs(10) };
-    for pair in query.split('&').filter(|p| !p.is_empty()) {
-        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
-        match k {
-            "session" => {
+    for crate::url::Opt { key, value: v, .. } in crate::url::options::<OptionKey>(url)?.1 {
+        match key {
+            OptionKey::Session => {
                 cfg.session = crate::url::duration_option(
                     "session",
                     v,
                     Duration::from_millis(100),
                     Duration::from_secs(3600),
                 )?
-            }
-            _ => {
-                return Err(Error::invalid(format!(
-                    "unknown zk URL option {k:?} (known: session)"
-                )));
             }
         }
     }
@@ -65,4 +66,31 @@ pub(super) fn valid_path(path: &str) -> std::result::Result<(), String> {
         return Err(format!("contains the character {c:?}, which ZooKeeper paths cannot hold"));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn url_and_options() {
+        let c = parse_url("zk://h1:1,h2:2/app/locks?session=2s").unwrap();
+        assert_eq!((c.hosts.as_str(), c.chroot.as_str()), ("h1:1,h2:2", "/app/locks"));
+        assert_eq!(c.session, Duration::from_secs(2));
+        let c = parse_url("zk://h:1/").unwrap();
+        assert_eq!((c.chroot.as_str(), c.session), ("", Duration::from_secs(10)));
+        for (url, named) in [
+            ("zk://h:1?sesion=2s", "\"sesion\""),
+            ("zk://h:1?session=2", "session=\"2\""),
+            ("zk://h:1?session=50ms", "session=\"50ms\""),
+            ("zk://h:1?session=2h", "session=\"2h\""),
+            ("zk://h/app", "HOST:PORT"),
+            ("zk://h:1/a/../b", "chroot"),
+        ] {
+            let m = parse_url(url).unwrap_err().to_string();
+            assert!(m.contains(named), "{url}: {m}");
+        }
+        let m = parse_url("zk://h:1?sesion=2s").unwrap_err().to_string();
+        assert!(m.contains("valid options: session"), "{m}");
+    }
 }

@@ -577,14 +577,8 @@ impl Store for ZkStore {
 
 /// `zk://H1:P1[,H2:P2…][/CHROOT][?session=DUR]`.
 pub(crate) const STORE: super::Descriptor = super::Descriptor {
-    schemes: &["zk"],
     form: "zk://H1:P1[,H2:P2…][/CHROOT][?session=10s]",
-    options: Some(&["session"]),
-    open: |url, limits| {
-        Box::pin(async move {
-            let store: Arc<dyn Store> = Arc::new(ZkStore::open(url, limits).await?);
-            Ok(store)
-        })
-    },
+    options: |url| parse_url(url).map(drop),
+    open: |url, limits| super::opened(ZkStore::open(url, limits)),
     probe: |url, p| Box::pin(probe::zookeeper(url, p)),
 };

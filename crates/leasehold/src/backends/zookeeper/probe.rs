@@ -1,6 +1,6 @@
 //! What doctor reads of a ZooKeeper ensemble.
 
-use crate::probe::*;
+use crate::probe::findings::*;
 #[allow(unused_imports)]
 use std::time::Duration;
 
