@@ -169,7 +169,9 @@ async fn trial(
     let at = |who: &str, what: &str| {
         t.events.iter().find(|e| e.who == who && e.what == what).map(|e| e.t_ns)
     };
-    if at("holder", "releasing") < at("successor", "acquire") {
+    if let (Some(r), Some(g)) = (at("holder", "releasing"), at("successor", "acquire"))
+        && r < g
+    {
         // Granted only after the holder's release (it kept a majority): its later lost() is
         // the release's, not the partition's.
         t.lost_lead_ms = None;
