@@ -52,6 +52,18 @@ pub async fn redis_fixture() -> Fixture {
     fixture(server.url(), server).await
 }
 
+/// A fixture over a private Redis Cluster (3 masters, 3 replicas) started for this test.
+pub async fn redis_cluster_fixture() -> Fixture {
+    let cluster = tokio::task::spawn_blocking(servers::RedisCluster::start).await.expect("start");
+    fixture(cluster.url(""), cluster).await
+}
+
+/// A fixture over a private Sentinel deployment (primary, replica, 3 sentinels).
+pub async fn redis_sentinel_fixture() -> Fixture {
+    let set = tokio::task::spawn_blocking(servers::SentinelSet::start).await.expect("start");
+    fixture(set.url(""), set).await
+}
+
 /// A fixture over a private TLS-only `redis-server`, reached with `rediss://…?tls_ca=`.
 pub async fn redis_tls_fixture() -> Fixture {
     let server = servers::RedisServer::start_tls();

@@ -52,6 +52,12 @@ stores! {
     /// `rediss://` (TLS).
     Rediss ["rediss"] feature "redis-tls" if (feature = "redis-tls")
         => crate::backends::redis::TLS_STORE,
+    /// `redis-cluster://H:P[,H:P…]` (Redis Cluster; the hosts are seeds).
+    RedisCluster ["redis-cluster"] feature "redis" if (feature = "redis")
+        => crate::backends::redis::cluster::STORE,
+    /// `redis-sentinel://S1:P1[,S2:P2…]/SERVICE` (the primary Sentinel names).
+    RedisSentinel ["redis-sentinel"] feature "redis" if (feature = "redis")
+        => crate::backends::redis::sentinel::STORE,
     /// `redlock://H1,H2,H3…`.
     Redlock ["redlock"] feature "redis" if (feature = "redis")
         => crate::backends::redis::redlock::STORE,

@@ -239,6 +239,45 @@ impl RedisCluster {
         self.wait_promoted(key, m.port, Duration::from_secs(30))
     }
 
+    /// Moves the slot of `key` (a key name, e.g. `leasehold:{k}`) to another master by hand,
+    /// as `redis-cli --cluster reshard` does for each slot: `IMPORTING` on the target,
+    /// `MIGRATING` on the source, `MIGRATE` of its keys, then `SETSLOT NODE` on every master.
+    /// `between` runs while the slot is half-moved (keys on the target, the source answering
+    /// `ASK`). Returns the (source, target) ports.
+    pub fn migrate_slot(&self, key: &str, between: impl FnOnce()) -> Result<(u16, u16), String> {
+        let slot = self.slot_of(key).ok_or("no slot")?.to_string();
+        let src = self.master_of(key).ok_or_else(|| format!("no master serves {key:?}"))?;
+        let nodes = self.cluster_nodes();
+        let dst = nodes
+            .iter()
+            .find(|n| n.master && !n.failing && n.id != src.id && !n.slots.is_empty())
+            .ok_or("no other master")?
+            .clone();
+        let ok = |port: u16, args: &[&str]| {
+            let said = cli(port, args);
+            if said == "OK" { Ok(()) } else { Err(format!("{args:?} on :{port} said {said:?}")) }
+        };
+        ok(dst.port, &["CLUSTER", "SETSLOT", &slot, "IMPORTING", &src.id])?;
+        ok(src.port, &["CLUSTER", "SETSLOT", &slot, "MIGRATING", &dst.id])?;
+        loop {
+            let keys = cli(src.port, &["CLUSTER", "GETKEYSINSLOT", &slot, "100"]);
+            let keys: Vec<&str> = keys.lines().filter(|l| !l.is_empty()).collect();
+            if keys.is_empty() {
+                break;
+            }
+            let mut args = vec!["MIGRATE", "127.0.0.1"];
+            let port = dst.port.to_string();
+            args.extend([port.as_str(), "", "0", "5000", "KEYS"]);
+            args.extend(keys);
+            ok(src.port, &args)?;
+        }
+        between();
+        for n in nodes.iter().filter(|n| n.master && !n.failing) {
+            ok(n.port, &["CLUSTER", "SETSLOT", &slot, "NODE", &dst.id])?;
+        }
+        Ok((src.port, dst.port))
+    }
+
     /// Starts a killed node again on its port (empty: no persistence, but its `nodes.conf`
     /// brings it back into the cluster, as a replica once its slots moved).
     pub fn restart(&mut self, port: u16) -> Result<(), String> {

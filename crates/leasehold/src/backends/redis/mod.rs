@@ -30,12 +30,16 @@
 //! replica acknowledgements (and fail closed without them), which narrows the window in
 //! which a second holder can be admitted, but does not close it.
 
+pub mod cluster;
 mod connect;
 pub mod fence;
 mod probe;
+mod probe_ha;
 mod pubsub;
 pub mod redlock;
 mod scripts;
+pub mod sentinel;
+mod shard_sub;
 #[cfg(feature = "tools")]
 pub mod tools;
 pub(crate) use connect::redis_err;
@@ -367,29 +371,28 @@ impl Node {
             let vals: Vec<Value> =
                 pipe.query_async(&mut c).await.map_err(|e| redis_err("redis", "status", e))?;
             for (lk, v) in chunk.iter().zip(vals.chunks(4)) {
-                let owner: Option<String> = redis::from_redis_value(v[0].clone()).ok().flatten();
-                let pttl: i64 = redis::from_redis_value(v[1].clone()).unwrap_or(-2);
-                let fence: u64 = redis::from_redis_value::<Option<u64>>(v[2].clone())
-                    .ok()
-                    .flatten()
-                    .unwrap_or(0);
-                let info: Option<String> = redis::from_redis_value(v[3].clone()).ok().flatten();
-                let (Some(owner), Some(key)) = (owner, names.key_of(lk)) else { continue };
-                let Ok(owner) = owner.parse::<OwnerToken>() else { continue };
-                let left = (pttl >= 0).then(|| Duration::from_millis(pttl as u64));
-                out.push(
-                    Holder::new(
-                        key,
-                        owner,
-                        Some(FenceToken::new(if fenced { fence } else { 0 })),
-                        left,
-                    )
-                    .with_info(info.as_deref().and_then(HolderInfo::decode)),
-                );
+                out.extend(parse_holder(names, lk, v, fenced));
             }
         }
         Ok(out)
     }
+}
+
+/// The holder of lease `lk` from the answers to `GET lk`, `PTTL lk`, `GET lk:fence` and
+/// `GET lk:holder` (`None`: not held, or not a lease of this prefix).
+pub(super) fn parse_holder(names: &Names, lk: &str, v: &[Value], fenced: bool) -> Option<Holder> {
+    let owner: Option<String> = redis::from_redis_value(v.first()?.clone()).ok().flatten();
+    let pttl: i64 = redis::from_redis_value(v.get(1)?.clone()).unwrap_or(-2);
+    let fence: u64 =
+        redis::from_redis_value::<Option<u64>>(v.get(2)?.clone()).ok().flatten().unwrap_or(0);
+    let info: Option<String> = redis::from_redis_value(v.get(3)?.clone()).ok().flatten();
+    let owner = owner?.parse::<OwnerToken>().ok()?;
+    let key = names.key_of(lk)?;
+    let left = (pttl >= 0).then(|| Duration::from_millis(pttl as u64));
+    Some(
+        Holder::new(key, owner, Some(FenceToken::new(if fenced { fence } else { 0 })), left)
+            .with_info(info.as_deref().and_then(HolderInfo::decode)),
+    )
 }
 
 /// The client for a store URL (`tls_ca`: the PEM CA a `rediss://` server's certificate is
@@ -460,11 +463,7 @@ impl RedisStore {
             return Err(Error::invalid("rediss:// (TLS) needs leasehold's redis-tls feature"));
         }
         let node = Node::connect(&base, true, opts.tls_ca.as_deref(), limits).await?;
-        Ok(RedisStore {
-            node,
-            names: Names { prefix: opts.prefix },
-            wait_replicas: opts.wait_replicas,
-        })
+        Ok(RedisStore { node, names: Names::new(opts.prefix), wait_replicas: opts.wait_replicas })
     }
 }
 
@@ -624,7 +623,7 @@ mod tests {
 
     #[test]
     fn names_share_a_hash_tag() {
-        let n = Names { prefix: "leasehold:".into() };
+        let n = Names::new("leasehold:".into());
         let k = Key::new("a}b{c").unwrap();
         assert_eq!(n.lease(&k), "leasehold:{a}b{c}");
         assert_eq!(n.fence(&k), "leasehold:{a}b{c}:fence");

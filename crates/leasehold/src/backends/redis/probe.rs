@@ -8,27 +8,30 @@ fn info_field<'a>(info: &'a str, name: &str) -> Option<&'a str> {
     info.lines().find_map(|l| l.strip_prefix(name)?.strip_prefix(':')).map(|v| v.trim())
 }
 
-async fn redis_config(c: &mut ::redis::aio::MultiplexedConnection, name: &str) -> Option<String> {
+pub(super) async fn redis_config(
+    c: &mut ::redis::aio::MultiplexedConnection,
+    name: &str,
+) -> Option<String> {
     let v: Vec<String> = ::redis::cmd("CONFIG").arg("GET").arg(name).query_async(c).await.ok()?;
     v.get(1).cloned()
 }
 
 /// One Redis server's facts (for `redis://` and each Redlock instance).
-struct RedisFacts {
-    version: String,
-    role: String,
-    replicas: u64,
-    aof: Option<String>,
-    fsync: Option<String>,
-    save: Option<String>,
-    min_replicas: Option<u64>,
-    clock: ClockOffset,
+pub(super) struct RedisFacts {
+    pub version: String,
+    pub role: String,
+    pub replicas: u64,
+    pub aof: Option<String>,
+    pub fsync: Option<String>,
+    pub save: Option<String>,
+    pub min_replicas: Option<u64>,
+    pub clock: ClockOffset,
     /// `ip:port` of each connected replica, from `INFO replication`.
-    replica_addrs: Vec<String>,
+    pub replica_addrs: Vec<String>,
 }
 
 /// `tls_ca`: the URL's private CA, as the store uses it (`rediss://`).
-async fn redis_facts(
+pub(super) async fn redis_facts(
     client_url: &str,
     tls_ca: Option<&std::path::Path>,
 ) -> std::result::Result<RedisFacts, String> {
@@ -117,7 +120,7 @@ fn version_at_least(v: &str, major: u64, minor: u64) -> bool {
 }
 
 /// The persistence verdict for one Redis server.
-fn redis_persistence(f: &RedisFacts) -> (&'static str, String) {
+pub(super) fn redis_persistence(f: &RedisFacts) -> (&'static str, String) {
     match (f.aof.as_deref(), f.fsync.as_deref(), f.save.as_deref()) {
         (Some("yes"), Some("always"), _) => (
             "durable",

@@ -11,8 +11,16 @@ use crate::Key;
 /// read as strings and compared as numbers (exact below 2^53); `replicate_commands`, called
 /// before the first write, lets servers older than 5.0 write after TIME (a no-op since).
 /// `KEYS`: lease, fence counter, holder info; `ARGV`: owner, ttl ms, info line (`''`: none).
+///
+/// A grant the owner already holds answers its fence again, changing nothing: owner tokens
+/// are minted per attempt, so only a retry of the same request (a cluster client retrying
+/// after MOVED/ASK or a broken connection, a Sentinel store retrying on the new primary)
+/// meets its own grant, and must not be told busy by it.
 pub(super) const GRANT: &str = r"
 redis.replicate_commands()
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return {1, tonumber(redis.call('GET', KEYS[2]))}
+end
 if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   if ARGV[3] ~= '' then
     redis.call('SET', KEYS[3], ARGV[3], 'PX', ARGV[2])
@@ -57,11 +65,13 @@ for i = 1, #KEYS / 2 do
 end
 return out";
 
-/// `KEYS`: lease, holder info; `ARGV`: owner, the channel to wake waiters on.
+/// `KEYS`: lease, holder info; `ARGV`: owner, the channel to wake waiters on, and optionally
+/// the publishing command (`SPUBLISH` on a cluster, whose waiters subscribe to the shard
+/// channel in the key's slot; `PUBLISH` when absent).
 pub(super) const RELEASE: &str = r"
 if redis.call('GET', KEYS[1]) == ARGV[1] then
   redis.call('DEL', KEYS[1], KEYS[2])
-  redis.call('PUBLISH', ARGV[2], '1')
+  redis.call(ARGV[3] or 'PUBLISH', ARGV[2], '1')
   return 1
 end
 return 0";
@@ -74,14 +84,28 @@ end
 return 0";
 
 /// Per-key names.
+///
+/// On one server (and Redlock) they are `PREFIX{KEY}SUFFIX`. On a cluster
+/// ([`Names::cluster`]) a key containing `{` or `}` would let Redis pick a different hash tag
+/// for the lease than for its counter (Redis hashes the text between the first `{` and the
+/// first `}` after it, the whole name when that is empty: `PREFIX{}x}` and `PREFIX{}x}:fence`
+/// land in different slots). Such a key is named `PREFIX{#H}{KEY}SUFFIX` instead, `H` the
+/// 16 hex digits of the key's 64-bit FNV-1a hash: every name of the key has the tag `#H`, so
+/// one slot; a key without braces keeps `PREFIX{KEY}` (its own text is the tag).
 #[derive(Debug, Clone)]
 pub(crate) struct Names {
     pub(super) prefix: String,
+    /// Whether a key with braces is tagged on its hash (cluster).
+    pub(super) hashed: bool,
 }
 
 impl Names {
     pub fn new(prefix: String) -> Self {
-        Names { prefix }
+        Names { prefix, hashed: false }
+    }
+    /// Names for a Redis Cluster: every name of a key in one slot, whatever the key holds.
+    pub fn cluster(prefix: String) -> Self {
+        Names { prefix, hashed: true }
     }
     pub fn lease(&self, key: &Key) -> String {
         self.name(key, "")
@@ -95,11 +119,17 @@ impl Names {
     pub fn holder(&self, key: &Key) -> String {
         self.name(key, ":holder")
     }
-    /// `PREFIX{KEY}SUFFIX`, in one exact allocation (this runs a few times per request).
+    /// `PREFIX{KEY}SUFFIX` (or `PREFIX{#H}{KEY}SUFFIX`), in one exact allocation (this runs
+    /// a few times per request).
     fn name(&self, key: &Key, suffix: &str) -> String {
         let k = key.as_str();
-        let mut s = String::with_capacity(self.prefix.len() + k.len() + 2 + suffix.len());
+        let tagged = self.hashed && k.contains(['{', '}']);
+        let extra = if tagged { 20 } else { 0 };
+        let mut s = String::with_capacity(self.prefix.len() + k.len() + 2 + suffix.len() + extra);
         s.push_str(&self.prefix);
+        if tagged {
+            s.push_str(&format!("{{#{:016x}}}", fnv1a(k.as_bytes())));
+        }
         s.push('{');
         s.push_str(k);
         s.push('}');
@@ -108,6 +138,38 @@ impl Names {
     }
     pub(super) fn key_of(&self, lease: &str) -> Option<Key> {
         let inner = lease.strip_prefix(&self.prefix)?.strip_prefix('{')?.strip_suffix('}')?;
-        Key::new(inner).ok()
+        if !self.hashed || !inner.contains(['{', '}']) {
+            return Key::new(inner).ok();
+        }
+        // `#H}{KEY`: only the hash of KEY itself.
+        let (tag, key) = inner.strip_prefix('#')?.split_once("}{")?;
+        let ok = tag.len() == 16 && u64::from_str_radix(tag, 16).ok()? == fnv1a(key.as_bytes());
+        ok.then(|| Key::new(key).ok()).flatten().filter(|k| k.as_str().contains(['{', '}']))
     }
+}
+
+/// 64-bit FNV-1a: a stable hash for the cluster's brace-key tags (not a secret, not a
+/// checksum anything relies on beyond naming).
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes
+        .iter()
+        .fold(0xcbf2_9ce4_8422_2325, |h, b| (h ^ u64::from(*b)).wrapping_mul(0x100_0000_01b3))
+}
+
+/// The cluster slot of a key name: CRC16/XMODEM of its hash tag (the text between the first
+/// `{` and the first `}` after it, when not empty) or of the whole name, modulo 16384.
+pub(super) fn key_slot(name: &str) -> u16 {
+    let b = name.as_bytes();
+    let tag = b.iter().position(|&c| c == b'{').and_then(|open| {
+        let close = b[open + 1..].iter().position(|&c| c == b'}')?;
+        (close > 0).then(|| &b[open + 1..open + 1 + close])
+    });
+    let mut crc: u16 = 0;
+    for &byte in tag.unwrap_or(b) {
+        crc ^= u16::from(byte) << 8;
+        for _ in 0..8 {
+            crc = if crc & 0x8000 != 0 { (crc << 1) ^ 0x1021 } else { crc << 1 };
+        }
+    }
+    crc % 16384
 }

@@ -1,0 +1,152 @@
+//! The conformance suite, the process-level scenarios, and a failover and a slot migration
+//! during a held lease, on a private Redis Cluster (3 masters, 3 replicas) per test.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use leasehold::{Locker, Wait};
+use leasehold_testkit::servers::{RedisCluster, RedisServer};
+use leasehold_testkit::{conformance_suite, process, redis_cluster_fixture};
+
+conformance_suite!(redis_cluster_fixture());
+
+fn worker() -> &'static Path {
+    Path::new(env!("CARGO_BIN_EXE_lh-worker"))
+}
+
+async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+    tokio::task::spawn_blocking(f).await.expect("launcher")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn multi_process_mutual_exclusion() {
+    let fx = redis_cluster_fixture().await;
+    process::multi_process_mutex(&fx.url, worker(), 3, 20).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stalled_holder_is_fenced_off() {
+    let fx = redis_cluster_fixture().await;
+    let resource = RedisServer::start();
+    let r = process::stalled_holder(&fx.locker, &fx.url, worker(), &resource.url(), true).await;
+    process::assert_stale_write_rejected(&r);
+    process::assert_release_said_not_ours(&r);
+}
+
+/// The control: without the fenced script the stale write lands.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stalled_holder_without_fencing_overwrites_successor() {
+    let fx = redis_cluster_fixture().await;
+    let resource = RedisServer::start();
+    let r = process::stalled_holder(&fx.locker, &fx.url, worker(), &resource.url(), false).await;
+    process::assert_stale_write_accepted(&r);
+}
+
+/// `CLUSTER FAILOVER` and then a slot migration of the key's slot while a lease is held: its
+/// renewals (one of them while the slot is half-moved, answered with ASK) and its release
+/// still reach the key, and the next grant's fence is larger.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failover_and_slot_migration_during_a_hold() {
+    let cluster = blocking(RedisCluster::start).await;
+    let url = cluster.url("");
+    let l = Locker::connect(&url).await.unwrap();
+    let held = l.acquire("held", Duration::from_secs(30)).auto_renew(false).await.unwrap();
+    let first = held.fence();
+    let name = "leasehold:{held}";
+    let old = cluster.master_of(name).unwrap().port;
+    let (cluster, new) = blocking(move || {
+        let new = cluster.failover(name);
+        (cluster, new)
+    })
+    .await;
+    let new = new.expect("CLUSTER FAILOVER");
+    assert_ne!(old, new);
+    held.renew().await.expect("renewal after CLUSTER FAILOVER reaches the new master");
+    assert_eq!(cluster.cli(new, &["GET", name]), held.owner().to_string());
+
+    let handle = tokio::runtime::Handle::current();
+    let l2 = Locker::connect(&url).await.unwrap();
+    // While the slot is half-moved (keys on the target, the source answering ASK): the
+    // renewal and a status read follow ASK to the target.
+    let moved = tokio::task::block_in_place(|| {
+        cluster.migrate_slot(name, || {
+            handle.block_on(async {
+                held.renew().await.expect("renewal mid-migration (ASK)");
+                let r = l2.holders(Some("held")).await.expect("status mid-migration (ASK)");
+                assert_eq!(r.len(), 1, "{r:?}");
+            })
+        })
+    });
+    let (src, dst) = moved.expect("slot migration");
+    assert_eq!(src, new);
+    assert_eq!(cluster.master_of(name).unwrap().port, dst);
+    held.renew().await.expect("renewal after the slot moved");
+    let pttl: u64 = cluster.cli(dst, &["PTTL", name]).parse().unwrap();
+    assert!(pttl > 20_000, "renewed on the new slot owner: {pttl}");
+    assert!(held.release().await.unwrap().is_clean(), "release reaches the moved key");
+    let next = l.acquire("held", Duration::from_secs(30)).await.unwrap();
+    assert!(next.fence() > first, "{} then {}", first, next.fence());
+    assert!(next.release().await.unwrap().is_clean());
+    drop(cluster);
+}
+
+/// A waiter subscribes to the key's shard channel on the master of its slot and is woken
+/// by the release, before its poll fallback.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiter_is_woken_by_the_shard_channel() {
+    let cluster = blocking(RedisCluster::start).await;
+    let url = cluster.url("");
+    let l = Locker::connect(&url).await.unwrap();
+    let held = l.acquire("door", Duration::from_secs(60)).await.unwrap();
+    let other = Locker::connect(&url).await.unwrap();
+    let waiter = tokio::spawn(async move {
+        let b = other
+            .acquire("door", Duration::from_secs(30))
+            .wait(Wait::For(Duration::from_secs(30)))
+            .await;
+        (b, Instant::now(), other)
+    });
+    let master = cluster.master_of("leasehold:{door}").unwrap().port;
+    let channel = "leasehold:{door}:released";
+    let start = Instant::now();
+    while cluster.cli(master, &["PUBSUB", "SHARDNUMSUB", channel]).lines().nth(1) != Some("1") {
+        assert!(start.elapsed() < Duration::from_secs(10), "no SSUBSCRIBE on the slot's master");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let fence = held.fence();
+    let released = Instant::now();
+    assert!(held.release().await.unwrap().is_clean());
+    let (b, got, _other) =
+        tokio::time::timeout(Duration::from_secs(20), waiter).await.unwrap().unwrap();
+    let b = b.expect("the waiter gets the key");
+    assert!(b.fence() > fence);
+    assert!(got - released < Duration::from_secs(5), "handoff took {:?}", got - released);
+    assert!(b.release().await.unwrap().is_clean());
+}
+
+/// Keys spread over every master are all listed by `status`; keys with braces keep their
+/// lease and counter in one slot.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_reads_every_master_and_brace_keys_share_a_slot() {
+    let cluster = blocking(RedisCluster::start).await;
+    let l = Locker::connect(&cluster.url("?prefix=app:")).await.unwrap();
+    let mut leases = Vec::new();
+    for k in ["a", "b", "c", "d", "e", "f", "g", "h", "}x{", "{y}", "}"] {
+        leases.push(l.acquire(k, Duration::from_secs(30)).await.unwrap());
+    }
+    let masters: std::collections::HashSet<u16> = ["a", "b", "c", "d", "e", "f", "g", "h"]
+        .iter()
+        .map(|k| cluster.master_of(&format!("app:{{{k}}}")).unwrap().port)
+        .collect();
+    assert_eq!(masters.len(), 3, "the keys spread over the three masters");
+    let held = l.holders(None).await.unwrap();
+    assert_eq!(held.len(), leases.len(), "{held:?}");
+    for lease in &leases {
+        let h = l.holders(Some(lease.key().as_str())).await.unwrap();
+        assert_eq!(h.len(), 1);
+        assert_eq!(h[0].fence, Some(lease.fence()));
+    }
+    for lease in leases {
+        assert!(lease.release().await.unwrap().is_clean());
+    }
+}

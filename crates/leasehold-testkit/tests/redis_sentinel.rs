@@ -1,0 +1,131 @@
+//! The conformance suite, the process-level scenarios, and failovers, on a private Sentinel
+//! deployment (a primary, a replica, three sentinels) per test.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use leasehold::{Locker, Wait};
+use leasehold_testkit::servers::{RedisServer, SentinelSet};
+use leasehold_testkit::{conformance_suite, process, redis_sentinel_fixture};
+
+conformance_suite!(redis_sentinel_fixture());
+
+fn worker() -> &'static Path {
+    Path::new(env!("CARGO_BIN_EXE_lh-worker"))
+}
+
+async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+    tokio::task::spawn_blocking(f).await.expect("launcher")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stalled_holder_is_fenced_off() {
+    let fx = redis_sentinel_fixture().await;
+    let resource = RedisServer::start();
+    let r = process::stalled_holder(&fx.locker, &fx.url, worker(), &resource.url(), true).await;
+    process::assert_stale_write_rejected(&r);
+    process::assert_release_said_not_ours(&r);
+}
+
+/// The control: without the fenced script the stale write lands.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stalled_holder_without_fencing_overwrites_successor() {
+    let fx = redis_sentinel_fixture().await;
+    let resource = RedisServer::start();
+    let r = process::stalled_holder(&fx.locker, &fx.url, worker(), &resource.url(), false).await;
+    process::assert_stale_write_accepted(&r);
+}
+
+/// `SENTINEL FAILOVER` during a hold: the held lease's renewal and release reach the new
+/// primary (the old one, demoted, answers READONLY), and a new grant through the same URL
+/// has a larger fence.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sentinel_failover_then_a_new_grant_through_the_same_url() {
+    let set = blocking(SentinelSet::start).await;
+    let url = set.url("");
+    let l = Locker::connect(&url).await.unwrap();
+    let held = l.acquire("job", Duration::from_secs(30)).auto_renew(false).await.unwrap();
+    let first = held.fence();
+    // The replica has the grant before the failover (SENTINEL FAILOVER waits for it too).
+    assert_eq!(set.primary.cli(&["WAIT", "1", "5000"]), "1");
+    let set = blocking(move || {
+        set.failover().expect("SENTINEL FAILOVER");
+        set
+    })
+    .await;
+    assert!(set.primary.cli(&["ROLE"]).starts_with("slave"), "the old primary was demoted");
+    held.renew().await.expect("renewal on the new primary");
+    assert_eq!(set.replica.cli(&["GET", "leasehold:{job}"]), held.owner().to_string());
+    assert!(held.release().await.unwrap().is_clean(), "release on the new primary");
+    let again = Locker::connect(&url).await.unwrap();
+    let next = again.acquire("job", Duration::from_secs(30)).await.unwrap();
+    let next_fence = next.fence();
+    assert!(next_fence > first, "{first} then {next_fence}");
+    assert!(next.release().await.unwrap().is_clean());
+    // The first locker, too, grants on the new primary.
+    let mine = l.acquire("job", Duration::from_secs(30)).await.unwrap();
+    assert!(mine.fence() > next_fence);
+    assert!(mine.release().await.unwrap().is_clean());
+}
+
+/// The primary killed: the sentinels promote the replica, and the same URL grants there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn primary_killed_then_grants_on_the_promoted_replica() {
+    let set = blocking(SentinelSet::start).await;
+    let url = set.url("");
+    let l = Locker::connect(&url).await.unwrap();
+    let warm = l.acquire("k", Duration::from_secs(30)).await.unwrap();
+    let fence = warm.fence();
+    assert!(warm.release().await.unwrap().is_clean());
+    assert_eq!(set.primary.cli(&["WAIT", "1", "5000"]), "1");
+    let set = blocking(move || {
+        let mut set = set;
+        set.kill_primary();
+        set.wait_promoted(Duration::from_secs(30)).expect("promotion");
+        set
+    })
+    .await;
+    let next = l
+        .acquire("k", Duration::from_secs(30))
+        .wait(Wait::For(Duration::from_secs(10)))
+        .await
+        .expect("a grant on the promoted replica");
+    assert!(next.fence() > fence);
+    assert_eq!(set.replica.cli(&["GET", "leasehold:{k}"]), next.owner().to_string());
+    assert!(next.release().await.unwrap().is_clean());
+}
+
+/// A waiter is woken by the release on the primary; after a failover, a waiter's
+/// subscription moves to the new primary and is woken there too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiter_is_woken_on_release_before_and_after_a_failover() {
+    let set = blocking(SentinelSet::start).await;
+    let url = set.url("");
+    let l = Locker::connect(&url).await.unwrap();
+    let other = Locker::connect(&url).await.unwrap();
+    for round in 0..2 {
+        let held = l.acquire("door", Duration::from_secs(60)).await.unwrap();
+        let o = other.clone();
+        let waiter = tokio::spawn(async move {
+            let b = o
+                .acquire("door", Duration::from_secs(30))
+                .wait(Wait::For(Duration::from_secs(30)))
+                .await;
+            (b, Instant::now())
+        });
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert!(!waiter.is_finished());
+        let released = Instant::now();
+        assert!(held.release().await.unwrap().is_clean());
+        let (b, got) =
+            tokio::time::timeout(Duration::from_secs(20), waiter).await.unwrap().unwrap();
+        let b = b.expect("the waiter gets the key");
+        assert!(got - released < Duration::from_secs(5), "round {round}: {:?}", got - released);
+        assert!(b.release().await.unwrap().is_clean());
+        if round == 0 {
+            assert_eq!(set.primary.cli(&["WAIT", "1", "5000"]), "1");
+            set.failover().expect("SENTINEL FAILOVER");
+        }
+    }
+    drop(set);
+}

@@ -1,0 +1,430 @@
+//! `redis-cluster://[user:pass@]HOST:PORT[,HOST:PORT…][?prefix=P]`: leases on a Redis Cluster.
+//! The hosts are seeds: the rest of the cluster is discovered (redis-rs's cluster client,
+//! which follows `MOVED`/`ASK` and refreshes its slot map after a failover or a slot
+//! migration, so the grant, renewals and release of a held lease still reach its key).
+//!
+//! Same keys, scripts and fences as `redis://` ([`super`]): the lease, its counter and its
+//! holder info share a hash tag, so each script touches one slot (a key with `{` or `}` is
+//! tagged on its hash, [`super::Names`]). A retried grant meets its own lease and answers its
+//! fence ([`super::scripts`]). The release publishes on the key's shard channel
+//! (`SPUBLISH`), and waiters subscribe to it with `SSUBSCRIBE` on the master of the slot
+//! ([`super::shard_sub`]). Batched renewal is one script call per slot, all sent at once: the
+//! calls for one master share its connection, one round trip per master. `status` scans every
+//! master.
+//!
+//! Replication in a cluster is asynchronous: a master failover can lose a grant and admit a
+//! second holder. Its fence is still larger than every earlier one under the clock
+//! assumption (the promoted replica's clock), so a fenced resource refuses the stale holder.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use redis::cluster::{ClusterClient, ClusterClientBuilder};
+use redis::cluster_async::ClusterConnection;
+use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
+use redis::{Script, Value};
+
+use super::scripts::{FORGET, GRANT, RELEASE, RENEW_MANY, key_slot};
+use super::shard_sub::ShardSubscriber;
+use super::{Names, RENEW_CHUNK, parse_holder, redis_err, ttl_ms};
+use crate::backends::Limits;
+use crate::store::{AcquireRequest, Attempt, Grant, Holder, HolderInfo, RenewItem, Watch};
+use crate::{Error, FenceRepeat, FenceToken, Guarantees, Key, LockKind, OwnerToken, Result, Store};
+
+const BACKEND: &str = "redis-cluster";
+
+crate::url::option_keys! {
+    /// The options a `redis-cluster://` URL takes.
+    pub(crate) enum ClusterOption {
+        Prefix = "prefix",
+    }
+}
+
+/// A `redis-cluster://` URL, parsed.
+#[derive(Debug, Clone)]
+pub(crate) struct ClusterUrl {
+    /// `redis://[user:pass@]host:port` per seed.
+    pub seeds: Vec<String>,
+    pub prefix: String,
+}
+
+/// Parses a `redis-cluster://` URL: at least one `host:port` seed, no database (a cluster has
+/// only database 0), typed options.
+pub(crate) fn parse_url(url: &str) -> Result<ClusterUrl> {
+    let (base, opts) = crate::url::options::<ClusterOption>(url)?;
+    let mut prefix = "leasehold:".to_owned();
+    for crate::url::Opt { key, value, .. } in opts {
+        match key {
+            ClusterOption::Prefix => {
+                if value.contains(['{', '}']) {
+                    return Err(Error::invalid("redis prefix must not contain '{' or '}'"));
+                }
+                prefix = value.to_owned();
+            }
+        }
+    }
+    let rest = base
+        .strip_prefix("redis-cluster://")
+        .ok_or_else(|| Error::invalid("a Redis Cluster URL starts with redis-cluster://"))?;
+    let (authority, path) = rest.split_once('/').unwrap_or((rest, ""));
+    if !path.is_empty() {
+        return Err(Error::invalid(format!(
+            "redis-cluster:// takes no database (a cluster has only database 0), got /{path}"
+        )));
+    }
+    let (auth, hosts) = match authority.rsplit_once('@') {
+        Some((a, h)) => (format!("{a}@"), h),
+        None => (String::new(), authority),
+    };
+    let mut seeds = Vec::new();
+    for h in hosts.split(',') {
+        let ok = h.rsplit_once(':').is_some_and(|(host, port)| {
+            !host.is_empty() && port.parse::<u16>().is_ok_and(|p| p > 0)
+        });
+        if !ok {
+            return Err(Error::invalid(format!(
+                "redis-cluster:// seed {h:?} is not HOST:PORT (form: \
+                 redis-cluster://HOST:PORT[,HOST:PORT…])"
+            )));
+        }
+        seeds.push(format!("redis://{auth}{h}"));
+    }
+    Ok(ClusterUrl { seeds, prefix })
+}
+
+/// The cluster client for `seeds`: connections bounded by the connect limit, no response
+/// timeout of its own (the caller's op timeout bounds every request, and a long renewal must
+/// not turn the requests behind it into unknown outcomes), retries on MOVED/ASK/TRYAGAIN and
+/// broken connections as redis-rs does (each bounded by the op timeout around it).
+pub(super) fn builder(seeds: &[String], limits: Limits) -> ClusterClientBuilder {
+    ClusterClientBuilder::new(seeds.to_vec())
+        .connection_timeout(limits.connect)
+        .response_timeout(Duration::from_secs(3600))
+        .retries(8)
+        .max_retry_wait(500)
+}
+
+/// The Redis Cluster lease store.
+#[derive(Clone)]
+pub struct RedisClusterStore {
+    conn: ClusterConnection,
+    names: Names,
+    grant: Arc<Script>,
+    renew_many: Arc<Script>,
+    release: Arc<Script>,
+    read: Arc<Script>,
+    sub: Arc<ShardSubscriber>,
+}
+
+/// `KEYS`: lease, fence counter, holder info → their values and the lease's PTTL, in the
+/// order [`parse_holder`] reads them (a missing value is `false`, read as none).
+const READ: &str = r"
+return {redis.call('GET', KEYS[1]), redis.call('PTTL', KEYS[1]), redis.call('GET', KEYS[2]),
+  redis.call('GET', KEYS[3])}";
+
+impl std::fmt::Debug for RedisClusterStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisClusterStore").field("prefix", &self.names.prefix).finish()
+    }
+}
+
+impl RedisClusterStore {
+    /// Connects to the cluster through its seed nodes (`redis-cluster://H:P[,H:P…]`) within
+    /// [`crate::DEFAULT_CONNECT_TIMEOUT`]. [`Error::Config`] when the nodes refuse the
+    /// password or the ACL user, [`Error::Unavailable`] when no seed answers.
+    pub async fn connect(url: &str) -> Result<Self> {
+        Self::open(url, Limits::default()).await
+    }
+
+    pub(crate) async fn open(url: &str, limits: Limits) -> Result<Self> {
+        let u = parse_url(url)?;
+        let client: ClusterClient = builder(&u.seeds, limits)
+            .build()
+            .map_err(|e| Error::invalid(format!("bad redis-cluster URL: {e}")))?;
+        let what = format!("connecting to the cluster through {} seed(s)", u.seeds.len());
+        let mut conn =
+            match tokio::time::timeout(limits.connect, client.get_async_connection()).await {
+                Ok(Ok(c)) => c,
+                Ok(Err(e)) => return Err(redis_err(BACKEND, &what, e)),
+                Err(_) => {
+                    return Err(Error::unavailable(
+                        format!("{what}: no answer within {:?}", limits.connect),
+                        None,
+                    ));
+                }
+            };
+        let grant = Arc::new(Script::new(GRANT));
+        let renew_many = Arc::new(Script::new(RENEW_MANY));
+        let release = Arc::new(Script::new(RELEASE));
+        // SCRIPT LOAD goes to every node; a node that lacks a script later (a restart, a new
+        // master) gets it again on NOSCRIPT.
+        let load = async {
+            for s in [&grant, &renew_many, &release] {
+                s.prepare_invoke().load_async(&mut conn).await?;
+            }
+            Ok::<_, redis::RedisError>(())
+        };
+        match tokio::time::timeout(limits.connect, load).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => return Err(redis_err(BACKEND, "loading the scripts on the cluster", e)),
+            Err(_) => {
+                return Err(Error::unavailable(
+                    format!("the cluster did not load the scripts within {:?}", limits.connect),
+                    None,
+                ));
+            }
+        }
+        Ok(RedisClusterStore {
+            conn,
+            names: Names::cluster(u.prefix),
+            grant,
+            renew_many,
+            release,
+            read: Arc::new(Script::new(READ)),
+            sub: ShardSubscriber::new(u.seeds, limits),
+        })
+    }
+
+    /// The masters' `(host, port)`, from `CLUSTER NODES` (masters not flagged failing that
+    /// serve slots).
+    async fn masters(&self) -> Result<Vec<(String, u16)>> {
+        let mut c = self.conn.clone();
+        let text: String = redis::cmd("CLUSTER")
+            .arg("NODES")
+            .query_async(&mut c)
+            .await
+            .map_err(|e| redis_err(BACKEND, "CLUSTER NODES", e))?;
+        Ok(masters_of(&text))
+    }
+
+    async fn scan(&self, host: &str, port: u16, pattern: &str) -> Result<Vec<String>> {
+        let mut c = self.conn.clone();
+        let mut found = Vec::new();
+        let mut cursor = 0u64;
+        loop {
+            let mut cmd = redis::cmd("SCAN");
+            cmd.arg(cursor).arg("MATCH").arg(pattern).arg("COUNT").arg(1000);
+            let to = SingleNodeRoutingInfo::ByAddress { host: host.to_owned(), port };
+            let v = c
+                .route_command(cmd, RoutingInfo::SingleNode(to))
+                .await
+                .map_err(|e| redis_err(BACKEND, &format!("SCAN on {host}:{port}"), e))?;
+            let (next, batch): (u64, Vec<String>) = redis::from_redis_value(v)
+                .map_err(|e| Error::backend(BACKEND, format!("SCAN on {host}:{port}: {e}"), e))?;
+            found.extend(batch);
+            if next == 0 {
+                return Ok(found);
+            }
+            cursor = next;
+        }
+    }
+
+    /// The holder of one lease name, read by one script (one command: redis-rs follows
+    /// `MOVED` and `ASK` for it, which it does not for a pipeline, and a half-moved slot
+    /// answers `TRYAGAIN` until its keys are together).
+    async fn holder(&self, lk: &str) -> Result<Option<Holder>> {
+        let mut c = self.conn.clone();
+        let vals: Vec<Value> = self
+            .read
+            .key(lk)
+            .key(format!("{lk}:fence"))
+            .key(format!("{lk}:holder"))
+            .invoke_async(&mut c)
+            .await
+            .map_err(|e| redis_err(BACKEND, "status", e))?;
+        Ok(parse_holder(&self.names, lk, &vals, true))
+    }
+}
+
+/// Masters serving slots, from a `CLUSTER NODES` text.
+pub(super) fn masters_of(text: &str) -> Vec<(String, u16)> {
+    text.lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            let serving = f.len() > 8 && f[2].contains("master") && !f[2].contains("fail");
+            let (host, port) = f.get(1)?.split('@').next()?.rsplit_once(':')?;
+            serving.then(|| Some((host.to_owned(), port.parse().ok()?))).flatten()
+        })
+        .collect()
+}
+
+#[async_trait]
+impl Store for RedisClusterStore {
+    fn guarantees(&self) -> Guarantees {
+        Guarantees {
+            backend: BACKEND,
+            kind: LockKind::Lease,
+            exclusion: "linearizable per key while the master of its slot lives (single-threaded \
+                        script execution there)",
+            store_failure: "replication is asynchronous: a master failover can lose a grant and \
+                            admit a second holder; its fence is larger than the stale holder's \
+                            under the clock assumption, so a fenced resource refuses the stale \
+                            one",
+            expiry: "the slot master's clock (SET PX, PEXPIRE)",
+            fence: "max(counter + 1, server TIME in µs) of a per-key counter (no TTL) in the \
+                    key's slot, in the granting script",
+            fence_repeat: FenceRepeat::ClockBacked,
+            failure_admits_second_holder: true,
+            holders_know_fence: true,
+            holders_know_info: true,
+            waiting: "sharded pub/sub (SSUBSCRIBE) on the master of the key's slot, \
+                      re-subscribed after MOVED or a failover, a poll every second in case a \
+                      message was lost; else the holder's PTTL",
+        }
+    }
+
+    async fn try_acquire(&self, req: &AcquireRequest<'_>) -> Result<Attempt> {
+        let sent = Instant::now();
+        let mut c = self.conn.clone();
+        let mut inv = self.grant.prepare_invoke();
+        inv.key(self.names.lease(req.key))
+            .key(self.names.fence(req.key))
+            .key(self.names.holder(req.key));
+        let line = req.info.map(HolderInfo::encode).unwrap_or_default();
+        inv.arg(&req.owner.hex()[..]).arg(ttl_ms(req.ttl)).arg(line);
+        let (ok, n): (i64, i64) =
+            inv.invoke_async(&mut c).await.map_err(|e| redis_err(BACKEND, "acquire", e))?;
+        Ok(if ok == 1 {
+            Attempt::Granted(Grant::new(FenceToken::new(n as u64), sent))
+        } else {
+            Attempt::Busy { holder_expires_in: (n >= 0).then(|| Duration::from_millis(n as u64)) }
+        })
+    }
+
+    async fn acquire(&self, req: &AcquireRequest<'_>, until: Option<Instant>) -> Result<Attempt> {
+        crate::store::acquire_watching(self, req, until, || self.watch(req.key)).await
+    }
+
+    async fn renew(&self, key: &Key, owner: &OwnerToken, ttl: Duration) -> Result<bool> {
+        let item = RenewItem { key: key.clone(), owner: *owner, ttl };
+        Ok(self.renew_many(std::slice::from_ref(&item)).await?[0])
+    }
+
+    async fn renew_many(&self, items: &[RenewItem]) -> Result<Vec<bool>> {
+        // A script touches one slot: one call per slot (chunked), all in flight together.
+        let mut by_slot: HashMap<u16, Vec<usize>> = HashMap::new();
+        for (i, it) in items.iter().enumerate() {
+            by_slot.entry(key_slot(&self.names.lease(&it.key))).or_default().push(i);
+        }
+        let calls = by_slot.values().flat_map(|ix| ix.chunks(RENEW_CHUNK)).map(|chunk| {
+            let mut c = self.conn.clone();
+            let mut inv = self.renew_many.prepare_invoke();
+            for &i in chunk {
+                let it = &items[i];
+                inv.key(self.names.lease(&it.key)).key(self.names.holder(&it.key));
+                inv.arg(&it.owner.hex()[..]).arg(ttl_ms(it.ttl));
+            }
+            async move {
+                let r: Vec<i64> = inv.invoke_async(&mut c).await?;
+                Ok::<_, redis::RedisError>(chunk.iter().copied().zip(r).collect::<Vec<_>>())
+            }
+        });
+        let mut out = vec![false; items.len()];
+        for r in futures_util::future::join_all(calls).await {
+            for (i, v) in r.map_err(|e| redis_err(BACKEND, "renew", e))? {
+                out[i] = v == 1;
+            }
+        }
+        Ok(out)
+    }
+
+    async fn release(&self, key: &Key, owner: &OwnerToken) -> Result<bool> {
+        let mut c = self.conn.clone();
+        let n: i64 = self
+            .release
+            .key(self.names.lease(key))
+            .key(self.names.holder(key))
+            .arg(&owner.hex()[..])
+            .arg(self.names.channel(key))
+            .arg("SPUBLISH")
+            .invoke_async(&mut c)
+            .await
+            .map_err(|e| redis_err(BACKEND, "release", e))?;
+        Ok(n == 1)
+    }
+
+    async fn holders(&self, key: Option<&Key>) -> Result<Vec<Holder>> {
+        let names = match key {
+            Some(k) => vec![self.names.lease(k)],
+            None => {
+                let pattern = format!("{}{{*}}", super::glob_escape(&self.names.prefix));
+                let mut all = Vec::new();
+                for (host, port) in self.masters().await? {
+                    all.extend(self.scan(&host, port, &pattern).await?);
+                }
+                all.sort();
+                all.dedup();
+                all
+            }
+        };
+        let mut out = Vec::new();
+        for chunk in names.chunks(32) {
+            let found = futures_util::future::join_all(chunk.iter().map(|lk| self.holder(lk)));
+            for h in found.await {
+                out.extend(h?);
+            }
+        }
+        Ok(out)
+    }
+
+    async fn forget(&self, key: &Key) -> Result<()> {
+        let mut c = self.conn.clone();
+        let _: i64 = Script::new(FORGET)
+            .key(self.names.lease(key))
+            .key(self.names.fence(key))
+            .invoke_async(&mut c)
+            .await
+            .map_err(|e| redis_err(BACKEND, "forget", e))?;
+        Ok(())
+    }
+}
+
+impl RedisClusterStore {
+    async fn watch(&self, key: &Key) -> Result<Box<dyn Watch>> {
+        Ok(Box::new(self.sub.watch(self.names.channel(key)).await?))
+    }
+}
+
+/// `redis-cluster://HOST:PORT[,HOST:PORT…]`.
+pub(crate) const STORE: crate::backends::Descriptor = crate::backends::Descriptor {
+    form: "redis-cluster://HOST:PORT[,HOST:PORT…]",
+    options: |url| parse_url(url).map(drop),
+    open: |url, limits| crate::backends::opened(RedisClusterStore::open(url, limits)),
+    probe: |url, p| Box::pin(super::probe_ha::cluster(url, p)),
+};
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls() {
+        let u = parse_url("redis-cluster://u:PW@a:1,b:2?prefix=x:").unwrap();
+        assert_eq!(u.seeds, ["redis://u:PW@a:1", "redis://u:PW@b:2"]);
+        assert_eq!(u.prefix, "x:");
+        assert_eq!(parse_url("redis-cluster://a:1").unwrap().prefix, "leasehold:");
+        for (url, named) in [
+            ("redis-cluster://a:1/2", "database"),
+            ("redis-cluster://a", "HOST:PORT"),
+            ("redis-cluster://a:1,", "HOST:PORT"),
+            ("redis-cluster://a:x", "HOST:PORT"),
+            ("redis-cluster://a:1?prefix={p}", "prefix"),
+            ("redis-cluster://a:1?wait_replicas=1", "valid options: prefix"),
+        ] {
+            let m = parse_url(url).unwrap_err().to_string();
+            assert!(m.contains(named), "{url}: {m}");
+        }
+    }
+
+    #[test]
+    fn masters_are_read_from_cluster_nodes() {
+        let text = "\
+a 127.0.0.1:7000@17000 myself,master - 0 0 1 connected 0-5460
+b 127.0.0.1:7001@17001 master - 0 0 2 connected 5461-10922
+c 127.0.0.1:7002@17002 master,fail - 0 0 3 connected
+d 127.0.0.1:7003@17003 slave a 0 0 1 connected";
+        assert_eq!(masters_of(text), [("127.0.0.1".to_owned(), 7000), ("127.0.0.1".into(), 7001)]);
+    }
+}

@@ -1,0 +1,530 @@
+//! `redis-sentinel://[user:pass@]S1:P1[,S2:P2…]/SERVICE[?db=N&prefix=P&wait_replicas=N&wait_timeout=DUR]`:
+//! leases on the primary a set of Redis Sentinels names for `SERVICE`.
+//!
+//! The primary is asked of the sentinels in turn (`SENTINEL GET-MASTER-ADDR-BY-NAME`), the
+//! first that answers decides, and the node it names must say `master` to `ROLE` before it is
+//! used (a sentinel that has not seen a failover yet names a node that is a replica now: the
+//! next sentinel is asked, then all of them again, within the connect limit). The password
+//! and database in the URL are the data nodes'; the sentinels are asked without one.
+//!
+//! The primary is found again after a failover: on a request that finds it gone or
+//! read-only (a connection refused or broken, `READONLY`), which is then retried once on the
+//! new primary (a grant meeting its own lease there answers its fence; a release whose first
+//! attempt may have applied and whose retry finds nothing is [`Error::UnknownOutcome`]); and
+//! when a sentinel announces `+switch-master` for the service, which also moves every
+//! waiter's subscription to the new primary. Grants, keys, scripts and fences are
+//! `redis://`'s ([`super`]); replication is asynchronous, so a failover can lose a grant and
+//! admit a second holder, with a larger fence under the clock assumption.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use futures_util::StreamExt;
+use tokio::sync::Notify;
+
+use super::{Names, Node, Options, SubWatch, redis_err};
+use crate::backends::Limits;
+use crate::store::{AcquireRequest, Attempt, Grant, Holder, RenewItem, Watch};
+use crate::{Error, FenceRepeat, FenceToken, Guarantees, Key, LockKind, OwnerToken, Result, Store};
+
+const BACKEND: &str = "redis-sentinel";
+/// The longest a waiter waits without asking the store again (a subscription on a primary
+/// that was demoted without dying hears no release).
+const POLL: Duration = Duration::from_secs(1);
+
+crate::url::option_keys! {
+    /// The options a `redis-sentinel://` URL takes.
+    pub(crate) enum SentinelOption {
+        Db = "db",
+        Prefix = "prefix",
+        WaitReplicas = "wait_replicas",
+        WaitTimeout = "wait_timeout",
+    }
+}
+
+/// A `redis-sentinel://` URL, parsed.
+#[derive(Debug, Clone)]
+pub(crate) struct SentinelUrl {
+    /// `host:port` of each sentinel.
+    pub sentinels: Vec<String>,
+    pub service: String,
+    /// `user:pass@` (or empty), for the data nodes.
+    pub auth: String,
+    pub db: u32,
+    pub opts: Options,
+}
+
+impl SentinelUrl {
+    /// The `redis://` URL of the data node at `addr`.
+    pub fn node_url(&self, addr: &str) -> String {
+        format!("redis://{}{addr}/{}", self.auth, self.db)
+    }
+}
+
+/// Parses a `redis-sentinel://` URL.
+pub(crate) fn parse_url(url: &str) -> Result<SentinelUrl> {
+    let (base, opts) = crate::url::options::<SentinelOption>(url)?;
+    let mut db = 0u32;
+    // The options redis:// shares, checked by its own parser.
+    let mut shared = Vec::new();
+    for crate::url::Opt { key, value, text } in opts {
+        match key {
+            SentinelOption::Db => {
+                db = value
+                    .parse()
+                    .map_err(|_| Error::invalid(format!("db={value:?} is not a database index")))?
+            }
+            _ => shared.push(text),
+        }
+    }
+    let (_, o) = super::parse_query(&crate::url::with_query("redis://x", &shared))?;
+    let rest = base
+        .strip_prefix("redis-sentinel://")
+        .ok_or_else(|| Error::invalid("a Redis Sentinel URL starts with redis-sentinel://"))?;
+    let form = "redis-sentinel://S1:P1[,S2:P2…]/SERVICE";
+    let (authority, service) = rest
+        .split_once('/')
+        .filter(|(_, s)| !s.is_empty() && !s.contains('/'))
+        .ok_or_else(|| Error::invalid(format!("no service name: the form is {form}")))?;
+    let (auth, hosts) = match authority.rsplit_once('@') {
+        Some((a, h)) => (format!("{a}@"), h),
+        None => (String::new(), authority),
+    };
+    let mut sentinels = Vec::new();
+    for h in hosts.split(',') {
+        let ok = h.rsplit_once(':').is_some_and(|(host, port)| {
+            !host.is_empty() && port.parse::<u16>().is_ok_and(|p| p > 0)
+        });
+        if !ok {
+            return Err(Error::invalid(format!(
+                "redis-sentinel:// sentinel {h:?} is not HOST:PORT (form: {form})"
+            )));
+        }
+        sentinels.push(h.to_owned());
+    }
+    Ok(SentinelUrl { sentinels, service: service.to_owned(), auth, db, opts: o })
+}
+
+/// Asks one sentinel for the service's primary (`host:port`), within `limit`.
+pub(super) async fn ask_sentinel(
+    sentinel: &str,
+    service: &str,
+    limit: Duration,
+) -> std::result::Result<String, String> {
+    let client = redis::Client::open(format!("redis://{sentinel}")).map_err(|e| e.to_string())?;
+    let ask = async {
+        let mut c = client.get_multiplexed_async_connection().await?;
+        redis::cmd("SENTINEL")
+            .arg("GET-MASTER-ADDR-BY-NAME")
+            .arg(service)
+            .query_async::<Option<(String, u16)>>(&mut c)
+            .await
+    };
+    match tokio::time::timeout(limit, ask).await {
+        Ok(Ok(Some((h, p)))) => Ok(format!("{h}:{p}")),
+        Ok(Ok(None)) => Err(format!("sentinel {sentinel} does not monitor {service:?}")),
+        Ok(Err(e)) => Err(format!("sentinel {sentinel}: {e}")),
+        Err(_) => Err(format!("sentinel {sentinel}: no answer within {limit:?}")),
+    }
+}
+
+/// What every handle of one store shares.
+struct Shared {
+    url: SentinelUrl,
+    names: Names,
+    limits: Limits,
+    /// The primary in use, `None` until found (again).
+    node: tokio::sync::Mutex<Option<Node>>,
+    /// Bumped whenever the primary in use is dropped.
+    generation: AtomicU64,
+    /// Woken with it, for waiters.
+    switched: Notify,
+}
+
+/// The Redis Sentinel lease store.
+#[derive(Clone)]
+pub struct RedisSentinelStore {
+    shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for RedisSentinelStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisSentinelStore").field("service", &self.shared.url.service).finish()
+    }
+}
+
+/// Whether an error says the primary in use may be gone or demoted (nothing is known to
+/// be applied, or the outcome is unknown): find it again and retry once.
+fn moved_on(e: &Error) -> bool {
+    e.is_unavailable() || matches!(e, Error::UnknownOutcome(_))
+}
+
+impl Shared {
+    /// The primary in use, found if there is none.
+    async fn node(&self) -> Result<Node> {
+        let mut g = self.node.lock().await;
+        if let Some(n) = g.as_ref() {
+            return Ok(n.clone());
+        }
+        let n = self.discover().await?;
+        *g = Some(n.clone());
+        Ok(n)
+    }
+
+    /// Asks the sentinels, connects to the node named and checks its `ROLE`, again and
+    /// again within the connect limit.
+    async fn discover(&self) -> Result<Node> {
+        let deadline = Instant::now() + self.limits.connect;
+        let mut why = Vec::new();
+        loop {
+            for s in &self.url.sentinels {
+                let left = deadline.saturating_duration_since(Instant::now());
+                let addr = match ask_sentinel(s, &self.url.service, left).await {
+                    Ok(a) => a,
+                    Err(e) => {
+                        why.push(e);
+                        continue;
+                    }
+                };
+                let limits =
+                    Limits { connect: left.max(Duration::from_millis(100)), ..self.limits };
+                let node = match Node::connect(&self.url.node_url(&addr), true, None, limits).await
+                {
+                    Ok(n) => n,
+                    Err(e) if e.is_config() => return Err(e),
+                    Err(e) => {
+                        why.push(format!("primary {addr} (from {s}): {e}"));
+                        continue;
+                    }
+                };
+                let mut c = node.conn.clone();
+                let role = tokio::time::timeout(
+                    left,
+                    redis::cmd("ROLE").query_async::<Vec<redis::Value>>(&mut c),
+                )
+                .await;
+                match role {
+                    Ok(Ok(v))
+                        if v.first()
+                            .and_then(|r| redis::from_redis_value::<String>(r.clone()).ok())
+                            .as_deref()
+                            == Some("master") =>
+                    {
+                        return Ok(node);
+                    }
+                    Ok(Ok(_)) => why.push(format!(
+                        "{addr}, named by sentinel {s}, is not the master (ROLE): refused"
+                    )),
+                    Ok(Err(e)) => why.push(format!("ROLE on {addr}: {e}")),
+                    Err(_) => why.push(format!("ROLE on {addr}: no answer")),
+                }
+            }
+            if Instant::now() + Duration::from_millis(100) >= deadline {
+                why.dedup();
+                return Err(Error::unavailable(
+                    format!(
+                        "no primary for service {:?} within {:?}: {}",
+                        self.url.service,
+                        self.limits.connect,
+                        why.join("; ")
+                    ),
+                    None,
+                ));
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// Drops the primary in use if it is `addr` (or whichever it is, for `None`).
+    async fn drop_node(&self, addr: Option<&str>) {
+        let mut g = self.node.lock().await;
+        if g.as_ref().is_some_and(|n| addr.is_none_or(|a| n.addr == a)) {
+            *g = None;
+            self.generation.fetch_add(1, Ordering::SeqCst);
+            self.switched.notify_waiters();
+        }
+    }
+}
+
+impl RedisSentinelStore {
+    /// Finds the primary through the sentinels and connects, within
+    /// [`crate::DEFAULT_CONNECT_TIMEOUT`]. [`Error::Config`] when the primary refuses the
+    /// password, database index or ACL user; [`Error::Unavailable`] when no sentinel names a
+    /// primary that says it is one.
+    pub async fn connect(url: &str) -> Result<Self> {
+        Self::open(url, Limits::default()).await
+    }
+
+    pub(crate) async fn open(url: &str, limits: Limits) -> Result<Self> {
+        let u = parse_url(url)?;
+        let names = Names::new(u.opts.prefix.clone());
+        let shared = Arc::new(Shared {
+            url: u,
+            names,
+            limits,
+            node: tokio::sync::Mutex::new(None),
+            generation: AtomicU64::new(0),
+            switched: Notify::new(),
+        });
+        shared.node().await?;
+        tokio::spawn(listen_switches(Arc::downgrade(&shared)));
+        Ok(RedisSentinelStore { shared })
+    }
+
+    /// `op` on the primary; once more on a primary found again when it failed as a gone or
+    /// demoted primary would.
+    async fn on_primary<T, F, Fut>(&self, op: F) -> Result<(T, bool)>
+    where
+        F: Fn(Node) -> Fut,
+        Fut: std::future::Future<Output = Result<T>>,
+    {
+        let node = self.shared.node().await?;
+        match op(node.clone()).await {
+            Err(e) if moved_on(&e) => {
+                self.shared.drop_node(Some(&node.addr)).await;
+                let next = self.shared.node().await.map_err(|e2| {
+                    Error::unavailable(format!("{e}; finding the primary again: {e2}"), None)
+                })?;
+                let unknown = matches!(e, Error::UnknownOutcome(_));
+                op(next).await.map(|v| (v, unknown))
+            }
+            r => r.map(|v| (v, false)),
+        }
+    }
+}
+
+/// Listens for `+switch-master` on the sentinels (one at a time, the next when one goes
+/// away) and drops the primary in use when the service's moves; ends with the store.
+async fn listen_switches(shared: Weak<Shared>) {
+    let mut i = 0usize;
+    loop {
+        let Some((sentinel, service, limit)) = shared.upgrade().map(|s| {
+            let n = s.url.sentinels.len();
+            (s.url.sentinels[i % n].clone(), s.url.service.clone(), s.limits.connect)
+        }) else {
+            return;
+        };
+        i += 1;
+        let sub = async {
+            let client = redis::Client::open(format!("redis://{sentinel}")).ok()?;
+            let mut ps = client.get_async_pubsub().await.ok()?;
+            ps.subscribe("+switch-master").await.ok()?;
+            Some(ps)
+        };
+        if let Ok(Some(ps)) = tokio::time::timeout(limit, sub).await {
+            let mut stream = ps.into_on_message();
+            loop {
+                match tokio::time::timeout(Duration::from_secs(2), stream.next()).await {
+                    Ok(Some(msg)) => {
+                        let text: String = msg.get_payload().unwrap_or_default();
+                        // `name old-ip old-port new-ip new-port`
+                        if text.split(' ').next() == Some(service.as_str()) {
+                            let Some(s) = shared.upgrade() else { return };
+                            s.drop_node(None).await;
+                        }
+                    }
+                    Ok(None) => break,
+                    Err(_) if shared.strong_count() == 0 => return,
+                    Err(_) => {}
+                }
+            }
+        }
+        if shared.strong_count() == 0 {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+#[async_trait]
+impl Store for RedisSentinelStore {
+    fn guarantees(&self) -> Guarantees {
+        Guarantees {
+            backend: BACKEND,
+            kind: LockKind::Lease,
+            exclusion: "linearizable while the primary lives (single-threaded script execution)",
+            store_failure: "replication is asynchronous: a failover to a replica that missed a \
+                            grant admits a second holder; its fence is larger than the stale \
+                            holder's under the clock assumption, so a fenced resource refuses \
+                            the stale one (wait_replicas narrows the window, does not close it)",
+            expiry: "the primary's clock (SET PX, PEXPIRE)",
+            fence: "max(counter + 1, server TIME in µs) of a per-key counter (no TTL), in the \
+                    granting script",
+            fence_repeat: FenceRepeat::ClockBacked,
+            failure_admits_second_holder: true,
+            holders_know_fence: true,
+            holders_know_info: true,
+            waiting: "pub/sub on the primary, moved to the new one on +switch-master, a poll \
+                      every second; else the holder's PTTL",
+        }
+    }
+
+    async fn try_acquire(&self, req: &AcquireRequest<'_>) -> Result<Attempt> {
+        let sent = Instant::now();
+        let names = &self.shared.names;
+        let wait = self.shared.url.opts.wait_replicas;
+        let (r, _) = self
+            .on_primary(|n| async move {
+                let r = n.grant(names, req.key, req.owner, req.ttl, req.info).await?;
+                if let (Ok(_), Some((want, t))) = (&r, wait) {
+                    let acked = n.wait_replicas(want, t).await?;
+                    if acked < want {
+                        let _ = n.release(names, req.key, req.owner).await;
+                        return Err(Error::unavailable(
+                            format!(
+                                "grant acknowledged by {acked} of the {want} replicas required \
+                                 within {t:?}; released it"
+                            ),
+                            None,
+                        ));
+                    }
+                }
+                Ok(r)
+            })
+            .await?;
+        Ok(match r {
+            Ok(fence) => Attempt::Granted(Grant::new(FenceToken::new(fence), sent)),
+            Err(pttl) => Attempt::Busy { holder_expires_in: pttl },
+        })
+    }
+
+    async fn acquire(&self, req: &AcquireRequest<'_>, until: Option<Instant>) -> Result<Attempt> {
+        crate::store::acquire_watching(self, req, until, || self.watch(req.key)).await
+    }
+
+    async fn renew(&self, key: &Key, owner: &OwnerToken, ttl: Duration) -> Result<bool> {
+        let item = RenewItem { key: key.clone(), owner: *owner, ttl };
+        Ok(self.renew_many(std::slice::from_ref(&item)).await?[0])
+    }
+
+    async fn renew_many(&self, items: &[RenewItem]) -> Result<Vec<bool>> {
+        let names = &self.shared.names;
+        Ok(self.on_primary(|n| async move { n.renew_many(names, items).await }).await?.0)
+    }
+
+    async fn release(&self, key: &Key, owner: &OwnerToken) -> Result<bool> {
+        let names = &self.shared.names;
+        match self.on_primary(|n| async move { n.release(names, key, owner).await }).await? {
+            (false, true) => Err(Error::UnknownOutcome(format!(
+                "release of {key:?}: the primary went away mid-request and the new primary has \
+                 no grant (removed by the first attempt, lost in the failover, or ended)"
+            ))),
+            (released, _) => Ok(released),
+        }
+    }
+
+    async fn holders(&self, key: Option<&Key>) -> Result<Vec<Holder>> {
+        let names = &self.shared.names;
+        Ok(self.on_primary(|n| async move { n.holders(names, key, true).await }).await?.0)
+    }
+
+    async fn forget(&self, key: &Key) -> Result<()> {
+        let names = &self.shared.names;
+        let node = self.shared.node().await?;
+        let mut c = node.conn.clone();
+        let _: i64 = redis::Script::new(super::scripts::FORGET)
+            .key(names.lease(key))
+            .key(names.fence(key))
+            .invoke_async(&mut c)
+            .await
+            .map_err(|e| redis_err(BACKEND, "forget", e))?;
+        Ok(())
+    }
+}
+
+impl RedisSentinelStore {
+    async fn watch(&self, key: &Key) -> Result<Box<dyn Watch>> {
+        let mut w = SentinelWatch {
+            shared: self.shared.clone(),
+            channel: self.shared.names.channel(key),
+            generation: u64::MAX,
+            inner: None,
+        };
+        w.follow().await?;
+        Ok(Box::new(w))
+    }
+}
+
+/// A waiter's subscription, on whichever node is the primary.
+struct SentinelWatch {
+    shared: Arc<Shared>,
+    channel: String,
+    /// The generation `inner` was made in.
+    generation: u64,
+    inner: Option<SubWatch>,
+}
+
+impl SentinelWatch {
+    /// Subscribes on the primary in use, if the subscription is not there already.
+    async fn follow(&mut self) -> Result<()> {
+        let g = self.shared.generation.load(Ordering::SeqCst);
+        if g == self.generation && self.inner.is_some() {
+            return Ok(());
+        }
+        self.inner = None;
+        let node = self.shared.node().await?;
+        self.inner = Some(node.sub.watch(self.channel.clone()).await?);
+        self.generation = g;
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl Watch for SentinelWatch {
+    async fn changed(&mut self, until: Instant) {
+        let poll = (Instant::now() + POLL).min(until);
+        // Moved since the last wait: subscribe on the new primary first (bounded; failing
+        // that, the poll is the fallback).
+        let op = self.shared.limits.op;
+        let _ = tokio::time::timeout(op.min(POLL), self.follow()).await;
+        let switched = self.shared.switched.notified();
+        match &self.inner {
+            Some(w) => tokio::select! {
+                _ = w.changed(poll) => {}
+                _ = switched => {}
+            },
+            None => tokio::select! {
+                _ = tokio::time::sleep_until(poll.into()) => {}
+                _ = switched => {}
+            },
+        }
+    }
+}
+
+/// `redis-sentinel://S1:P1[,S2:P2…]/SERVICE`.
+pub(crate) const STORE: crate::backends::Descriptor = crate::backends::Descriptor {
+    form: "redis-sentinel://S1:P1[,S2:P2…]/SERVICE",
+    options: |url| parse_url(url).map(drop),
+    open: |url, limits| crate::backends::opened(RedisSentinelStore::open(url, limits)),
+    probe: |url, p| Box::pin(super::probe_ha::sentinel(url, p)),
+};
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls() {
+        let u =
+            parse_url("redis-sentinel://u:PW@a:1,b:2/svc?db=3&prefix=x:&wait_replicas=1").unwrap();
+        assert_eq!(u.sentinels, ["a:1", "b:2"]);
+        assert_eq!((u.service.as_str(), u.db, u.opts.prefix.as_str()), ("svc", 3, "x:"));
+        assert_eq!(u.opts.wait_replicas, Some((1, Duration::from_millis(100))));
+        assert_eq!(u.node_url("10.0.0.1:6379"), "redis://u:PW@10.0.0.1:6379/3");
+        assert_eq!(parse_url("redis-sentinel://a:1/s").unwrap().node_url("h:1"), "redis://h:1/0");
+        for (url, named) in [
+            ("redis-sentinel://a:1", "no service name"),
+            ("redis-sentinel://a:1/", "no service name"),
+            ("redis-sentinel://a/s", "HOST:PORT"),
+            ("redis-sentinel://a:1/s?db=x", "db="),
+            ("redis-sentinel://a:1/s?prefix={p}", "prefix"),
+            ("redis-sentinel://a:1/s?wait_timeout=5", "wait_timeout"),
+            ("redis-sentinel://a:1/s?tls_ca=/x", "valid options: db, prefix"),
+        ] {
+            let m = parse_url(url).unwrap_err().to_string();
+            assert!(m.contains(named), "{url}: {m}");
+        }
+    }
+}
