@@ -14,6 +14,11 @@
 //!   Both arms get fences from an external source (a file in `--out`, `max(last + 1, clock
 //!   µs)` under `flock`), which the resource checks in the fenced arm.
 //!
+//! - `redis-cluster`: `failover` kills the master of the key's slot mid-hold; its replica
+//!   takes over. `redis-sentinel`: `failover` kills the primary; the sentinels promote the
+//!   replica. Both replicate asynchronously, so a second holder is allowed (with a larger
+//!   fence): the general verdict applies, never a stale effect or a locked-out successor.
+//!
 //! Read strictly, beyond the general verdict: where the topology promises one holder (every
 //! one but `redlock5-majority`), a holder whose `lost()` came after the successor's grant
 //! fails the run, whatever the backend's `Guarantees` allow in general.
@@ -107,11 +112,21 @@ pub(super) fn worker_env() -> Vec<(&'static str, PathBuf)> {
 /// The options a topology's URL carries: the `--store` URL's, when it has the topology's
 /// scheme, else its defaults (a 1 s ZooKeeper session).
 fn options(s: &Settings, scheme: &str) -> String {
-    let given = s.url.strip_prefix(scheme).and_then(|r| r.strip_prefix("://"));
+    let given = s.url.expose().strip_prefix(scheme).and_then(|r| r.strip_prefix("://"));
     match given {
         Some(rest) => rest.find('?').map_or(String::new(), |i| rest[i..].to_owned()),
         None if scheme == "zk" => "?session=1s".into(),
         None => String::new(),
+    }
+}
+
+/// The host part of a topology's URL before its private servers exist (it only has to
+/// parse: each trial's servers give the real one).
+fn placeholder(scheme: &str) -> &'static str {
+    match scheme {
+        "redis-cluster" => "127.0.0.1:1",
+        "redis-sentinel" => "127.0.0.1:1/leasehold",
+        _ => "127.0.0.1",
     }
 }
 
@@ -128,7 +143,9 @@ pub(super) async fn run(s: &Settings, name: &str) -> Result<(Vec<Trial>, Outline
     }
     // The trials see the topology's scheme and options; the host part is the private one.
     let t = Settings {
-        url: format!("{scheme}://127.0.0.1{}", options(s, scheme)),
+        url: format!("{scheme}://{}{}", placeholder(scheme), options(s, scheme))
+            .parse()
+            .map_err(|e| format!("{e}"))?,
         scenario: s.scenario.clone(),
         trials: s.trials,
         control_trials: s.control_trials,
@@ -181,6 +198,7 @@ pub(super) async fn run(s: &Settings, name: &str) -> Result<(Vec<Trial>, Outline
 async fn doctor_on_sync_pair() -> Result<String, String> {
     let pair = faults::blocking(servers::PgSyncPair::start).await?;
     let url = pair.primary.url("");
+    let url: leasehold::StoreUrl = url.parse().map_err(|e| format!("{e}"))?;
     let probe = leasehold::probe::probe(&url).await.map_err(|e| format!("doctor: {e}"))?;
     let state = faults::blocking(move || (pair.sync_state(), pair)).await?.0;
     let verdict = probe
@@ -204,7 +222,10 @@ async fn doctor_on_sync_pair() -> Result<String, String> {
 /// one holder through the failure, no holder may learn of its loss after the successor's
 /// grant.
 pub fn verdict(name: &str, arms: &[super::report::Arm]) -> Result<(), String> {
-    if name == "redlock5-majority" {
+    // Asynchronous replication (a Redis Cluster master or a Sentinel primary lost) may
+    // admit a second holder: only the general verdict applies (no stale effect accepted, no
+    // locked-out successor).
+    if matches!(name, "redlock5-majority" | "redis-cluster" | "redis-sentinel") {
         return Ok(());
     }
     for a in arms {

@@ -294,6 +294,71 @@ impl RedisCluster {
     }
 }
 
+/// The lease name chaos's key has on the store (`PREFIX{KEY}`), the prefix from `suffix`'s
+/// options.
+fn lease_name(suffix: &str, key: &str) -> String {
+    let prefix =
+        suffix.split(['?', '&']).find_map(|p| p.strip_prefix("prefix=")).unwrap_or("leasehold:");
+    format!("{prefix}{{{key}}}")
+}
+
+/// The cluster as a failing store for chaos's `failover` on topology `redis-cluster`: the
+/// master of the key's slot killed mid-hold, its replica taking over; holder and successor
+/// know every node as a seed.
+pub(super) struct Failing {
+    cluster: RedisCluster,
+    key: &'static str,
+    killed: Option<u16>,
+    suffix: String,
+}
+
+/// `failover` (and `store-kill`) on a fresh 3 + 3 cluster, for the lease of `key`.
+pub(super) fn plan() -> Plan {
+    Plan {
+        start: || {
+            Box::new(Failing {
+                cluster: RedisCluster::start(),
+                key: CHAOS_KEY,
+                killed: None,
+                suffix: String::new(),
+            })
+        },
+        setup: "a private Redis Cluster (3 masters, 3 replicas, cluster-node-timeout 1000 ms, no                 persistence), fresh for each trial; the master of the key's slot was killed (-9)                 during the hold and its replica took over (asynchronous replication: the                 replica may or may not have the holder's grant); holder and successor know                 every node as a seed",
+    }
+}
+
+/// The key chaos holds (`leasehold chaos`'s `KEY`).
+pub const CHAOS_KEY: &str = "leasehold-chaos:stalled-holder";
+
+impl FailingStore for Failing {
+    fn url(&self, suffix: &str) -> String {
+        self.cluster.url(query(suffix))
+    }
+    fn kill9(&mut self) {
+        let name = lease_name(&self.suffix, self.key);
+        self.killed = self.cluster.kill_master_of(&name).ok();
+    }
+    fn restart(&mut self) {
+        if let Some(p) = self.killed.take() {
+            let _ = self.cluster.restart(p);
+        }
+    }
+    fn fail_over(&mut self, suffix: &str) -> (String, String) {
+        self.suffix = suffix.to_owned();
+        let name = lease_name(suffix, self.key);
+        let what = match self.cluster.kill_master_of(&name) {
+            Ok(old) => match self.cluster.wait_promoted(&name, old, Duration::from_secs(30)) {
+                Ok(new) => format!(
+                    "master :{old} of the key's slot killed (-9); its replica :{new} took over"
+                ),
+                Err(e) => format!("master :{old} killed; {e}"),
+            },
+            Err(e) => format!("no failover: {e}"),
+        };
+        (what, self.url(suffix))
+    }
+}
+
 /// One `CLUSTER NODES` line: `id ip:port@bus flags master ping pong epoch link slot…`.
 fn parse_node(line: &str) -> Option<ClusterNode> {
     let f: Vec<&str> = line.split_whitespace().collect();

@@ -164,6 +164,45 @@ impl SentinelSet {
     }
 }
 
+/// The set as a failing store for chaos's `failover` on topology `redis-sentinel`: the
+/// primary killed mid-hold, the sentinels promoting the replica; holder and successor use
+/// the same `redis-sentinel://` URL.
+pub(super) struct Failing {
+    set: SentinelSet,
+}
+
+/// `failover` on a fresh primary, replica and three sentinels.
+pub(super) fn plan() -> Plan {
+    Plan {
+        start: || Box::new(Failing { set: SentinelSet::start() }),
+        setup: "a private Sentinel deployment (a primary, a replica, three sentinels: quorum 2,                 down-after 500 ms), fresh for each trial; the primary was killed (-9) during                 the hold and the sentinels promoted the replica (asynchronous replication: it                 may or may not have the holder's grant); holder and successor use the same                 redis-sentinel:// URL, which finds the new primary",
+    }
+}
+
+impl FailingStore for Failing {
+    fn url(&self, suffix: &str) -> String {
+        self.set.url(query(suffix))
+    }
+    fn kill9(&mut self) {
+        self.set.kill_primary();
+    }
+    fn restart(&mut self) {
+        self.set.primary.restart();
+    }
+    fn fail_over(&mut self, suffix: &str) -> (String, String) {
+        self.set.kill_primary();
+        let what = match self.set.wait_promoted(Duration::from_secs(30)) {
+            Ok(()) => format!(
+                "primary :{} killed (-9); the sentinels promoted :{}",
+                self.set.primary.port(),
+                self.set.replica.port()
+            ),
+            Err(e) => format!("primary killed; {e}"),
+        };
+        (what, self.url(suffix))
+    }
+}
+
 /// `redis-cli -p PORT ARGS…`, bounded by 10 s; stdout, trimmed ("" on failure).
 fn sentinel_cli(port: u16, args: &[&str]) -> String {
     client_output(

@@ -1,10 +1,11 @@
 //! The named topologies `leasehold chaos --topology` fails (beside the store-derived
 //! [`super::plan`]): which private servers a trial starts and how they fail, per scenario.
 
-use super::{Plan, pg_sync, redlock_set, zk_ensemble};
+use super::{Plan, pg_sync, redis_cluster, redlock_set, sentinel, zk_ensemble};
 
 /// The topology names [`topology`] knows.
-pub const TOPOLOGIES: &str = "zk-ensemble, pg-sync, redlock5, redlock5-majority";
+pub const TOPOLOGIES: &str =
+    "zk-ensemble, pg-sync, redlock5, redlock5-majority, redis-cluster, redis-sentinel";
 
 /// The store scheme a topology's URL has (`zk`, `postgres`, `redlock`), `None` for an
 /// unknown name.
@@ -13,6 +14,8 @@ pub fn topology_scheme(name: &str) -> Option<&'static str> {
         "zk-ensemble" => Some("zk"),
         "pg-sync" => Some("postgres"),
         "redlock5" | "redlock5-majority" => Some("redlock"),
+        "redis-cluster" => Some("redis-cluster"),
+        "redis-sentinel" => Some("redis-sentinel"),
         _ => None,
     }
 }
@@ -25,6 +28,8 @@ pub fn topology(name: &str, scenario: &str) -> Result<Plan, String> {
         ("pg-sync", "failover") => Ok(pg_sync::plan()),
         ("redlock5", "store-kill") => Ok(redlock_set::plan(false)),
         ("redlock5-majority", "store-kill") => Ok(redlock_set::plan(true)),
+        ("redis-cluster", "failover") => Ok(redis_cluster::plan()),
+        ("redis-sentinel", "failover") => Ok(sentinel::plan()),
         _ if topology_scheme(name).is_none() => {
             Err(format!("unknown topology {name:?}; available: {TOPOLOGIES}"))
         }
@@ -33,6 +38,10 @@ pub fn topology(name: &str, scenario: &str) -> Result<Plan, String> {
             match name {
                 "zk-ensemble" => "failover, store-kill (the leader killed), partition",
                 "pg-sync" => "failover (the primary killed, the synchronous standby promoted)",
+                "redis-cluster" =>
+                    "failover (the master of the key's slot killed, its replica \
+                                    promoted)",
+                "redis-sentinel" => "failover (the primary killed, the sentinels promote)",
                 "redlock5" =>
                     "store-kill (a minority killed, restarted empty), partition (a \
                                minority cut off)",
