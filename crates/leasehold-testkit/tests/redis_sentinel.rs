@@ -53,7 +53,12 @@ async fn sentinel_failover_then_a_new_grant_through_the_same_url() {
         set
     })
     .await;
-    assert!(set.primary.cli(&["ROLE"]).starts_with("slave"), "the old primary was demoted");
+    // The sentinels turn the old primary into a replica (it answers READONLY then).
+    let start = Instant::now();
+    while !set.primary.cli(&["ROLE"]).starts_with("slave") {
+        assert!(start.elapsed() < Duration::from_secs(20), "the old primary was never demoted");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     held.renew().await.expect("renewal on the new primary");
     assert_eq!(set.replica.cli(&["GET", "leasehold:{job}"]), held.owner().to_string());
     assert!(held.release().await.unwrap().is_clean(), "release on the new primary");
