@@ -192,7 +192,7 @@ pub async fn mysql_session_fixture() -> Fixture {
 pub struct LocalFenceSource(std::sync::atomic::AtomicU64);
 
 #[async_trait::async_trait]
-impl leasehold::backends::redlock::FenceSource for LocalFenceSource {
+impl leasehold::backends::redis::redlock::FenceSource for LocalFenceSource {
     async fn next(&self, _key: &leasehold::Key) -> leasehold::Result<leasehold::FenceToken> {
         Ok(leasehold::FenceToken::new(self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1))
     }
@@ -214,8 +214,9 @@ pub async fn redlock_fixture(n: usize, fenced: bool) -> Fixture {
     let servers: Vec<servers::RedisServer> =
         (0..n).map(|_| servers::RedisServer::start()).collect();
     let url = redlock_url(&servers);
-    let mut store =
-        leasehold::backends::redlock::RedlockStore::connect(&url).await.expect("connect redlock");
+    let mut store = leasehold::backends::redis::redlock::RedlockStore::connect(&url)
+        .await
+        .expect("connect redlock");
     if fenced {
         store = store.with_fence_source(std::sync::Arc::new(LocalFenceSource::default()));
     }

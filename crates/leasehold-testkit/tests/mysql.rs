@@ -280,7 +280,7 @@ async fn a_fence_row_behind_still_issues_larger_fences() {
         .unwrap();
         let lease = l.acquire("acct", Duration::from_secs(30)).await.unwrap();
         assert!(lease.fence() > issued[3], "{form:?}: {} after {issued:?}", lease.fence());
-        assert!(lease.fence().get() < leasehold::MAX_FENCE);
+        assert!(lease.fence().get() < leasehold::store::MAX_FENCE);
         assert!(lease.release().await.unwrap().is_clean());
         // An older version's counter (small numbers) stays below the new fences.
         c.exec_drop(format!("UPDATE {table} SET fence = 41 WHERE {col} = 'acct'"), ())

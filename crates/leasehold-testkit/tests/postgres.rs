@@ -5,7 +5,8 @@
 use std::path::Path;
 use std::time::Duration;
 
-use leasehold::backends::postgres::{self as pg, tokio_postgres};
+use leasehold::backends::postgres as pg;
+use leasehold::fence::postgres::tokio_postgres;
 use leasehold::{Error, Key, Locker, Wait};
 use leasehold_testkit::{
     PgSchema, postgres_base, postgres_fixture, postgres_session_fixture, process,

@@ -176,7 +176,7 @@ async fn fences_never_go_back_across_a_restart_or_an_upgrade() {
     let l = Locker::connect(&server.url()).await.unwrap();
     let after = l.acquire("job", Duration::from_secs(30)).await.unwrap();
     assert!(after.fence() > *issued.last().unwrap(), "{} after {issued:?}", after.fence());
-    assert!(after.fence().get() < leasehold::MAX_FENCE);
+    assert!(after.fence().get() < leasehold::store::MAX_FENCE);
     assert!(after.release().await.unwrap().is_clean());
 
     // An older version's counter.
@@ -189,10 +189,10 @@ async fn fences_never_go_back_across_a_restart_or_an_upgrade() {
     assert!(b.fence() > a_fence);
     assert!(b.release().await.unwrap().is_clean());
     // A counter ahead of the clock (more than a million grants a second) keeps counting.
-    let ahead = (leasehold::MAX_FENCE - 10).to_string();
+    let ahead = (leasehold::store::MAX_FENCE - 10).to_string();
     server.cli(&["SET", "leasehold:{fast}:fence", &ahead]);
     let c = l.acquire("fast", Duration::from_secs(30)).await.unwrap();
-    assert_eq!(c.fence().get(), leasehold::MAX_FENCE - 9);
+    assert_eq!(c.fence().get(), leasehold::store::MAX_FENCE - 9);
     assert!(c.release().await.unwrap().is_clean());
 }
 

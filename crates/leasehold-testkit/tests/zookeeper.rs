@@ -51,7 +51,8 @@ async fn stalled_holder_without_fencing_overwrites_successor() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn nodes_use_the_curator_layout() {
     let server = ZkServer::start();
-    let store = leasehold::backends::zookeeper::ZkStore::connect(&server.url("")).await.unwrap();
+    let store =
+        leasehold::backends::zookeeper::ZookeeperStore::connect(&server.url("")).await.unwrap();
     let client = store.client().await.unwrap();
     let l = Locker::new(store);
     let key = unique_key("layout");
@@ -191,8 +192,9 @@ async fn paused_server_turns_admit_false_before_session_expiry() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn interrupted_create_leaves_no_orphan() {
     let server = ZkServer::start();
-    let store =
-        leasehold::backends::zookeeper::ZkStore::connect(&server.url("?session=4s")).await.unwrap();
+    let store = leasehold::backends::zookeeper::ZookeeperStore::connect(&server.url("?session=4s"))
+        .await
+        .unwrap();
     let client = store.client().await.unwrap();
     let l = Locker::new(store);
     let key = unique_key("interrupted");

@@ -386,7 +386,7 @@ impl Contender for Leasehold {
 
 /// leasehold's store trait called directly: no `Locker`, no `Lease` (one attempt only).
 #[derive(Clone)]
-struct StoreOnly(Arc<dyn leasehold::Store>);
+struct StoreOnly(Arc<dyn leasehold::store::Store>);
 
 impl Contender for StoreOnly {
     type Guard = (leasehold::Key, OwnerToken);

@@ -25,8 +25,6 @@ pub mod mysql;
 pub mod postgres;
 #[cfg(feature = "redis")]
 pub mod redis;
-#[cfg(feature = "redis")]
-pub use redis::redlock;
 #[cfg(any(feature = "postgres", feature = "mysql", feature = "etcd", feature = "zookeeper"))]
 pub(crate) mod session;
 #[cfg(feature = "sqlite")]

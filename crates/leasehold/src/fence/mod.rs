@@ -21,20 +21,26 @@ use crate::client::lease_state::Shared;
 use crate::error::StaleReason;
 use crate::{Error, FenceToken, Key, LostReason, OwnerToken, Result};
 
-// Each store's fence resource lives in its folder; these are the paths users write.
+// Each store's fence resource lives in its folder (`backends/<store>/fence.rs`); this is its
+// one public path.
 #[cfg(feature = "etcd")]
-pub use crate::backends::etcd::fence as etcd;
+#[path = "../backends/etcd/fence.rs"]
+pub mod etcd;
 #[cfg(feature = "http")]
 pub mod http;
 #[cfg(feature = "mysql")]
-pub use crate::backends::mysql::fence as mysql;
+#[path = "../backends/mysql/fence.rs"]
+pub mod mysql;
 #[cfg(feature = "postgres")]
-pub use crate::backends::postgres::fence as postgres;
-pub(crate) mod rule;
+#[path = "../backends/postgres/fence.rs"]
+pub mod postgres;
 #[cfg(feature = "redis")]
-pub use crate::backends::redis::fence as redis;
+#[path = "../backends/redis/fence.rs"]
+pub mod redis;
+pub(crate) mod rule;
 #[cfg(feature = "sqlite")]
-pub use crate::backends::sqlite::fence as sqlite;
+#[path = "../backends/sqlite/fence.rs"]
+pub mod sqlite;
 
 /// Environment variables the CLI exports to the child of `leasehold run`.
 pub const ENV_KEY: &str = "LEASEHOLD_KEY";

@@ -30,7 +30,6 @@
 //! MariaDB, the lease table's statements by `max_statement_time`, so a grant behind another
 //! session's `LOCK TABLES` or row lock answers and leaves no statement waiting.
 
-pub mod fence;
 mod probe;
 
 use std::collections::{HashMap, HashSet};
@@ -47,8 +46,6 @@ use super::Limits;
 use super::session::Undoing;
 use crate::store::{AcquireRequest, Attempt, Grant, Holder, HolderInfo, RenewItem, SessionEnd};
 use crate::{Error, FenceRepeat, FenceToken, Guarantees, Key, LockKind, OwnerToken, Result, Store};
-
-pub use mysql_async;
 
 const RENEW_CHUNK: usize = 1000;
 const PER_CONN: usize = 64;
@@ -223,19 +220,52 @@ pub(crate) fn client_opts(url: &str) -> Result<Opts> {
     parse_url(url).map(|(opts, _)| opts)
 }
 
-/// Opens a `mysql://` store in the form its URL asks for, within
-/// [`crate::DEFAULT_CONNECT_TIMEOUT`] (or the URL's `connect_timeout`).
-pub async fn connect(url: &str) -> Result<Arc<dyn Store>> {
-    open(url, Limits::default()).await
+impl MysqlStore {
+    /// Connects to the lease table of a `mysql://` URL (`mode=lease`, the default) within
+    /// [`crate::DEFAULT_CONNECT_TIMEOUT`] (or the URL's `connect_timeout`). For whichever
+    /// form a URL asks for, use [`crate::Locker::connect`].
+    pub async fn connect(url: &str) -> Result<Self> {
+        let (opts, o, limits) = parse_for(url, false)?;
+        MysqlStore::open(opts, &o, limits).await
+    }
+}
+
+impl MysqlSessionStore {
+    /// Connects for `GET_LOCK` session locks (a `mysql://` URL with `mode=session`) within
+    /// [`crate::DEFAULT_CONNECT_TIMEOUT`] (or the URL's `connect_timeout`).
+    pub async fn connect(url: &str) -> Result<Self> {
+        let (opts, o, limits) = parse_for(url, true)?;
+        MysqlSessionStore::open(opts, &o, limits).await
+    }
+}
+
+/// `url` parsed, when its mode is `session` or not, with the default limits and its
+/// `connect_timeout`.
+fn parse_for(url: &str, session: bool) -> Result<(Opts, Options, Limits)> {
+    let (opts, o) = parse_url(url)?;
+    if o.session != session {
+        return Err(Error::invalid(format!(
+            "{} asks for mode={}, which this store type does not open (Locker::connect opens \
+             either)",
+            crate::redact(url),
+            if o.session { "session" } else { "lease" }
+        )));
+    }
+    let limits = limits_for(&o, Limits::default());
+    Ok((opts, o, limits))
+}
+
+fn limits_for(o: &Options, limits: Limits) -> Limits {
+    Limits { connect: o.connect_timeout.unwrap_or(limits.connect), ..limits }
 }
 
 async fn open(url: &str, limits: Limits) -> Result<Arc<dyn Store>> {
     let (opts, o) = parse_url(url)?;
-    let limits = Limits { connect: o.connect_timeout.unwrap_or(limits.connect), ..limits };
+    let limits = limits_for(&o, limits);
     Ok(if o.session {
-        Arc::new(MySessionStore::open(opts, &o, limits).await?)
+        Arc::new(MysqlSessionStore::open(opts, &o, limits).await?)
     } else {
-        Arc::new(MyLeaseStore::open(opts, &o, limits).await?)
+        Arc::new(MysqlStore::open(opts, &o, limits).await?)
     })
 }
 
@@ -272,8 +302,8 @@ mod session;
 #[cfg(feature = "tools")]
 pub mod tools;
 
-pub use lease::MyLeaseStore;
-pub use session::MySessionStore;
+pub use lease::MysqlStore;
+pub use session::MysqlSessionStore;
 
 /// The server's clock in µs since 1970 (UTC, whatever the session time zone), the floor of
 /// every fence (see [`crate::FenceRepeat::ClockBacked`]).

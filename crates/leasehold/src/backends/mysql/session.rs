@@ -134,7 +134,7 @@ struct Held {
 }
 
 /// The `GET_LOCK` store (`mode=session`).
-pub struct MySessionStore {
+pub struct MysqlSessionStore {
     opts: Opts,
     /// The connect limit; the op timeout as set last (ms), bounding the fence bump's lock
     /// waits in the server.
@@ -151,7 +151,7 @@ pub struct MySessionStore {
     sentinel: tokio::task::AbortHandle,
 }
 
-impl Drop for MySessionStore {
+impl Drop for MysqlSessionStore {
     fn drop(&mut self) {
         self.sentinel.abort();
     }
@@ -172,9 +172,9 @@ async fn sentinel(opts: Opts, connect: Duration, alarm: watch::Sender<u64>) {
     }
 }
 
-impl std::fmt::Debug for MySessionStore {
+impl std::fmt::Debug for MysqlSessionStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("MySessionStore").field("prefix", &self.prefix).finish()
+        f.debug_struct("MysqlSessionStore").field("prefix", &self.prefix).finish()
     }
 }
 
@@ -219,7 +219,7 @@ impl Drop for Flight {
     }
 }
 
-impl MySessionStore {
+impl MysqlSessionStore {
     pub(super) async fn open(opts: Opts, o: &Options, limits: Limits) -> Result<Self> {
         let fences = o.fence.then(|| format!("`{}_fences`", o.table));
         if let Some(t) = &fences {
@@ -245,7 +245,7 @@ impl MySessionStore {
         let alarm = watch::Sender::new(0);
         let sentinel =
             tokio::spawn(sentinel(opts.clone(), limits.connect, alarm.clone())).abort_handle();
-        Ok(MySessionStore {
+        Ok(MysqlSessionStore {
             connect: limits.connect,
             op_ms: std::sync::atomic::AtomicU64::new(limits.op.as_millis() as u64),
             opts,
@@ -450,7 +450,7 @@ async fn grant_on(
 }
 
 #[async_trait]
-impl Store for MySessionStore {
+impl Store for MysqlSessionStore {
     fn guarantees(&self) -> Guarantees {
         Guarantees {
             backend: "mysql-session",

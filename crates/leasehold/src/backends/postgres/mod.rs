@@ -45,7 +45,6 @@
 //! reuse), the lease table and the transaction form work. Connections are plain TCP
 //! (`sslmode=require` is refused by the driver).
 
-pub mod fence;
 mod probe;
 
 use std::collections::{HashMap, HashSet};
@@ -65,8 +64,6 @@ use crate::store::{
     AcquireRequest, Attempt, Grant, Holder, HolderInfo, RenewItem, SessionEnd, within_op_timeout,
 };
 use crate::{Error, FenceRepeat, FenceToken, Guarantees, Key, LockKind, OwnerToken, Result, Store};
-
-pub use tokio_postgres;
 
 const RENEW_CHUNK: usize = 5000;
 
@@ -417,24 +414,56 @@ mod session;
 pub mod tools;
 mod xact;
 
-pub use lease::PgLeaseStore;
+pub use lease::PostgresStore;
 use queue::Queues;
 use session::LOCK_ID;
-pub use session::PgSessionStore;
+pub use session::PostgresSessionStore;
 pub use xact::{try_xact_lock, with_xact_lock, xact_lock};
 
-/// Opens a `postgres://` store in the form its URL asks for, within
-/// [`crate::DEFAULT_CONNECT_TIMEOUT`] (or the URL's `connect_timeout`).
-pub async fn connect(url: &str) -> Result<Arc<dyn Store>> {
-    open(url, Limits::default()).await
+impl PostgresStore {
+    /// Connects to the lease table of a `postgres://` URL (`mode=lease`, the default) within
+    /// [`crate::DEFAULT_CONNECT_TIMEOUT`] (or the URL's `connect_timeout`). For whichever
+    /// form a URL asks for, use [`crate::Locker::connect`].
+    pub async fn connect(url: &str) -> Result<Self> {
+        let (cfg, o, limits) = parse_for(url, Mode::Lease)?;
+        PostgresStore::open(cfg, &o, limits).await
+    }
+}
+
+impl PostgresSessionStore {
+    /// Connects for advisory session locks (a `postgres://` URL with `mode=session`) within
+    /// [`crate::DEFAULT_CONNECT_TIMEOUT`] (or the URL's `connect_timeout`).
+    pub async fn connect(url: &str) -> Result<Self> {
+        let (cfg, o, limits) = parse_for(url, Mode::Session)?;
+        PostgresSessionStore::open(cfg, &o, limits).await
+    }
+}
+
+/// `url` parsed, when it asks for `mode`, with the default limits and its `connect_timeout`.
+fn parse_for(url: &str, mode: Mode) -> Result<(Config, Options, Limits)> {
+    let (cfg, o) = parse_url(url)?;
+    if o.mode != mode {
+        return Err(Error::invalid(format!(
+            "{} asks for mode {:?}, which this store type does not open (Locker::connect opens \
+             either)",
+            crate::redact(url),
+            o.mode
+        )));
+    }
+    let limits = limits_for(&o, Limits::default());
+    Ok((cfg, o, limits))
+}
+
+fn limits_for(o: &Options, limits: Limits) -> Limits {
+    Limits { connect: o.connect_timeout.unwrap_or(limits.connect), ..limits }
 }
 
 async fn open(url: &str, limits: Limits) -> Result<Arc<dyn Store>> {
     let (cfg, o) = parse_url(url)?;
-    let limits = Limits { connect: o.connect_timeout.unwrap_or(limits.connect), ..limits };
+    let limits = limits_for(&o, limits);
     Ok(match o.mode {
-        Mode::Lease => Arc::new(PgLeaseStore::open(cfg, &o, limits).await?),
-        Mode::Session => Arc::new(PgSessionStore::open(cfg, &o, limits).await?),
+        Mode::Lease => Arc::new(PostgresStore::open(cfg, &o, limits).await?),
+        Mode::Session => Arc::new(PostgresSessionStore::open(cfg, &o, limits).await?),
     })
 }
 

@@ -162,7 +162,7 @@ fn application_name(i: &HolderInfo) -> String {
 }
 
 /// The session advisory-lock store (`mode=session`).
-pub struct PgSessionStore {
+pub struct PostgresSessionStore {
     cfg: Config,
     /// The connect limit; the op timeout as set last, in ms.
     connect: Duration,
@@ -177,9 +177,9 @@ pub struct PgSessionStore {
     undoing: Arc<Undoing>,
 }
 
-impl std::fmt::Debug for PgSessionStore {
+impl std::fmt::Debug for PostgresSessionStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("PgSessionStore").field("prefix", &self.prefix).finish()
+        f.debug_struct("PostgresSessionStore").field("prefix", &self.prefix).finish()
     }
 }
 
@@ -238,7 +238,7 @@ impl Drop for InFlight {
     }
 }
 
-impl PgSessionStore {
+impl PostgresSessionStore {
     pub(super) async fn open(cfg: Config, o: &Options, limits: Limits) -> Result<Self> {
         if o.pgbouncer_transaction {
             return Err(Error::invalid(
@@ -248,7 +248,7 @@ impl PgSessionStore {
             ));
         }
         let seq = o.fence.then(|| format!("\"{}\".leasehold_fence_seq", o.schema));
-        let store = PgSessionStore {
+        let store = PostgresSessionStore {
             cfg,
             connect: limits.connect,
             op_ms: std::sync::atomic::AtomicU64::new(ms(limits.op) as u64),
@@ -408,7 +408,7 @@ async fn heartbeat(conn: Weak<SessionConn>, every: Duration) {
 }
 
 #[async_trait]
-impl Store for PgSessionStore {
+impl Store for PostgresSessionStore {
     fn guarantees(&self) -> Guarantees {
         Guarantees {
             backend: "postgres-session",

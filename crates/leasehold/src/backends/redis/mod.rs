@@ -31,7 +31,6 @@
 //! which a second holder can be admitted, but does not close it.
 
 mod connect;
-pub mod fence;
 mod probe;
 mod pubsub;
 pub mod redlock;
