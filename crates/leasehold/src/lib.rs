@@ -67,6 +67,9 @@
 #![deny(missing_docs)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+#[macro_use]
+mod macros;
+
 mod client;
 mod error;
 mod guarantees;
@@ -94,6 +97,7 @@ pub mod rules {
 
 pub use client::{
     Acquire, DEFAULT_CONNECT_TIMEOUT, DEFAULT_OP_TIMEOUT, Lease, Locker, MAX_TTL, Released, Wait,
+    default_margin,
 };
 pub use error::{BoxError, Error, LostReason, Result, StaleReason};
 pub use fence::Fencing;

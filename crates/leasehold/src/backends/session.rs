@@ -6,49 +6,51 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::Duration;
 
-/// Keys whose abandoned requests are still being undone, so a release in this process can
-/// wait until no abandoned request can grab the lock it frees.
-#[cfg_attr(not(any(feature = "postgres", feature = "mysql")), allow(dead_code))]
-#[derive(Default)]
-pub(crate) struct Undoing {
-    keys: Mutex<HashMap<String, usize>>,
-    done: tokio::sync::Notify,
+cfg_sql! {
+    /// Keys whose abandoned requests are still being undone, so a release in this process can
+    /// wait until no abandoned request can grab the lock it frees.
+    #[derive(Default)]
+    pub(crate) struct Undoing {
+        keys: Mutex<HashMap<String, usize>>,
+        done: tokio::sync::Notify,
+    }
 }
 
-#[cfg_attr(not(any(feature = "postgres", feature = "mysql")), allow(dead_code))]
-impl Undoing {
-    pub fn start(&self, name: &str) {
-        *self.keys.lock().unwrap_or_else(|p| p.into_inner()).entry(name.to_owned()).or_default() +=
-            1;
-    }
-
-    pub fn finish(&self, name: &str) {
-        let mut keys = self.keys.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(n) = keys.get_mut(name) {
-            *n -= 1;
-            if *n == 0 {
-                keys.remove(name);
-            }
+cfg_sql! {
+    impl Undoing {
+        pub fn start(&self, name: &str) {
+            *self.keys.lock().unwrap_or_else(|p| p.into_inner()).entry(name.to_owned()).or_default() +=
+                1;
         }
-        drop(keys);
-        self.done.notify_waiters();
-    }
 
-    pub async fn settled(&self, name: &str, limit: Duration) {
-        // The common case, nothing being undone: no timer.
-        if !self.keys.lock().unwrap_or_else(|p| p.into_inner()).contains_key(name) {
-            return;
-        }
-        let _ = tokio::time::timeout(limit, async {
-            loop {
-                let done = self.done.notified();
-                if !self.keys.lock().unwrap_or_else(|p| p.into_inner()).contains_key(name) {
-                    return;
+        pub fn finish(&self, name: &str) {
+            let mut keys = self.keys.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some(n) = keys.get_mut(name) {
+                *n -= 1;
+                if *n == 0 {
+                    keys.remove(name);
                 }
-                done.await;
             }
-        })
-        .await;
+            drop(keys);
+            self.done.notify_waiters();
+        }
+
+        pub async fn settled(&self, name: &str, limit: Duration) {
+            // The common case, nothing being undone: no timer.
+            if !self.keys.lock().unwrap_or_else(|p| p.into_inner()).contains_key(name) {
+                return;
+            }
+            let _ = tokio::time::timeout(limit, async {
+                loop {
+                    let done = self.done.notified();
+                    if !self.keys.lock().unwrap_or_else(|p| p.into_inner()).contains_key(name) {
+                        return;
+                    }
+                    done.await;
+                }
+            })
+            .await;
+        }
     }
 }
 

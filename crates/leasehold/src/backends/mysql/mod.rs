@@ -105,20 +105,6 @@ fn us(d: Duration) -> u64 {
     u64::try_from(d.as_micros()).unwrap_or(u64::MAX).max(1)
 }
 
-fn ident(what: &str, v: &str) -> Result<String> {
-    let ok = !v.is_empty()
-        && v.len() <= 64
-        && !v.starts_with(|c: char| c.is_ascii_digit())
-        && v.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
-    if ok {
-        Ok(v.to_owned())
-    } else {
-        Err(Error::invalid(format!(
-            "{what}={v:?}: use 1-64 ASCII letters, digits or '_', not starting with a digit"
-        )))
-    }
-}
-
 #[derive(Debug, Clone)]
 struct Options {
     session: bool,
@@ -182,19 +168,20 @@ fn parse_url(url: &str) -> Result<(Opts, Options)> {
     let within = |name, v| {
         crate::url::duration_option(name, v, Duration::from_millis(1), Duration::from_secs(3600))
     };
-    for crate::url::Opt { key, value: v, text } in query {
+    for opt in query {
+        let crate::url::Opt { key, value: v, .. } = opt;
         match key {
             OptionKey::Mode => {
                 o.session = choice("mode", v, &[("lease", false), ("session", true)])?
             }
-            OptionKey::Table => o.table = ident("table", v)?,
+            OptionKey::Table => o.table = crate::url::identifier("table", v, 64)?,
             OptionKey::Prefix => o.prefix = v.to_owned(),
             OptionKey::Fence => o.fence = choice("fence", v, &[("table", true), ("none", false)])?,
             OptionKey::Heartbeat => o.heartbeat = within("heartbeat", v)?,
             OptionKey::ConnectTimeout => o.connect_timeout = Some(within("connect_timeout", v)?),
             _ => {
                 socket_given |= key == OptionKey::PreferSocket;
-                keep.push(text)
+                keep.push(opt)
             }
         }
     }
@@ -314,7 +301,7 @@ const CLOCK_US: &str = "TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TI
 pub(crate) const STORE: super::Descriptor = super::Descriptor {
     form: "mysql://USER@HOST:PORT/DB[?mode=lease|session]",
     options: |url| parse_url(url).map(drop),
-    open: |url, limits| Box::pin(open(url, limits)),
+    open: |url, limits| super::opened(open(url, limits)),
     probe: |url, p| Box::pin(probe::mysql(url, p)),
 };
 

@@ -143,21 +143,6 @@ fn left(ms: i64) -> Duration {
     Duration::from_millis(u64::try_from(ms).unwrap_or(0))
 }
 
-/// A SQL identifier we accept in options: letters, digits, `_`, not starting with a digit.
-fn ident(what: &str, v: &str) -> Result<String> {
-    let ok = !v.is_empty()
-        && v.len() <= 63
-        && !v.starts_with(|c: char| c.is_ascii_digit())
-        && v.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
-    if ok {
-        Ok(v.to_owned())
-    } else {
-        Err(Error::invalid(format!(
-            "{what}={v:?}: use 1-63 ASCII letters, digits or '_', not starting with a digit"
-        )))
-    }
-}
-
 /// Which lock form a `postgres://` URL asks for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mode {
@@ -232,7 +217,8 @@ pub(crate) fn parse_url(url: &str) -> Result<(Config, Options)> {
         connect_timeout: None,
         application_name: false,
     };
-    for crate::url::Opt { key, value: v, text } in query {
+    for opt in query {
+        let crate::url::Opt { key, value: v, .. } = opt;
         match key {
             OptionKey::Mode => {
                 o.mode = choice("mode", v, &[("lease", Mode::Lease), ("session", Mode::Session)])
@@ -243,8 +229,8 @@ pub(crate) fn parse_url(url: &str) -> Result<(Config, Options)> {
                         ))
                     })?
             }
-            OptionKey::Schema => o.schema = ident("schema", v)?,
-            OptionKey::Table => o.table = ident("table", v)?,
+            OptionKey::Schema => o.schema = crate::url::identifier("schema", v, 63)?,
+            OptionKey::Table => o.table = crate::url::identifier("table", v, 63)?,
             OptionKey::Prefix => o.prefix = v.to_owned(),
             OptionKey::Fence => {
                 o.fence = choice("fence", v, &[("sequence", true), ("none", false)])?
@@ -261,7 +247,7 @@ pub(crate) fn parse_url(url: &str) -> Result<(Config, Options)> {
                 let choices = [("transaction", true), ("session", false), ("none", false)];
                 o.pgbouncer_transaction = choice("pgbouncer", v, &choices)?
             }
-            _ => keep.push(text),
+            _ => keep.push(opt),
         }
     }
     let base = crate::url::with_query(base, &keep);
@@ -472,7 +458,7 @@ async fn open(url: &str, limits: Limits) -> Result<Arc<dyn Store>> {
 pub(crate) const STORE: super::Descriptor = super::Descriptor {
     form: "postgres://USER@HOST:PORT/DB[?mode=lease|session]",
     options: |url| parse_url(url).map(drop),
-    open: |url, limits| Box::pin(open(url, limits)),
+    open: |url, limits| super::opened(open(url, limits)),
     probe: |url, p| Box::pin(probe::postgres(url, p)),
 };
 
