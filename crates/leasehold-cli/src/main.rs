@@ -184,7 +184,7 @@ async fn doctor_cmd(
     let (store, locker) = store::open(&opt, timeout).await?;
     let url = store.url;
     let limit = timeout * 3;
-    let probed = tokio::time::timeout(limit + timeout, doctor::run(&url, timeout, limit))
+    let probed = tokio::time::timeout(limit + timeout, doctor::run(&url, &locker, limit))
         .await
         .unwrap_or_else(|_| {
             Err(leasehold::Error::Unavailable {

@@ -247,3 +247,77 @@ macro_rules! conformance_suite {
         )*
     };
 }
+
+/// The process-level tests of one store, beside [`conformance_suite!`]: `lh-worker`
+/// processes excluding each other on one key (`mutex`, one test per fixture); a holder frozen
+/// past its lease, whose late write a fenced resource refuses, and the control whose
+/// unfenced write lands on the successor's (`stalled`, with the resource to write to:
+/// `resource` makes `(guard, spec)` from the store URL, `after` cleans up after it); a frozen session holder
+/// keeping its lock (`session`).
+///
+/// ```ignore
+/// process_suite! {
+///     mutex { multi_process_mutual_exclusion: redis_fixture() }
+///     stalled redis_fixture(), resource |_| { let r = RedisServer::start(); let u = r.url(); (r, u) };
+/// }
+/// ```
+#[macro_export]
+macro_rules! process_suite {
+    (
+        $(mutex { $($mname:ident: $mfx:expr),* $(,)? })?
+        $(stalled $sfx:expr, resource $res:expr $(, after $after:expr)?;)?
+        $(session { $($sname:ident: $ssfx:expr),* $(,)? })?
+    ) => {
+        fn worker() -> &'static ::std::path::Path {
+            ::std::path::Path::new(env!("CARGO_BIN_EXE_lh-worker"))
+        }
+
+        $($(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $mname() {
+                let fx: $crate::Fixture = $mfx.await;
+                $crate::process::multi_process_mutex(&fx.url, worker(), 4, 40).await;
+            }
+        )*)?
+
+        $(
+            /// A frozen holder outlives its lease; a successor gets the key, and the resumed
+            /// holder's write is refused by the fenced resource.
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn stalled_holder_is_fenced_off() {
+                let fx: $crate::Fixture = $sfx.await;
+                let (res, spec) = ($res)(fx.url.as_str());
+                let r = $crate::process::stalled_holder(&fx.locker, &fx.url, worker(), &spec, true)
+                    .await;
+                $crate::process::assert_stale_write_rejected(&r);
+                $crate::process::assert_release_said_not_ours(&r);
+                $(($after)(&res).await;)?
+                drop(res);
+            }
+
+            /// The control: the resumed holder's unfenced write lands on top of the
+            /// successor's.
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn stalled_holder_without_fencing_overwrites_successor() {
+                let fx: $crate::Fixture = $sfx.await;
+                let (res, spec) = ($res)(fx.url.as_str());
+                let r =
+                    $crate::process::stalled_holder(&fx.locker, &fx.url, worker(), &spec, false)
+                        .await;
+                $crate::process::assert_stale_write_accepted(&r);
+                $(($after)(&res).await;)?
+                drop(res);
+            }
+        )?
+
+        $($(
+            /// A frozen session holder keeps its lock until it dies.
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $sname() {
+                let fx: $crate::Fixture = $ssfx.await;
+                $crate::process::stalled_session_holder_keeps_lock(&fx.locker, &fx.url, worker())
+                    .await;
+            }
+        )*)?
+    };
+}

@@ -1,41 +1,21 @@
 //! The conformance suite and the process-level scenarios on private Redis servers.
 
-use std::path::Path;
 use std::time::Duration;
 
 use leasehold::fence::redis::RedisFence;
 use leasehold::{Error, Locker, Wait};
 use leasehold_testkit::servers::RedisServer;
-use leasehold_testkit::{conformance_suite, process, redis_fixture};
+use leasehold_testkit::{conformance_suite, redis_fixture};
 
 conformance_suite!(redis_fixture());
 
-fn worker() -> &'static Path {
-    Path::new(env!("CARGO_BIN_EXE_lh-worker"))
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn multi_process_mutual_exclusion() {
-    let fx = redis_fixture().await;
-    process::multi_process_mutex(&fx.url, worker(), 4, 40).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn stalled_holder_is_fenced_off() {
-    let fx = redis_fixture().await;
-    let resource = RedisServer::start();
-    let r = process::stalled_holder(&fx.locker, &fx.url, worker(), &resource.url(), true).await;
-    process::assert_stale_write_rejected(&r);
-    process::assert_release_said_not_ours(&r);
-}
-
-/// The control: without the fenced script the stale write lands.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn stalled_holder_without_fencing_overwrites_successor() {
-    let fx = redis_fixture().await;
-    let resource = RedisServer::start();
-    let r = process::stalled_holder(&fx.locker, &fx.url, worker(), &resource.url(), false).await;
-    process::assert_stale_write_accepted(&r);
+leasehold_testkit::process_suite! {
+    mutex { multi_process_mutual_exclusion: redis_fixture() }
+    stalled redis_fixture(), resource |_| {
+        let resource = RedisServer::start();
+        let url = resource.url();
+        (resource, url)
+    };
 }
 
 /// The keys as an operator sees them with redis-cli: owner token and PTTL on the lease key,

@@ -89,7 +89,10 @@ fn show(d: Duration) -> String {
 /// Declares a store's URL option keys: an enum whose `FromStr` knows each key as written in
 /// URLs, so [`options`] refuses any other in one place, naming the valid ones.
 macro_rules! option_keys {
-    ($(#[$m:meta])* $vis:vis enum $name:ident { $($(#[$vm:meta])* $var:ident = $key:literal),* $(,)? }) => {
+    (
+        $(#[$m:meta])*
+        $vis:vis enum $name:ident { $($(#[$vm:meta])* $var:ident = $key:literal),* $(,)? }
+    ) => {
         $(#[$m])*
         #[derive(Debug, Clone, Copy, PartialEq, Eq)]
         $vis enum $name { $($(#[$vm])* $var),* }

@@ -219,7 +219,11 @@ cfg_fence_resource! {
 }
 
 cfg_fence_claim! {
-    pub(crate) fn stale(resource: &str, presented: &Fencing, installed: Option<Installed>) -> Error {
+    pub(crate) fn stale(
+        resource: &str,
+        presented: &Fencing,
+        installed: Option<Installed>,
+    ) -> Error {
         let (installed, reason) = match installed {
             None => (None, StaleReason::Unclaimed),
             Some(i) if i.key != presented.key.as_str() => {

@@ -126,12 +126,7 @@ async fn session_heartbeat(conn: Weak<SessionConn>, every: Duration, alarm: watc
     }
 }
 
-struct Held {
-    key: Key,
-    fence: u64,
-    info: Option<HolderInfo>,
-    conn: Arc<SessionConn>,
-}
+type Held = super::super::session::Held<SessionConn>;
 
 /// The `GET_LOCK` store (`mode=session`).
 pub struct MysqlSessionStore {
@@ -144,7 +139,7 @@ pub struct MysqlSessionStore {
     fences: Option<String>,
     heartbeat: Duration,
     conns: Mutex<Vec<Arc<SessionConn>>>,
-    held: Mutex<HashMap<OwnerToken, Held>>,
+    held: super::super::session::Grants<SessionConn>,
     undoing: Arc<Undoing>,
     /// Bumped by the sentinel when its connection ends; every heartbeat pings at once.
     alarm: watch::Sender<u64>,
@@ -253,7 +248,7 @@ impl MysqlSessionStore {
             fences,
             heartbeat: o.heartbeat,
             conns: Mutex::default(),
-            held: Mutex::default(),
+            held: Default::default(),
             undoing: Arc::default(),
             alarm,
             sentinel,
@@ -262,10 +257,6 @@ impl MysqlSessionStore {
 
     fn lock_name(&self, key: &Key) -> String {
         format!("{}{}", self.prefix, key.as_str())
-    }
-
-    fn held(&self) -> std::sync::MutexGuard<'_, HashMap<OwnerToken, Held>> {
-        self.held.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     fn conns(&self) -> std::sync::MutexGuard<'_, Vec<Arc<SessionConn>>> {
@@ -360,7 +351,7 @@ impl MysqlSessionStore {
         let Some(fence) = fence else { return Ok(Attempt::Busy { holder_expires_in: None }) };
         let end = conn.end_signal();
         let held = Held { key: req.key.clone(), fence, info: req.info.cloned(), conn };
-        self.held().insert(*req.owner, held);
+        self.held.insert(*req.owner, held);
         Ok(Attempt::Granted(Grant::new(FenceToken::new(fence), sent).with_session_end(end)))
     }
 }
@@ -489,10 +480,7 @@ impl Store for MysqlSessionStore {
     }
 
     async fn renew(&self, key: &Key, owner: &OwnerToken, _ttl: Duration) -> Result<bool> {
-        let conn = match self.held().get(owner) {
-            Some(h) if h.key == *key => h.conn.clone(),
-            _ => return Ok(false),
-        };
+        let Some(conn) = self.held.conn(key, owner) else { return Ok(false) };
         let v = conn
             .scalar(
                 &format!("SELECT IS_USED_LOCK({LOCK_NAME}) = CONNECTION_ID()"),
@@ -503,13 +491,7 @@ impl Store for MysqlSessionStore {
     }
 
     async fn release(&self, key: &Key, owner: &OwnerToken) -> Result<bool> {
-        let held = {
-            let mut map = self.held();
-            match map.get(owner) {
-                Some(h) if h.key == *key => map.remove(owner),
-                _ => None,
-            }
-        };
+        let held = self.held.take(key, owner);
         let Some(h) = held else { return Ok(false) };
         if !h.conn.alive() {
             // The session ended, and the server dropped the lock with it: not ours any more.
@@ -561,15 +543,7 @@ impl Store for MysqlSessionStore {
     }
 
     async fn holders(&self, key: Option<&Key>) -> Result<Vec<Holder>> {
-        let mut out: Vec<Holder> = self
-            .held()
-            .iter()
-            .filter(|(_, h)| key.is_none_or(|k| *k == h.key))
-            .map(|(o, h)| {
-                Holder::new(h.key.clone(), *o, Some(FenceToken::new(h.fence)), None)
-                    .with_info(h.info.clone())
-            })
-            .collect();
+        let out = self.held.holders(key);
         if let Some(key) = key
             && out.is_empty()
         {
@@ -587,7 +561,6 @@ impl Store for MysqlSessionStore {
                 return Err(Error::Busy { key: key.clone() });
             }
         }
-        out.sort_by(|a, b| a.key.cmp(&b.key));
         Ok(out)
     }
 }
