@@ -329,12 +329,11 @@ pub(crate) enum Cmd {
     Chaos {
         #[command(flatten)]
         store: StoreOpt,
-        /// The scenario: stalled-holder, stalled-holder-http, partition, store-kill, failover
-        /// or unknown-acquire.
+        /// The scenario.
         /// store-kill and failover start private servers of the --store URL's kind (redis,
         /// etcd; zk for store-kill) and never touch the server the URL names.
-        #[arg(long, default_value = "stalled-holder")]
-        scenario: String,
+        #[arg(long, value_enum, default_value_t = crate::chaos::Scenario::StalledHolder)]
+        scenario: crate::chaos::Scenario,
         /// Instead of the --store URL's kind, a private deployment this tool starts for every
         /// trial: zk-ensemble (3 ZooKeeper nodes: failover, store-kill, partition), pg-sync
         /// (PostgreSQL with a synchronous standby: failover), redlock5 (5 Redis instances:

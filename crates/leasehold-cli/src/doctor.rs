@@ -8,11 +8,11 @@ use leasehold::probe::Probe;
 use leasehold::{Locker, StoreUrl};
 use serde_json::{Value, json};
 
-/// Reads the deployment `url` names: connecting within `timeout`, its settings within
-/// `limit`. Credentials, TLS or a database the store refuses stay [`leasehold::Error::Config`]
-/// (exit 78), as for every other command.
-pub async fn run(url: &StoreUrl, timeout: Duration, limit: Duration) -> leasehold::Result<Probe> {
-    leasehold::probe::probe_within(url, timeout, limit).await
+/// Reads the settings of the deployment `url` names, on the store `locker` opened (within
+/// --timeout: credentials, TLS or a database the store refuses were
+/// [`leasehold::Error::Config`], exit 78, as for every other command), within `limit`.
+pub async fn run(url: &StoreUrl, locker: &Locker, limit: Duration) -> leasehold::Result<Probe> {
+    leasehold::probe::probe_open(url, locker, limit).await
 }
 
 pub fn json(url: &StoreUrl, locker: &Locker, p: &Probe) -> Value {

@@ -5,6 +5,7 @@ mod bench;
 mod chaos;
 mod doctor;
 mod dur;
+mod exit;
 mod manual;
 mod proxy;
 mod run;
@@ -17,61 +18,9 @@ mod svg;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use args::{Cli, Cmd, GrantOpt, Runtime, StoreOpt, TimeoutOpt};
+use args::{Cli, Cmd, Runtime, StoreOpt, TimeoutOpt};
 use clap::Parser;
-use leasehold::{Error, LockKind, OwnerToken};
-
-/// sysexits(3) codes, plus our own for a lost lease.
-pub(crate) mod code {
-    pub const USAGE: u8 = 64;
-    pub const UNAVAILABLE: u8 = 69;
-    pub const CONFIG: u8 = 78;
-    pub const SOFTWARE: u8 = 70;
-    pub const BUSY: u8 = 75;
-    pub const NOT_OWNER: u8 = 77;
-    pub const LOST: u8 = 79;
-    pub const CANNOT_EXECUTE: u8 = 126;
-    pub const NOT_FOUND: u8 = 127;
-}
-
-/// How a command ends: an exit code and, unless it is a success, one line for stderr.
-pub(crate) struct Exit {
-    code: u8,
-    msg: Option<String>,
-}
-
-impl Exit {
-    fn ok(code: u8) -> Self {
-        Exit { code, msg: None }
-    }
-    fn fail(code: u8, msg: impl Into<String>) -> Self {
-        Exit { code, msg: Some(msg.into()) }
-    }
-}
-
-impl From<Error> for Exit {
-    fn from(e: Error) -> Self {
-        let code = match &e {
-            Error::InvalidInput(_) => code::USAGE,
-            Error::Busy { .. } | Error::HeldByThisLocker { .. } => code::BUSY,
-            Error::NotOwner { .. } => code::NOT_OWNER,
-            Error::Lost { .. } => code::LOST,
-            Error::Config { .. } => code::CONFIG,
-            _ => code::UNAVAILABLE,
-        };
-        // The whole chain on one line.
-        let mut msg = e.to_string();
-        let mut src = std::error::Error::source(&e);
-        while let Some(cause) = src {
-            let text = cause.to_string();
-            if !msg.contains(&text) {
-                msg = format!("{msg}: {text}");
-            }
-            src = cause.source();
-        }
-        Exit::fail(code, msg.replace('\n', " "))
-    }
-}
+use exit::{Exit, code};
 
 fn main() -> ExitCode {
     std::panic::set_hook(Box::new(|info| {
@@ -151,7 +100,7 @@ fn clap_exit(e: clap::Error) -> u8 {
 
 async fn chaos_cmd(
     opt: StoreOpt,
-    (scenario, topology): (String, Option<String>),
+    (scenario, topology): (chaos::Scenario, Option<String>),
     (trials, control_trials): (usize, usize),
     ttl: Duration,
     out: std::path::PathBuf,
@@ -186,7 +135,7 @@ async fn doctor_cmd(
     let (store, locker) = store::open(&opt, timeout).await?;
     let url = store.url;
     let limit = timeout * 3;
-    let probed = tokio::time::timeout(limit + timeout, doctor::run(&url, timeout, limit))
+    let probed = tokio::time::timeout(limit + timeout, doctor::run(&url, &locker, limit))
         .await
         .unwrap_or_else(|_| {
             Err(leasehold::Error::Unavailable {

@@ -1,7 +1,11 @@
 //! The manual commands: `acquire`, `renew`, `release`, for scripts that hold a lease across
 //! several commands.
 
-use super::*;
+use crate::args::{GrantOpt, StoreOpt, TimeoutOpt};
+use crate::exit::{Exit, code};
+use crate::store;
+use leasehold::{Error, LockKind, OwnerToken};
+use std::time::Duration;
 
 pub(crate) fn parse_owner(s: &str) -> Result<OwnerToken, Exit> {
     Ok(s.parse::<OwnerToken>()?)

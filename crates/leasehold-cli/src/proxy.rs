@@ -11,12 +11,16 @@
 //! The installed grant lives in this process (`docs/fencing.md`, "The proxy"): one replica per
 //! upstream and key.
 
+use crate::args::{StoreOpt, TimeoutOpt};
+use crate::exit::{Exit, code};
+use crate::{dur, store};
 use std::convert::Infallible;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 use hyper::body::{Body as HttpBody, Bytes, Frame, Incoming, SizeHint};
 use hyper_util::rt::{TokioIo, TokioTimer};
@@ -25,8 +29,6 @@ use leasehold::fence::http::http::{self, HeaderMap, HeaderValue, Request, Respon
 use leasehold::fence::http::{Admitted, FenceGuard, FenceLayer, Refusal, read_headers};
 use tower_layer::Layer;
 use tower_service::Service;
-
-use super::*;
 
 /// Bound on connecting to the upstream; a request whose upstream cannot be reached gets 502.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);

@@ -112,7 +112,7 @@ pub fn man(dir: Option<PathBuf>, command: Option<String>) -> ExitCode {
     let top = public(false);
     let fail = |what: String| {
         eprintln!("leasehold: {what}");
-        ExitCode::from(crate::code::SOFTWARE)
+        ExitCode::from(crate::exit::code::SOFTWARE)
     };
     if let Some(dir) = dir {
         if let Err(e) = std::fs::create_dir_all(&dir) {
@@ -138,13 +138,13 @@ pub fn man(dir: Option<PathBuf>, command: Option<String>) -> ExitCode {
             Some(c) => c.clone(),
             None => {
                 eprintln!("leasehold: no command {name:?} (see 'leasehold --help')");
-                return ExitCode::from(crate::code::USAGE);
+                return ExitCode::from(crate::exit::code::USAGE);
             }
         },
     };
     let mut out = Vec::new();
     if page(cmd, &mut out).is_err() || std::io::stdout().write_all(&out).is_err() {
-        return ExitCode::from(crate::code::SOFTWARE);
+        return ExitCode::from(crate::exit::code::SOFTWARE);
     }
     ExitCode::SUCCESS
 }

@@ -1,9 +1,12 @@
 //! `leasehold status`: who holds which key, as a table or JSON; a short owner id unless the
 //! full token (which lets `release --owner` end the lease) is asked for.
 
+use crate::args::{StoreOpt, TimeoutOpt};
+use crate::exit::Exit;
+use crate::{dur, store};
+use leasehold::OwnerToken;
 use serde_json::{Value, json};
-
-use super::*;
+use std::time::Duration;
 
 /// How to print.
 #[derive(Debug, Clone, Copy)]

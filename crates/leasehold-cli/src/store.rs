@@ -7,7 +7,7 @@ use std::time::Duration;
 use leasehold::{Locker, StoreUrl};
 
 use crate::args::StoreOpt;
-use crate::{Exit, code};
+use crate::exit::{Exit, code};
 
 /// The store URL from the environment (`chaos` hands it to its children this way, never on
 /// their command line).

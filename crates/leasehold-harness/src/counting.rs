@@ -5,8 +5,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use leasehold::store::Store;
 use leasehold::store::{AcquireRequest, Attempt, RenewItem};
-use leasehold::{Guarantees, Holder, Key, OwnerToken, Result, Store};
+use leasehold::{Guarantees, Holder, Key, OwnerToken, Result};
 
 /// Wraps a store; every method goes straight through, counted.
 #[derive(Debug)]

@@ -199,7 +199,7 @@ impl Resource {
             (Resource::Etcd(r), Some(fencing)) => r.0.put(fencing, ETCD_KEY, value).await,
             #[cfg(feature = "etcd")]
             (Resource::Etcd(r), None) => {
-                let put = leasehold::backends::etcd::rpc::PutRequest {
+                let put = leasehold::backends::etcd::tools::rpc::PutRequest {
                     key: ETCD_KEY.into(),
                     value: value.into(),
                     ..Default::default()
@@ -299,7 +299,7 @@ impl Resource {
             }
             #[cfg(feature = "etcd")]
             Resource::Etcd(r) => {
-                let get = leasehold::backends::etcd::rpc::RangeRequest::key(ETCD_KEY);
+                let get = leasehold::backends::etcd::tools::rpc::RangeRequest::key(ETCD_KEY);
                 leasehold::backends::etcd::tools::client(&r.1)
                     .range(get)
                     .await
@@ -374,7 +374,7 @@ impl Resource {
             }
             #[cfg(feature = "etcd")]
             Resource::Etcd(r) => {
-                let del = leasehold::backends::etcd::rpc::DeleteRangeRequest {
+                let del = leasehold::backends::etcd::tools::rpc::DeleteRangeRequest {
                     key: ETCD_KEY.into(),
                     ..Default::default()
                 };

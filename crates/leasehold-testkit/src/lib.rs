@@ -204,7 +204,7 @@ pub async fn mysql_session_fixture() -> Fixture {
 pub struct LocalFenceSource(std::sync::atomic::AtomicU64);
 
 #[async_trait::async_trait]
-impl leasehold::backends::redlock::FenceSource for LocalFenceSource {
+impl leasehold::backends::redis::redlock::FenceSource for LocalFenceSource {
     async fn next(&self, _key: &leasehold::Key) -> leasehold::Result<leasehold::FenceToken> {
         Ok(leasehold::FenceToken::new(self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1))
     }
@@ -226,8 +226,9 @@ pub async fn redlock_fixture(n: usize, fenced: bool) -> Fixture {
     let servers: Vec<servers::RedisServer> =
         (0..n).map(|_| servers::RedisServer::start()).collect();
     let url = redlock_url(&servers);
-    let mut store =
-        leasehold::backends::redlock::RedlockStore::connect(&url).await.expect("connect redlock");
+    let mut store = leasehold::backends::redis::redlock::RedlockStore::connect(&url)
+        .await
+        .expect("connect redlock");
     if fenced {
         store = store.with_fence_source(std::sync::Arc::new(LocalFenceSource::default()));
     }
@@ -256,5 +257,79 @@ macro_rules! conformance_suite {
                 $crate::conformance::$name(&fx.locker).await;
             }
         )*
+    };
+}
+
+/// The process-level tests of one store, beside [`conformance_suite!`]: `lh-worker`
+/// processes excluding each other on one key (`mutex`, one test per fixture); a holder frozen
+/// past its lease, whose late write a fenced resource refuses, and the control whose
+/// unfenced write lands on the successor's (`stalled`, with the resource to write to:
+/// `resource` makes `(guard, spec)` from the store URL, `after` cleans up after it); a frozen session holder
+/// keeping its lock (`session`).
+///
+/// ```ignore
+/// process_suite! {
+///     mutex { multi_process_mutual_exclusion: redis_fixture() }
+///     stalled redis_fixture(), resource |_| { let r = RedisServer::start(); let u = r.url(); (r, u) };
+/// }
+/// ```
+#[macro_export]
+macro_rules! process_suite {
+    (
+        $(mutex { $($mname:ident: $mfx:expr),* $(,)? })?
+        $(stalled $sfx:expr, resource $res:expr $(, after $after:expr)?;)?
+        $(session { $($sname:ident: $ssfx:expr),* $(,)? })?
+    ) => {
+        fn worker() -> &'static ::std::path::Path {
+            ::std::path::Path::new(env!("CARGO_BIN_EXE_lh-worker"))
+        }
+
+        $($(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $mname() {
+                let fx: $crate::Fixture = $mfx.await;
+                $crate::process::multi_process_mutex(&fx.url, worker(), 4, 40).await;
+            }
+        )*)?
+
+        $(
+            /// A frozen holder outlives its lease; a successor gets the key, and the resumed
+            /// holder's write is refused by the fenced resource.
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn stalled_holder_is_fenced_off() {
+                let fx: $crate::Fixture = $sfx.await;
+                let (res, spec) = ($res)(fx.url.as_str());
+                let r = $crate::process::stalled_holder(&fx.locker, &fx.url, worker(), &spec, true)
+                    .await;
+                $crate::process::assert_stale_write_rejected(&r);
+                $crate::process::assert_release_said_not_ours(&r);
+                $(($after)(&res).await;)?
+                drop(res);
+            }
+
+            /// The control: the resumed holder's unfenced write lands on top of the
+            /// successor's.
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn stalled_holder_without_fencing_overwrites_successor() {
+                let fx: $crate::Fixture = $sfx.await;
+                let (res, spec) = ($res)(fx.url.as_str());
+                let r =
+                    $crate::process::stalled_holder(&fx.locker, &fx.url, worker(), &spec, false)
+                        .await;
+                $crate::process::assert_stale_write_accepted(&r);
+                $(($after)(&res).await;)?
+                drop(res);
+            }
+        )?
+
+        $($(
+            /// A frozen session holder keeps its lock until it dies.
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $sname() {
+                let fx: $crate::Fixture = $ssfx.await;
+                $crate::process::stalled_session_holder_keeps_lock(&fx.locker, &fx.url, worker())
+                    .await;
+            }
+        )*)?
     };
 }

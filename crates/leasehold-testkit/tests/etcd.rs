@@ -1,7 +1,6 @@
 //! etcd: the conformance suite, the process-level scenarios, interop with `etcdctl lock`,
 //! the stale-release case, leader loss on a 3-member cluster and the etcd fenced resource.
 
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 use leasehold::backends::etcd::EtcdStore;
@@ -16,32 +15,10 @@ mod conformance {
     conformance_suite!(etcd_fixture());
 }
 
-fn worker() -> &'static Path {
-    Path::new(env!("CARGO_BIN_EXE_lh-worker"))
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn multi_process_mutual_exclusion() {
-    let fx = etcd_fixture().await;
-    process::multi_process_mutex(&fx.url, worker(), 4, 40).await;
-}
-
-/// A frozen holder stops keeping its session alive; etcd expires it and a successor gets the
-/// lock. The resumed holder's write is refused by the etcd fenced transaction.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn stalled_holder_is_fenced_off() {
-    let fx = etcd_fixture().await;
-    let r = process::stalled_holder(&fx.locker, &fx.url, worker(), &fx.url, true).await;
-    process::assert_stale_write_rejected(&r);
-    process::assert_release_said_not_ours(&r);
-}
-
-/// The control: a plain put from the resumed holder lands on top of the successor's.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn stalled_holder_without_fencing_overwrites_successor() {
-    let fx = etcd_fixture().await;
-    let r = process::stalled_holder(&fx.locker, &fx.url, worker(), &fx.url, false).await;
-    process::assert_stale_write_accepted(&r);
+leasehold_testkit::process_suite! {
+    mutex { multi_process_mutual_exclusion: etcd_fixture() }
+    // The etcd fenced transaction is the resource, on the store's own cluster.
+    stalled etcd_fixture(), resource |url: &str| ((), url.to_owned());
 }
 
 /// `etcdctl lock` (etcd's own concurrency.Mutex) and leasehold exclude each other on one name,

@@ -2,12 +2,11 @@
 //! the process-level scenarios, `KILL CONNECTION`, interop with other clients, long names and
 //! the fence table.
 
-use std::path::Path;
 use std::time::Duration;
 
 use leasehold::fence::mysql::mysql_async::{self, prelude::Queryable};
 use leasehold::{Error, Locker, Wait};
-use leasehold_testkit::{MyDatabase, mysql_fixture, mysql_server, mysql_session_fixture, process};
+use leasehold_testkit::{MyDatabase, mysql_fixture, mysql_server, mysql_session_fixture};
 
 mod lease {
     use leasehold_testkit::{conformance_suite, mysql_fixture};
@@ -19,48 +18,21 @@ mod session {
     conformance_suite!(mysql_session_fixture());
 }
 
-fn worker() -> &'static Path {
-    Path::new(env!("CARGO_BIN_EXE_lh-worker"))
+leasehold_testkit::process_suite! {
+    mutex {
+        multi_process_mutual_exclusion_lease: mysql_fixture(),
+        multi_process_mutual_exclusion_session: mysql_session_fixture(),
+    }
+    stalled mysql_fixture(), resource |_| {
+        let res = MyDatabase::new();
+        let url = res.url("");
+        (res, url)
+    };
+    session { stalled_session_holder_keeps_its_lock: mysql_session_fixture() }
 }
 
 async fn client(db: &MyDatabase) -> mysql_async::Conn {
     mysql_async::Conn::from_url(db.url("")).await.unwrap()
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn multi_process_mutual_exclusion_lease() {
-    let fx = mysql_fixture().await;
-    process::multi_process_mutex(&fx.url, worker(), 4, 40).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn multi_process_mutual_exclusion_session() {
-    let fx = mysql_session_fixture().await;
-    process::multi_process_mutex(&fx.url, worker(), 4, 40).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn stalled_holder_is_fenced_off() {
-    let fx = mysql_fixture().await;
-    let res = MyDatabase::new();
-    let r = process::stalled_holder(&fx.locker, &fx.url, worker(), &res.url(""), true).await;
-    process::assert_stale_write_rejected(&r);
-    process::assert_release_said_not_ours(&r);
-}
-
-/// The control: without the fence table's check the stale write lands.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn stalled_holder_without_fencing_overwrites_successor() {
-    let fx = mysql_fixture().await;
-    let res = MyDatabase::new();
-    let r = process::stalled_holder(&fx.locker, &fx.url, worker(), &res.url(""), false).await;
-    process::assert_stale_write_accepted(&r);
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn stalled_session_holder_keeps_its_lock() {
-    let fx = mysql_session_fixture().await;
-    process::stalled_session_holder_keeps_lock(&fx.locker, &fx.url, worker()).await;
 }
 
 /// The lease table as an operator reads it; a stale release leaves the successor's row.
@@ -280,7 +252,7 @@ async fn a_fence_row_behind_still_issues_larger_fences() {
         .unwrap();
         let lease = l.acquire("acct", Duration::from_secs(30)).await.unwrap();
         assert!(lease.fence() > issued[3], "{form:?}: {} after {issued:?}", lease.fence());
-        assert!(lease.fence().get() < leasehold::MAX_FENCE);
+        assert!(lease.fence().get() < leasehold::store::MAX_FENCE);
         assert!(lease.release().await.unwrap().is_clean());
         // An older version's counter (small numbers) stays below the new fences.
         c.exec_drop(format!("UPDATE {table} SET fence = 41 WHERE {col} = 'acct'"), ())

@@ -2,14 +2,12 @@
 //! process-level scenarios, backend termination, pool hygiene, interop with other clients,
 //! the transaction form and the fence table.
 
-use std::path::Path;
 use std::time::Duration;
 
-use leasehold::backends::postgres::{self as pg, tokio_postgres};
+use leasehold::backends::postgres as pg;
+use leasehold::fence::postgres::tokio_postgres;
 use leasehold::{Error, Key, Locker, Wait};
-use leasehold_testkit::{
-    PgSchema, postgres_base, postgres_fixture, postgres_session_fixture, process,
-};
+use leasehold_testkit::{PgSchema, postgres_base, postgres_fixture, postgres_session_fixture};
 
 mod lease {
     use leasehold_testkit::{conformance_suite, postgres_fixture};
@@ -21,8 +19,17 @@ mod session {
     conformance_suite!(postgres_session_fixture());
 }
 
-fn worker() -> &'static Path {
-    Path::new(env!("CARGO_BIN_EXE_lh-worker"))
+leasehold_testkit::process_suite! {
+    mutex {
+        multi_process_mutual_exclusion_lease: postgres_fixture(),
+        multi_process_mutual_exclusion_session: postgres_session_fixture(),
+    }
+    stalled postgres_fixture(), resource |_| {
+        let res = PgSchema::new();
+        let spec = resource_spec(&res);
+        (res, spec)
+    }, after drop_schema_of;
+    session { stalled_session_holder_keeps_its_lock: postgres_session_fixture() }
 }
 
 async fn client() -> tokio_postgres::Client {
@@ -49,48 +56,12 @@ fn resource_spec(schema: &PgSchema) -> String {
     format!("{}?options=-csearch_path%3D{}_res", postgres_base(), schema.name)
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn multi_process_mutual_exclusion_lease() {
-    let fx = postgres_fixture().await;
-    process::multi_process_mutex(&fx.url, worker(), 4, 40).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn multi_process_mutual_exclusion_session() {
-    let fx = postgres_session_fixture().await;
-    process::multi_process_mutex(&fx.url, worker(), 4, 40).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn stalled_holder_is_fenced_off() {
-    let fx = postgres_fixture().await;
-    let res = PgSchema::new();
-    let spec = resource_spec(&res);
-    let r = process::stalled_holder(&fx.locker, &fx.url, worker(), &spec, true).await;
-    process::assert_stale_write_rejected(&r);
-    process::assert_release_said_not_ours(&r);
-    drop_schema(&format!("{}_res", res.name)).await;
-}
-
-/// The control: without the fence table's check the stale write lands.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn stalled_holder_without_fencing_overwrites_successor() {
-    let fx = postgres_fixture().await;
-    let res = PgSchema::new();
-    let spec = resource_spec(&res);
-    let r = process::stalled_holder(&fx.locker, &fx.url, worker(), &spec, false).await;
-    process::assert_stale_write_accepted(&r);
+async fn drop_schema_of(res: &PgSchema) {
     drop_schema(&format!("{}_res", res.name)).await;
 }
 
 async fn drop_schema(name: &str) {
     client().await.batch_execute(&format!("DROP SCHEMA IF EXISTS {name} CASCADE")).await.unwrap();
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn stalled_session_holder_keeps_its_lock() {
-    let fx = postgres_session_fixture().await;
-    process::stalled_session_holder_keeps_lock(&fx.locker, &fx.url, worker()).await;
 }
 
 /// The lease table as an operator reads it with psql; a stale release leaves the

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use leasehold::backends::postgres::tokio_postgres;
+use leasehold::fence::postgres::tokio_postgres;
 use leasehold::{Error, Locker};
 use leasehold_testkit::{PgSchema, postgres_base, postgres_fixture, postgres_session_fixture};
 

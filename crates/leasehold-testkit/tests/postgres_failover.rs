@@ -67,7 +67,7 @@ async fn a_promoted_standby_issues_larger_fences() {
             lease.fence(),
             last[i]
         );
-        assert!(lease.fence().get() < leasehold::MAX_FENCE);
+        assert!(lease.fence().get() < leasehold::store::MAX_FENCE);
         assert!(lease.release().await.unwrap().is_clean());
     }
 }

@@ -1,41 +1,21 @@
 //! The conformance suite and the process-level scenarios on private Redis servers.
 
-use std::path::Path;
 use std::time::Duration;
 
 use leasehold::fence::redis::RedisFence;
 use leasehold::{Error, Locker, Wait};
 use leasehold_testkit::servers::RedisServer;
-use leasehold_testkit::{conformance_suite, process, redis_fixture};
+use leasehold_testkit::{conformance_suite, redis_fixture};
 
 conformance_suite!(redis_fixture());
 
-fn worker() -> &'static Path {
-    Path::new(env!("CARGO_BIN_EXE_lh-worker"))
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn multi_process_mutual_exclusion() {
-    let fx = redis_fixture().await;
-    process::multi_process_mutex(&fx.url, worker(), 4, 40).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn stalled_holder_is_fenced_off() {
-    let fx = redis_fixture().await;
-    let resource = RedisServer::start();
-    let r = process::stalled_holder(&fx.locker, &fx.url, worker(), &resource.url(), true).await;
-    process::assert_stale_write_rejected(&r);
-    process::assert_release_said_not_ours(&r);
-}
-
-/// The control: without the fenced script the stale write lands.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn stalled_holder_without_fencing_overwrites_successor() {
-    let fx = redis_fixture().await;
-    let resource = RedisServer::start();
-    let r = process::stalled_holder(&fx.locker, &fx.url, worker(), &resource.url(), false).await;
-    process::assert_stale_write_accepted(&r);
+leasehold_testkit::process_suite! {
+    mutex { multi_process_mutual_exclusion: redis_fixture() }
+    stalled redis_fixture(), resource |_| {
+        let resource = RedisServer::start();
+        let url = resource.url();
+        (resource, url)
+    };
 }
 
 /// The keys as an operator sees them with redis-cli: owner token and PTTL on the lease key,
@@ -176,7 +156,7 @@ async fn fences_never_go_back_across_a_restart_or_an_upgrade() {
     let l = Locker::connect(&server.url()).await.unwrap();
     let after = l.acquire("job", Duration::from_secs(30)).await.unwrap();
     assert!(after.fence() > *issued.last().unwrap(), "{} after {issued:?}", after.fence());
-    assert!(after.fence().get() < leasehold::MAX_FENCE);
+    assert!(after.fence().get() < leasehold::store::MAX_FENCE);
     assert!(after.release().await.unwrap().is_clean());
 
     // An older version's counter.
@@ -189,10 +169,10 @@ async fn fences_never_go_back_across_a_restart_or_an_upgrade() {
     assert!(b.fence() > a_fence);
     assert!(b.release().await.unwrap().is_clean());
     // A counter ahead of the clock (more than a million grants a second) keeps counting.
-    let ahead = (leasehold::MAX_FENCE - 10).to_string();
+    let ahead = (leasehold::store::MAX_FENCE - 10).to_string();
     server.cli(&["SET", "leasehold:{fast}:fence", &ahead]);
     let c = l.acquire("fast", Duration::from_secs(30)).await.unwrap();
-    assert_eq!(c.fence().get(), leasehold::MAX_FENCE - 9);
+    assert_eq!(c.fence().get(), leasehold::store::MAX_FENCE - 9);
     assert!(c.release().await.unwrap().is_clean());
 }
 

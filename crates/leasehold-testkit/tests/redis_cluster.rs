@@ -1,45 +1,25 @@
 //! The conformance suite, the process-level scenarios, and a failover and a slot migration
 //! during a held lease, on a private Redis Cluster (3 masters, 3 replicas) per test.
 
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 use leasehold::{Locker, Wait};
 use leasehold_testkit::servers::{RedisCluster, RedisServer};
-use leasehold_testkit::{conformance_suite, process, redis_cluster_fixture};
+use leasehold_testkit::{conformance_suite, redis_cluster_fixture};
 
 conformance_suite!(redis_cluster_fixture());
 
-fn worker() -> &'static Path {
-    Path::new(env!("CARGO_BIN_EXE_lh-worker"))
+leasehold_testkit::process_suite! {
+    mutex { multi_process_mutual_exclusion: redis_cluster_fixture() }
+    stalled redis_cluster_fixture(), resource |_| {
+        let resource = RedisServer::start();
+        let url = resource.url();
+        (resource, url)
+    };
 }
 
 async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
     tokio::task::spawn_blocking(f).await.expect("launcher")
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn multi_process_mutual_exclusion() {
-    let fx = redis_cluster_fixture().await;
-    process::multi_process_mutex(&fx.url, worker(), 3, 20).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn stalled_holder_is_fenced_off() {
-    let fx = redis_cluster_fixture().await;
-    let resource = RedisServer::start();
-    let r = process::stalled_holder(&fx.locker, &fx.url, worker(), &resource.url(), true).await;
-    process::assert_stale_write_rejected(&r);
-    process::assert_release_said_not_ours(&r);
-}
-
-/// The control: without the fenced script the stale write lands.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn stalled_holder_without_fencing_overwrites_successor() {
-    let fx = redis_cluster_fixture().await;
-    let resource = RedisServer::start();
-    let r = process::stalled_holder(&fx.locker, &fx.url, worker(), &resource.url(), false).await;
-    process::assert_stale_write_accepted(&r);
 }
 
 /// `CLUSTER FAILOVER` and then a slot migration of the key's slot while a lease is held: its

@@ -1,39 +1,24 @@
 //! The conformance suite, the process-level scenarios, and failovers, on a private Sentinel
 //! deployment (a primary, a replica, three sentinels) per test.
 
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 use leasehold::{Locker, Wait};
 use leasehold_testkit::servers::{RedisServer, SentinelSet};
-use leasehold_testkit::{conformance_suite, process, redis_sentinel_fixture};
+use leasehold_testkit::{conformance_suite, redis_sentinel_fixture};
 
 conformance_suite!(redis_sentinel_fixture());
 
-fn worker() -> &'static Path {
-    Path::new(env!("CARGO_BIN_EXE_lh-worker"))
+leasehold_testkit::process_suite! {
+    stalled redis_sentinel_fixture(), resource |_| {
+        let resource = RedisServer::start();
+        let url = resource.url();
+        (resource, url)
+    };
 }
 
 async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
     tokio::task::spawn_blocking(f).await.expect("launcher")
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn stalled_holder_is_fenced_off() {
-    let fx = redis_sentinel_fixture().await;
-    let resource = RedisServer::start();
-    let r = process::stalled_holder(&fx.locker, &fx.url, worker(), &resource.url(), true).await;
-    process::assert_stale_write_rejected(&r);
-    process::assert_release_said_not_ours(&r);
-}
-
-/// The control: without the fenced script the stale write lands.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn stalled_holder_without_fencing_overwrites_successor() {
-    let fx = redis_sentinel_fixture().await;
-    let resource = RedisServer::start();
-    let r = process::stalled_holder(&fx.locker, &fx.url, worker(), &resource.url(), false).await;
-    process::assert_stale_write_accepted(&r);
 }
 
 /// `SENTINEL FAILOVER` during a hold: the held lease's renewal and release reach the new

@@ -74,7 +74,7 @@ async fn late_fence_fails_the_grant() {
     #[derive(Debug)]
     struct Slow;
     #[async_trait::async_trait]
-    impl leasehold::backends::redlock::FenceSource for Slow {
+    impl leasehold::backends::redis::redlock::FenceSource for Slow {
         async fn next(&self, _: &leasehold::Key) -> leasehold::Result<leasehold::FenceToken> {
             tokio::time::sleep(Duration::from_millis(300)).await;
             Ok(leasehold::FenceToken::new(7))
@@ -84,7 +84,7 @@ async fn late_fence_fails_the_grant() {
         }
     }
     let servers: Vec<RedisServer> = (0..3).map(|_| RedisServer::start()).collect();
-    let store = leasehold::backends::redlock::RedlockStore::connect(&redlock_url(&servers))
+    let store = leasehold::backends::redis::redlock::RedlockStore::connect(&redlock_url(&servers))
         .await
         .unwrap()
         .with_fence_source(std::sync::Arc::new(Slow));

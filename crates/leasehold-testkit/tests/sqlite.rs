@@ -1,39 +1,16 @@
 //! The conformance suite and the process-level scenarios on the embedded SQLite store.
 
-use leasehold_testkit::{conformance_suite, process, sqlite_fixture};
-use std::path::Path;
+use leasehold_testkit::{conformance_suite, sqlite_fixture};
 
 conformance_suite!(sqlite_fixture());
 
-fn worker() -> &'static Path {
-    Path::new(env!("CARGO_BIN_EXE_lh-worker"))
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn multi_process_mutual_exclusion() {
-    let fx = sqlite_fixture().await;
-    process::multi_process_mutex(&fx.url, worker(), 4, 40).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn stalled_holder_is_fenced_off() {
-    let fx = sqlite_fixture().await;
-    let dir = tempfile::tempdir().unwrap();
-    let res = format!("sqlite:{}", dir.path().join("resource.db").display());
-    let r = process::stalled_holder(&fx.locker, &fx.url, worker(), &res, true).await;
-    process::assert_stale_write_rejected(&r);
-    process::assert_release_said_not_ours(&r);
-}
-
-/// The control: the same run without the fence check lets the stale write through, so the
-/// fenced test above is able to fail.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn stalled_holder_without_fencing_overwrites_successor() {
-    let fx = sqlite_fixture().await;
-    let dir = tempfile::tempdir().unwrap();
-    let res = format!("sqlite:{}", dir.path().join("resource.db").display());
-    let r = process::stalled_holder(&fx.locker, &fx.url, worker(), &res, false).await;
-    process::assert_stale_write_accepted(&r);
+leasehold_testkit::process_suite! {
+    mutex { multi_process_mutual_exclusion: sqlite_fixture() }
+    stalled sqlite_fixture(), resource |_| {
+        let dir = tempfile::tempdir().unwrap();
+        let spec = format!("sqlite:{}", dir.path().join("resource.db").display());
+        (dir, spec)
+    };
 }
 
 /// A restored backup (or a deleted database file) still issues fences above every fence

@@ -14,36 +14,14 @@ mod conformance {
     conformance_suite!(zk_fixture());
 }
 
-fn worker() -> &'static Path {
-    Path::new(env!("CARGO_BIN_EXE_lh-worker"))
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn multi_process_mutual_exclusion() {
-    let fx = zk_fixture().await;
-    process::multi_process_mutex(&fx.url, worker(), 4, 40).await;
-}
-
-/// A frozen holder's session expires on the server; the successor's czxid fence is larger and
-/// the fence table refuses the resumed holder's write.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn stalled_holder_is_fenced_off() {
-    let fx = zk_fixture().await;
-    let dir = tempfile::tempdir().unwrap();
-    let spec = format!("sqlite:{}", dir.path().join("resource.db").display());
-    let r = process::stalled_holder(&fx.locker, &fx.url, worker(), &spec, true).await;
-    process::assert_stale_write_rejected(&r);
-    process::assert_release_said_not_ours(&r);
-}
-
-/// The control: without the fence check the resumed holder's write lands.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn stalled_holder_without_fencing_overwrites_successor() {
-    let fx = zk_fixture().await;
-    let dir = tempfile::tempdir().unwrap();
-    let spec = format!("sqlite:{}", dir.path().join("resource.db").display());
-    let r = process::stalled_holder(&fx.locker, &fx.url, worker(), &spec, false).await;
-    process::assert_stale_write_accepted(&r);
+leasehold_testkit::process_suite! {
+    mutex { multi_process_mutual_exclusion: zk_fixture() }
+    // ZooKeeper has no fenced resource of its own: an SQLite file.
+    stalled zk_fixture(), resource |_| {
+        let dir = tempfile::tempdir().unwrap();
+        let spec = format!("sqlite:{}", dir.path().join("resource.db").display());
+        (dir, spec)
+    };
 }
 
 /// Nodes follow Curator's protected layout, carry the owner token, and the fence is the
@@ -51,7 +29,8 @@ async fn stalled_holder_without_fencing_overwrites_successor() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn nodes_use_the_curator_layout() {
     let server = ZkServer::start();
-    let store = leasehold::backends::zookeeper::ZkStore::connect(&server.url("")).await.unwrap();
+    let store =
+        leasehold::backends::zookeeper::ZookeeperStore::connect(&server.url("")).await.unwrap();
     let client = store.client().await.unwrap();
     let l = Locker::new(store);
     let key = unique_key("layout");
@@ -191,8 +170,9 @@ async fn paused_server_turns_admit_false_before_session_expiry() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn interrupted_create_leaves_no_orphan() {
     let server = ZkServer::start();
-    let store =
-        leasehold::backends::zookeeper::ZkStore::connect(&server.url("?session=4s")).await.unwrap();
+    let store = leasehold::backends::zookeeper::ZookeeperStore::connect(&server.url("?session=4s"))
+        .await
+        .unwrap();
     let client = store.client().await.unwrap();
     let l = Locker::new(store);
     let key = unique_key("interrupted");

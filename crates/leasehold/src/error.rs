@@ -227,20 +227,10 @@ impl Error {
         Error::Backend { backend, message: message.into(), source: Some(source.into()) }
     }
 
-    #[cfg_attr(
-        not(any(
-            feature = "sqlite",
-            feature = "file",
-            feature = "redis",
-            feature = "postgres",
-            feature = "mysql",
-            feature = "etcd",
-            feature = "zookeeper"
-        )),
-        allow(dead_code)
-    )]
-    pub(crate) fn config(message: impl Into<String>, source: Option<BoxError>) -> Self {
-        Error::Config { message: message.into(), source }
+    cfg_any_store! {
+        pub(crate) fn config(message: impl Into<String>, source: Option<BoxError>) -> Self {
+            Error::Config { message: message.into(), source }
+        }
     }
 
     /// A local path a store cannot use: [`Error::Config`] when the path itself is wrong

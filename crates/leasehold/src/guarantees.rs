@@ -70,12 +70,12 @@ pub struct Guarantees {
     /// missed grants) can admit a second holder while the first still believes it holds. The
     /// fences of [`Guarantees::fence_repeat`] are what lets the resource refuse the stale one.
     pub failure_admits_second_holder: bool,
-    /// Whether [`crate::Store::holders`] reports each current grant's fence (0 where the store
+    /// Whether [`crate::store::Store::holders`] reports each current grant's fence (0 where the store
     /// issues none), so a resource can ask the store whether a claimed grant is real
     /// ([`crate::fence`]'s HTTP layer does). `false` for Redlock with an external fence
     /// source, whose instances never see the fences.
     pub holders_know_fence: bool,
-    /// Whether each holder [`crate::Store::holders`] lists carries the
+    /// Whether each holder [`crate::store::Store::holders`] lists carries the
     /// [`crate::store::HolderInfo`] (host, pid, since, command) its holder wrote when it
     /// acquired, kept through renewals. For operators only: nothing checks it.
     pub holders_know_info: bool,

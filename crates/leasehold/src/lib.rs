@@ -1,7 +1,7 @@
 //! Distributed locks and leases that stay correct when a holder stalls, a store fails over or
 //! the network drops.
 //!
-//! - [`Locker`] acquires a [`Lease`] on a key from a [`Store`]; waiting uses the store's
+//! - [`Locker`] acquires a [`Lease`] on a key from a [`store::Store`]; waiting uses the store's
 //!   notification, and an acquire whose answer never came is reported as unknown and cleaned
 //!   up, never taken for a grant or a refusal.
 //! - Every grant carries an owner token (checked by every renew and release) and a
@@ -67,6 +67,9 @@
 #![deny(missing_docs)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+#[macro_use]
+mod macros;
+
 mod client;
 mod error;
 mod guarantees;
@@ -94,12 +97,15 @@ pub mod rules {
 
 pub use client::{
     Acquire, DEFAULT_CONNECT_TIMEOUT, DEFAULT_OP_TIMEOUT, Lease, Locker, MAX_TTL, Released, Wait,
+    default_margin,
 };
 pub use error::{BoxError, Error, LostReason, Result, StaleReason};
 pub use fence::Fencing;
-pub use guarantees::{CLOCK_ASSUMPTION, FenceRepeat, Guarantees, LockKind, MAX_FENCE};
+pub use guarantees::{CLOCK_ASSUMPTION, FenceRepeat, Guarantees, LockKind};
 pub use key::Key;
 pub use registry::{Scheme, StoreUrl};
-pub use store::{Holder, HolderInfo, Store};
+pub use store::{Holder, HolderInfo};
+// For the crate's own code; the public path is `leasehold::store::Store`.
+pub(crate) use store::Store;
 pub use token::{FenceToken, OwnerToken};
 pub use url::{parse_duration, redact};

@@ -200,16 +200,8 @@ impl StoreUrl {
         scrubbed(&self.raw, within(limits.connect, || self.to_string(), open).await)
     }
 
-    /// Connects (for the store's guarantees, within `limits.connect`) and probes the
-    /// deployment, within `limit`. The outer error: the store could not be opened; the inner
-    /// one: reading its settings failed.
-    pub(crate) async fn probe(
-        &self,
-        p: &mut Probe,
-        limits: Limits,
-        limit: Duration,
-    ) -> Result<(Arc<dyn Store>, Result<()>)> {
-        let store = self.open(limits).await?;
+    /// Reads the deployment's settings into `p`, within `limit`.
+    pub(crate) async fn read_settings(&self, p: &mut Probe, limit: Duration) -> Result<()> {
         let read = match tokio::time::timeout(limit, (self.descriptor.probe)(&self.raw, p)).await {
             Ok(Ok(())) => Ok(()),
             Ok(Err(e)) => Err(Error::unavailable(e, None)),
@@ -218,7 +210,7 @@ impl StoreUrl {
                 None,
             )),
         };
-        Ok((store, scrubbed(&self.raw, read)))
+        scrubbed(&self.raw, read)
     }
 }
 

@@ -14,6 +14,9 @@ use async_trait::async_trait;
 
 use crate::{Error, FenceToken, Guarantees, Key, OwnerToken, Result};
 
+/// The largest fence a store may issue (see [`Guarantees`]).
+pub use crate::guarantees::MAX_FENCE;
+
 /// A future that resolves, with a description, when the session carrying a session lock ends.
 pub type SessionEnd = Pin<Box<dyn Future<Output = String> + Send + 'static>>;
 

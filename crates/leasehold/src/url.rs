@@ -55,35 +55,27 @@ pub fn parse_duration(s: &str) -> Result<Duration> {
     Ok(total)
 }
 
-/// A duration option `name=value` within `[min, max]`, in the one syntax.
-#[cfg_attr(
-    not(any(
-        feature = "redis",
-        feature = "postgres",
-        feature = "mysql",
-        feature = "etcd",
-        feature = "zookeeper"
-    )),
-    allow(dead_code)
-)]
-pub(crate) fn duration_option(
-    name: &str,
-    v: &str,
-    min: Duration,
-    max: Duration,
-) -> Result<Duration> {
-    let d = parse_duration(v).map_err(|e| match e {
-        Error::InvalidInput(m) => Error::invalid(format!("{name}={v:?}: {m}")),
-        other => other,
-    })?;
-    if d < min || d > max {
-        return Err(Error::invalid(format!(
-            "{name}={v:?} is out of range ({} to {})",
-            show(min),
-            show(max)
-        )));
+cfg_networked! {
+    /// A duration option `name=value` within `[min, max]`, in the one syntax.
+    pub(crate) fn duration_option(
+        name: &str,
+        v: &str,
+        min: Duration,
+        max: Duration,
+    ) -> Result<Duration> {
+        let d = parse_duration(v).map_err(|e| match e {
+            Error::InvalidInput(m) => Error::invalid(format!("{name}={v:?}: {m}")),
+            other => other,
+        })?;
+        if d < min || d > max {
+            return Err(Error::invalid(format!(
+                "{name}={v:?} is out of range ({} to {})",
+                show(min),
+                show(max)
+            )));
+        }
+        Ok(d)
     }
-    Ok(d)
 }
 
 fn show(d: Duration) -> String {
@@ -97,7 +89,10 @@ fn show(d: Duration) -> String {
 /// Declares a store's URL option keys: an enum whose `FromStr` knows each key as written in
 /// URLs, so [`options`] refuses any other in one place, naming the valid ones.
 macro_rules! option_keys {
-    ($(#[$m:meta])* $vis:vis enum $name:ident { $($(#[$vm:meta])* $var:ident = $key:literal),* $(,)? }) => {
+    (
+        $(#[$m:meta])*
+        $vis:vis enum $name:ident { $($(#[$vm:meta])* $var:ident = $key:literal),* $(,)? }
+    ) => {
         $(#[$m])*
         #[derive(Debug, Clone, Copy, PartialEq, Eq)]
         $vis enum $name { $($(#[$vm])* $var),* }
@@ -117,23 +112,31 @@ macro_rules! option_keys {
         }
     };
 }
-pub(crate) use option_keys;
+cfg_networked! {
+    pub(crate) use option_keys;
+}
 
-/// A key that is not one of a store's options.
-#[derive(Debug)]
-pub(crate) struct UnknownOption;
+cfg_any_store! {
+    /// A key that is not one of a store's options.
+    #[derive(Debug)]
+    pub(crate) struct UnknownOption;
+}
 
+cfg_any_store! {
 /// The option keys of one store's URLs (declared with `option_keys!`).
 pub(crate) trait OptionKey: std::str::FromStr<Err = UnknownOption> + Copy {
     /// Every key, as written in URLs, for the message that refuses another.
     const NAMES: &'static [&'static str];
 }
+}
 
 option_keys! {
     /// The options of a store whose URLs take none (`sqlite://`, `file://`).
+    #[cfg_attr(not(any(feature = "sqlite", feature = "file")), allow(dead_code))]
     pub(crate) enum NoOption {}
 }
 
+cfg_networked! {
 /// One option of a URL's query: its key, its value (`""` for a bare `?key`) and the
 /// `key=value` text as written (for options passed on to a driver).
 #[derive(Debug, Clone, Copy)]
@@ -142,7 +145,9 @@ pub(crate) struct Opt<'a, K> {
     pub value: &'a str,
     pub text: &'a str,
 }
+}
 
+cfg_any_store! {
 /// A URL's query split into typed options: the URL before the `?`, and each option. A key
 /// the store does not take is refused here, naming it and the valid ones; each store's
 /// parser refuses a bad value, naming the option.
@@ -162,22 +167,44 @@ pub(crate) fn options<K: OptionKey>(url: &str) -> Result<(&str, Vec<Opt<'_, K>>)
     }
     Ok((base, out))
 }
-
-/// `base` with the options in `keep` (as written) put back, for a driver's own parser.
-#[cfg_attr(not(any(feature = "redis", feature = "postgres", feature = "mysql")), allow(dead_code))]
-pub(crate) fn with_query(base: &str, keep: &[&str]) -> String {
-    if keep.is_empty() { base.to_owned() } else { format!("{base}?{}", keep.join("&")) }
 }
 
-/// `value` as one of `choices` (`(text, meaning)`), or an error naming option `name` and
-/// the choices.
-#[cfg_attr(not(any(feature = "postgres", feature = "mysql")), allow(dead_code))]
-pub(crate) fn choice<T: Copy>(name: &str, value: &str, choices: &[(&str, T)]) -> Result<T> {
-    match choices.iter().find(|(c, _)| *c == value) {
-        Some((_, t)) => Ok(*t),
-        None => {
-            let valid = choices.iter().map(|(c, _)| *c).collect::<Vec<_>>().join(", ");
-            Err(Error::invalid(format!("{name}={value:?}: expected one of {valid}")))
+cfg_sql! {
+    /// `base` with the options in `keep` (as written) put back, for a driver's own parser.
+    pub(crate) fn with_query<K>(base: &str, keep: &[Opt<'_, K>]) -> String {
+        let keep: Vec<&str> = keep.iter().map(|o| o.text).collect();
+        if keep.is_empty() { base.to_owned() } else { format!("{base}?{}", keep.join("&")) }
+    }
+}
+
+cfg_sql! {
+    /// `value` as one of `choices` (`(text, meaning)`), or an error naming option `name` and
+    /// the choices.
+    pub(crate) fn choice<T: Copy>(name: &str, value: &str, choices: &[(&str, T)]) -> Result<T> {
+        match choices.iter().find(|(c, _)| *c == value) {
+            Some((_, t)) => Ok(*t),
+            None => {
+                let valid = choices.iter().map(|(c, _)| *c).collect::<Vec<_>>().join(", ");
+                Err(Error::invalid(format!("{name}={value:?}: expected one of {valid}")))
+            }
+        }
+    }
+}
+
+cfg_sql! {
+    /// An SQL identifier option (`table=`, `schema=`): 1 to `max` ASCII letters, digits or
+    /// `_`, not starting with a digit (so it is written into statements unquoted, safely).
+    pub(crate) fn identifier(name: &str, v: &str, max: usize) -> Result<String> {
+        let ok = !v.is_empty()
+            && v.len() <= max
+            && !v.starts_with(|c: char| c.is_ascii_digit())
+            && v.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+        if ok {
+            Ok(v.to_owned())
+        } else {
+            Err(Error::invalid(format!(
+                "{name}={v:?}: use 1-{max} ASCII letters, digits or '_', not starting with a digit"
+            )))
         }
     }
 }
@@ -333,7 +360,9 @@ mod tests {
         let m = options::<NoOption>("sqlite:///x.db?bogus=1").unwrap_err().to_string();
         assert!(m.contains("\"bogus\"") && m.contains("valid options: none"), "{m}");
         assert!(options::<NoOption>("sqlite:///x.db").unwrap().1.is_empty());
-        assert_eq!(with_query("redis://h", &["protocol=resp3"]), "redis://h?protocol=resp3");
+        let (base, kept) = options::<Demo>("redis://h?prefix=a&wait_replicas=1").unwrap();
+        assert_eq!(with_query(base, &kept[1..]), "redis://h?wait_replicas=1");
+        assert_eq!(with_query::<Demo>(base, &[]), "redis://h");
         assert!(!choice("fence", "none", &[("table", true), ("none", false)]).unwrap());
         let m = choice("fence", "nope", &[("table", true), ("none", false)]).unwrap_err();
         assert!(m.to_string().contains("fence=\"nope\": expected one of table, none"), "{m}");

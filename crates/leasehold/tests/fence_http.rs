@@ -13,8 +13,9 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 use leasehold::fence::http::http::{HeaderName, Request, Response, StatusCode};
 use leasehold::fence::http::{FenceGuard, FenceLayer, Refusal, request_headers};
+use leasehold::store::Store;
 use leasehold::store::{AcquireRequest, Attempt};
-use leasehold::{Guarantees, Holder, Key, Locker, OwnerToken, Result, Store, Wait};
+use leasehold::{Guarantees, Holder, Key, Locker, OwnerToken, Result, Wait};
 use tower_layer::Layer;
 use tower_service::Service;
 

@@ -7,10 +7,9 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use leasehold::store::{AcquireRequest, Attempt, Grant};
+use leasehold::store::{AcquireRequest, Attempt, Grant, Store};
 use leasehold::{
     Error, FenceToken, Guarantees, Holder, Key, LockKind, Locker, LostReason, OwnerToken, Result,
-    Store,
 };
 use tokio::sync::oneshot;
 

@@ -1,7 +1,10 @@
 //! The etcd baselines: the raw gRPC client sending leasehold's conditional put and create-revision delete, and etcd's own Lock RPC.
 
-use super::*;
-use leasehold::backends::etcd::{rpc as etcd_rpc, tools::Client as EtcdClient};
+use super::{BenchResult, Contender, TTL};
+use leasehold::OwnerToken;
+use leasehold::backends::etcd::tools::{Client as EtcdClient, rpc as etcd_rpc};
+use std::sync::Arc;
+use std::time::Duration;
 
 /// leasehold's raw etcd client on the same connection, sending the requests leasehold's etcd
 /// store sends: a conditional put bound to a lease (kept for the whole run) and a delete

@@ -1,6 +1,16 @@
 //! Tasks contending for one key: how long a release takes to reach the next holder.
 
-use super::*;
+use super::{
+    BenchResult, Contender, EtcdLockRpc, EtcdRaw, LEASEHOLD_REQUESTS, Leasehold, Progress,
+    RSLOCK_REQUESTS, RedisSide, RunResult, Settings, Tally, hist, median, redis, report, round_to,
+    unique,
+};
+use leasehold::{Locker, Scheme};
+use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+use std::time::Instant;
 
 pub(super) async fn handoff(
     s: &Settings,

@@ -1,6 +1,10 @@
 //! Many leases held with auto-renew on one connection: renewal lag, losses, memory.
 
-use super::*;
+use super::{BenchResult, Progress, RedisSide, Settings, report, round_to, unique};
+use crate::dur;
+use leasehold::Locker;
+use std::time::Duration;
+use std::time::Instant;
 
 pub(super) async fn hold_many(
     s: &Settings,

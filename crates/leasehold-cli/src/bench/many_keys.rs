@@ -1,6 +1,11 @@
 //! 64 tasks, each on its own key, over one connection, against redis-benchmark.
 
-use super::*;
+use super::{
+    BenchResult, Contender, Leasehold, Progress, Raw, RedisSide, RunResult, SLICES, Settings,
+    Tally, cycles, hist, median, redis_benchmark, report, round_to, unique,
+};
+use leasehold::Locker;
+use std::time::Duration;
 
 pub(super) async fn many_keys(
     s: &Settings,

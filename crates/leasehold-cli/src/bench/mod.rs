@@ -6,13 +6,10 @@
 
 use std::future::Future;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
 use leasehold::{Locker, OwnerToken, Scheme, Wait};
-
-use crate::dur;
 
 // One file per store's baselines, each behind its feature; a store compiled out gets a
 // stand-in that is never constructed (`off`), so the scenarios read the same in every build.
@@ -386,7 +383,7 @@ impl Contender for Leasehold {
 
 /// leasehold's store trait called directly: no `Locker`, no `Lease` (one attempt only).
 #[derive(Clone)]
-struct StoreOnly(Arc<dyn leasehold::Store>);
+struct StoreOnly(Arc<dyn leasehold::store::Store>);
 
 impl Contender for StoreOnly {
     type Guard = (leasehold::Key, OwnerToken);

@@ -1,10 +1,13 @@
 //! The MySQL/MariaDB baseline: the raw mysql_async client sending leasehold's own statements.
 
-use super::*;
-use leasehold::backends::mysql::mysql_async;
+use super::{BenchResult, Contender};
+use leasehold::OwnerToken;
 use leasehold::backends::mysql::tools::{
     LeaseStatements, SessionStatements, lease_statements, session_statements,
 };
+use leasehold::fence::mysql::mysql_async;
+use std::sync::Arc;
+use std::time::Duration;
 
 /// The raw mysql_async client on one connection, sending leasehold's lease statements, or
 /// for session mode plain `GET_LOCK(key, 0)` / `RELEASE_LOCK(key)`.

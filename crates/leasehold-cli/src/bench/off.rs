@@ -4,7 +4,9 @@
 
 #![allow(dead_code, clippy::unused_async)]
 
-use super::*;
+use std::time::Duration;
+
+use super::{BenchResult, Contender};
 
 macro_rules! never {
     ($($name:ident),* $(,)?) => {$(

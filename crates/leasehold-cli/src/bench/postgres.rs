@@ -1,6 +1,7 @@
 //! The PostgreSQL baselines: pgbench running leasehold's own statements (and `pg_advisory_lock`) on the same server in the same run.
 
-use super::*;
+use super::BenchResult;
+use std::time::Duration;
 
 /// A `postgres://` store, for the pgbench baselines: the same statements leasehold prepares,
 /// run by pgbench (`-M prepared`, one client) on the same server in the same run.

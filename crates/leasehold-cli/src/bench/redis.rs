@@ -1,6 +1,9 @@
 //! The Redis baselines: the raw redis-rs client sending the same round trips (plain `SET NX PX`, and leasehold's own scripts), `redis-benchmark`, the server's command statistics, and the peer crate (rslock).
 
-use super::*;
+use super::{BenchResult, Contender, TTL};
+use leasehold::OwnerToken;
+use std::sync::Arc;
+use std::time::Duration;
 
 /// What a Redis URL points at, for baselines.
 pub(super) struct RedisSide {

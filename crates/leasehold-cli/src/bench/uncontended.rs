@@ -1,6 +1,12 @@
 //! One task, acquire + release of one free key, back to back, against every baseline of the store.
 
-use super::*;
+use super::{
+    BenchResult, EtcdLockRpc, EtcdRaw, Leasehold, MyRaw, PgSide, Progress, Raw, RedisSide,
+    RunResult, SLICES, Settings, StoreOnly, Tally, cycles, median, per_run_ratios, redis, report,
+    round_to, unique,
+};
+use leasehold::Locker;
+use std::time::Duration;
 
 pub(super) async fn uncontended(
     s: &Settings,

@@ -49,7 +49,7 @@ fn suffix(url: &str) -> &str {
 
 /// Runs the trials of `store-kill` or `failover`.
 pub(super) async fn run(s: &Settings) -> Result<(Vec<Trial>, Outline), String> {
-    let failover = s.scenario == "failover";
+    let failover = s.scenario == super::Scenario::Failover;
     let scheme = s.url.scheme();
     let plan = servers::plan(scheme, failover)?;
     let mut trials = Vec::new();

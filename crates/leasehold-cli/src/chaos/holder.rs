@@ -19,14 +19,19 @@ pub const ENV_RESOURCE: &str = "LEASEHOLD_CHAOS_RESOURCE";
 
 /// `leasehold chaos-worker`: the store URL from `$LEASEHOLD_STORE` and the resource from
 /// `$LEASEHOLD_CHAOS_RESOURCE`, as [`Holder::spawn`] passes them.
-pub async fn worker_cmd(key: &str, ttl_ms: u64, fenced: u8) -> Result<crate::Exit, crate::Exit> {
+pub async fn worker_cmd(
+    key: &str,
+    ttl_ms: u64,
+    fenced: u8,
+) -> Result<crate::exit::Exit, crate::exit::Exit> {
     let var = |name: &str| {
-        std::env::var(name)
-            .map_err(|_| crate::Exit::fail(crate::code::USAGE, format!("chaos-worker: no ${name}")))
+        std::env::var(name).map_err(|_| {
+            crate::exit::Exit::fail(crate::exit::code::USAGE, format!("chaos-worker: no ${name}"))
+        })
     };
     let (url, spec) = (var(crate::store::ENV_STORE)?, var(ENV_RESOURCE)?);
     let ttl = Duration::from_millis(ttl_ms);
-    Ok(crate::Exit::ok(worker(&url, key, ttl, &spec, fenced == 1).await as u8))
+    Ok(crate::exit::Exit::ok(worker(&url, key, ttl, &spec, fenced == 1).await as u8))
 }
 
 /// The worker side (`leasehold chaos-worker`): hold the key, claim, write, say `ready`, and on

@@ -52,7 +52,7 @@ pub const KEY: &str = "leasehold-chaos:stalled-holder";
 /// Settings from the command line.
 pub struct Settings {
     pub url: StoreUrl,
-    pub scenario: String,
+    pub scenario: Scenario,
     pub trials: usize,
     pub control_trials: usize,
     pub ttl: Duration,
@@ -250,8 +250,8 @@ async fn stalled_trial(
     n: usize,
 ) -> Result<Trial, String> {
     let arm = if fenced { "fenced" } else { "unfenced" };
-    let partition = s.scenario == "partition";
-    let in_tx = s.scenario == "stalled-holder-tx";
+    let partition = s.scenario == Scenario::Partition;
+    let in_tx = s.scenario == Scenario::StalledHolderTx;
     // Partition: the holder reaches the store through a fault proxy that swallows its traffic;
     // it keeps running and must notice. The resource stays reachable.
     let proxy = if partition {
@@ -475,24 +475,62 @@ struct Outline {
     setup: Option<String>,
 }
 
-/// The scenarios `run` knows.
-pub const SCENARIOS: &str = "stalled-holder, stalled-holder-http, stalled-holder-tx, partition, \
-                             store-kill, failover, unknown-acquire";
+/// The scenarios `run` knows, as `--scenario` spells them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Scenario {
+    /// A holder frozen past its lease (SIGSTOP) writes after its successor.
+    StalledHolder,
+    /// The same, the resource an HTTP service behind `leasehold fence-proxy`.
+    StalledHolderHttp,
+    /// The holder frozen inside its fence-checked transaction.
+    StalledHolderTx,
+    /// The holder cut off from the store by a fault proxy, still running.
+    Partition,
+    /// A private store server killed under the holder.
+    StoreKill,
+    /// A private primary lost, its replica promoted.
+    Failover,
+    /// Acquires whose replies never come.
+    UnknownAcquire,
+}
+
+impl Scenario {
+    /// Whether the holder loses the store (and should notice) rather than freezing.
+    pub fn cuts_the_holder_off(self) -> bool {
+        matches!(self, Scenario::Partition | Scenario::StoreKill | Scenario::Failover)
+    }
+
+    /// Whether the store itself fails (a private server the tool started).
+    pub fn fails_the_store(self) -> bool {
+        matches!(self, Scenario::StoreKill | Scenario::Failover)
+    }
+}
+
+impl std::fmt::Display for Scenario {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        use clap::ValueEnum;
+        match self.to_possible_value() {
+            Some(v) => f.write_str(v.get_name()),
+            None => write!(f, "{self:?}"),
+        }
+    }
+}
 
 /// Runs the scenario and writes `report.json` and `timeline.svg` to `out`.
 pub async fn run(s: Settings) -> Result<Report, String> {
     std::fs::create_dir_all(&s.out)
         .map_err(|e| format!("cannot create {}: {e}", s.out.display()))?;
-    let (trials, outline) = match (s.scenario.as_str(), s.topology.as_deref()) {
-        (_, Some(name)) => topology::run(&s, name).await?,
-        (scenario, None) => match scenario {
-            "stalled-holder" | "stalled-holder-http" | "stalled-holder-tx" | "partition" => {
-                holder_trials(&s).await?
-            }
-            "store-kill" | "failover" => faults::run(&s).await?,
-            "unknown-acquire" => unknown::run(&s).await?,
-            other => return Err(format!("unknown scenario {other:?}; available: {SCENARIOS}")),
-        },
+    let (trials, outline) = match s.scenario {
+        _ if s.topology.is_some() => {
+            topology::run(&s, s.topology.as_deref().unwrap_or_default()).await?
+        }
+        Scenario::StalledHolder
+        | Scenario::StalledHolderHttp
+        | Scenario::StalledHolderTx
+        | Scenario::Partition => holder_trials(&s).await?,
+        Scenario::StoreKill | Scenario::Failover => faults::run(&s).await?,
+        Scenario::UnknownAcquire => unknown::run(&s).await?,
     };
     eprintln!();
     let mut names: Vec<&'static str> = Vec::new();
@@ -506,7 +544,7 @@ pub async fn run(s: Settings) -> Result<Report, String> {
         store: outline.store,
         backend: outline.guarantees.backend,
         guarantees: outline.guarantees,
-        scenario: s.scenario.clone(),
+        scenario: s.scenario,
         ttl_ms: s.ttl.as_millis() as u64,
         resource: outline.resource,
         setup: outline.setup,
@@ -532,13 +570,13 @@ fn progress(s: &Settings, arm: &str, n: usize, count: usize) {
 async fn holder_trials(s: &Settings) -> Result<(Vec<Trial>, Outline), String> {
     let locker = connect(&s.url).await?;
     // stalled-holder-http: the upstream and its proxy live as long as the trials.
-    let setup = match s.scenario.as_str() {
-        "stalled-holder-http" => Some(http::start(&s.url, &s.out).await?),
+    let setup = match s.scenario {
+        Scenario::StalledHolderHttp => Some(http::start(&s.url, &s.out).await?),
         _ => None,
     };
     let (spec, where_) = match &setup {
         Some(h) => (h.spec.clone(), h.description.clone()),
-        None if s.scenario == "stalled-holder-tx" => tx_resource_spec(&s.url, &s.out),
+        None if s.scenario == Scenario::StalledHolderTx => tx_resource_spec(&s.url, &s.out),
         None => resource_spec(&s.url, &s.out),
     };
     if spec.starts_with("sqlite:") {

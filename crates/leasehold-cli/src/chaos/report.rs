@@ -1,7 +1,7 @@
 //! The typed report of a `chaos` run (written as `report.json`), the table printed after it,
 //! and the verdict (the exit code), all from the same [`Report`].
 
-use super::Trial;
+use super::{Scenario, Trial};
 
 /// Everything a run found.
 #[derive(Debug, serde::Serialize)]
@@ -10,7 +10,7 @@ pub struct Report {
     pub store: String,
     pub backend: &'static str,
     pub guarantees: leasehold::Guarantees,
-    pub scenario: String,
+    pub scenario: super::Scenario,
     pub ttl_ms: u64,
     /// Where the resource lives.
     pub resource: String,
@@ -97,7 +97,7 @@ impl Arm {
 
 /// The table printed after a run.
 pub fn table(r: &Report) -> String {
-    let scenario = r.scenario.as_str();
+    let scenario = r.scenario;
     let mut out = format!(
         "store {} ({}) · scenario {scenario} · ttl {} ms · resource: {}\n",
         r.store, r.backend, r.ttl_ms, r.resource
@@ -106,9 +106,9 @@ pub fn table(r: &Report) -> String {
         out.push_str(&format!("setup: {setup}\n"));
     }
     out.push('\n');
-    let lost = matches!(scenario, "partition" | "store-kill" | "failover");
-    let orphans = scenario == "unknown-acquire";
-    let tx = scenario == "stalled-holder-tx";
+    let lost = scenario.cuts_the_holder_off();
+    let orphans = scenario == Scenario::UnknownAcquire;
+    let tx = scenario == Scenario::StalledHolderTx;
     let mut head = format!(
         "{:<16} {:<9} {:>7} {:>18} {:>23} {:>22} {:>20} {:>8}",
         "scenario",
@@ -156,7 +156,7 @@ pub fn table(r: &Report) -> String {
         out.push('\n');
     }
     for a in &r.arms {
-        if let (true, Some(l)) = (scenario == "partition", a.lost_before_grant_ms) {
+        if let (true, Some(l)) = (scenario == Scenario::Partition, a.lost_before_grant_ms) {
             out.push_str(&format!(
                 "{} arm: the cut-off holder's lost() fired before the successor's grant by {} ms (min), {} ms (median), over {} trials\n",
                 a.arm, l.min, l.median, l.trials
@@ -174,7 +174,7 @@ pub fn table(r: &Report) -> String {
 
 /// Whether the run shows what it must (see [`verdict_of`]).
 pub fn verdict(r: &Report) -> Result<(), String> {
-    verdict_of(&r.scenario, r.guarantees.failure_admits_second_holder, &r.arms)?;
+    verdict_of(r.scenario, r.guarantees.failure_admits_second_holder, &r.arms)?;
     r.topology.as_deref().map_or(Ok(()), |t| super::topology::verdict(t, &r.arms))
 }
 
@@ -182,8 +182,12 @@ pub fn verdict(r: &Report) -> Result<(), String> {
 /// out, fences in order; no holder learning of its loss after the store moved on, unless a
 /// store failure that the store's guarantees say can admit a second holder caused it
 /// (`admits_second_holder`); no orphaned grant outliving its bound.
-pub fn verdict_of(scenario: &str, admits_second_holder: bool, arms: &[Arm]) -> Result<(), String> {
-    let admitted = matches!(scenario, "store-kill" | "failover") && admits_second_holder;
+pub fn verdict_of(
+    scenario: Scenario,
+    admits_second_holder: bool,
+    arms: &[Arm],
+) -> Result<(), String> {
+    let admitted = scenario.fails_the_store() && admits_second_holder;
     for a in arms {
         let fenced = a.arm == "fenced";
         if fenced && a.stale_effects_accepted > 0 {

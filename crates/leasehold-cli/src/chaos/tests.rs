@@ -6,7 +6,7 @@ fn at(t_ns: i64, who: &'static str, what: &str, fence: u64, detail: Option<&str>
     Event { t_ns, who, what: what.into(), fence: Some(fence), detail: detail.map(Into::into) }
 }
 
-fn verdict(t: Trial, scenario: &str) -> Result<(), String> {
+fn verdict(t: Trial, scenario: Scenario) -> Result<(), String> {
     let arms = [report::Arm::of("fenced", &[t])];
     report::verdict_of(scenario, true, &arms)
 }
@@ -28,7 +28,7 @@ fn a_repeated_fence_is_a_stale_effect_and_a_locked_out_successor() {
     ];
     let t = Trial::checked("fenced", 0, 7, Some(7), String::new(), None, events);
     assert!(t.stale_effect_accepted && t.successor_locked_out && t.fence_out_of_order);
-    let v = verdict(t, "store-kill").unwrap_err();
+    let v = verdict(t, Scenario::StoreKill).unwrap_err();
     assert!(v.contains("stale effects"), "{v}");
 }
 
@@ -46,7 +46,7 @@ fn a_clean_handoff_passes() {
     ];
     let t = Trial::checked("fenced", 0, 7, Some(9), String::new(), None, events);
     assert!(!t.stale_effect_accepted && !t.successor_locked_out && !t.fence_out_of_order);
-    verdict(t, "failover").unwrap();
+    verdict(t, Scenario::Failover).unwrap();
 }
 
 /// A locked-out successor alone fails the run, whatever the store's guarantees say.
@@ -61,5 +61,5 @@ fn a_locked_out_successor_alone_fails() {
     assert!(!t.stale_effect_accepted && t.successor_locked_out);
     // Its fence is smaller, so fences are out of order too: the locked-out check comes first
     // and fails on its own.
-    assert!(verdict(t, "failover").unwrap_err().contains("refused by the resource"));
+    assert!(verdict(t, Scenario::Failover).unwrap_err().contains("refused by the resource"));
 }

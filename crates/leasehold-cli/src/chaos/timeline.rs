@@ -1,6 +1,6 @@
 //! `timeline.svg`: the first trials of each arm drawn on one time axis.
 
-use super::{Event, Report, Trial};
+use super::{Event, Report, Scenario, Trial};
 
 /// A timeline of the first trials of each arm: per trial, the holder's lease (from acquire
 /// to lost/release) with its frozen stretch hatched, the successor's lease, and every effect
@@ -17,12 +17,14 @@ pub(super) fn timeline(r: &Report) -> String {
     }
     let shown: Vec<&Trial> =
         names.iter().flat_map(|arm| trials.iter().filter(move |t| t.arm == *arm).take(6)).collect();
-    let unknown = r.scenario == "unknown-acquire";
-    let (holder_bar, hatched) = match r.scenario.as_str() {
-        "partition" => ("holder lease", "cut off from the store"),
-        "store-kill" => ("holder lease", "store killed until restarted"),
-        "failover" => ("holder lease", "from the primary's loss to the successor's first try"),
-        "unknown-acquire" => (
+    let unknown = r.scenario == Scenario::UnknownAcquire;
+    let (holder_bar, hatched) = match r.scenario {
+        Scenario::Partition => ("holder lease", "cut off from the store"),
+        Scenario::StoreKill => ("holder lease", "store killed until restarted"),
+        Scenario::Failover => {
+            ("holder lease", "from the primary's loss to the successor's first try")
+        }
+        Scenario::UnknownAcquire => (
             "the grant whose answer was lost, from the request until the observer got the key",
             "replies dropped / link cut",
         ),
@@ -47,7 +49,7 @@ pub(super) fn timeline(r: &Report) -> String {
         r##"<svg xmlns="http://www.w3.org/2000/svg" width="{}" height="{h}" font-family="sans-serif" font-size="11"><rect width="100%" height="100%" fill="white"/><defs><pattern id="hatch" width="6" height="6" patternUnits="userSpaceOnUse" patternTransform="rotate(45)"><line x1="0" y1="0" x2="0" y2="6" stroke="#888" stroke-width="2"/></pattern></defs><text x="10" y="20" font-size="14">{} — {}, first trials per arm (time from the holder's acquire, ms)</text><text x="10" y="38">{}: blue bar, to its lost() or release (hatched: {}) · {} lease: orange bar · effect: green dot accepted, red ✕ refused by the resource (a successor's: locked out)</text>"##,
         left + width + 40.0,
         esc(&r.store),
-        esc(&r.scenario),
+        esc(&r.scenario.to_string()),
         holder_bar,
         hatched,
         if unknown { "observer" } else { "successor" }

@@ -49,7 +49,7 @@ struct FileFences(PathBuf);
 
 #[cfg(feature = "redis")]
 #[async_trait::async_trait]
-impl leasehold::backends::redlock::FenceSource for FileFences {
+impl leasehold::backends::redis::redlock::FenceSource for FileFences {
     async fn next(&self, _: &Key) -> leasehold::Result<FenceToken> {
         let path = self.0.clone();
         let next = tokio::task::spawn_blocking(move || bump(&path))
@@ -96,7 +96,7 @@ pub(super) async fn connect(url: &str) -> leasehold::Result<Locker> {
     let file = FENCES.get().cloned().or_else(|| std::env::var_os(ENV_FENCES).map(PathBuf::from));
     #[cfg(feature = "redis")]
     if let Some(f) = file.filter(|_| url.starts_with("redlock://")) {
-        let store = leasehold::backends::redlock::RedlockStore::connect(url).await?;
+        let store = leasehold::backends::redis::redlock::RedlockStore::connect(url).await?;
         return Ok(Locker::new(store.with_fence_source(std::sync::Arc::new(FileFences(f)))));
     }
     #[cfg(not(feature = "redis"))]
@@ -146,18 +146,18 @@ pub(super) async fn run(s: &Settings, name: &str) -> Result<(Vec<Trial>, Outline
         url: format!("{scheme}://{}{}", placeholder(scheme), options(s, scheme))
             .parse()
             .map_err(|e| format!("{e}"))?,
-        scenario: s.scenario.clone(),
+        scenario: s.scenario,
         trials: s.trials,
         control_trials: s.control_trials,
         ttl: s.ttl,
         out: s.out.clone(),
         topology: s.topology.clone(),
     };
-    let (trials, guarantees, mut setup) = if t.scenario == "partition" {
+    let (trials, guarantees, mut setup) = if t.scenario == super::Scenario::Partition {
         partition::run(&t, name).await?
     } else {
-        let plan = servers::topology(name, &t.scenario)?;
-        let failover = t.scenario == "failover";
+        let plan = servers::topology(name, &t.scenario.to_string())?;
+        let failover = t.scenario == super::Scenario::Failover;
         let mut trials = Vec::new();
         let mut guarantees = None;
         for fenced in [true, false] {

@@ -36,7 +36,7 @@ pub(crate) struct Plan {
 }
 
 fn slack(ttl: Duration) -> Duration {
-    (ttl / 10).min(Duration::from_secs(2))
+    leasehold::default_margin(ttl)
 }
 
 /// The most grace a ttl leaves room for.

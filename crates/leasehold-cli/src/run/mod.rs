@@ -16,8 +16,9 @@ use leasehold::{Error, HolderInfo, LockKind, Locker, LostReason, Wait};
 use tokio::signal::unix::{Signal, SignalKind, signal};
 
 use crate::args::{GrantOpt, IfUnavailable, RunOpt, StoreOpt, TimeoutOpt};
+use crate::exit::{Exit, code};
 use crate::status::escape;
-use crate::{Exit, code, dur, store};
+use crate::{dur, store};
 use handle::{Event, Supervisor};
 use nested::Parent;
 

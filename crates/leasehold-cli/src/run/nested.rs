@@ -8,7 +8,7 @@ use leasehold::{Error, Locker, OwnerToken};
 
 use super::supervise::ENV_RUN_PID;
 use super::{ENV_STORE_ID, metrics};
-use crate::{Exit, code};
+use crate::exit::{Exit, code};
 
 /// What a nested `run` found in its environment.
 pub(super) enum Parent {

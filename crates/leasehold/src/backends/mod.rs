@@ -25,8 +25,6 @@ pub mod mysql;
 pub mod postgres;
 #[cfg(feature = "redis")]
 pub mod redis;
-#[cfg(feature = "redis")]
-pub use redis::redlock;
 #[cfg(any(feature = "postgres", feature = "mysql", feature = "etcd", feature = "zookeeper"))]
 pub(crate) mod session;
 #[cfg(feature = "sqlite")]
@@ -55,20 +53,18 @@ impl Default for Limits {
     }
 }
 
-/// `f`, or [`Error::Unavailable`] naming `what` when it takes longer than `limit`.
-#[cfg_attr(
-    not(any(feature = "postgres", feature = "mysql", feature = "zookeeper")),
-    allow(dead_code)
-)]
-pub(crate) async fn within<T>(
-    limit: Duration,
-    what: impl FnOnce() -> String,
-    f: impl Future<Output = Result<T>>,
-) -> Result<T> {
-    match tokio::time::timeout(limit, f).await {
-        Ok(r) => r,
-        Err(_) => {
-            Err(Error::unavailable(format!("{} got no answer within {limit:?}", what()), None))
+cfg_sql! {
+    /// `f`, or [`Error::Unavailable`] naming `what` when it takes longer than `limit`.
+    pub(crate) async fn within<T>(
+        limit: Duration,
+        what: impl FnOnce() -> String,
+        f: impl Future<Output = Result<T>>,
+    ) -> Result<T> {
+        match tokio::time::timeout(limit, f).await {
+            Ok(r) => r,
+            Err(_) => {
+                Err(Error::unavailable(format!("{} got no answer within {limit:?}", what()), None))
+            }
         }
     }
 }
@@ -89,12 +85,31 @@ pub(crate) struct Descriptor {
     pub probe: ProbeFn,
 }
 
-/// A descriptor's `open`: the store `opening` yields, shared.
-pub(crate) fn opened<'a, S: Store + 'static>(
-    opening: impl Future<Output = Result<S>> + Send + 'a,
-) -> Boxed<'a, Result<Arc<dyn Store>>> {
-    Box::pin(async move {
-        let store: Arc<dyn Store> = Arc::new(opening.await?);
-        Ok(store)
-    })
+cfg_any_store! {
+    /// A descriptor's `open`: the store `opening` yields, shared.
+    pub(crate) fn opened<'a, S: Opened>(
+        opening: impl Future<Output = Result<S>> + Send + 'a,
+    ) -> Boxed<'a, Result<Arc<dyn Store>>> {
+        Box::pin(async move { Ok(opening.await?.shared()) })
+    }
+}
+
+cfg_any_store! {
+    /// What a store's opening yields: a store, or one already shared (a form chosen by the URL).
+    pub(crate) trait Opened {
+        /// The store, shared.
+        fn shared(self) -> Arc<dyn Store>;
+    }
+}
+
+impl<S: Store + 'static> Opened for S {
+    fn shared(self) -> Arc<dyn Store> {
+        Arc::new(self)
+    }
+}
+
+impl Opened for Arc<dyn Store> {
+    fn shared(self) -> Arc<dyn Store> {
+        self
+    }
 }

@@ -1,54 +1,130 @@
-//! What the session stores share: the keys whose abandoned requests are still being undone
-//! (PostgreSQL and MySQL session locks), and the two signals of a store-side session (etcd,
-//! ZooKeeper).
+//! What the session stores share: the grants a PostgreSQL or MySQL session store holds on
+//! its connections ([`Grants`]), the keys whose abandoned requests are still being undone,
+//! and the two signals of a store-side session (etcd, ZooKeeper).
 
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::Duration;
 
-/// Keys whose abandoned requests are still being undone, so a release in this process can
-/// wait until no abandoned request can grab the lock it frees.
-#[cfg_attr(not(any(feature = "postgres", feature = "mysql")), allow(dead_code))]
-#[derive(Default)]
-pub(crate) struct Undoing {
-    keys: Mutex<HashMap<String, usize>>,
-    done: tokio::sync::Notify,
+cfg_sql! {
+    /// One grant of a session store: the key, its fence and holder info, and the connection
+    /// whose session holds the lock.
+    pub(crate) struct Held<C> {
+        pub key: crate::Key,
+        pub fence: u64,
+        pub info: Option<crate::HolderInfo>,
+        pub conn: std::sync::Arc<C>,
+    }
 }
 
-#[cfg_attr(not(any(feature = "postgres", feature = "mysql")), allow(dead_code))]
-impl Undoing {
-    pub fn start(&self, name: &str) {
-        *self.keys.lock().unwrap_or_else(|p| p.into_inner()).entry(name.to_owned()).or_default() +=
-            1;
-    }
+cfg_sql! {
+    /// The grants a session store holds, by owner: a session lock belongs to a connection of
+    /// this process, so only this map can say whose it is.
+    pub(crate) struct Grants<C>(Mutex<HashMap<crate::OwnerToken, Held<C>>>);
+}
 
-    pub fn finish(&self, name: &str) {
-        let mut keys = self.keys.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(n) = keys.get_mut(name) {
-            *n -= 1;
-            if *n == 0 {
-                keys.remove(name);
+cfg_sql! {
+    impl<C> Default for Grants<C> {
+        fn default() -> Self {
+            Grants(Mutex::default())
+        }
+    }
+}
+
+cfg_sql! {
+    impl<C> Grants<C> {
+        fn map(&self) -> std::sync::MutexGuard<'_, HashMap<crate::OwnerToken, Held<C>>> {
+            self.0.lock().unwrap_or_else(|p| p.into_inner())
+        }
+
+        /// Records `owner`'s grant.
+        pub fn insert(&self, owner: crate::OwnerToken, held: Held<C>) {
+            self.map().insert(owner, held);
+        }
+
+        /// The connection holding `owner`'s grant of `key`, if it is one.
+        pub fn conn(
+            &self,
+            key: &crate::Key,
+            owner: &crate::OwnerToken,
+        ) -> Option<std::sync::Arc<C>> {
+            match self.map().get(owner) {
+                Some(h) if h.key == *key => Some(h.conn.clone()),
+                _ => None,
             }
         }
-        drop(keys);
-        self.done.notify_waiters();
-    }
 
-    pub async fn settled(&self, name: &str, limit: Duration) {
-        // The common case, nothing being undone: no timer.
-        if !self.keys.lock().unwrap_or_else(|p| p.into_inner()).contains_key(name) {
-            return;
+        /// Removes and returns `owner`'s grant of `key`, if it is one (owner-checked).
+        pub fn take(&self, key: &crate::Key, owner: &crate::OwnerToken) -> Option<Held<C>> {
+            let mut map = self.map();
+            match map.get(owner) {
+                Some(h) if h.key == *key => map.remove(owner),
+                _ => None,
+            }
         }
-        let _ = tokio::time::timeout(limit, async {
-            loop {
-                let done = self.done.notified();
-                if !self.keys.lock().unwrap_or_else(|p| p.into_inner()).contains_key(name) {
-                    return;
+
+        /// This process's grants (of `key`, if given), sorted by key.
+        pub fn holders(&self, key: Option<&crate::Key>) -> Vec<crate::Holder> {
+            let mut out: Vec<crate::Holder> = self
+                .map()
+                .iter()
+                .filter(|(_, h)| key.is_none_or(|k| *k == h.key))
+                .map(|(o, h)| {
+                    let fence = Some(crate::FenceToken::new(h.fence));
+                    crate::Holder::new(h.key.clone(), *o, fence, None).with_info(h.info.clone())
+                })
+                .collect();
+            out.sort_by(|a, b| a.key.cmp(&b.key));
+            out
+        }
+    }
+}
+
+cfg_sql! {
+    /// Keys whose abandoned requests are still being undone, so a release in this process can
+    /// wait until no abandoned request can grab the lock it frees.
+    #[derive(Default)]
+    pub(crate) struct Undoing {
+        keys: Mutex<HashMap<String, usize>>,
+        done: tokio::sync::Notify,
+    }
+}
+
+cfg_sql! {
+    impl Undoing {
+        pub fn start(&self, name: &str) {
+            let mut keys = self.keys.lock().unwrap_or_else(|p| p.into_inner());
+            *keys.entry(name.to_owned()).or_default() += 1;
+        }
+
+        pub fn finish(&self, name: &str) {
+            let mut keys = self.keys.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some(n) = keys.get_mut(name) {
+                *n -= 1;
+                if *n == 0 {
+                    keys.remove(name);
                 }
-                done.await;
             }
-        })
-        .await;
+            drop(keys);
+            self.done.notify_waiters();
+        }
+
+        pub async fn settled(&self, name: &str, limit: Duration) {
+            // The common case, nothing being undone: no timer.
+            if !self.keys.lock().unwrap_or_else(|p| p.into_inner()).contains_key(name) {
+                return;
+            }
+            let _ = tokio::time::timeout(limit, async {
+                loop {
+                    let done = self.done.notified();
+                    if !self.keys.lock().unwrap_or_else(|p| p.into_inner()).contains_key(name) {
+                        return;
+                    }
+                    done.await;
+                }
+            })
+            .await;
+        }
     }
 }
 

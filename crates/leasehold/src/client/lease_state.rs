@@ -24,6 +24,12 @@ pub(crate) struct Timing {
     pub op_timeout: Duration,
 }
 
+/// The margin an acquire uses unless it sets one (`Acquire::margin`): ttl/10, at most 2 s.
+/// The local deadline falls this long before the store's expiry, on a clock within the drift.
+pub fn default_margin(ttl: Duration) -> Duration {
+    (ttl / 10).min(Duration::from_secs(2))
+}
+
 /// How long after sending a request that the store granted or renewed the holder keeps its
 /// authority: `ttl·(1 − drift) − margin`, zero if the margin leaves nothing (`docs/design.md`
 /// §2, local deadline). `drift` is the fraction by which this host's clock may run slow

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::client::background::Exit;
-use crate::client::lease_state::{Shared, Timing};
+use crate::client::lease_state::{Shared, Timing, default_margin};
 use crate::client::queue::{Ident, Refused};
 use crate::client::renewal::Watchdog;
 use crate::store::HolderInfo;
@@ -322,7 +322,7 @@ impl Acquire {
         if !(0.0..0.5).contains(&self.drift) {
             return Err(Error::invalid(format!("drift {} is outside [0, 0.5)", self.drift)));
         }
-        let margin = self.margin.unwrap_or_else(|| (self.ttl / 10).min(Duration::from_secs(2)));
+        let margin = self.margin.unwrap_or_else(|| default_margin(self.ttl));
         if margin >= self.ttl.mul_f64(1.0 - self.drift) {
             return Err(Error::invalid(format!(
                 "margin {margin:?} leaves no time inside a ttl of {:?}",

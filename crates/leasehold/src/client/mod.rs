@@ -10,4 +10,5 @@ pub(crate) mod queue;
 pub(crate) mod renewal;
 
 pub use lease::{Lease, Released};
+pub use lease_state::default_margin;
 pub use locker::{Acquire, DEFAULT_CONNECT_TIMEOUT, DEFAULT_OP_TIMEOUT, Locker, MAX_TTL, Wait};

@@ -21,20 +21,26 @@ use crate::client::lease_state::Shared;
 use crate::error::StaleReason;
 use crate::{Error, FenceToken, Key, LostReason, OwnerToken, Result};
 
-// Each store's fence resource lives in its folder; these are the paths users write.
+// Each store's fence resource lives in its folder (`backends/<store>/fence.rs`); this is its
+// one public path.
 #[cfg(feature = "etcd")]
-pub use crate::backends::etcd::fence as etcd;
+#[path = "../backends/etcd/fence.rs"]
+pub mod etcd;
 #[cfg(feature = "http")]
 pub mod http;
 #[cfg(feature = "mysql")]
-pub use crate::backends::mysql::fence as mysql;
+#[path = "../backends/mysql/fence.rs"]
+pub mod mysql;
 #[cfg(feature = "postgres")]
-pub use crate::backends::postgres::fence as postgres;
-pub(crate) mod rule;
+#[path = "../backends/postgres/fence.rs"]
+pub mod postgres;
 #[cfg(feature = "redis")]
-pub use crate::backends::redis::fence as redis;
+#[path = "../backends/redis/fence.rs"]
+pub mod redis;
+pub(crate) mod rule;
 #[cfg(feature = "sqlite")]
-pub use crate::backends::sqlite::fence as sqlite;
+#[path = "../backends/sqlite/fence.rs"]
+pub mod sqlite;
 
 /// Environment variables the CLI exports to the child of `leasehold run`.
 pub const ENV_KEY: &str = "LEASEHOLD_KEY";
@@ -110,20 +116,18 @@ impl Fencing {
         }
     }
 
-    /// The error for an effect refused because the grant's time is up.
-    #[cfg_attr(
-        not(any(feature = "sqlite", feature = "postgres", feature = "mysql")),
-        allow(dead_code)
-    )]
-    pub(crate) fn time_is_up(&self) -> Error {
-        let reason = match &self.bound {
-            Some(Bound::Lease(w)) => match w.upgrade() {
-                None => LostReason::Released,
-                Some(s) => s.lost_now().unwrap_or(LostReason::DeadlinePassed),
-            },
-            _ => LostReason::DeadlinePassed,
-        };
-        Error::Lost { key: self.key.clone(), reason }
+    cfg_fence_table! {
+        /// The error for an effect refused because the grant's time is up.
+        pub(crate) fn time_is_up(&self) -> Error {
+            let reason = match &self.bound {
+                Some(Bound::Lease(w)) => match w.upgrade() {
+                    None => LostReason::Released,
+                    Some(s) => s.lost_now().unwrap_or(LostReason::DeadlinePassed),
+                },
+                _ => LostReason::DeadlinePassed,
+            };
+            Error::Lost { key: self.key.clone(), reason }
+        }
     }
 
     /// Reads `LEASEHOLD_KEY`, `LEASEHOLD_FENCE` and `LEASEHOLD_OWNER`, as exported by
@@ -188,75 +192,65 @@ pub fn idempotency_key(key: &Key, work_item: &str) -> String {
     format!("leasehold-{h:032x}")
 }
 
-/// What a resource has installed, as read back when refusing.
-#[cfg_attr(
-    not(any(feature = "sqlite", feature = "redis", feature = "postgres", feature = "mysql")),
-    allow(dead_code)
-)]
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Installed {
-    pub key: String,
-    pub token: u64,
-    pub owner: String,
-}
-
-/// Fence 0 means "this store issued no fence" (see [`crate::FenceRepeat::NoFence`]): such a
-/// grant cannot claim a fenced resource.
-#[cfg_attr(
-    not(any(
-        feature = "sqlite",
-        feature = "redis",
-        feature = "postgres",
-        feature = "mysql",
-        feature = "etcd"
-    )),
-    allow(dead_code)
-)]
-pub(crate) fn require_token(resource: &str, fencing: &Fencing) -> Result<()> {
-    if fencing.token.get() == 0 {
-        return Err(Error::StaleFence {
-            resource: resource.to_owned(),
-            presented: fencing.token,
-            installed: None,
-            reason: StaleReason::NoFence,
-        });
+cfg_fence_claim! {
+    /// What a resource has installed, as read back when refusing.
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub(crate) struct Installed {
+        pub key: String,
+        pub token: u64,
+        pub owner: String,
     }
-    Ok(())
 }
 
-#[cfg_attr(
-    not(any(feature = "sqlite", feature = "redis", feature = "postgres", feature = "mysql")),
-    allow(dead_code)
-)]
-pub(crate) fn stale(resource: &str, presented: &Fencing, installed: Option<Installed>) -> Error {
-    let (installed, reason) = match installed {
-        None => (None, StaleReason::Unclaimed),
-        Some(i) if i.key != presented.key.as_str() => {
-            (Some(FenceToken::new(i.token)), StaleReason::OtherKey { installed_key: i.key })
+cfg_fence_resource! {
+    /// Fence 0 means "this store issued no fence" (see [`crate::FenceRepeat::NoFence`]): such a
+    /// grant cannot claim a fenced resource.
+    pub(crate) fn require_token(resource: &str, fencing: &Fencing) -> Result<()> {
+        if fencing.token.get() == 0 {
+            return Err(Error::StaleFence {
+                resource: resource.to_owned(),
+                presented: fencing.token,
+                installed: None,
+                reason: StaleReason::NoFence,
+            });
         }
-        Some(i) if i.token == presented.token.get() => {
-            (Some(FenceToken::new(i.token)), StaleReason::OtherOwner)
+        Ok(())
+    }
+}
+
+cfg_fence_claim! {
+    pub(crate) fn stale(
+        resource: &str,
+        presented: &Fencing,
+        installed: Option<Installed>,
+    ) -> Error {
+        let (installed, reason) = match installed {
+            None => (None, StaleReason::Unclaimed),
+            Some(i) if i.key != presented.key.as_str() => {
+                (Some(FenceToken::new(i.token)), StaleReason::OtherKey { installed_key: i.key })
+            }
+            Some(i) if i.token == presented.token.get() => {
+                (Some(FenceToken::new(i.token)), StaleReason::OtherOwner)
+            }
+            Some(i) if i.token < presented.token.get() => {
+                (Some(FenceToken::new(i.token)), StaleReason::Unclaimed)
+            }
+            Some(i) => (Some(FenceToken::new(i.token)), StaleReason::Newer),
+        };
+        Error::StaleFence {
+            resource: resource.to_owned(),
+            presented: presented.token,
+            installed,
+            reason,
         }
-        Some(i) if i.token < presented.token.get() => {
-            (Some(FenceToken::new(i.token)), StaleReason::Unclaimed)
-        }
-        Some(i) => (Some(FenceToken::new(i.token)), StaleReason::Newer),
-    };
-    Error::StaleFence {
-        resource: resource.to_owned(),
-        presented: presented.token,
-        installed,
-        reason,
     }
 }
 
 impl Installed {
-    #[cfg_attr(
-        not(any(feature = "sqlite", feature = "postgres", feature = "mysql")),
-        allow(dead_code)
-    )]
-    fn as_claim(&self) -> (&str, u64, &str) {
-        (&self.key, self.token, &self.owner)
+    cfg_fence_table! {
+        fn as_claim(&self) -> (&str, u64, &str) {
+            (&self.key, self.token, &self.owner)
+        }
     }
 }
 
@@ -268,19 +262,20 @@ pub(crate) fn may_claim(installed: Option<&Installed>, f: &Fencing) -> bool {
     rule::may_claim(installed.map(Installed::as_claim), (f.key.as_str(), f.token.get(), owner))
 }
 
-/// Succeeds iff `installed` is exactly `fencing` (key, token and owner): [`rule::may_apply`].
-#[cfg_attr(not(any(feature = "sqlite", feature = "postgres", feature = "mysql")), allow(dead_code))]
-pub(crate) fn verify(
-    resource: &str,
-    fencing: &Fencing,
-    installed: Option<Installed>,
-) -> Result<()> {
-    let owner = fencing.owner().hex();
-    let owner = std::str::from_utf8(&owner).unwrap_or_default();
-    let presented = (fencing.key().as_str(), fencing.token().get(), owner);
-    if rule::may_apply(installed.as_ref().map(Installed::as_claim), presented) {
-        Ok(())
-    } else {
-        Err(stale(resource, fencing, installed))
+cfg_fence_table! {
+    /// Succeeds iff `installed` is exactly `fencing` (key, token and owner): [`rule::may_apply`].
+    pub(crate) fn verify(
+        resource: &str,
+        fencing: &Fencing,
+        installed: Option<Installed>,
+    ) -> Result<()> {
+        let owner = fencing.owner().hex();
+        let owner = std::str::from_utf8(&owner).unwrap_or_default();
+        let presented = (fencing.key().as_str(), fencing.token().get(), owner);
+        if rule::may_apply(installed.as_ref().map(Installed::as_claim), presented) {
+            Ok(())
+        } else {
+            Err(stale(resource, fencing, installed))
+        }
     }
 }

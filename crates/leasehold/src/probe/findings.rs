@@ -40,29 +40,21 @@ pub struct ClockOffset {
     pub uncertainty: f64,
 }
 
-#[cfg_attr(
-    not(any(
-        feature = "redis",
-        feature = "postgres",
-        feature = "mysql",
-        feature = "etcd",
-        feature = "zookeeper"
-    )),
-    allow(dead_code)
-)]
-impl Probe {
-    pub(crate) fn set(&mut self, k: &str, v: impl ToString) {
-        self.settings.push(Setting { setting: k.to_owned(), value: v.to_string() });
-    }
-    pub(crate) fn verdict(&mut self, v: impl Into<String>) {
-        self.verdicts.push(v.into());
-    }
-    pub(crate) fn change(&mut self, v: impl Into<String>) {
-        self.changes.push(v.into());
-    }
-    /// The value of a setting, if read.
-    pub fn setting(&self, name: &str) -> Option<&str> {
-        self.settings.iter().find(|s| s.setting == name).map(|s| s.value.as_str())
+cfg_networked! {
+    impl Probe {
+        pub(crate) fn set(&mut self, k: &str, v: impl ToString) {
+            self.settings.push(Setting { setting: k.to_owned(), value: v.to_string() });
+        }
+        pub(crate) fn verdict(&mut self, v: impl Into<String>) {
+            self.verdicts.push(v.into());
+        }
+        pub(crate) fn change(&mut self, v: impl Into<String>) {
+            self.changes.push(v.into());
+        }
+        /// The value of a setting, if read.
+        pub fn setting(&self, name: &str) -> Option<&str> {
+            self.settings.iter().find(|s| s.setting == name).map(|s| s.value.as_str())
+        }
     }
 }
 
@@ -70,27 +62,27 @@ impl Probe {
 /// failover takes at least this long, and clock-backed fences rely on it.
 pub(crate) const FAILOVER_CLOCK_SLACK_MS: f64 = 1000.0;
 
-/// Seconds since 1970 on this host.
-#[cfg_attr(not(any(feature = "redis", feature = "postgres", feature = "mysql")), allow(dead_code))]
-pub(crate) fn now_s() -> f64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or(0.0)
-}
-
-/// `server_s` read between `before` and `after` (seconds since 1970).
-#[cfg_attr(not(any(feature = "redis", feature = "postgres", feature = "mysql")), allow(dead_code))]
-pub(crate) fn offset(before: f64, after: f64, server_s: f64) -> ClockOffset {
-    let mid = (before + after) / 2.0;
-    ClockOffset {
-        store_minus_local: ((server_s - mid) * 1e4).round() / 10.0,
-        uncertainty: (((after - before) / 2.0) * 1e4).round() / 10.0,
+cfg_sql! {
+    /// Seconds since 1970 on this host.
+    pub(crate) fn now_s() -> f64 {
+        SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or(0.0)
     }
 }
 
-/// The value of a URL option, owned (the probes' messages keep it).
-#[cfg_attr(
-    not(any(feature = "redis", feature = "postgres", feature = "mysql", feature = "etcd")),
-    allow(dead_code)
-)]
-pub(crate) fn query_flag(url: &str, name: &str) -> Option<String> {
-    crate::url::option_of(url, name).map(str::to_owned)
+cfg_sql! {
+    /// `server_s` read between `before` and `after` (seconds since 1970).
+    pub(crate) fn offset(before: f64, after: f64, server_s: f64) -> ClockOffset {
+        let mid = (before + after) / 2.0;
+        ClockOffset {
+            store_minus_local: ((server_s - mid) * 1e4).round() / 10.0,
+            uncertainty: (((after - before) / 2.0) * 1e4).round() / 10.0,
+        }
+    }
+}
+
+cfg_sql! {
+    /// The value of a URL option, owned (the probes' messages keep it).
+    pub(crate) fn query_flag(url: &str, name: &str) -> Option<String> {
+        crate::url::option_of(url, name).map(str::to_owned)
+    }
 }

@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use crate::backends::Limits;
-use crate::{FenceRepeat, Result, StoreUrl};
+use crate::{FenceRepeat, Locker, Result, StoreUrl};
 use findings::FAILOVER_CLOCK_SLACK_MS;
 
 pub(crate) mod findings;
@@ -23,11 +23,20 @@ pub async fn probe(url: &StoreUrl) -> Result<Probe> {
 /// answer within them is [`crate::Error::Unavailable`]; credentials, TLS or a database the
 /// store refuses are [`crate::Error::Config`], as for [`crate::Locker::connect`].
 pub async fn probe_within(url: &StoreUrl, connect: Duration, limit: Duration) -> Result<Probe> {
+    let store = url.open(Limits { connect, op: crate::DEFAULT_OP_TIMEOUT }).await?;
+    read(url, store.guarantees(), limit).await
+}
+
+/// [`probe`] of the store `locker` already has open on `url` (its guarantees are the
+/// locker's), reading the settings by `limit`.
+pub async fn probe_open(url: &StoreUrl, locker: &Locker, limit: Duration) -> Result<Probe> {
+    read(url, locker.guarantees(), limit).await
+}
+
+async fn read(url: &StoreUrl, g: crate::Guarantees, limit: Duration) -> Result<Probe> {
     let mut p = Probe::default();
-    let limits = Limits { connect, op: crate::DEFAULT_OP_TIMEOUT };
-    let (store, read) = url.probe(&mut p, limits, limit).await?;
-    read?;
-    if store.guarantees().fence_repeat == FenceRepeat::ClockBacked {
+    url.read_settings(&mut p, limit).await?;
+    if g.fence_repeat == FenceRepeat::ClockBacked {
         fence_clock(&mut p);
     }
     Ok(p)

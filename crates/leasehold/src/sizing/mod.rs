@@ -289,7 +289,7 @@ pub fn recommend(
          ≥ P + R = {}",
         ms(p.saturating_add(r))
     ));
-    let default_margin_ms = (ttl_ms / 10).min(2000);
+    let default_margin_ms = crate::default_margin(Duration::from_millis(ttl_ms)).as_millis() as u64;
     a.push(format!(
         "the default margin for this ttl would be min(ttl/10, 2 s) = {default_margin_ms} ms; {}",
         if default_margin_ms >= margin_ms {

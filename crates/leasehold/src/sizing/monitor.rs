@@ -169,7 +169,7 @@ pub async fn sample_pauses(duration: Duration) -> Result<Distribution> {
 /// The round trips of renew-sized requests to `locker`'s store for `duration` (at least
 /// one): a private probe key (`leasehold-size-probe-…`) is acquired once, renewed one request
 /// at a time with 1 ms between them, released at the end, and then forgotten by the store
-/// ([`crate::Store::forget`]: no fence counter or row of it is left behind).
+/// ([`crate::store::Store::forget`]: no fence counter or row of it is left behind).
 ///
 /// Errors: the store's, from the acquisition, a renewal, the release or the clean-up (the
 /// probe lease is released before a renewal's error is returned; its ttl is the backstop).

@@ -17,11 +17,48 @@
 
 use crate::backends::etcd::EtcdStore;
 use crate::backends::etcd::client::Client;
-use crate::backends::etcd::rpc::{
-    Compare, CompareResult, RangeRequest, RequestOp, TxnRequest, TxnResponse,
-};
+use crate::backends::etcd::rpc::{Compare, CompareResult, RangeRequest, RequestOp, TxnRequest};
 use crate::fence::{Fencing, require_token};
 use crate::{Error, FenceToken, Result};
+
+/// The condition every fenced transaction starts with, to add to transactions of your own
+/// (with your etcd client): `key`'s create revision equals `create_revision` (the grant's
+/// key still exists, and is the grant's).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct LockCondition {
+    /// The etcd key holding the grant.
+    pub key: String,
+    /// Its create revision: the grant's fence.
+    pub create_revision: i64,
+}
+
+/// One effect of a fenced transaction.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Op {
+    /// `PUT key value`.
+    Put {
+        /// The key written.
+        key: String,
+        /// Its new value.
+        value: Vec<u8>,
+    },
+    /// `DELETE key`.
+    Delete {
+        /// The key removed.
+        key: String,
+    },
+}
+
+impl Op {
+    fn request(self) -> RequestOp {
+        match self {
+            Op::Put { key, value } => RequestOp::put(key, value, 0),
+            Op::Delete { key } => RequestOp::delete(key),
+        }
+    }
+}
 
 /// Applies etcd operations only while a given grant still holds its lock.
 #[derive(Clone)]
@@ -44,30 +81,32 @@ impl EtcdFence {
 
     /// The etcd key holding `fencing`'s grant.
     pub fn lock_key(&self, fencing: &Fencing) -> String {
-        super::lock_key_in(&self.prefix, fencing.key(), &fencing.owner())
+        crate::backends::etcd::lock_key_in(&self.prefix, fencing.key(), &fencing.owner())
     }
 
-    /// The comparison every fenced transaction starts with: the grant's key still exists with
+    /// The condition every fenced transaction starts with: the grant's key still exists with
     /// the fence as its create revision. Add it to transactions of your own.
-    pub fn compare(&self, fencing: &Fencing) -> Compare {
-        let rev = i64::try_from(fencing.token().get()).unwrap_or(i64::MAX);
-        Compare::create_revision(self.lock_key(fencing), CompareResult::Equal, rev)
+    pub fn condition(&self, fencing: &Fencing) -> LockCondition {
+        let create_revision = i64::try_from(fencing.token().get()).unwrap_or(i64::MAX);
+        LockCondition { key: self.lock_key(fencing), create_revision }
     }
 
     /// Runs `ops` iff the grant still holds its lock; [`Error::StaleFence`] otherwise.
-    pub async fn txn(&self, fencing: &Fencing, ops: Vec<RequestOp>) -> Result<TxnResponse> {
+    pub async fn txn(&self, fencing: &Fencing, ops: Vec<Op>) -> Result<()> {
         require_token("etcd", fencing)?;
-        let lock_key = self.lock_key(fencing);
+        let LockCondition { key: lock_key, create_revision } = self.condition(fencing);
+        let compare =
+            Compare::create_revision(lock_key.as_str(), CompareResult::Equal, create_revision);
         let req = TxnRequest {
-            compare: vec![self.compare(fencing)],
-            success: ops,
+            compare: vec![compare],
+            success: ops.into_iter().map(Op::request).collect(),
             failure: vec![RequestOp::range(RangeRequest::key(lock_key.as_str()))],
         };
         let r = self.client.txn(req).await.map_err(|e| {
             Error::unavailable(format!("etcd fenced txn failed: {e}"), Some(Box::new(e)))
         })?;
         if r.succeeded {
-            return Ok(r);
+            return Ok(());
         }
         // The lock key's create revision is its fence: another one means another grant.
         let installed = r
@@ -86,11 +125,12 @@ impl EtcdFence {
 
     /// `PUT key value` iff the grant still holds its lock.
     pub async fn put(&self, fencing: &Fencing, key: &str, value: &str) -> Result<()> {
-        self.txn(fencing, vec![RequestOp::put(key, value, 0)]).await.map(|_| ())
+        let op = Op::Put { key: key.to_owned(), value: value.as_bytes().to_vec() };
+        self.txn(fencing, vec![op]).await
     }
 
     /// `DELETE key` iff the grant still holds its lock.
     pub async fn delete(&self, fencing: &Fencing, key: &str) -> Result<()> {
-        self.txn(fencing, vec![RequestOp::delete(key)]).await.map(|_| ())
+        self.txn(fencing, vec![Op::Delete { key: key.to_owned() }]).await
     }
 }

@@ -31,7 +31,6 @@
 //! [`Error::Config`]; a cluster that cannot be reached is [`Error::Unavailable`]. Opening a
 //! session (the first request of a connection) answers within the connect limit.
 
-pub mod fence;
 mod probe;
 
 use std::collections::HashMap;
@@ -53,10 +52,10 @@ use crate::{Error, FenceRepeat, FenceToken, Guarantees, Key, LockKind, OwnerToke
 // leasehold's own etcd v3 client: the store's, and through `tools` the bench's and the
 // harness's (some of its RPCs only they call).
 #[cfg_attr(not(feature = "tools"), allow(dead_code))]
-mod client;
+pub(crate) mod client;
 mod config;
 mod queue;
-pub mod rpc;
+pub(crate) mod rpc;
 mod session;
 #[cfg(feature = "tools")]
 pub mod tools;

@@ -5,6 +5,11 @@
 use super::EtcdStore;
 pub use super::client::{Client, Error};
 
+/// The hand-written etcd v3 gRPC messages the client sends (not a stable API).
+pub mod rpc {
+    pub use crate::backends::etcd::rpc::*;
+}
+
 /// A clone of the store's client (it shares the store's connection).
 pub fn client(store: &EtcdStore) -> Client {
     store.client()

@@ -26,7 +26,7 @@ pub fn lease_statements(url: &str) -> Result<LeaseStatements> {
 }
 
 /// The lease-table store (`mode=lease`).
-pub struct MyLeaseStore {
+pub struct MysqlStore {
     pool: Pool,
     /// The statements, bounded in the server by the op timeout (rebuilt when it changes).
     sql: std::sync::RwLock<Arc<LeaseSql>>,
@@ -38,9 +38,9 @@ pub struct MyLeaseStore {
     bells: super::doorbell::Doorbell,
 }
 
-impl std::fmt::Debug for MyLeaseStore {
+impl std::fmt::Debug for MysqlStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("MyLeaseStore").field("table", &self.sql().table).finish()
+        f.debug_struct("MysqlStore").field("table", &self.sql().table).finish()
     }
 }
 
@@ -95,13 +95,13 @@ impl LeaseSql {
     }
 }
 
-impl MyLeaseStore {
+impl MysqlStore {
     pub(super) async fn open(opts: Opts, o: &Options, limits: Limits) -> Result<Self> {
         let sql = LeaseSql::new(&o.table, limits.op);
         // Our statements leave no session state behind, and a reset on every return to the
         // pool would cost a round trip and drop the prepared-statement cache.
         let pool_opts = opts.pool_opts().clone().with_reset_connection(false);
-        let store = MyLeaseStore {
+        let store = MysqlStore {
             pool: Pool::new(OptsBuilder::from_opts(opts.clone()).pool_opts(pool_opts)),
             granting: Arc::default(),
             sql: std::sync::RwLock::new(Arc::new(sql)),
@@ -160,7 +160,7 @@ impl MyLeaseStore {
 }
 
 #[async_trait]
-impl Store for MyLeaseStore {
+impl Store for MysqlStore {
     fn guarantees(&self) -> Guarantees {
         Guarantees {
             backend: "mysql",
@@ -389,9 +389,9 @@ mod tests {
             .unwrap_or_else(|_| "mysql://root@127.0.0.1:3306".into())
     }
 
-    async fn store(url: &str) -> Arc<MyLeaseStore> {
+    async fn store(url: &str) -> Arc<MysqlStore> {
         let (opts, o) = super::super::parse_url(url).unwrap();
-        Arc::new(MyLeaseStore::open(opts, &o, crate::backends::Limits::default()).await.unwrap())
+        Arc::new(MysqlStore::open(opts, &o, crate::backends::Limits::default()).await.unwrap())
     }
 
     /// A waiter with a store of its own (as in another process: nothing in this process

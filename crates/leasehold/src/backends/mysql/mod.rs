@@ -30,7 +30,6 @@
 //! MariaDB, the lease table's statements by `max_statement_time`, so a grant behind another
 //! session's `LOCK TABLES` or row lock answers and leaves no statement waiting.
 
-pub mod fence;
 mod probe;
 
 use std::collections::{HashMap, HashSet};
@@ -47,8 +46,6 @@ use super::Limits;
 use super::session::Undoing;
 use crate::store::{AcquireRequest, Attempt, Grant, Holder, HolderInfo, RenewItem, SessionEnd};
 use crate::{Error, FenceRepeat, FenceToken, Guarantees, Key, LockKind, OwnerToken, Result, Store};
-
-pub use mysql_async;
 
 const RENEW_CHUNK: usize = 1000;
 const PER_CONN: usize = 64;
@@ -106,20 +103,6 @@ fn connect_err(e: mysql_async::Error) -> Error {
 
 fn us(d: Duration) -> u64 {
     u64::try_from(d.as_micros()).unwrap_or(u64::MAX).max(1)
-}
-
-fn ident(what: &str, v: &str) -> Result<String> {
-    let ok = !v.is_empty()
-        && v.len() <= 64
-        && !v.starts_with(|c: char| c.is_ascii_digit())
-        && v.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
-    if ok {
-        Ok(v.to_owned())
-    } else {
-        Err(Error::invalid(format!(
-            "{what}={v:?}: use 1-64 ASCII letters, digits or '_', not starting with a digit"
-        )))
-    }
 }
 
 #[derive(Debug, Clone)]
@@ -185,19 +168,20 @@ fn parse_url(url: &str) -> Result<(Opts, Options)> {
     let within = |name, v| {
         crate::url::duration_option(name, v, Duration::from_millis(1), Duration::from_secs(3600))
     };
-    for crate::url::Opt { key, value: v, text } in query {
+    for opt in query {
+        let crate::url::Opt { key, value: v, .. } = opt;
         match key {
             OptionKey::Mode => {
                 o.session = choice("mode", v, &[("lease", false), ("session", true)])?
             }
-            OptionKey::Table => o.table = ident("table", v)?,
+            OptionKey::Table => o.table = crate::url::identifier("table", v, 64)?,
             OptionKey::Prefix => o.prefix = v.to_owned(),
             OptionKey::Fence => o.fence = choice("fence", v, &[("table", true), ("none", false)])?,
             OptionKey::Heartbeat => o.heartbeat = within("heartbeat", v)?,
             OptionKey::ConnectTimeout => o.connect_timeout = Some(within("connect_timeout", v)?),
             _ => {
                 socket_given |= key == OptionKey::PreferSocket;
-                keep.push(text)
+                keep.push(opt)
             }
         }
     }
@@ -223,19 +207,52 @@ pub(crate) fn client_opts(url: &str) -> Result<Opts> {
     parse_url(url).map(|(opts, _)| opts)
 }
 
-/// Opens a `mysql://` store in the form its URL asks for, within
-/// [`crate::DEFAULT_CONNECT_TIMEOUT`] (or the URL's `connect_timeout`).
-pub async fn connect(url: &str) -> Result<Arc<dyn Store>> {
-    open(url, Limits::default()).await
+impl MysqlStore {
+    /// Connects to the lease table of a `mysql://` URL (`mode=lease`, the default) within
+    /// [`crate::DEFAULT_CONNECT_TIMEOUT`] (or the URL's `connect_timeout`). For whichever
+    /// form a URL asks for, use [`crate::Locker::connect`].
+    pub async fn connect(url: &str) -> Result<Self> {
+        let (opts, o, limits) = parse_for(url, false)?;
+        MysqlStore::open(opts, &o, limits).await
+    }
+}
+
+impl MysqlSessionStore {
+    /// Connects for `GET_LOCK` session locks (a `mysql://` URL with `mode=session`) within
+    /// [`crate::DEFAULT_CONNECT_TIMEOUT`] (or the URL's `connect_timeout`).
+    pub async fn connect(url: &str) -> Result<Self> {
+        let (opts, o, limits) = parse_for(url, true)?;
+        MysqlSessionStore::open(opts, &o, limits).await
+    }
+}
+
+/// `url` parsed, when its mode is `session` or not, with the default limits and its
+/// `connect_timeout`.
+fn parse_for(url: &str, session: bool) -> Result<(Opts, Options, Limits)> {
+    let (opts, o) = parse_url(url)?;
+    if o.session != session {
+        return Err(Error::invalid(format!(
+            "{} asks for mode={}, which this store type does not open (Locker::connect opens \
+             either)",
+            crate::redact(url),
+            if o.session { "session" } else { "lease" }
+        )));
+    }
+    let limits = limits_for(&o, Limits::default());
+    Ok((opts, o, limits))
+}
+
+fn limits_for(o: &Options, limits: Limits) -> Limits {
+    Limits { connect: o.connect_timeout.unwrap_or(limits.connect), ..limits }
 }
 
 async fn open(url: &str, limits: Limits) -> Result<Arc<dyn Store>> {
     let (opts, o) = parse_url(url)?;
-    let limits = Limits { connect: o.connect_timeout.unwrap_or(limits.connect), ..limits };
+    let limits = limits_for(&o, limits);
     Ok(if o.session {
-        Arc::new(MySessionStore::open(opts, &o, limits).await?)
+        Arc::new(MysqlSessionStore::open(opts, &o, limits).await?)
     } else {
-        Arc::new(MyLeaseStore::open(opts, &o, limits).await?)
+        Arc::new(MysqlStore::open(opts, &o, limits).await?)
     })
 }
 
@@ -272,8 +289,8 @@ mod session;
 #[cfg(feature = "tools")]
 pub mod tools;
 
-pub use lease::MyLeaseStore;
-pub use session::MySessionStore;
+pub use lease::MysqlStore;
+pub use session::MysqlSessionStore;
 
 /// The server's clock in µs since 1970 (UTC, whatever the session time zone), the floor of
 /// every fence (see [`crate::FenceRepeat::ClockBacked`]).
@@ -284,7 +301,7 @@ const CLOCK_US: &str = "TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TI
 pub(crate) const STORE: super::Descriptor = super::Descriptor {
     form: "mysql://USER@HOST:PORT/DB[?mode=lease|session]",
     options: |url| parse_url(url).map(drop),
-    open: |url, limits| Box::pin(open(url, limits)),
+    open: |url, limits| super::opened(open(url, limits)),
     probe: |url, p| Box::pin(probe::mysql(url, p)),
 };
 

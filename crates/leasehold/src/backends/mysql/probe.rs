@@ -5,7 +5,7 @@ use crate::probe::findings::*;
 use std::time::Duration;
 
 pub(crate) async fn mysql(url: &str, r: &mut Probe) -> std::result::Result<(), String> {
-    use crate::backends::mysql::mysql_async::{self, prelude::Queryable};
+    use mysql_async::{self, prelude::Queryable};
     let opts = crate::backends::mysql::client_opts(url).map_err(|e| e.to_string())?;
     let mut c = mysql_async::Conn::new(opts).await.map_err(|e| e.to_string())?;
     let (version, flush, sync_binlog, read_only, log_bin): (

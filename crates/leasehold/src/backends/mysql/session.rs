@@ -126,15 +126,10 @@ async fn session_heartbeat(conn: Weak<SessionConn>, every: Duration, alarm: watc
     }
 }
 
-struct Held {
-    key: Key,
-    fence: u64,
-    info: Option<HolderInfo>,
-    conn: Arc<SessionConn>,
-}
+type Held = super::super::session::Held<SessionConn>;
 
 /// The `GET_LOCK` store (`mode=session`).
-pub struct MySessionStore {
+pub struct MysqlSessionStore {
     opts: Opts,
     /// The connect limit; the op timeout as set last (ms), bounding the fence bump's lock
     /// waits in the server.
@@ -144,14 +139,14 @@ pub struct MySessionStore {
     fences: Option<String>,
     heartbeat: Duration,
     conns: Mutex<Vec<Arc<SessionConn>>>,
-    held: Mutex<HashMap<OwnerToken, Held>>,
+    held: super::super::session::Grants<SessionConn>,
     undoing: Arc<Undoing>,
     /// Bumped by the sentinel when its connection ends; every heartbeat pings at once.
     alarm: watch::Sender<u64>,
     sentinel: tokio::task::AbortHandle,
 }
 
-impl Drop for MySessionStore {
+impl Drop for MysqlSessionStore {
     fn drop(&mut self) {
         self.sentinel.abort();
     }
@@ -172,9 +167,9 @@ async fn sentinel(opts: Opts, connect: Duration, alarm: watch::Sender<u64>) {
     }
 }
 
-impl std::fmt::Debug for MySessionStore {
+impl std::fmt::Debug for MysqlSessionStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("MySessionStore").field("prefix", &self.prefix).finish()
+        f.debug_struct("MysqlSessionStore").field("prefix", &self.prefix).finish()
     }
 }
 
@@ -219,7 +214,7 @@ impl Drop for Flight {
     }
 }
 
-impl MySessionStore {
+impl MysqlSessionStore {
     pub(super) async fn open(opts: Opts, o: &Options, limits: Limits) -> Result<Self> {
         let fences = o.fence.then(|| format!("`{}_fences`", o.table));
         if let Some(t) = &fences {
@@ -245,7 +240,7 @@ impl MySessionStore {
         let alarm = watch::Sender::new(0);
         let sentinel =
             tokio::spawn(sentinel(opts.clone(), limits.connect, alarm.clone())).abort_handle();
-        Ok(MySessionStore {
+        Ok(MysqlSessionStore {
             connect: limits.connect,
             op_ms: std::sync::atomic::AtomicU64::new(limits.op.as_millis() as u64),
             opts,
@@ -253,7 +248,7 @@ impl MySessionStore {
             fences,
             heartbeat: o.heartbeat,
             conns: Mutex::default(),
-            held: Mutex::default(),
+            held: Default::default(),
             undoing: Arc::default(),
             alarm,
             sentinel,
@@ -262,10 +257,6 @@ impl MySessionStore {
 
     fn lock_name(&self, key: &Key) -> String {
         format!("{}{}", self.prefix, key.as_str())
-    }
-
-    fn held(&self) -> std::sync::MutexGuard<'_, HashMap<OwnerToken, Held>> {
-        self.held.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     fn conns(&self) -> std::sync::MutexGuard<'_, Vec<Arc<SessionConn>>> {
@@ -360,7 +351,7 @@ impl MySessionStore {
         let Some(fence) = fence else { return Ok(Attempt::Busy { holder_expires_in: None }) };
         let end = conn.end_signal();
         let held = Held { key: req.key.clone(), fence, info: req.info.cloned(), conn };
-        self.held().insert(*req.owner, held);
+        self.held.insert(*req.owner, held);
         Ok(Attempt::Granted(Grant::new(FenceToken::new(fence), sent).with_session_end(end)))
     }
 }
@@ -450,7 +441,7 @@ async fn grant_on(
 }
 
 #[async_trait]
-impl Store for MySessionStore {
+impl Store for MysqlSessionStore {
     fn guarantees(&self) -> Guarantees {
         Guarantees {
             backend: "mysql-session",
@@ -489,10 +480,7 @@ impl Store for MySessionStore {
     }
 
     async fn renew(&self, key: &Key, owner: &OwnerToken, _ttl: Duration) -> Result<bool> {
-        let conn = match self.held().get(owner) {
-            Some(h) if h.key == *key => h.conn.clone(),
-            _ => return Ok(false),
-        };
+        let Some(conn) = self.held.conn(key, owner) else { return Ok(false) };
         let v = conn
             .scalar(
                 &format!("SELECT IS_USED_LOCK({LOCK_NAME}) = CONNECTION_ID()"),
@@ -503,13 +491,7 @@ impl Store for MySessionStore {
     }
 
     async fn release(&self, key: &Key, owner: &OwnerToken) -> Result<bool> {
-        let held = {
-            let mut map = self.held();
-            match map.get(owner) {
-                Some(h) if h.key == *key => map.remove(owner),
-                _ => None,
-            }
-        };
+        let held = self.held.take(key, owner);
         let Some(h) = held else { return Ok(false) };
         if !h.conn.alive() {
             // The session ended, and the server dropped the lock with it: not ours any more.
@@ -561,15 +543,7 @@ impl Store for MySessionStore {
     }
 
     async fn holders(&self, key: Option<&Key>) -> Result<Vec<Holder>> {
-        let mut out: Vec<Holder> = self
-            .held()
-            .iter()
-            .filter(|(_, h)| key.is_none_or(|k| *k == h.key))
-            .map(|(o, h)| {
-                Holder::new(h.key.clone(), *o, Some(FenceToken::new(h.fence)), None)
-                    .with_info(h.info.clone())
-            })
-            .collect();
+        let out = self.held.holders(key);
         if let Some(key) = key
             && out.is_empty()
         {
@@ -587,7 +561,6 @@ impl Store for MySessionStore {
                 return Err(Error::Busy { key: key.clone() });
             }
         }
-        out.sort_by(|a, b| a.key.cmp(&b.key));
         Ok(out)
     }
 }

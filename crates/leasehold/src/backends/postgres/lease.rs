@@ -144,7 +144,7 @@ impl Listener {
 }
 
 /// The lease-table store (`mode=lease`).
-pub struct PgLeaseStore {
+pub struct PostgresStore {
     cfg: Config,
     /// The connect limit; the op timeout as set last, in ms (see [`Store::set_op_timeout`]).
     connect: Duration,
@@ -155,17 +155,17 @@ pub struct PgLeaseStore {
     listener: Arc<Listener>,
 }
 
-impl std::fmt::Debug for PgLeaseStore {
+impl std::fmt::Debug for PostgresStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("PgLeaseStore").field("table", &self.table).finish()
+        f.debug_struct("PostgresStore").field("table", &self.table).finish()
     }
 }
 
-impl PgLeaseStore {
+impl PostgresStore {
     pub(super) async fn open(cfg: Config, o: &Options, limits: Limits) -> Result<Self> {
         let table = format!("\"{}\".\"{}\"", o.schema, o.table);
         let sql = LeaseStatements::new(&o.schema, &o.table);
-        let store = PgLeaseStore {
+        let store = PostgresStore {
             listener: Arc::new(Listener {
                 cfg: cfg.clone(),
                 connect: limits.connect,
@@ -295,7 +295,7 @@ enum Queued {
     Busy { holder_expires_in: Duration, ticket: i64 },
 }
 
-impl PgLeaseStore {
+impl PostgresStore {
     async fn grant_queued(&self, req: &AcquireRequest<'_>, ticket: i64) -> Result<Queued> {
         let c = self.conn().await?;
         let sent = Instant::now();
@@ -323,7 +323,7 @@ impl PgLeaseStore {
 }
 
 #[async_trait]
-impl Store for PgLeaseStore {
+impl Store for PostgresStore {
     fn guarantees(&self) -> Guarantees {
         Guarantees {
             backend: "postgres",

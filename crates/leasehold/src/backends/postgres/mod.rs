@@ -45,7 +45,6 @@
 //! reuse), the lease table and the transaction form work. Connections are plain TCP
 //! (`sslmode=require` is refused by the driver).
 
-pub mod fence;
 mod probe;
 
 use std::collections::{HashMap, HashSet};
@@ -65,8 +64,6 @@ use crate::store::{
     AcquireRequest, Attempt, Grant, Holder, HolderInfo, RenewItem, SessionEnd, within_op_timeout,
 };
 use crate::{Error, FenceRepeat, FenceToken, Guarantees, Key, LockKind, OwnerToken, Result, Store};
-
-pub use tokio_postgres;
 
 const RENEW_CHUNK: usize = 5000;
 
@@ -146,21 +143,6 @@ fn left(ms: i64) -> Duration {
     Duration::from_millis(u64::try_from(ms).unwrap_or(0))
 }
 
-/// A SQL identifier we accept in options: letters, digits, `_`, not starting with a digit.
-fn ident(what: &str, v: &str) -> Result<String> {
-    let ok = !v.is_empty()
-        && v.len() <= 63
-        && !v.starts_with(|c: char| c.is_ascii_digit())
-        && v.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
-    if ok {
-        Ok(v.to_owned())
-    } else {
-        Err(Error::invalid(format!(
-            "{what}={v:?}: use 1-63 ASCII letters, digits or '_', not starting with a digit"
-        )))
-    }
-}
-
 /// Which lock form a `postgres://` URL asks for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mode {
@@ -235,7 +217,8 @@ pub(crate) fn parse_url(url: &str) -> Result<(Config, Options)> {
         connect_timeout: None,
         application_name: false,
     };
-    for crate::url::Opt { key, value: v, text } in query {
+    for opt in query {
+        let crate::url::Opt { key, value: v, .. } = opt;
         match key {
             OptionKey::Mode => {
                 o.mode = choice("mode", v, &[("lease", Mode::Lease), ("session", Mode::Session)])
@@ -246,8 +229,8 @@ pub(crate) fn parse_url(url: &str) -> Result<(Config, Options)> {
                         ))
                     })?
             }
-            OptionKey::Schema => o.schema = ident("schema", v)?,
-            OptionKey::Table => o.table = ident("table", v)?,
+            OptionKey::Schema => o.schema = crate::url::identifier("schema", v, 63)?,
+            OptionKey::Table => o.table = crate::url::identifier("table", v, 63)?,
             OptionKey::Prefix => o.prefix = v.to_owned(),
             OptionKey::Fence => {
                 o.fence = choice("fence", v, &[("sequence", true), ("none", false)])?
@@ -264,7 +247,7 @@ pub(crate) fn parse_url(url: &str) -> Result<(Config, Options)> {
                 let choices = [("transaction", true), ("session", false), ("none", false)];
                 o.pgbouncer_transaction = choice("pgbouncer", v, &choices)?
             }
-            _ => keep.push(text),
+            _ => keep.push(opt),
         }
     }
     let base = crate::url::with_query(base, &keep);
@@ -417,24 +400,56 @@ mod session;
 pub mod tools;
 mod xact;
 
-pub use lease::PgLeaseStore;
+pub use lease::PostgresStore;
 use queue::Queues;
 use session::LOCK_ID;
-pub use session::PgSessionStore;
+pub use session::PostgresSessionStore;
 pub use xact::{try_xact_lock, with_xact_lock, xact_lock};
 
-/// Opens a `postgres://` store in the form its URL asks for, within
-/// [`crate::DEFAULT_CONNECT_TIMEOUT`] (or the URL's `connect_timeout`).
-pub async fn connect(url: &str) -> Result<Arc<dyn Store>> {
-    open(url, Limits::default()).await
+impl PostgresStore {
+    /// Connects to the lease table of a `postgres://` URL (`mode=lease`, the default) within
+    /// [`crate::DEFAULT_CONNECT_TIMEOUT`] (or the URL's `connect_timeout`). For whichever
+    /// form a URL asks for, use [`crate::Locker::connect`].
+    pub async fn connect(url: &str) -> Result<Self> {
+        let (cfg, o, limits) = parse_for(url, Mode::Lease)?;
+        PostgresStore::open(cfg, &o, limits).await
+    }
+}
+
+impl PostgresSessionStore {
+    /// Connects for advisory session locks (a `postgres://` URL with `mode=session`) within
+    /// [`crate::DEFAULT_CONNECT_TIMEOUT`] (or the URL's `connect_timeout`).
+    pub async fn connect(url: &str) -> Result<Self> {
+        let (cfg, o, limits) = parse_for(url, Mode::Session)?;
+        PostgresSessionStore::open(cfg, &o, limits).await
+    }
+}
+
+/// `url` parsed, when it asks for `mode`, with the default limits and its `connect_timeout`.
+fn parse_for(url: &str, mode: Mode) -> Result<(Config, Options, Limits)> {
+    let (cfg, o) = parse_url(url)?;
+    if o.mode != mode {
+        return Err(Error::invalid(format!(
+            "{} asks for mode {:?}, which this store type does not open (Locker::connect opens \
+             either)",
+            crate::redact(url),
+            o.mode
+        )));
+    }
+    let limits = limits_for(&o, Limits::default());
+    Ok((cfg, o, limits))
+}
+
+fn limits_for(o: &Options, limits: Limits) -> Limits {
+    Limits { connect: o.connect_timeout.unwrap_or(limits.connect), ..limits }
 }
 
 async fn open(url: &str, limits: Limits) -> Result<Arc<dyn Store>> {
     let (cfg, o) = parse_url(url)?;
-    let limits = Limits { connect: o.connect_timeout.unwrap_or(limits.connect), ..limits };
+    let limits = limits_for(&o, limits);
     Ok(match o.mode {
-        Mode::Lease => Arc::new(PgLeaseStore::open(cfg, &o, limits).await?),
-        Mode::Session => Arc::new(PgSessionStore::open(cfg, &o, limits).await?),
+        Mode::Lease => Arc::new(PostgresStore::open(cfg, &o, limits).await?),
+        Mode::Session => Arc::new(PostgresSessionStore::open(cfg, &o, limits).await?),
     })
 }
 
@@ -443,7 +458,7 @@ async fn open(url: &str, limits: Limits) -> Result<Arc<dyn Store>> {
 pub(crate) const STORE: super::Descriptor = super::Descriptor {
     form: "postgres://USER@HOST:PORT/DB[?mode=lease|session]",
     options: |url| parse_url(url).map(drop),
-    open: |url, limits| Box::pin(open(url, limits)),
+    open: |url, limits| super::opened(open(url, limits)),
     probe: |url, p| Box::pin(probe::postgres(url, p)),
 };
 

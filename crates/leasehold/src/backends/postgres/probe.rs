@@ -5,7 +5,7 @@ use crate::probe::findings::*;
 use std::time::Duration;
 
 pub(crate) async fn postgres(url: &str, r: &mut Probe) -> std::result::Result<(), String> {
-    use crate::backends::postgres::tokio_postgres::NoTls;
+    use tokio_postgres::NoTls;
     let cfg = crate::backends::postgres::client_config(url).map_err(|e| e.to_string())?;
     let (client, conn) = cfg.connect(NoTls).await.map_err(|e| e.to_string())?;
     // Ended with the probe, also when its caller's time limit drops it midway.

@@ -142,12 +142,7 @@ impl SessionConn {
     }
 }
 
-struct Held {
-    key: Key,
-    fence: u64,
-    info: Option<HolderInfo>,
-    conn: Arc<SessionConn>,
-}
+type Held = super::super::session::Held<SessionConn>;
 
 /// `leasehold PID@HOST COMMAND`, as `pg_stat_activity` shows a session connection (the
 /// server keeps 63 bytes).
@@ -162,7 +157,7 @@ fn application_name(i: &HolderInfo) -> String {
 }
 
 /// The session advisory-lock store (`mode=session`).
-pub struct PgSessionStore {
+pub struct PostgresSessionStore {
     cfg: Config,
     /// The connect limit; the op timeout as set last, in ms.
     connect: Duration,
@@ -173,13 +168,13 @@ pub struct PgSessionStore {
     /// Whether the URL names the connections (`application_name`).
     named: bool,
     conns: Mutex<Vec<Arc<SessionConn>>>,
-    held: Mutex<HashMap<OwnerToken, Held>>,
+    held: super::super::session::Grants<SessionConn>,
     undoing: Arc<Undoing>,
 }
 
-impl std::fmt::Debug for PgSessionStore {
+impl std::fmt::Debug for PostgresSessionStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("PgSessionStore").field("prefix", &self.prefix).finish()
+        f.debug_struct("PostgresSessionStore").field("prefix", &self.prefix).finish()
     }
 }
 
@@ -238,7 +233,7 @@ impl Drop for InFlight {
     }
 }
 
-impl PgSessionStore {
+impl PostgresSessionStore {
     pub(super) async fn open(cfg: Config, o: &Options, limits: Limits) -> Result<Self> {
         if o.pgbouncer_transaction {
             return Err(Error::invalid(
@@ -248,7 +243,7 @@ impl PgSessionStore {
             ));
         }
         let seq = o.fence.then(|| format!("\"{}\".leasehold_fence_seq", o.schema));
-        let store = PgSessionStore {
+        let store = PostgresSessionStore {
             cfg,
             connect: limits.connect,
             op_ms: std::sync::atomic::AtomicU64::new(ms(limits.op) as u64),
@@ -257,7 +252,7 @@ impl PgSessionStore {
             heartbeat: o.heartbeat,
             named: o.application_name,
             conns: Mutex::default(),
-            held: Mutex::default(),
+            held: Default::default(),
             undoing: Arc::default(),
         };
         let pg =
@@ -277,10 +272,6 @@ impl PgSessionStore {
 
     fn lock_name(&self, key: &Key) -> String {
         format!("{}{}", self.prefix, key.as_str())
-    }
-
-    fn held(&self) -> std::sync::MutexGuard<'_, HashMap<OwnerToken, Held>> {
-        self.held.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     fn conns(&self) -> std::sync::MutexGuard<'_, Vec<Arc<SessionConn>>> {
@@ -380,7 +371,7 @@ impl PgSessionStore {
         let end = conn.pg.end_signal();
         let held =
             Held { key: req.key.clone(), fence: fence as u64, info: req.info.cloned(), conn };
-        self.held().insert(*req.owner, held);
+        self.held.insert(*req.owner, held);
         Ok(Attempt::Granted(Grant::new(FenceToken::new(fence as u64), sent).with_session_end(end)))
     }
 }
@@ -408,7 +399,7 @@ async fn heartbeat(conn: Weak<SessionConn>, every: Duration) {
 }
 
 #[async_trait]
-impl Store for PgSessionStore {
+impl Store for PostgresSessionStore {
     fn guarantees(&self) -> Guarantees {
         Guarantees {
             backend: "postgres-session",
@@ -448,10 +439,7 @@ impl Store for PgSessionStore {
     }
 
     async fn renew(&self, key: &Key, owner: &OwnerToken, _ttl: Duration) -> Result<bool> {
-        let conn = match self.held().get(owner) {
-            Some(h) if h.key == *key => h.conn.clone(),
-            _ => return Ok(false),
-        };
+        let Some(conn) = self.held.conn(key, owner) else { return Ok(false) };
         if !conn.pg.alive() {
             // The session ended, and the server dropped its locks with it.
             return Ok(false);
@@ -464,13 +452,7 @@ impl Store for PgSessionStore {
     }
 
     async fn release(&self, key: &Key, owner: &OwnerToken) -> Result<bool> {
-        let held = {
-            let mut map = self.held();
-            match map.get(owner) {
-                Some(h) if h.key == *key => map.remove(owner),
-                _ => None,
-            }
-        };
+        let held = self.held.take(key, owner);
         // Session locks belong to a connection of this process; anyone else's are not ours.
         let Some(h) = held else { return Ok(false) };
         if !h.conn.pg.alive() {
@@ -517,15 +499,7 @@ impl Store for PgSessionStore {
     }
 
     async fn holders(&self, key: Option<&Key>) -> Result<Vec<Holder>> {
-        let mut out: Vec<Holder> = self
-            .held()
-            .iter()
-            .filter(|(_, h)| key.is_none_or(|k| *k == h.key))
-            .map(|(o, h)| {
-                Holder::new(h.key.clone(), *o, Some(FenceToken::new(h.fence)), None)
-                    .with_info(h.info.clone())
-            })
-            .collect();
+        let out = self.held.holders(key);
         if let Some(key) = key
             && out.is_empty()
         {
@@ -546,7 +520,6 @@ impl Store for PgSessionStore {
                 return Err(Error::Busy { key: key.clone() });
             }
         }
-        out.sort_by(|a, b| a.key.cmp(&b.key));
         Ok(out)
     }
 }

@@ -32,7 +32,6 @@
 
 pub mod cluster;
 mod connect;
-pub mod fence;
 mod probe;
 mod probe_ha;
 mod pubsub;
@@ -99,7 +98,8 @@ pub(crate) fn parse_query(url: &str) -> Result<(String, Options)> {
     let mut opts = Options { prefix: "leasehold:".into(), wait_replicas: None, tls_ca: None };
     let mut wait_n = None;
     let mut wait_t = Duration::from_millis(100);
-    for crate::url::Opt { key, value: v, text } in query {
+    for opt in query {
+        let crate::url::Opt { key, value: v, .. } = opt;
         match key {
             OptionKey::Prefix => {
                 if v.contains(['{', '}']) {
@@ -129,7 +129,7 @@ pub(crate) fn parse_query(url: &str) -> Result<(String, Options)> {
                 )?;
                 wait_t = Duration::from_millis(d.as_micros().div_ceil(1000) as u64);
             }
-            OptionKey::Protocol => keep.push(text),
+            OptionKey::Protocol => keep.push(opt),
         }
     }
     opts.wait_replicas = wait_n.filter(|n| *n > 0).map(|n| (n, wait_t));

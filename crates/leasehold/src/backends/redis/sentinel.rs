@@ -79,7 +79,7 @@ pub(crate) fn parse_url(url: &str) -> Result<SentinelUrl> {
             _ => shared.push(text),
         }
     }
-    let (_, o) = super::parse_query(&crate::url::with_query("redis://x", &shared))?;
+    let (_, o) = super::parse_query(&format!("redis://x?{}", shared.join("&")))?;
     let rest = base
         .strip_prefix("redis-sentinel://")
         .ok_or_else(|| Error::invalid("a Redis Sentinel URL starts with redis-sentinel://"))?;

@@ -29,7 +29,6 @@ mod boot;
 mod doorbell;
 mod wait;
 
-pub mod fence;
 #[cfg(feature = "tools")]
 pub mod tools;
 

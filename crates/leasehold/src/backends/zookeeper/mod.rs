@@ -116,7 +116,7 @@ struct Held {
 }
 
 /// The ZooKeeper store. See the module docs for layout, fences and session semantics.
-pub struct ZkStore {
+pub struct ZookeeperStore {
     cfg: Config,
     /// The bound on opening a session.
     connect: Duration,
@@ -125,9 +125,9 @@ pub struct ZkStore {
     undoing: Arc<Undoing>,
 }
 
-impl std::fmt::Debug for ZkStore {
+impl std::fmt::Debug for ZookeeperStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ZkStore")
+        f.debug_struct("ZookeeperStore")
             .field("hosts", &self.cfg.hosts)
             .field("chroot", &self.cfg.chroot)
             .finish()
@@ -304,15 +304,15 @@ async fn create_node(
     }
 }
 
-impl ZkStore {
+impl ZookeeperStore {
     /// Connects and opens a session within [`crate::DEFAULT_CONNECT_TIMEOUT`].
-    pub async fn connect(url: &str) -> Result<ZkStore> {
+    pub async fn connect(url: &str) -> Result<ZookeeperStore> {
         Self::open(url, Limits::default()).await
     }
 
-    async fn open(url: &str, limits: Limits) -> Result<ZkStore> {
+    async fn open(url: &str, limits: Limits) -> Result<ZookeeperStore> {
         let cfg = parse_url(url)?;
-        let store = ZkStore {
+        let store = ZookeeperStore {
             cfg,
             connect: limits.connect,
             session: tokio::sync::Mutex::new(None),
@@ -443,7 +443,7 @@ impl ZkStore {
 }
 
 #[async_trait]
-impl Store for ZkStore {
+impl Store for ZookeeperStore {
     fn guarantees(&self) -> Guarantees {
         Guarantees {
             backend: "zookeeper",
@@ -579,6 +579,6 @@ impl Store for ZkStore {
 pub(crate) const STORE: super::Descriptor = super::Descriptor {
     form: "zk://H1:P1[,H2:P2…][/CHROOT][?session=10s]",
     options: |url| parse_url(url).map(drop),
-    open: |url, limits| super::opened(ZkStore::open(url, limits)),
+    open: |url, limits| super::opened(ZookeeperStore::open(url, limits)),
     probe: |url, p| Box::pin(probe::zookeeper(url, p)),
 };

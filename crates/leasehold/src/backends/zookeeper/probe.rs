@@ -18,8 +18,9 @@ async fn four(host: &str, cmd: &str) -> Option<String> {
 }
 
 pub(crate) async fn zookeeper(url: &str, r: &mut Probe) -> std::result::Result<(), String> {
-    let store =
-        crate::backends::zookeeper::ZkStore::connect(url).await.map_err(|e| e.to_string())?;
+    let store = crate::backends::zookeeper::ZookeeperStore::connect(url)
+        .await
+        .map_err(|e| e.to_string())?;
     let client = store.client().await.map_err(|e| e.to_string())?;
     r.set("negotiated session timeout", format!("{:?}", client.session_timeout()));
     let rest = &url["zk://".len()..];

@@ -6,7 +6,7 @@ use super::*;
 pub(super) struct Session {
     /// Emptied when the session is declared lost: dropping the last client closes the session
     /// (at once, or on reconnection), so its nodes cannot outlive the verdict. Clones handed out
-    /// by [`ZkStore::client`] keep it open while they live.
+    /// by [`ZookeeperStore::client`] keep it open while they live.
     client: Arc<Mutex<Option<Client>>>,
     pub(super) id: i64,
     pub(super) signals: SessionSignals,
