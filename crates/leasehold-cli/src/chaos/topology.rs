@@ -136,7 +136,8 @@ pub(super) async fn run(s: &Settings, name: &str) -> Result<(Vec<Trial>, Outline
         out: s.out.clone(),
         topology: s.topology.clone(),
     };
-    let (trials, guarantees, mut setup) = if t.scenario == "partition" {
+    let partitioned = matches!(name, "zk-ensemble" | "redlock5");
+    let (trials, guarantees, mut setup) = if t.scenario == "partition" && partitioned {
         partition::run(&t, name).await?
     } else {
         let plan = servers::topology(name, &t.scenario)?;
