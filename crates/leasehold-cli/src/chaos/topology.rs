@@ -153,7 +153,9 @@ pub(super) async fn run(s: &Settings, name: &str) -> Result<(Vec<Trial>, Outline
         out: s.out.clone(),
         topology: s.topology.clone(),
     };
-    let (trials, guarantees, mut setup) = if t.scenario == super::Scenario::Partition {
+    let partitioned = matches!(name, "zk-ensemble" | "redlock5");
+    let (trials, guarantees, mut setup) = if t.scenario == super::Scenario::Partition && partitioned
+    {
         partition::run(&t, name).await?
     } else {
         let plan = servers::topology(name, &t.scenario.to_string())?;
