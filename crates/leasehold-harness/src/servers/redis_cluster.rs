@@ -323,7 +323,7 @@ pub(super) fn plan() -> Plan {
                 suffix: String::new(),
             })
         },
-        setup: "a private Redis Cluster (3 masters, 3 replicas, cluster-node-timeout 1000 ms, no                 persistence), fresh for each trial; the master of the key's slot was killed (-9)                 during the hold and its replica took over (asynchronous replication: the                 replica may or may not have the holder's grant); holder and successor know                 every node as a seed",
+        setup: "a private Redis Cluster (3 masters, 3 replicas, cluster-node-timeout 1000 ms, no persistence), fresh for each trial; the master of the key's slot was killed (-9) during the hold and its replica took over (asynchronous replication: the replica may or may not have the holder's grant); holder and successor know every node as a seed",
     }
 }
 

@@ -175,7 +175,7 @@ pub(super) struct Failing {
 pub(super) fn plan() -> Plan {
     Plan {
         start: || Box::new(Failing { set: SentinelSet::start() }),
-        setup: "a private Sentinel deployment (a primary, a replica, three sentinels: quorum 2,                 down-after 500 ms), fresh for each trial; the primary was killed (-9) during                 the hold and the sentinels promoted the replica (asynchronous replication: it                 may or may not have the holder's grant); holder and successor use the same                 redis-sentinel:// URL, which finds the new primary",
+        setup: "a private Sentinel deployment (a primary, a replica, three sentinels: quorum 2, down-after 500 ms), fresh for each trial; the primary was killed (-9) during the hold and the sentinels promoted the replica (asynchronous replication: it may or may not have the holder's grant); holder and successor use the same redis-sentinel:// URL, which finds the new primary",
     }
 }
 
