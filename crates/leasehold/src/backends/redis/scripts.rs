@@ -173,3 +173,33 @@ pub(super) fn key_slot(name: &str) -> u16 {
     }
     crc % 16384
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slots_follow_redis_hash_tags() {
+        // Values from CLUSTER KEYSLOT.
+        assert_eq!(key_slot("123456789"), 12739);
+        assert_eq!(key_slot("foo"), 12182);
+        assert_eq!(key_slot("{foo}.bar"), 12182);
+        assert_eq!(key_slot("a{}b"), key_slot("a{}b"));
+        assert_ne!(key_slot("x{}y"), key_slot("x{}y:fence"), "an empty tag hashes the name");
+    }
+
+    #[test]
+    fn cluster_names_of_brace_keys_share_a_slot_and_read_back() {
+        let n = Names::cluster("leasehold:".into());
+        for k in ["}x", "a}b{c", "{", "}", "{y}", "plain", "#0000}{z"] {
+            let key = Key::new(k).unwrap();
+            let lease = n.lease(&key);
+            for other in [n.fence(&key), n.holder(&key), n.channel(&key)] {
+                assert_eq!(key_slot(&lease), key_slot(&other), "{k}: {lease} / {other}");
+            }
+            assert_eq!(n.key_of(&lease), Some(key), "{lease}");
+        }
+        assert_eq!(n.lease(&Key::new("plain").unwrap()), "leasehold:{plain}");
+        assert_eq!(n.key_of("leasehold:{#0000000000000000}{a{b}"), None, "a forged hash");
+    }
+}
