@@ -260,6 +260,15 @@ macro_rules! conformance_suite {
     };
 }
 
+/// A fresh SQLite file in a temporary directory as a fenced resource, for `process_suite!`'s
+/// stalled-holder tests of a store with no resource of its own: the directory (removed on drop)
+/// and the resource spec.
+pub fn sqlite_resource(_store_url: &str) -> (tempfile::TempDir, String) {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let spec = format!("sqlite:{}", dir.path().join("resource.db").display());
+    (dir, spec)
+}
+
 /// The process-level tests of one store, beside [`conformance_suite!`]: `lh-worker`
 /// processes excluding each other on one key (`mutex`, one test per fixture); a holder frozen
 /// past its lease, whose late write a fenced resource refuses, and the control whose

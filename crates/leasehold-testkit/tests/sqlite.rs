@@ -6,11 +6,7 @@ conformance_suite!(sqlite_fixture());
 
 leasehold_testkit::process_suite! {
     mutex { multi_process_mutual_exclusion: sqlite_fixture() }
-    stalled sqlite_fixture(), resource |_| {
-        let dir = tempfile::tempdir().unwrap();
-        let spec = format!("sqlite:{}", dir.path().join("resource.db").display());
-        (dir, spec)
-    };
+    stalled sqlite_fixture(), resource leasehold_testkit::sqlite_resource;
 }
 
 /// A restored backup (or a deleted database file) still issues fences above every fence

@@ -17,11 +17,7 @@ mod conformance {
 leasehold_testkit::process_suite! {
     mutex { multi_process_mutual_exclusion: zk_fixture() }
     // ZooKeeper has no fenced resource of its own: an SQLite file.
-    stalled zk_fixture(), resource |_| {
-        let dir = tempfile::tempdir().unwrap();
-        let spec = format!("sqlite:{}", dir.path().join("resource.db").display());
-        (dir, spec)
-    };
+    stalled zk_fixture(), resource leasehold_testkit::sqlite_resource;
 }
 
 /// Nodes follow Curator's protected layout, carry the owner token, and the fence is the

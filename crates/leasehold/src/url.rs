@@ -300,6 +300,19 @@ impl Error {
     }
 }
 
+/// For each `(url, named)`, that `parse` refuses `url` with a message containing `named` (the
+/// option, its value, the valid options): the option tests of every store.
+#[cfg(test)]
+pub(crate) fn assert_refused<T: std::fmt::Debug>(
+    parse: impl Fn(&str) -> Result<T>,
+    cases: &[(&str, &str)],
+) {
+    for (url, named) in cases {
+        let m = parse(url).unwrap_err().to_string();
+        assert!(m.contains(named), "{url}: {m}");
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

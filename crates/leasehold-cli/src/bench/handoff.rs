@@ -2,9 +2,10 @@
 
 use super::{
     BenchResult, Contender, EtcdLockRpc, EtcdRaw, LEASEHOLD_REQUESTS, Leasehold, Progress,
-    RSLOCK_REQUESTS, RedisSide, RunResult, Settings, Tally, hist, median, redis, report, round_to,
-    unique,
+    RedisSide, RunResult, Settings, Tally, hist, median, report, round_to, unique,
 };
+#[cfg(feature = "peers")]
+use super::{RSLOCK_REQUESTS, redis};
 use leasehold::{Locker, Scheme};
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;

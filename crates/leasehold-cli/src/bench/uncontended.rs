@@ -1,8 +1,10 @@
 //! One task, acquire + release of one free key, back to back, against every baseline of the store.
 
+#[cfg(feature = "peers")]
+use super::redis;
 use super::{
     BenchResult, EtcdLockRpc, EtcdRaw, Leasehold, MyRaw, PgSide, Progress, Raw, RedisSide,
-    RunResult, SLICES, Settings, StoreOnly, Tally, cycles, median, per_run_ratios, redis, report,
+    RunResult, SLICES, Settings, StoreOnly, Tally, cycles, median, per_run_ratios, report,
     round_to, unique,
 };
 use leasehold::Locker;

@@ -24,8 +24,6 @@ mod faults;
 mod holder;
 mod http;
 mod report;
-#[cfg(test)]
-mod tests;
 mod timeline;
 mod topology;
 mod unknown;
@@ -40,6 +38,7 @@ use std::time::Duration;
 
 use leasehold::fence::Fencing;
 use leasehold::{Error, Locker, Scheme, StoreUrl, Wait};
+use leasehold_harness::history::chaos::{Arm, Event, Trial};
 use leasehold_harness::history::monotonic_ns;
 use nix::sys::signal::Signal;
 
@@ -156,55 +155,6 @@ fn through(
     // The same URL with another address: a new URL, parsed where it is made.
     let moved = StoreUrl::parse(&format!("{scheme}://{user}{to}{}", &rest[end..]));
     Ok((addr, moved.map_err(|e| e.to_string())?))
-}
-
-/// One event of a trial's history: monotonic nanoseconds, who, what, and details.
-#[derive(Debug, Clone, serde::Serialize)]
-struct Event {
-    t_ns: i64,
-    who: &'static str,
-    what: String,
-    fence: Option<u64>,
-    detail: Option<String>,
-}
-
-#[derive(Debug, Clone, serde::Serialize)]
-pub(crate) struct Trial {
-    arm: &'static str,
-    n: usize,
-    holder_fence: u64,
-    successor_fence: Option<u64>,
-    /// The successor got the key while the holder was frozen.
-    successor_acquired: bool,
-    /// An effect of the holder was accepted by the resource after the store granted the key
-    /// to the successor, whether or not the successor's own effect was accepted.
-    stale_effect_accepted: bool,
-    /// The successor, the store's current holder, was refused by the resource (its claim or
-    /// one of its effects): what a repeated or smaller fence does after a store failure.
-    successor_locked_out: bool,
-    /// Fences did not increase from holder to successor.
-    fence_out_of_order: bool,
-    /// stalled-holder-tx: the successor's claim and write finished only after the frozen
-    /// holder was resumed (its open transaction blocked them).
-    successor_blocked: bool,
-    /// An operation whose outcome was unknown.
-    unknown: bool,
-    /// Partition: the cut-off holder's lost() fired only after the store granted the key to
-    /// the successor (or never), i.e. later than the store-side expiry.
-    lost_late: bool,
-    /// Partition: how long before the successor's grant the holder's lost() fired, in ms.
-    lost_lead_ms: Option<f64>,
-    /// Unknown-acquire: the store had granted the acquire whose answer was lost (the observer
-    /// found the key held right after the unknown outcome).
-    orphan_seen: bool,
-    /// Unknown-acquire: from the unknown outcome to the observer's grant, in ms.
-    orphan_ms: Option<f64>,
-    /// Unknown-acquire: the orphaned grant outlived its bound (the cleanup, or the store's
-    /// expiry when the link stayed cut), or never went away.
-    orphan: bool,
-    holder_said: String,
-    final_value: Option<String>,
-    events: Vec<Event>,
 }
 
 fn ev(who: &'static str, what: &str, fence: Option<u64>, detail: Option<String>) -> Event {
@@ -401,69 +351,6 @@ async fn stalled_trial(
     Ok(t)
 }
 
-impl Trial {
-    /// A trial whose checks are computed from its history: a stale effect is any holder
-    /// effect the resource accepted after the successor's grant (the instant its acquire
-    /// returned, the latest the store can have granted); a locked-out successor is a refused
-    /// successor claim or effect; the holder learned of its loss late when its `lost()` (or
-    /// release) came after the store's grant to the successor.
-    fn checked(
-        arm: &'static str,
-        n: usize,
-        holder_fence: u64,
-        successor_fence: Option<u64>,
-        holder_said: String,
-        final_value: Option<String>,
-        events: Vec<Event>,
-    ) -> Trial {
-        let at = |who: &str, what: &str| {
-            events.iter().find(|e| e.who == who && e.what == what).map(|e| e.t_ns)
-        };
-        let granted_at = at("successor", "acquire");
-        let holder_end = [at("holder", "lost"), at("holder", "releasing"), at("holder", "release")]
-            .into_iter()
-            .flatten()
-            .min();
-        let accepted = |e: &&Event| {
-            e.what == "effect" && e.detail.as_deref().is_some_and(|d| d.starts_with("accepted"))
-        };
-        let stale = granted_at.is_some_and(|g| {
-            events.iter().filter(accepted).any(|e| e.who == "holder" && e.t_ns > g)
-        });
-        let locked_out = events.iter().any(|e| {
-            e.who == "successor"
-                && (e.what == "claim-refused" || (e.what == "effect" && !accepted(&e)))
-        });
-        Trial {
-            arm,
-            n,
-            holder_fence,
-            successor_fence,
-            successor_acquired: successor_fence.is_some(),
-            stale_effect_accepted: stale,
-            successor_locked_out: locked_out,
-            fence_out_of_order: successor_fence.is_some_and(|f| f <= holder_fence),
-            successor_blocked: false,
-            unknown: events.iter().any(|e| e.what == "unknown"),
-            lost_late: match (granted_at, holder_end) {
-                (Some(g), Some(end)) => end > g,
-                (Some(_), None) => true,
-                (None, _) => false,
-            },
-            lost_lead_ms: match (granted_at, at("holder", "lost")) {
-                (Some(g), Some(l)) => Some((g - l) as f64 / 1e6),
-                _ => None,
-            },
-            orphan_seen: false,
-            orphan_ms: None,
-            orphan: false,
-            holder_said,
-            final_value,
-            events,
-        }
-    }
-}
-
 /// What a run ran against, for the report.
 struct Outline {
     /// The store URL the trials used.
@@ -539,7 +426,7 @@ pub async fn run(s: Settings) -> Result<Report, String> {
             names.push(t.arm);
         }
     }
-    let arms = names.iter().map(|arm| report::Arm::of(arm, &trials)).collect();
+    let arms = names.iter().map(|arm| Arm::of(arm, &trials)).collect();
     let report = Report {
         store: outline.store,
         backend: outline.guarantees.backend,

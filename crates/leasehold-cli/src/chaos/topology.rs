@@ -223,7 +223,7 @@ async fn doctor_on_sync_pair() -> Result<String, String> {
 /// The topology's own strict reading, after the general verdict: where the topology keeps
 /// one holder through the failure, no holder may learn of its loss after the successor's
 /// grant.
-pub fn verdict(name: &str, arms: &[super::report::Arm]) -> Result<(), String> {
+pub fn verdict(name: &str, arms: &[leasehold_harness::history::chaos::Arm]) -> Result<(), String> {
     // Asynchronous replication (a Redis Cluster master or a Sentinel primary lost) may
     // admit a second holder: only the general verdict applies (no stale effect accepted, no
     // locked-out successor).
@@ -253,9 +253,9 @@ pub(super) fn timing(trials: &[Trial], arm: &str) -> Option<String> {
     };
     let stats = |who: &str, what: &str| {
         let v = trials.iter().filter(|t| t.arm == arm).filter_map(|t| after(t, who, what));
-        super::report::Stats::of(v.collect())
+        leasehold_harness::history::chaos::Stats::of(v.collect())
     };
-    let show = |s: Option<super::report::Stats>| {
+    let show = |s: Option<leasehold_harness::history::chaos::Stats>| {
         s.map_or("never".to_owned(), |s| {
             format!(
                 "{} / {} / {} ms (min / median / max, {} trials)",

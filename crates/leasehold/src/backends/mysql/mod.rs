@@ -331,7 +331,7 @@ mod tests {
     /// A typo or a bad value is refused at parse time, naming the option.
     #[test]
     fn bad_options_are_named() {
-        for (url, named) in [
+        let cases = [
             ("mysql://u@h/db?tabel=x", "\"tabel\""),
             ("mysql://u@h/db?mode=xact", "mode=\"xact\""),
             ("mysql://u@h/db?table=a-b", "table=\"a-b\""),
@@ -339,12 +339,9 @@ mod tests {
             ("mysql://u@h/db?heartbeat=5", "heartbeat=\"5\""),
             ("mysql://u@h/db?connect_timeout=2h", "connect_timeout=\"2h\""),
             ("mysql://u@h?mode=lease", "names no database"),
-        ] {
-            let m = parse_url(url).unwrap_err().to_string();
-            assert!(m.contains(named), "{url}: {m}");
-        }
-        let m = parse_url("mysql://u@h/db?tabel=x").unwrap_err().to_string();
-        assert!(m.contains("valid options: mode, table, prefix,"), "{m}");
+            ("mysql://u@h/db?tabel=x", "valid options: mode, table, prefix,"),
+        ];
+        crate::url::assert_refused(parse_url, &cases);
         assert!(parse_url("mysql://u@h/db?pool_min=x").is_err(), "the driver's check");
     }
 }

@@ -488,7 +488,7 @@ mod tests {
     /// A typo or a bad value is refused at parse time, naming the option.
     #[test]
     fn bad_options_are_named() {
-        for (url, named) in [
+        let cases = [
             ("postgres://u@h/db?tabel=x", "\"tabel\""),
             ("postgres://u@h/db?mode=xact", "mode=\"xact\""),
             ("postgres://u@h/db?schema=1s", "schema=\"1s\""),
@@ -497,12 +497,9 @@ mod tests {
             ("postgres://u@h/db?heartbeat=5", "heartbeat=\"5\""),
             ("postgres://u@h/db?heartbeat=2h", "heartbeat=\"2h\""),
             ("postgres://u@h/db?pgbouncer=statement", "pgbouncer=\"statement\""),
-        ] {
-            let m = parse_url(url).unwrap_err().to_string();
-            assert!(m.contains(named), "{url}: {m}");
-        }
-        let m = parse_url("postgres://u@h/db?tabel=x").unwrap_err().to_string();
-        assert!(m.contains("valid options: mode, schema, table,"), "{m}");
+            ("postgres://u@h/db?tabel=x", "valid options: mode, schema, table,"),
+        ];
+        crate::url::assert_refused(parse_url, &cases);
         assert!(parse_url("postgres://u@h/db?sslmode=sometimes").is_err(), "the driver's check");
     }
 }

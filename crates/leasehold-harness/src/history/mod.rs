@@ -1,4 +1,5 @@
-//! A history of critical sections recorded by several processes, and its checker.
+//! A history of critical sections recorded by several processes, and its checker; the
+//! chaos trials' checker is [`chaos`].
 //!
 //! Each process appends `enter <t> <fence>` right after its acquire returns and
 //! `exit <t> <fence>` right before it sends the release, `t` being `CLOCK_MONOTONIC`
@@ -8,6 +9,8 @@
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::Path;
+
+pub mod chaos;
 
 /// Nanoseconds on `CLOCK_MONOTONIC`.
 pub fn monotonic_ns() -> i64 {
