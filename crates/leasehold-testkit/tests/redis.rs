@@ -248,6 +248,40 @@ async fn renew_and_release_survive_a_connection_reset() {
     assert_eq!(server.cli(&["EXISTS", "leasehold:k"]), "0");
 }
 
+/// A release whose reply is lost and whose connection then breaks is retried on a fresh
+/// connection; the retry finds the first attempt's tombstone and reports the release clean
+/// (not an unknown outcome, not a possible overlap). A stale release of a key someone else
+/// now holds is still refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_retried_after_a_lost_reply_is_clean() {
+    use leasehold_testkit::proxy::{Fault, FaultProxy};
+    let server = RedisServer::start();
+    let proxy =
+        FaultProxy::start(format!("127.0.0.1:{}", server.port()).parse().unwrap()).await.unwrap();
+    let locker = Locker::connect(&format!("redis://{}", proxy.addr())).await.unwrap();
+    let lease = locker.acquire("k", Duration::from_secs(30)).auto_renew(false).await.unwrap();
+    let owner = lease.owner();
+    proxy.set(Fault::DropReplies);
+    let release = tokio::spawn(async move { lease.release().await });
+    let start = std::time::Instant::now();
+    while server.cli(&["EXISTS", "leasehold:{k}"]) != "0" {
+        assert!(start.elapsed() < Duration::from_secs(10), "the release never reached the server");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    // Its reply is gone; break the connection so the client retries on a new one.
+    proxy.set(Fault::Pass);
+    server.cli(&["CLIENT", "KILL", "TYPE", "normal"]);
+    let r = tokio::time::timeout(Duration::from_secs(10), release).await.unwrap().unwrap();
+    assert!(r.expect("the retried release answers").is_clean());
+    assert_eq!(server.cli(&["GET", "leasehold:{k}:released-by"]), owner.to_string());
+    let pttl: i64 = server.cli(&["PTTL", "leasehold:{k}:released-by"]).parse().unwrap();
+    assert!(pttl > 0 && pttl <= 5000, "the tombstone lives the op timeout: {pttl}");
+    let b = locker.acquire("k", Duration::from_secs(30)).await.unwrap();
+    assert!(!locker.release_by_owner("k", &owner).await.unwrap(), "b holds it now");
+    assert!(b.release().await.unwrap().is_clean());
+    assert!(!locker.release_by_owner("k", &owner).await.unwrap(), "b's tombstone, not a's");
+}
+
 /// Returning from `main` with a lease held frees the key at once, also when the release
 /// round trip is slow (100 ms each way through a proxy): the runtime's shutdown would
 /// otherwise cancel it mid-flight.

@@ -70,6 +70,28 @@ async fn failover_and_slot_migration_during_a_hold() {
     drop(cluster);
 }
 
+/// The same release sent twice (what redis-rs sends again when a reply is lost or a node
+/// answers MOVED): the second finds the first's tombstone in the key's slot and answers
+/// released, so the lease reports clean; a release of a key another owner holds is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_repeated_release_finds_its_tombstone() {
+    let cluster = blocking(RedisCluster::start).await;
+    let l = Locker::connect(&cluster.url("")).await.unwrap();
+    let a = l.acquire("t", Duration::from_secs(30)).auto_renew(false).await.unwrap();
+    let owner = a.owner();
+    assert!(l.release_by_owner("t", &owner).await.unwrap());
+    assert!(l.release_by_owner("t", &owner).await.unwrap(), "the repeat is told released");
+    let (lease, tomb) = ("leasehold:{t}", "leasehold:{t}:released-by");
+    assert_eq!(cluster.slot_of(lease), cluster.slot_of(tomb), "the tombstone is in the slot");
+    let master = cluster.master_of(lease).unwrap().port;
+    assert_eq!(cluster.cli(master, &["GET", tomb]), owner.to_string());
+    drop(a);
+    let b = l.acquire("t", Duration::from_secs(30)).await.unwrap();
+    assert!(!l.release_by_owner("t", &owner).await.unwrap(), "b holds it now");
+    assert!(b.release().await.unwrap().is_clean());
+    assert!(!l.release_by_owner("t", &owner).await.unwrap(), "b's tombstone, not a's");
+}
+
 /// A waiter subscribes to the key's shard channel on the master of its slot and is woken
 /// by the release, before its poll fallback.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

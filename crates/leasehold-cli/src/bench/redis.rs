@@ -108,7 +108,7 @@ return 0";
 /// Raw redis-rs: plain `SET NX PX`, then EVALSHA compare-and-delete (one attempt only). With
 /// `fenced`, the two scripts leasehold sends instead, with the same keys and arguments: the
 /// grant (SET NX PX, the holder info, the fence counter) and the release (compare-and-delete
-/// of lease and holder info, PUBLISH), so the pairing isolates what the client side costs.
+/// of lease and holder info, its tombstone, PUBLISH), so the pairing isolates what the client side costs.
 #[derive(Clone)]
 pub(super) struct Raw {
     conn: ::redis::aio::ConnectionManager,
@@ -168,7 +168,7 @@ impl Contender for Raw {
             inv.key(&key).arg(&owner);
         }
         let deleted: i64 = inv.invoke_async(&mut c).await.map_err(|e| e.to_string())?;
-        if deleted == 1 { Ok(()) } else { Err("raw release found the key not ours".into()) }
+        if deleted != 0 { Ok(()) } else { Err("raw release found the key not ours".into()) }
     }
 }
 

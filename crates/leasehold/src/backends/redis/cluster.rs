@@ -6,7 +6,7 @@
 //! Same keys, scripts and fences as `redis://` ([`super`]): the lease, its counter and its
 //! holder info share a hash tag, so each script touches one slot (a key with `{` or `}` is
 //! tagged on its hash, [`super::Names`]). A retried grant meets its own lease and answers its
-//! fence ([`super::scripts`]). The release publishes on the key's shard channel
+//! fence, a retried release its own tombstone and answers released ([`super::scripts`]). The release publishes on the key's shard channel
 //! (`SPUBLISH`), and waiters subscribe to it with `SSUBSCRIBE` on the master of the slot
 //! ([`super::shard_sub`]). Batched renewal is one script call per slot, all sent at once: the
 //! calls for one master share its connection, one round trip per master. `status` scans every
@@ -336,13 +336,20 @@ impl Store for RedisClusterStore {
             .release
             .key(self.names.lease(key))
             .key(self.names.holder(key))
+            .key(self.names.released_by(key))
             .arg(&owner.hex()[..])
             .arg(self.names.channel(key))
+            .arg(self.names.tombstone_ms())
             .arg("SPUBLISH")
             .invoke_async(&mut c)
             .await
             .map_err(|e| redis_err(BACKEND, "release", e))?;
-        Ok(n == 1)
+        // 2: redis-rs retried it (a lost reply, MOVED) and the first attempt had released it.
+        Ok(n != 0)
+    }
+
+    fn set_op_timeout(&self, op_timeout: Duration) {
+        self.names.set_op_timeout(op_timeout);
     }
 
     async fn holders(&self, key: Option<&Key>) -> Result<Vec<Holder>> {
@@ -374,6 +381,7 @@ impl Store for RedisClusterStore {
         let _: i64 = Script::new(FORGET)
             .key(self.names.lease(key))
             .key(self.names.fence(key))
+            .key(self.names.released_by(key))
             .invoke_async(&mut c)
             .await
             .map_err(|e| redis_err(BACKEND, "forget", e))?;

@@ -13,6 +13,8 @@
 //! - `leasehold:{KEY}:holder`: who holds the lease (host, pid, since, command; see
 //!   [`crate::store::HolderInfo`]), written, extended and deleted by the same scripts as the
 //!   lease, with the same expiry;
+//! - `leasehold:{KEY}:released-by`: the owner of the last release, kept for the op timeout,
+//!   so a retry of that release (its reply lost) reports it clean ([`scripts::RELEASE`]);
 //! - channel `leasehold:{KEY}:released`: a release publishes here, waking waiters.
 //!
 //! The keys share the `{KEY}` hash tag, so they live in one cluster slot.
@@ -280,8 +282,10 @@ impl Node {
     }
 
     /// Releases owner-checked; once more on the fresh connection when the first attempt found
-    /// the connection broken. If the retry finds the grant gone, it is gone either way, but
-    /// whether the first attempt removed it is unknown: [`Error::UnknownOutcome`].
+    /// the connection broken. A retry that finds the first attempt's tombstone is a clean
+    /// release ([`scripts::RELEASE`]); one that finds the grant gone and no tombstone (lost
+    /// in a restart or failover, or the grant ended before): whether the first attempt
+    /// removed it is unknown, [`Error::UnknownOutcome`].
     pub async fn release(&self, names: &Names, key: &Key, owner: &OwnerToken) -> Result<bool> {
         let what = || format!("release on {}", self.addr);
         match self.release_once(names, key, owner).await {
@@ -309,11 +313,15 @@ impl Node {
             .release
             .key(names.lease(key))
             .key(names.holder(key))
+            .key(names.released_by(key))
             .arg(&owner.hex()[..])
             .arg(names.channel(key))
+            .arg(names.tombstone_ms())
+            .arg("PUBLISH")
             .invoke_async(&mut c)
             .await?;
-        Ok(n == 1)
+        // 2: the first attempt released it (its tombstone).
+        Ok(n != 0)
     }
 
     /// Blocks until `n` replicas acknowledged this connection's writes, or `t`.
@@ -538,6 +546,10 @@ impl Store for RedisStore {
         self.node.release(&self.names, key, owner).await
     }
 
+    fn set_op_timeout(&self, op_timeout: Duration) {
+        self.names.set_op_timeout(op_timeout);
+    }
+
     async fn holders(&self, key: Option<&Key>) -> Result<Vec<Holder>> {
         self.node.holders(&self.names, key, true).await
     }
@@ -547,6 +559,7 @@ impl Store for RedisStore {
         let _: i64 = Script::new(FORGET)
             .key(self.names.lease(key))
             .key(self.names.fence(key))
+            .key(self.names.released_by(key))
             .invoke_async(&mut c)
             .await
             .map_err(|e| redis_err("redis", "forget", e))?;

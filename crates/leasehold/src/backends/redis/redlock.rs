@@ -304,6 +304,10 @@ impl Store for RedlockStore {
         Ok(self.release_all(key, owner).await >= self.quorum())
     }
 
+    fn set_op_timeout(&self, op_timeout: Duration) {
+        self.names.set_op_timeout(op_timeout);
+    }
+
     async fn holders(&self, key: Option<&Key>) -> Result<Vec<Holder>> {
         let names = &self.names;
         let answers = self

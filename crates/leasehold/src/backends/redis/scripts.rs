@@ -4,6 +4,10 @@
 //! beside the lease in the same slot: set with the lease's expiry by the grant, extended by
 //! every renewal, deleted by the release, all in the same scripts as the lease itself.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
 use crate::Key;
 
 /// The fence is `max(counter + 1, server clock in µs)`, written back, so a counter lost in a
@@ -65,21 +69,40 @@ for i = 1, #KEYS / 2 do
 end
 return out";
 
-/// `KEYS`: lease, holder info; `ARGV`: owner, the channel to wake waiters on, and optionally
-/// the publishing command (`SPUBLISH` on a cluster, whose waiters subscribe to the shard
-/// channel in the key's slot; `PUBLISH` when absent).
+/// `KEYS`: lease, holder info, release tombstone; `ARGV`: owner, the channel to wake waiters
+/// on, the tombstone's life in ms, the publishing command (`SPUBLISH` on a cluster, whose
+/// waiters subscribe to the shard channel in the key's slot; `PUBLISH` elsewhere).
+///
+/// `1`: released now; `2`: this owner's grant was already released by this script (a retry
+/// of the same release after its reply was lost: a cluster client retrying after a broken
+/// connection or `MOVED`, the store retrying on a fresh connection or a new primary); `0`: not
+/// this owner's grant. The release leaves the tombstone `PREFIX{KEY}:released-by` = owner, in
+/// the key's slot, for as long as a retry of the request can come (the op timeout). Owner
+/// tokens are minted per grant, so only the owner that released can match it, and a match
+/// proves what a first answer of `1` proves: the grant was still this owner's when the
+/// release removed it. It is read only while nobody holds the key (a successor's grant makes
+/// a late retry answer `0`, and a stale release of a key someone else holds stays refused);
+/// a later release of the key by another owner replaces it; a failover that loses it
+/// (asynchronous replication) leaves the retry answering `0`, as before. Each of these can
+/// only turn a clean release into a reported possible overlap, never the reverse.
 pub(super) const RELEASE: &str = r"
-if redis.call('GET', KEYS[1]) == ARGV[1] then
+local cur = redis.call('GET', KEYS[1])
+if cur == ARGV[1] then
   redis.call('DEL', KEYS[1], KEYS[2])
-  redis.call(ARGV[3] or 'PUBLISH', ARGV[2], '1')
+  redis.call('SET', KEYS[3], ARGV[1], 'PX', ARGV[3])
+  redis.call(ARGV[4], ARGV[2], '1')
   return 1
+end
+if not cur and redis.call('GET', KEYS[3]) == ARGV[1] then
+  return 2
 end
 return 0";
 
-/// Removes the fence counter of a key nobody holds (`Store::forget`).
+/// Removes the fence counter and the release tombstone of a key nobody holds
+/// (`Store::forget`). `KEYS`: lease, fence counter, tombstone.
 pub(super) const FORGET: &str = r"
 if redis.call('EXISTS', KEYS[1]) == 0 then
-  return redis.call('DEL', KEYS[2])
+  return redis.call('DEL', KEYS[2], KEYS[3])
 end
 return 0";
 
@@ -97,15 +120,36 @@ pub(crate) struct Names {
     pub(super) prefix: String,
     /// Whether a key with braces is tagged on its hash (cluster).
     pub(super) hashed: bool,
+    /// How long a release's tombstone lives, in ms: the store's op timeout (at least 1 s),
+    /// shared by the clones of one store's names.
+    tombstone_ms: Arc<AtomicU64>,
 }
 
 impl Names {
     pub fn new(prefix: String) -> Self {
-        Names { prefix, hashed: false }
+        Names { prefix, hashed: false, tombstone_ms: Self::tombstone(crate::DEFAULT_OP_TIMEOUT) }
     }
     /// Names for a Redis Cluster: every name of a key in one slot, whatever the key holds.
     pub fn cluster(prefix: String) -> Self {
-        Names { prefix, hashed: true }
+        Names { hashed: true, ..Self::new(prefix) }
+    }
+    fn tombstone(op: Duration) -> Arc<AtomicU64> {
+        Arc::new(AtomicU64::new(Self::tombstone_life(op)))
+    }
+    fn tombstone_life(op: Duration) -> u64 {
+        u64::try_from(op.as_millis()).unwrap_or(u64::MAX).max(1000)
+    }
+    /// Release tombstones live for `op` (the store's op timeout) from now on.
+    pub fn set_op_timeout(&self, op: Duration) {
+        self.tombstone_ms.store(Self::tombstone_life(op), Ordering::Relaxed);
+    }
+    /// The tombstone's life for the release script, in ms.
+    pub fn tombstone_ms(&self) -> u64 {
+        self.tombstone_ms.load(Ordering::Relaxed)
+    }
+    /// The release tombstone (see [`RELEASE`]).
+    pub fn released_by(&self, key: &Key) -> String {
+        self.name(key, ":released-by")
     }
     pub fn lease(&self, key: &Key) -> String {
         self.name(key, "")
@@ -194,7 +238,7 @@ mod tests {
         for k in ["}x", "a}b{c", "{", "}", "{y}", "plain", "#0000}{z"] {
             let key = Key::new(k).unwrap();
             let lease = n.lease(&key);
-            for other in [n.fence(&key), n.holder(&key), n.channel(&key)] {
+            for other in [n.fence(&key), n.holder(&key), n.channel(&key), n.released_by(&key)] {
                 assert_eq!(key_slot(&lease), key_slot(&other), "{k}: {lease} / {other}");
             }
             assert_eq!(n.key_of(&lease), Some(key), "{lease}");

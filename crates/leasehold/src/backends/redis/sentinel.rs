@@ -9,8 +9,9 @@
 //!
 //! The primary is found again after a failover: on a request that finds it gone or
 //! read-only (a connection refused or broken, `READONLY`), which is then retried once on the
-//! new primary (a grant meeting its own lease there answers its fence; a release whose first
-//! attempt may have applied and whose retry finds nothing is [`Error::UnknownOutcome`]); and
+//! new primary (a grant meeting its own lease there answers its fence, a release its own
+//! tombstone; a release whose first attempt may have applied and whose retry finds neither
+//! the grant nor the tombstone, which the failover can lose, is [`Error::UnknownOutcome`]); and
 //! when a sentinel announces `+switch-master` for the service, which also moves every
 //! waiter's subscription to the new primary. Grants, keys, scripts and fences are
 //! `redis://`'s ([`super`]); replication is asynchronous, so a failover can lose a grant and
@@ -415,6 +416,10 @@ impl Store for RedisSentinelStore {
         }
     }
 
+    fn set_op_timeout(&self, op_timeout: Duration) {
+        self.shared.names.set_op_timeout(op_timeout);
+    }
+
     async fn holders(&self, key: Option<&Key>) -> Result<Vec<Holder>> {
         let names = &self.shared.names;
         Ok(self.on_primary(|n| async move { n.holders(names, key, true).await }).await?.0)
@@ -427,6 +432,7 @@ impl Store for RedisSentinelStore {
         let _: i64 = redis::Script::new(super::scripts::FORGET)
             .key(names.lease(key))
             .key(names.fence(key))
+            .key(names.released_by(key))
             .invoke_async(&mut c)
             .await
             .map_err(|e| redis_err(BACKEND, "forget", e))?;

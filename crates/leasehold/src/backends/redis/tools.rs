@@ -5,7 +5,8 @@
 use redis::ScriptInvocation;
 
 /// The Lua source of the grant and release scripts a fenced `redis://` store sends.
-/// Grant → `{1, fence}` or `{0, pttl}`; release → 1 if it was the owner's.
+/// Grant → `{1, fence}` or `{0, pttl}`; release → 1 if it was the owner's (2: already
+/// released by this owner, a retry).
 pub fn scripts() -> (&'static str, &'static str) {
     (super::GRANT, super::RELEASE)
 }
@@ -24,7 +25,10 @@ pub fn grant_args(
     inv.arg(owner).arg(ttl_ms).arg(info);
 }
 
-/// The release's keys and arguments as the store sends them.
+/// The release's keys and arguments as a `redis://` store sends them (its tombstone living
+/// the default op timeout).
 pub fn release_args(inv: &mut ScriptInvocation<'_>, lease: &str, owner: &str) {
-    inv.key(lease).key(format!("{lease}:holder")).arg(owner).arg(format!("{lease}:released"));
+    inv.key(lease).key(format!("{lease}:holder")).key(format!("{lease}:released-by"));
+    let tombstone_ms = crate::DEFAULT_OP_TIMEOUT.as_millis() as u64;
+    inv.arg(owner).arg(format!("{lease}:released")).arg(tombstone_ms).arg("PUBLISH");
 }
