@@ -300,6 +300,12 @@ pub(crate) enum Cmd {
         /// Leases held in the hold-many scenario.
         #[arg(long, default_value_t = 100_000)]
         leases: usize,
+        /// With a redis-cluster:// --store: measure this one Redis server (redis://H:P) in
+        /// the same run instead of the usual baselines, and compare uncontended, handoff and
+        /// many-keys cycles/s, server time per cycle per master and the key spread
+        /// (cluster.json in --out).
+        #[arg(long, value_name = "URL")]
+        single: Option<String>,
         /// Directory for bench.json and one latency-percentile SVG per scenario.
         #[arg(long, value_name = "DIR")]
         out: Option<PathBuf>,

@@ -198,8 +198,20 @@ async fn dispatch(cmd: Cmd) -> Exit {
         Cmd::FenceProxy { store, timeout, key, listen, upstream } => {
             proxy::fence_proxy(store, timeout, key, listen, upstream).await
         }
-        Cmd::Bench { store, scenario, tasks, duration, runs, leases, out, json, runtime } => {
-            bench_cmd(store, scenario, tasks, duration, runs, leases, out, json, runtime).await
+        Cmd::Bench {
+            store,
+            scenario,
+            tasks,
+            duration,
+            runs,
+            leases,
+            single,
+            out,
+            json,
+            runtime,
+        } => {
+            let b = (store, scenario, tasks, duration, runs, leases, out, json, runtime);
+            bench_cmd(b.0, b.1, b.2, b.3, b.4, b.5, single, b.6, b.7, b.8).await
         }
     };
     r.unwrap_or_else(|e| e)
@@ -213,6 +225,7 @@ async fn bench_cmd(
     duration: Duration,
     runs: usize,
     leases: usize,
+    single: Option<String>,
     out: Option<std::path::PathBuf>,
     json: bool,
     runtime: Runtime,
@@ -229,6 +242,9 @@ async fn bench_cmd(
         Runtime::Multi => "multi_thread (2 workers)",
     };
     let settings = bench::Settings { url, scenario, tasks, duration, runs, leases, runtime };
+    if let Some(single) = single {
+        return cluster_bench(settings, &single, out, json).await;
+    }
     let report = bench::run(settings)
         .await
         .map_err(|e| Exit::fail(code::UNAVAILABLE, format!("bench: {e}")))?;
@@ -253,4 +269,39 @@ async fn bench_cmd(
         print!("{}", bench::table(&report));
     }
     Ok(Exit::ok(0))
+}
+
+/// `bench --single`: the cluster against one server ([`bench::cluster_vs_single`]).
+async fn cluster_bench(
+    settings: bench::Settings,
+    single: &str,
+    out: Option<std::path::PathBuf>,
+    json: bool,
+) -> Result<Exit, Exit> {
+    #[cfg(feature = "redis")]
+    {
+        let single = leasehold::StoreUrl::parse(single)
+            .map_err(|e| Exit::fail(code::USAGE, format!("--single: {e}")))?;
+        let (text, table) = bench::cluster_vs_single(settings, &single)
+            .await
+            .map_err(|e| Exit::fail(code::UNAVAILABLE, format!("bench: {e}")))?;
+        if let Some(dir) = out {
+            std::fs::create_dir_all(&dir)
+                .and_then(|()| std::fs::write(dir.join("cluster.json"), format!("{text}\n")))
+                .map_err(|e| {
+                    Exit::fail(code::UNAVAILABLE, format!("cannot write {}: {e}", dir.display()))
+                })?;
+        }
+        if json {
+            println!("{text}")
+        } else {
+            print!("{table}")
+        }
+        Ok(Exit::ok(0))
+    }
+    #[cfg(not(feature = "redis"))]
+    {
+        let _ = (settings, single, out, json);
+        Err(Exit::fail(code::USAGE, "--single needs the redis feature"))
+    }
 }

@@ -111,7 +111,7 @@ pub(super) async fn handoff(
 }
 
 /// `tasks` tasks taking turns on `key` for `d`, each acquiring with a wait.
-async fn handoff_run<C: Contender>(
+pub(super) async fn handoff_run<C: Contender>(
     c: &C,
     key: &str,
     tasks: usize,

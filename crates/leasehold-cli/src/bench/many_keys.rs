@@ -84,7 +84,7 @@ pub(super) async fn many_keys(
 }
 
 /// `tasks` tasks, each running [`cycles`] on its own key at the same time.
-async fn many<C: Contender>(c: &C, tasks: usize, d: Duration) -> BenchResult<RunResult> {
+pub(super) async fn many<C: Contender>(c: &C, tasks: usize, d: Duration) -> BenchResult<RunResult> {
     let handles: Vec<_> = (0..tasks)
         .map(|_| {
             let c = c.clone();

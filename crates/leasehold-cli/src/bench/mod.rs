@@ -13,6 +13,8 @@ use leasehold::{Locker, OwnerToken, Scheme, Wait};
 
 // One file per store's baselines, each behind its feature; a store compiled out gets a
 // stand-in that is never constructed (`off`), so the scenarios read the same in every build.
+#[cfg(feature = "redis")]
+mod cluster;
 #[cfg(feature = "etcd")]
 mod etcd;
 mod handoff;
@@ -46,6 +48,23 @@ use postgres::PgSide;
 #[cfg(feature = "redis")]
 use redis::{Raw, RedisSide, redis_benchmark};
 pub use report::Report;
+
+/// A Redis Cluster against one Redis server in the same run ([`cluster::compare`]): its
+/// figures as JSON and their text table.
+#[cfg(feature = "redis")]
+pub async fn cluster_vs_single(
+    s: Settings,
+    single: &leasehold::StoreUrl,
+) -> Result<(String, String), String> {
+    if s.url.scheme() != Scheme::RedisCluster || single.scheme() != Scheme::Redis {
+        return Err("--single compares a redis-cluster:// --store with one redis:// server".into());
+    }
+    let progress = Progress::new((s.runs) as u64);
+    let c = cluster::compare(&s, single, &progress).await?;
+    progress.0.finish_and_clear();
+    let json = serde_json::to_string_pretty(&c).map_err(|e| e.to_string())?;
+    Ok((json, cluster::table(&c)))
+}
 pub use table::table;
 
 /// Which scenarios to run.

@@ -44,27 +44,7 @@ impl RedisSide {
 
     /// Calls of the named commands so far and the server time they took, in µs.
     pub(super) async fn stats(&self, names: &[&str]) -> BenchResult<(u64, u64)> {
-        let mut c = self.conn.clone();
-        let info: String = ::redis::cmd("INFO")
-            .arg("commandstats")
-            .query_async(&mut c)
-            .await
-            .map_err(|e| e.to_string())?;
-        let (mut calls, mut usec) = (0, 0);
-        for line in info.lines() {
-            let Some(rest) = line.strip_prefix("cmdstat_") else { continue };
-            let Some((name, stats)) = rest.split_once(':') else { continue };
-            if names.contains(&name) {
-                for kv in stats.split(',') {
-                    if let Some(v) = kv.strip_prefix("calls=") {
-                        calls += v.parse::<u64>().unwrap_or(0);
-                    } else if let Some(v) = kv.strip_prefix("usec=") {
-                        usec += v.parse::<u64>().unwrap_or(0);
-                    }
-                }
-            }
-        }
-        Ok((calls, usec))
+        command_stats(&mut self.conn.clone(), names).await
     }
 
     /// Runs `f` and returns its output with the named commands' calls and server µs meanwhile.
@@ -104,6 +84,31 @@ impl RedisSide {
 const RAW_RELEASE: &str = r"
 if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
 return 0";
+
+/// Calls of the named commands on the node `c` is connected to so far and the server time
+/// they took, in µs (INFO commandstats).
+pub(super) async fn command_stats(
+    c: &mut impl ::redis::aio::ConnectionLike,
+    names: &[&str],
+) -> BenchResult<(u64, u64)> {
+    let info: String =
+        ::redis::cmd("INFO").arg("commandstats").query_async(c).await.map_err(|e| e.to_string())?;
+    let (mut calls, mut usec) = (0, 0);
+    for line in info.lines() {
+        let Some(rest) = line.strip_prefix("cmdstat_") else { continue };
+        let Some((name, stats)) = rest.split_once(':') else { continue };
+        if names.contains(&name) {
+            for kv in stats.split(',') {
+                if let Some(v) = kv.strip_prefix("calls=") {
+                    calls += v.parse::<u64>().unwrap_or(0);
+                } else if let Some(v) = kv.strip_prefix("usec=") {
+                    usec += v.parse::<u64>().unwrap_or(0);
+                }
+            }
+        }
+    }
+    Ok((calls, usec))
+}
 
 /// Raw redis-rs: plain `SET NX PX`, then EVALSHA compare-and-delete (one attempt only). With
 /// `fenced`, the two scripts leasehold sends instead, with the same keys and arguments: the
@@ -182,19 +187,22 @@ pub(super) async fn redis_benchmark(r: &RedisSide, d: Duration) -> BenchResult<f
 }
 
 async fn run_redis_benchmark(r: &RedisSide, n: u64) -> BenchResult<f64> {
+    redis_benchmark_rps(&r.host, &r.port.to_string(), false, n).await
+}
+
+/// `n` requests of `redis-benchmark -c 50 -P 16 -r 1000000 SET KEY v NX PX 30000` against
+/// `host:port` (with `--cluster`: every master, keys tagged per master); requests per second.
+pub(super) async fn redis_benchmark_rps(
+    host: &str,
+    port: &str,
+    cluster: bool,
+    n: u64,
+) -> BenchResult<f64> {
+    let key = if cluster { "bench:rb:{tag}:__rand_int__" } else { "bench:rb:__rand_int__" };
     let out = tokio::process::Command::new("redis-benchmark")
-        .args(["-h", &r.host, "-p", &r.port.to_string(), "-c", "50", "-P", "16", "-r", "1000000"])
-        .args([
-            "-n",
-            &n.to_string(),
-            "-q",
-            "SET",
-            "bench:rb:__rand_int__",
-            "v",
-            "NX",
-            "PX",
-            "30000",
-        ])
+        .args(cluster.then_some("--cluster"))
+        .args(["-h", host, "-p", port, "-c", "50", "-P", "16", "-r", "1000000"])
+        .args(["-n", &n.to_string(), "-q", "SET", key, "v", "NX", "PX", "30000"])
         .output()
         .await
         .map_err(|e| format!("cannot run redis-benchmark (package redis-tools): {e}"))?;
