@@ -337,6 +337,13 @@ pub(crate) enum Cmd {
         /// etcd; zk for store-kill) and never touch the server the URL names.
         #[arg(long, default_value = "stalled-holder")]
         scenario: String,
+        /// Instead of the --store URL's kind, a private deployment this tool starts for every
+        /// trial: zk-ensemble (3 ZooKeeper nodes: failover, store-kill, partition), pg-sync
+        /// (PostgreSQL with a synchronous standby: failover), redlock5 (5 Redis instances:
+        /// store-kill, partition of a minority) or redlock5-majority (store-kill until a
+        /// majority has forgotten). A --store URL of the same kind gives its options.
+        #[arg(long, value_name = "NAME")]
+        topology: Option<String>,
         /// Trials with fencing.
         #[arg(long, default_value_t = 20)]
         trials: usize,

@@ -151,7 +151,7 @@ fn clap_exit(e: clap::Error) -> u8 {
 
 async fn chaos_cmd(
     opt: StoreOpt,
-    scenario: String,
+    (scenario, topology): (String, Option<String>),
     (trials, control_trials): (usize, usize),
     ttl: Duration,
     out: std::path::PathBuf,
@@ -160,7 +160,9 @@ async fn chaos_cmd(
         return Err(Exit::fail(code::USAGE, "--trials and --ttl must be positive"));
     }
     let url = store::resolve(&opt)?.url;
-    let settings = chaos::Settings { url, scenario, trials, control_trials, ttl, out: out.clone() };
+    let out2 = out.clone();
+    let settings =
+        chaos::Settings { url, scenario, trials, control_trials, ttl, out: out2, topology };
     let report = chaos::run(settings)
         .await
         .map_err(|e| Exit::fail(code::UNAVAILABLE, format!("chaos: {e}")))?;
@@ -239,9 +241,9 @@ async fn dispatch(cmd: Cmd) -> Exit {
         Cmd::Size { store, timeout, duration, job, json } => {
             size::size(store, timeout, duration, job, json).await
         }
-        Cmd::Chaos { store, scenario, trials, control_trials, ttl, out } => {
+        Cmd::Chaos { store, scenario, topology, trials, control_trials, ttl, out } => {
             let control = control_trials.unwrap_or(trials);
-            chaos_cmd(store, scenario, (trials, control), ttl, out).await
+            chaos_cmd(store, (scenario, topology), (trials, control), ttl, out).await
         }
         Cmd::ChaosWorker { key, ttl_ms, fenced } => chaos::worker_cmd(&key, ttl_ms, fenced).await,
         Cmd::FenceProxy { store, timeout, key, listen, upstream } => {

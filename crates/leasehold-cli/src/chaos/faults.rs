@@ -28,7 +28,9 @@ use super::{
 
 /// Runs a blocking server operation (they wait for the server, and panic when it cannot
 /// start) off the runtime, turning a panic into an error.
-async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Result<T, String> {
+pub(super) async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, String> {
     tokio::task::spawn_blocking(f).await.map_err(|e| match e.try_into_panic() {
         Ok(p) => p
             .downcast_ref::<String>()
@@ -75,7 +77,7 @@ pub(super) async fn run(s: &Settings) -> Result<(Vec<Trial>, Outline), String> {
     Ok((trials, outline))
 }
 
-async fn trial(
+pub(super) async fn trial(
     s: &Settings,
     plan: Plan,
     failover: bool,
@@ -202,7 +204,7 @@ async fn trial(
 async fn connect_after_failure(url: &str) -> Result<Locker, String> {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
     loop {
-        let last = match tokio::time::timeout_at(deadline, Locker::connect(url)).await {
+        let last = match tokio::time::timeout_at(deadline, super::topology::connect(url)).await {
             Ok(Ok(l)) => return Ok(l),
             Ok(Err(e)) => e.to_string(),
             Err(_) => "no answer".into(),

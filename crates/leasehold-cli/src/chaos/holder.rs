@@ -5,7 +5,7 @@ use std::io::Write as _;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use leasehold::{Locker, Wait};
+use leasehold::Wait;
 use leasehold_harness::history::monotonic_ns;
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
@@ -46,7 +46,7 @@ pub async fn worker(url: &str, key: &str, ttl: Duration, spec: &str, fenced: boo
     let e = |what: &str, fence: u64, detail: &str| {
         format!("event {} {what} {fence} {detail}", monotonic_ns())
     };
-    let locker = match Locker::connect(url).await {
+    let locker = match super::topology::connect(url).await {
         Ok(l) => l,
         Err(err) => {
             out(format!("error {err}"));
@@ -99,7 +99,20 @@ pub async fn worker(url: &str, key: &str, ttl: Duration, spec: &str, fenced: boo
     }
     out(format!("ready {fence}"));
     let mut stdin = BufReader::new(tokio::io::stdin()).lines();
-    while let Ok(Some(line)) = stdin.next_line().await {
+    // Polled while it waits: the instant admit() turns false (a partition's first sign).
+    let mut admitted = true;
+    loop {
+        let line = tokio::select! {
+            l = stdin.next_line() => l,
+            _ = tokio::time::sleep(Duration::from_millis(5)), if admitted => {
+                if !lease.admit() {
+                    admitted = false;
+                    out(e("admit-false", fence, ""));
+                }
+                continue;
+            }
+        };
+        let Ok(Some(line)) = line else { break };
         if line == "write" {
             match res.write(fenced.then_some(&fencing), "stale-holder").await {
                 Ok(()) => {
@@ -192,6 +205,7 @@ impl Holder {
             .env(crate::store::ENV_STORE, url)
             .env(ENV_RESOURCE, spec)
             .env_remove(crate::store::ENV_STORE_FILE)
+            .envs(super::topology::worker_env())
             .arg(format!("--ttl-ms={}", s.ttl.as_millis()))
             .arg(format!("--fenced={}", u8::from(fenced)))
             .stdin(Stdio::piped())

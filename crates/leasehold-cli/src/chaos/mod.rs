@@ -27,6 +27,7 @@ mod report;
 #[cfg(test)]
 mod tests;
 mod timeline;
+mod topology;
 mod unknown;
 
 use holder::Holder;
@@ -56,6 +57,8 @@ pub struct Settings {
     pub control_trials: usize,
     pub ttl: Duration,
     pub out: PathBuf,
+    /// `--topology`: a private deployment of several servers ([`topology`]).
+    pub topology: Option<String>,
 }
 
 /// The resource chaos writes to, on the user's own store where it can hold one (so its final
@@ -476,13 +479,16 @@ pub const SCENARIOS: &str = "stalled-holder, stalled-holder-http, stalled-holder
 pub async fn run(s: Settings) -> Result<Report, String> {
     std::fs::create_dir_all(&s.out)
         .map_err(|e| format!("cannot create {}: {e}", s.out.display()))?;
-    let (trials, outline) = match s.scenario.as_str() {
-        "stalled-holder" | "stalled-holder-http" | "stalled-holder-tx" | "partition" => {
-            holder_trials(&s).await?
-        }
-        "store-kill" | "failover" => faults::run(&s).await?,
-        "unknown-acquire" => unknown::run(&s).await?,
-        other => return Err(format!("unknown scenario {other:?}; available: {SCENARIOS}")),
+    let (trials, outline) = match (s.scenario.as_str(), s.topology.as_deref()) {
+        (_, Some(name)) => topology::run(&s, name).await?,
+        (scenario, None) => match scenario {
+            "stalled-holder" | "stalled-holder-http" | "stalled-holder-tx" | "partition" => {
+                holder_trials(&s).await?
+            }
+            "store-kill" | "failover" => faults::run(&s).await?,
+            "unknown-acquire" => unknown::run(&s).await?,
+            other => return Err(format!("unknown scenario {other:?}; available: {SCENARIOS}")),
+        },
     };
     eprintln!();
     let mut names: Vec<&'static str> = Vec::new();
@@ -501,6 +507,7 @@ pub async fn run(s: Settings) -> Result<Report, String> {
         resource: outline.resource,
         setup: outline.setup,
         key: KEY,
+        topology: s.topology.clone(),
         arms,
         trials,
     };

@@ -17,6 +17,8 @@ pub struct Report {
     /// How the store was set up and failed, when the tool started it.
     pub setup: Option<String>,
     pub key: &'static str,
+    /// `--topology`, when the run had one.
+    pub topology: Option<String>,
     pub arms: Vec<Arm>,
     pub trials: Vec<Trial>,
 }
@@ -172,7 +174,8 @@ pub fn table(r: &Report) -> String {
 
 /// Whether the run shows what it must (see [`verdict_of`]).
 pub fn verdict(r: &Report) -> Result<(), String> {
-    verdict_of(&r.scenario, r.guarantees.failure_admits_second_holder, &r.arms)
+    verdict_of(&r.scenario, r.guarantees.failure_admits_second_holder, &r.arms)?;
+    r.topology.as_deref().map_or(Ok(()), |t| super::topology::verdict(t, &r.arms))
 }
 
 /// On every scenario and store: with fencing, no stale effect accepted, no successor locked

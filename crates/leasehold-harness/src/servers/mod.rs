@@ -5,15 +5,27 @@
 mod etcd;
 mod failure;
 mod mysql;
+mod pg_sync;
 mod postgres;
 mod redis;
+mod redis_cluster;
+mod redlock_set;
+mod sentinel;
+mod topology;
+mod zk_ensemble;
 mod zookeeper;
 
 pub use etcd::EtcdCluster;
 pub use failure::{FailingStore, Plan, plan};
 pub use mysql::MyServer;
+pub use pg_sync::{PgSyncPair, SYNC_NAME};
 pub use postgres::PgServer;
 pub use redis::RedisServer;
+pub use redis_cluster::{ClusterNode, RedisCluster, cluster_port};
+pub use redlock_set::RedlockSet;
+pub use sentinel::{SERVICE, SentinelSet};
+pub use topology::{TOPOLOGIES, topology, topology_scheme};
+pub use zk_ensemble::ZkEnsemble;
 pub use zookeeper::ZkServer;
 
 use failure::query;

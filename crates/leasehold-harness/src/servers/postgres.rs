@@ -64,7 +64,14 @@ impl PgServer {
 
     /// A streaming standby of `primary` (`pg_basebackup -R`), started and replicating.
     pub fn standby_of(primary: &PgServer) -> Self {
+        Self::standby_of_with(primary, &[])
+    }
+
+    /// As [`PgServer::standby_of`], with extra `postgres` arguments (e.g. `["-c",
+    /// "cluster_name=standby1"]`, the name a primary's `synchronous_standby_names` lists).
+    pub fn standby_of_with(primary: &PgServer, extra: &[&str]) -> Self {
         let mut s = Self::new_dir();
+        s.extra = extra.iter().map(|a| a.to_string()).collect();
         let out = s
             .command(pg_bin("pg_basebackup"))
             .args(["-h", "127.0.0.1", "-p", &primary.port.to_string(), "-U", "postgres"])

@@ -1,0 +1,180 @@
+//! `--scenario partition` on a topology: the holder reaches every member through its own TCP
+//! fault proxy; after its first write the proxies of the whole ZooKeeper ensemble, or of a
+//! minority (2 of 5) of the Redlock instances, swallow its traffic both ways. The successor
+//! connects directly. The holder's `admit()` and `lost()` are timed from the cut.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use leasehold::Wait;
+use leasehold_harness::proxy::{Fault, FaultProxy};
+use leasehold_harness::servers::{RedlockSet, ZkEnsemble};
+use tokio::io::AsyncWriteExt;
+
+use super::super::{
+    Event, Holder, KEY, Settings, Trial, ev, faults, fresh_sqlite, http, progress, session_timeout,
+    successor_claim_and_write, successor_write,
+};
+
+/// Runs the partition trials on `name`; the trials, the backend's guarantees and the setup.
+pub(in crate::chaos) async fn run(
+    s: &Settings,
+    name: &str,
+) -> Result<(Vec<Trial>, leasehold::Guarantees, String), String> {
+    let zk = match name {
+        "zk-ensemble" => true,
+        "redlock5" => false,
+        _ => {
+            return Err(format!(
+                "partition runs on the topologies zk-ensemble and redlock5, not {name}"
+            ));
+        }
+    };
+    let mut trials = Vec::new();
+    let mut guarantees = None;
+    for fenced in [true, false] {
+        let count = if fenced { s.trials } else { s.control_trials };
+        for n in 0..count {
+            progress(s, if fenced { "fenced" } else { "unfenced" }, n, count);
+            let (t, g) = trial(s, zk, fenced, n).await?;
+            trials.push(t);
+            guarantees = Some(g);
+        }
+    }
+    let mut setup = if zk {
+        format!(
+            "a private three-node ZooKeeper ensemble, fresh for each trial; the holder reached \
+             each member through its own TCP fault proxy, and all three swallowed its traffic \
+             after its first write (session timeout {:?}); the successor connected directly",
+            session_timeout(&s.url)
+        )
+    } else {
+        "five private Redis instances (redlock://), fresh for each trial; the holder reached \
+         each through its own TCP fault proxy, and the proxies of instances 1 and 2 (a \
+         minority) swallowed its traffic after its first write; the successor connected \
+         directly"
+            .to_owned()
+    };
+    for arm in ["fenced", "unfenced"] {
+        if let Some(line) = super::timing(&trials, arm) {
+            setup.push_str(&format!("; {line}"));
+        }
+    }
+    Ok((trials, guarantees.ok_or("no trials were run")?, setup))
+}
+
+async fn trial(
+    s: &Settings,
+    zk: bool,
+    fenced: bool,
+    n: usize,
+) -> Result<(Trial, leasehold::Guarantees), String> {
+    let arm = if fenced { "fenced" } else { "unfenced" };
+    let opts = s.url.find('?').map_or("", |i| &s.url[i..]).to_owned();
+    let (servers, ports, direct) = faults::blocking(move || {
+        if zk {
+            let e = ZkEnsemble::start();
+            let ports: Vec<u16> = (0..3).map(|i| e.port(i)).collect();
+            let url = e.url(&opts);
+            (Box::new(e) as Box<dyn Send>, ports, url)
+        } else {
+            let r = RedlockSet::start(5);
+            let ports: Vec<u16> = r.servers().iter().map(|s| s.port()).collect();
+            let url = r.url(&opts);
+            (Box::new(r) as Box<dyn Send>, ports, url)
+        }
+    })
+    .await?;
+    let mut proxies = Vec::new();
+    for p in &ports {
+        let to: SocketAddr = ([127, 0, 0, 1], *p).into();
+        proxies.push(FaultProxy::start(to).await.map_err(|e| e.to_string())?);
+    }
+    let hosts: Vec<String> = proxies.iter().map(|p| p.addr().to_string()).collect();
+    let tail = s.url.find('?').map_or("", |i| &s.url[i..]);
+    let holder_url = if zk {
+        format!("zk://{}{tail}", hosts.join(","))
+    } else {
+        format!("redlock://{}{tail}", hosts.join(","))
+    };
+    let cut: &[usize] = if zk { &[0, 1, 2] } else { &[0, 1] };
+    fresh_sqlite(&s.out);
+    let spec = format!("sqlite:{}", s.out.join("resource.db").display());
+    let mut holder = Holder::spawn(s, &holder_url, &spec, fenced).await?;
+    let ready = holder.line(s.ttl * 20 + Duration::from_secs(20)).await?;
+    let holder_fence: u64 = ready
+        .strip_prefix("ready ")
+        .and_then(|f| f.parse().ok())
+        .ok_or_else(|| format!("the holder said {ready:?}"))?;
+    let mut events = Vec::new();
+    for &i in cut {
+        proxies[i].set(Fault::Blackhole);
+    }
+    let what = if zk { "partition from every member" } else { "partition from instances 1, 2" };
+    events.push(ev("chaos", "pause", Some(holder_fence), Some(what.into())));
+    let locker = super::connect(&direct).await.map_err(|e| e.to_string())?;
+    let guarantees = locker.guarantees();
+    let mut res = http::open(&spec).await;
+    let wait = s.ttl * 4 + session_timeout(&s.url).mul_f64(1.5) + Duration::from_secs(3);
+    let mut lease = None;
+    match locker.acquire(KEY, s.ttl * 10).wait(Wait::For(wait)).await {
+        Ok(l) => {
+            events.push(ev("successor", "acquire", Some(l.fence().get()), None));
+            lease = Some(l);
+        }
+        Err(e) => events.push(ev("successor", "refused", None, Some(e.to_string()))),
+    }
+    events.push(ev("chaos", "resume", Some(holder_fence), Some("holder writes".into())));
+    if let Some(l) = &lease {
+        successor_claim_and_write(&mut res, l, fenced, &mut events).await;
+    }
+    let _ = holder.stdin.write_all(b"write\n").await;
+    let said =
+        holder.line(Duration::from_secs(30)).await.unwrap_or_else(|e| format!("no answer: {e}"));
+    if let Some(l) = &lease {
+        tokio::time::sleep(s.ttl / 4).await;
+        events.push(successor_write(&mut res, &l.fencing(), fenced).await);
+    } else {
+        // Refused while the holder kept its majority: it releases after its write; then the
+        // successor must get the key, with a larger fence.
+        match locker.acquire(KEY, s.ttl * 10).wait(Wait::For(wait)).await {
+            Ok(l) => {
+                events.push(ev(
+                    "successor",
+                    "acquire",
+                    Some(l.fence().get()),
+                    Some("after the holder's release".into()),
+                ));
+                successor_claim_and_write(&mut res, &l, fenced, &mut events).await;
+                lease = Some(l);
+            }
+            Err(e) => events.push(ev("successor", "error", None, Some(e.to_string()))),
+        }
+    }
+    let successor_fence = lease.as_ref().map(|l| l.fence().get());
+    let final_value = res.read().await;
+    if let Some(l) = lease {
+        let r = l.release().await;
+        events.push(ev("successor", "release", successor_fence, Some(format!("{r:?}"))));
+    }
+    for p in &proxies {
+        p.set(Fault::Reset);
+    }
+    holder.finish().await;
+    events.append(&mut holder.events);
+    events.sort_by_key(|e: &Event| e.t_ns);
+    drop(proxies);
+    let _ = faults::blocking(move || drop(servers)).await;
+    let mut t = Trial::checked(arm, n, holder_fence, successor_fence, said, final_value, events);
+    let at = |who: &str, what: &str| {
+        t.events.iter().find(|e| e.who == who && e.what == what).map(|e| e.t_ns)
+    };
+    if let (Some(r), Some(g)) = (at("holder", "releasing"), at("successor", "acquire"))
+        && r < g
+    {
+        // Granted only after the holder's release (it kept a majority): its later lost() is
+        // the release's, not the partition's.
+        t.lost_lead_ms = None;
+    }
+    Ok((t, guarantees))
+}

@@ -1,0 +1,184 @@
+//! A private Sentinel deployment, killed on drop: a primary, a replica and three sentinels
+//! (quorum 2, `down-after-milliseconds` 500, `failover-timeout` 2000); the primary killed and
+//! the sentinels' promotion awaited, or `SENTINEL FAILOVER` on demand.
+
+use super::*;
+
+/// The service name the sentinels monitor.
+pub const SERVICE: &str = "leasehold";
+
+/// One sentinel process (`redis-server CONF --sentinel`).
+struct Sentinel {
+    port: u16,
+    child: Option<Child>,
+}
+
+/// A primary, its replica and three sentinels, on free loopback ports.
+pub struct SentinelSet {
+    /// The primary it started with.
+    pub primary: RedisServer,
+    /// The replica it started with.
+    pub replica: RedisServer,
+    sentinels: Vec<Sentinel>,
+    dir: tempfile::TempDir,
+}
+
+impl SentinelSet {
+    /// Starts the primary, the replica (linked), three sentinels, and waits (bounded) until
+    /// every sentinel lists the replica in `SENTINEL REPLICAS` and knows the two other
+    /// sentinels, so a failover can be authorized and has a replica to promote.
+    pub fn start() -> Self {
+        let primary = RedisServer::start();
+        let replica = RedisServer::start();
+        replica.replicate(&primary);
+        let dir = tempfile::tempdir().expect("temp dir");
+        let mut set = SentinelSet { primary, replica, sentinels: Vec::new(), dir };
+        for i in 0..3 {
+            let mut started = false;
+            for _ in 0..5 {
+                if set.spawn_sentinel(i, free_port()) {
+                    started = true;
+                    break;
+                }
+            }
+            assert!(started, "could not start sentinel {} on a free port", i + 1);
+        }
+        set.wait_discovered(Duration::from_secs(60));
+        set
+    }
+
+    fn spawn_sentinel(&mut self, i: usize, port: u16) -> bool {
+        let conf = self.dir.path().join(format!("sentinel{i}.conf"));
+        std::fs::write(
+            &conf,
+            format!(
+                "port {port}\nbind 127.0.0.1\nprotected-mode no\ndir {}\n\
+                 sentinel monitor {SERVICE} 127.0.0.1 {} 2\n\
+                 sentinel down-after-milliseconds {SERVICE} 500\n\
+                 sentinel failover-timeout {SERVICE} 2000\n\
+                 sentinel parallel-syncs {SERVICE} 1\n",
+                self.dir.path().display(),
+                self.primary.port()
+            ),
+        )
+        .unwrap();
+        let child = Command::new(need("redis-server"))
+            .arg(&conf)
+            .arg("--sentinel")
+            .arg("--logfile")
+            .arg(self.dir.path().join(format!("sentinel{i}.log")))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn redis-server --sentinel");
+        let mut child = Some(child);
+        let up = until_up(&mut child, Duration::from_secs(10), || {
+            sentinel_cli(port, &["PING"]) == "PONG"
+        });
+        if up {
+            self.sentinels.push(Sentinel { port, child });
+        } else {
+            kill9_child(&mut child);
+        }
+        up
+    }
+
+    /// Waits until every sentinel lists the replica (not down) and the two other sentinels.
+    fn wait_discovered(&self, limit: Duration) {
+        let deadline = Instant::now() + limit;
+        let me = format!("{}", self.replica.port());
+        loop {
+            let ready = self.sentinels.iter().all(|s| {
+                let replicas = sentinel_cli(s.port, &["SENTINEL", "REPLICAS", SERVICE]);
+                let others = sentinel_cli(s.port, &["SENTINEL", "SENTINELS", SERVICE]);
+                replicas.lines().any(|l| l == me)
+                    && !replicas.contains("s_down")
+                    && others.lines().filter(|l| *l == "name").count() == 2
+            });
+            if ready {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the sentinels never all listed the replica :{me} and each other"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// The sentinels' ports.
+    pub fn sentinel_ports(&self) -> Vec<u16> {
+        self.sentinels.iter().map(|s| s.port).collect()
+    }
+
+    /// `redis-sentinel://127.0.0.1:S1,…/leasehold` plus `suffix` (e.g. `?db=1`).
+    pub fn url(&self, suffix: &str) -> String {
+        let hosts: Vec<String> =
+            self.sentinel_ports().iter().map(|p| format!("127.0.0.1:{p}")).collect();
+        format!("redis-sentinel://{}/{SERVICE}{suffix}", hosts.join(","))
+    }
+
+    /// Runs `redis-cli` against sentinel `i` (bounded); stdout, trimmed.
+    pub fn sentinel_cli(&self, i: usize, args: &[&str]) -> String {
+        sentinel_cli(self.sentinels[i].port, args)
+    }
+
+    /// The primary's port as sentinel `i` reports it (`GET-MASTER-ADDR-BY-NAME`).
+    pub fn primary_port(&self, i: usize) -> Option<u16> {
+        let out =
+            sentinel_cli(self.sentinels[i].port, &["SENTINEL", "GET-MASTER-ADDR-BY-NAME", SERVICE]);
+        out.lines().nth(1)?.trim().parse().ok()
+    }
+
+    /// Kills the primary (-9).
+    pub fn kill_primary(&mut self) {
+        self.primary.kill9();
+    }
+
+    /// Waits (bounded by `limit`) until every sentinel names the replica as the primary and
+    /// the replica says `role:master`.
+    pub fn wait_promoted(&self, limit: Duration) -> Result<(), String> {
+        let deadline = Instant::now() + limit;
+        let want = self.replica.port();
+        loop {
+            let named = (0..self.sentinels.len()).all(|i| self.primary_port(i) == Some(want));
+            if named && self.replica.cli(&["INFO", "replication"]).contains("role:master") {
+                return Ok(());
+            }
+            if Instant::now() > deadline {
+                return Err(format!("the sentinels did not promote :{want} within {limit:?}"));
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// `SENTINEL FAILOVER` (no agreement needed), then waits for the promotion of the replica
+    /// this set started with (so: once, from the starting roles).
+    pub fn failover(&self) -> Result<(), String> {
+        let said = self.sentinel_cli(0, &["SENTINEL", "FAILOVER", SERVICE]);
+        if said != "OK" {
+            return Err(format!("SENTINEL FAILOVER said {said:?}"));
+        }
+        self.wait_promoted(Duration::from_secs(30))
+    }
+}
+
+/// `redis-cli -p PORT ARGS…`, bounded by 10 s; stdout, trimmed ("" on failure).
+fn sentinel_cli(port: u16, args: &[&str]) -> String {
+    client_output(
+        Command::new(need("timeout"))
+            .arg("10")
+            .arg(need("redis-cli"))
+            .args(["-h", "127.0.0.1", "-p", &port.to_string()])
+            .args(args),
+    )
+}
+
+impl Drop for SentinelSet {
+    fn drop(&mut self) {
+        for s in &mut self.sentinels {
+            kill9_child(&mut s.child);
+        }
+    }
+}
