@@ -252,8 +252,10 @@ pub(crate) enum Cmd {
     /// renew interval, margin and `run --grace`, with the arithmetic.
     ///
     /// A private probe key is acquired, renewed one request at a time for --for, and
-    /// released; meanwhile a task sleeping 1 ms at a time records how late it wakes. No
-    /// observed percentile bounds a future pause: fencing stays required.
+    /// released, then forgotten (no key or fence row is left behind); meanwhile an OS thread
+    /// sleeping 1 ms at a time records how late it wakes (the async runtime's own lag is
+    /// shown apart and not used). No observed percentile bounds a future pause: fencing
+    /// stays required.
     Size {
         #[command(flatten)]
         store: StoreOpt,

@@ -37,14 +37,14 @@ use etcd::{EtcdLockRpc, EtcdRaw};
 use mysql::MyRaw;
 #[cfg(not(feature = "mysql"))]
 use off::MyRaw;
-#[cfg(not(feature = "postgres"))]
-use off::PgSide;
 #[cfg(not(feature = "etcd"))]
 use off::{EtcdLockRpc, EtcdRaw};
+#[cfg(not(feature = "postgres"))]
+use off::{PgRaw, PgSide};
 #[cfg(not(feature = "redis"))]
 use off::{Raw, RedisSide, redis_benchmark};
 #[cfg(feature = "postgres")]
-use postgres::PgSide;
+use postgres::{PgRaw, PgSide};
 #[cfg(feature = "redis")]
 use redis::{Raw, RedisSide, redis_benchmark};
 pub use report::Report;

@@ -20,7 +20,7 @@ macro_rules! never {
         }
     )*};
 }
-never!(RedisSide, Raw, PgSide, MyRaw, EtcdRaw, EtcdLockRpc);
+never!(RedisSide, Raw, PgSide, PgRaw, MyRaw, EtcdRaw, EtcdLockRpc);
 
 fn not_built<T>(store: &str) -> BenchResult<T> {
     Err(format!("this leasehold was built without the {store} feature"))
@@ -68,6 +68,9 @@ impl PgSide {
     pub(super) fn scripts(&self) -> &[(&'static str, String)] {
         match *self {}
     }
+    pub(super) async fn raw(&self) -> BenchResult<Option<PgRaw>> {
+        match *self {}
+    }
     pub(super) async fn pgbench(&self, _: &str, _: &str, _: Duration) -> BenchResult<f64> {
         match *self {}
     }
@@ -107,4 +110,8 @@ macro_rules! never_contends {
         }
     )*};
 }
-never_contends!(Raw, MyRaw, EtcdRaw, EtcdLockRpc);
+never_contends!(Raw, PgRaw, MyRaw, EtcdRaw, EtcdLockRpc);
+
+impl PgRaw {
+    pub(super) const LABEL: &'static str = "";
+}

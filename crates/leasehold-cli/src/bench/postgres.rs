@@ -1,6 +1,9 @@
 //! The PostgreSQL baselines: pgbench running leasehold's own statements (and `pg_advisory_lock`) on the same server in the same run.
 
-use super::BenchResult;
+use super::{BenchResult, Contender};
+use leasehold::backends::postgres::tools::SessionStatements;
+use leasehold::fence::postgres::tokio_postgres;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// A `postgres://` store, for the pgbench baselines: the same statements leasehold prepares,
@@ -12,6 +15,8 @@ pub(super) struct PgSide {
     scripts: Vec<(&'static str, String)>,
     /// Session locks: pgbench's connection is set up as leasehold's.
     session: bool,
+    /// leasehold's session statements, for the raw-driver baseline.
+    session_sql: Option<SessionStatements>,
 }
 
 /// leasehold's URL options (everything else is the server's).
@@ -31,9 +36,11 @@ impl PgSide {
             let sql = sql.replace("$1", ":key").replace("$2", ":owner").replace("$4", ":info");
             sql.replace("$3", third) + ";\n"
         };
+        let mut session_sql = None;
         let scripts = if session {
             let st = leasehold::backends::postgres::tools::session_statements(url)
                 .map_err(|e| e.to_string())?;
+            session_sql = Some(st.clone());
             vec![
                 ("pgbench: leasehold's try-lock and unlock statements", vars(&st.try_grant, "") + &vars(&st.unlock, "")),
                 (
@@ -51,7 +58,7 @@ impl PgSide {
         };
         let url =
             if keep.is_empty() { base.to_owned() } else { format!("{base}?{}", keep.join("&")) };
-        Ok(PgSide { url, scripts, session })
+        Ok(PgSide { url, scripts, session, session_sql })
     }
 
     /// The (label, pgbench script) pairs.
@@ -97,5 +104,59 @@ impl PgSide {
             .ok_or_else(|| {
                 format!("pgbench failed: {}{}", text, String::from_utf8_lossy(&out.stderr))
             })
+    }
+}
+
+/// The raw tokio-postgres client on one connection, set up as leasehold's session
+/// connections are (`setup`, then the clock-back), sending leasehold's prepared try-lock (with
+/// its fence) and unlock statements: what leasehold's session store costs above its driver.
+#[derive(Clone)]
+pub(super) struct PgRaw {
+    client: Arc<tokio_postgres::Client>,
+    try_grant: tokio_postgres::Statement,
+    unlock: tokio_postgres::Statement,
+}
+
+impl PgSide {
+    /// For session locks, the raw driver doing leasehold's round trips; else `None`.
+    pub(super) async fn raw(&self) -> BenchResult<Option<PgRaw>> {
+        if !self.session {
+            return Ok(None);
+        }
+        let st = self.session_sql.as_ref().ok_or("session statements")?;
+        let (client, conn) = tokio_postgres::connect(&self.url, tokio_postgres::NoTls)
+            .await
+            .map_err(|e| e.to_string())?;
+        tokio::spawn(conn);
+        for sql in [&st.setup, &st.clock_back] {
+            if !sql.is_empty() {
+                client.batch_execute(sql).await.map_err(|e| e.to_string())?;
+            }
+        }
+        let try_grant = client.prepare(&st.try_grant).await.map_err(|e| e.to_string())?;
+        let unlock = client.prepare(&st.unlock).await.map_err(|e| e.to_string())?;
+        Ok(Some(PgRaw { client: Arc::new(client), try_grant, unlock }))
+    }
+}
+
+impl PgRaw {
+    pub(super) const LABEL: &'static str = "raw tokio-postgres: leasehold's try-lock (with the fence) and unlock statements, one connection";
+}
+
+impl Contender for PgRaw {
+    type Guard = String;
+    async fn acquire(&self, key: &str, _wait: Duration) -> BenchResult<Option<String>> {
+        let row =
+            self.client.query_one(&self.try_grant, &[&key]).await.map_err(|e| e.to_string())?;
+        let fence: i64 = row.get(0);
+        Ok((fence >= 0).then(|| key.to_owned()))
+    }
+    async fn release(&self, key: String) -> BenchResult<()> {
+        let row = self.client.query_one(&self.unlock, &[&key]).await.map_err(|e| e.to_string())?;
+        if row.get::<_, bool>(0) {
+            Ok(())
+        } else {
+            Err("raw unlock found the lock not ours".into())
+        }
     }
 }

@@ -3,7 +3,7 @@
 #[cfg(feature = "peers")]
 use super::redis;
 use super::{
-    BenchResult, EtcdLockRpc, EtcdRaw, Leasehold, MyRaw, PgSide, Progress, Raw, RedisSide,
+    BenchResult, EtcdLockRpc, EtcdRaw, Leasehold, MyRaw, PgRaw, PgSide, Progress, Raw, RedisSide,
     RunResult, SLICES, Settings, StoreOnly, Tally, cycles, median, per_run_ratios, report,
     round_to, unique,
 };
@@ -26,6 +26,7 @@ pub(super) async fn uncontended(
     let mut direct = Tally::default();
     let mut raw = Tally::default();
     let mut raw_fenced = Tally::default();
+    let mut pg_raw_t = Tally::default();
     // Server time per request (INFO commandstats), to show what the fenced grant costs.
     let (mut lh_server_us, mut raw_set_us) = (Vec::new(), Vec::new());
     #[cfg_attr(not(feature = "peers"), allow(unused_mut))]
@@ -35,6 +36,13 @@ pub(super) async fn uncontended(
     let raw_c = redis.map(|r| (Raw::new(r, false), Raw::new(r, true)));
     let warm = Duration::from_millis(200);
     cycles(&lh_c, &unique("warm"), warm).await?;
+    let pg_raw = match pg {
+        Some(pg) => pg.raw().await?,
+        None => None,
+    };
+    if let Some(r) = &pg_raw {
+        cycles(r, &unique("warm"), warm).await?;
+    }
     if let Some((plain, fenced)) = &raw_c {
         cycles(plain, &unique("warm"), warm).await?;
         cycles(fenced, &unique("warm"), warm).await?;
@@ -104,6 +112,10 @@ pub(super) async fn uncontended(
                     let rpc = EtcdLockRpc::new(etcd.expect("checked")).await?;
                     etcd_lock.add(cycles(&rpc, &format!("{key}:lock-rpc"), s.duration).await?);
                 }
+                2 if pg_raw.is_some() => {
+                    let r = pg_raw.as_ref().expect("checked");
+                    pg_raw_t.add(cycles(r, &format!("{key}:raw"), s.duration).await?);
+                }
                 1 if pg.is_some() => {
                     let pg = pg.expect("checked");
                     for (i, (_, script)) in pg.scripts().iter().enumerate() {
@@ -158,6 +170,10 @@ pub(super) async fn uncontended(
     if let Some(label) = raw_label {
         rows.push(my_t.row(label));
         (v.leasehold_time_per_cycle_vs_raw, v.per_run_ratios) = paired(&my_t);
+    }
+    if pg_raw.is_some() {
+        rows.push(pg_raw_t.row(PgRaw::LABEL));
+        (v.leasehold_time_per_cycle_vs_raw, v.per_run_ratios) = paired(&pg_raw_t);
     }
     if let Some(pg) = pg {
         let mut ratios = Vec::new();
