@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 
+use crate::mode::{Mode, SlotOf};
 use crate::{Error, FenceToken, Guarantees, Key, OwnerToken, Result};
 
 /// A future that resolves, with a description, when the session carrying a session lock ends.
@@ -31,6 +32,13 @@ pub struct AcquireRequest<'a> {
     /// Who is asking, for operators: a store that can keep it beside the grant does, and
     /// returns it in [`Holder::info`]. Never used for any safety decision.
     pub info: Option<&'a HolderInfo>,
+    /// Exclusive (the mutex, a writer) or shared (a reader). The locker sends
+    /// [`Mode::Shared`] only to a store whose [`crate::Guarantees::primitives`] says
+    /// `shared`; renew and release by `(key, owner)` must then find a reader's grant too.
+    pub mode: Mode,
+    /// For a semaphore's slot: which semaphore, and the permit count the caller named, to
+    /// record and check with the grant. Sent only to a store that says `permits`.
+    pub slot: Option<SlotOf<'a>>,
 }
 
 /// Who holds a grant, as the holder described itself when it acquired: host, pid, when, and
@@ -187,6 +195,9 @@ pub struct Holder {
     /// Who holds it, where the store keeps that (see [`HolderInfo`]).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub info: Option<HolderInfo>,
+    /// Exclusive, or one of a key's readers (a key may list several shared holders).
+    #[serde(skip_serializing_if = "Mode::is_exclusive")]
+    pub mode: Mode,
 }
 
 impl Holder {
@@ -197,7 +208,13 @@ impl Holder {
         fence: Option<FenceToken>,
         expires_in: Option<Duration>,
     ) -> Self {
-        Holder { key, owner, fence, expires_in, info: None }
+        Holder { key, owner, fence, expires_in, info: None, mode: Mode::Exclusive }
+    }
+
+    /// The same row, held in `mode`.
+    pub fn with_mode(mut self, mode: Mode) -> Self {
+        self.mode = mode;
+        self
     }
 
     /// The same row, with who holds it.

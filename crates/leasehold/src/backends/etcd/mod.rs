@@ -374,6 +374,7 @@ impl Store for EtcdStore {
             holders_know_fence: true,
             holders_know_info: true,
             waiting: "watch on the predecessor's key only (no herd)",
+            primitives: crate::mode::Primitives::MUTEX,
         }
     }
 

@@ -437,6 +437,7 @@ impl Store for FileStore {
             holders_know_fence: true,
             holders_know_info: true,
             waiting: "inotify close-write event on release; 2 ms-1 s backoff after a holder's death",
+            primitives: crate::mode::Primitives::MUTEX,
         }
     }
 

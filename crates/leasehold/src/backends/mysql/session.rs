@@ -477,6 +477,7 @@ impl Store for MySessionStore {
             // This process's grants only: another process's lock is `Busy` in `holders`.
             holders_know_info: true,
             waiting: "server-side blocking GET_LOCK(name, timeout)",
+            primitives: crate::mode::Primitives::MUTEX,
         }
     }
 

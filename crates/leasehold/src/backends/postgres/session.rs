@@ -436,6 +436,7 @@ impl Store for PgSessionStore {
             // This process's grants only: another process's lock is `Busy` in `holders`.
             holders_know_info: true,
             waiting: "server-side blocking pg_advisory_lock under lock_timeout (FIFO)",
+            primitives: crate::mode::Primitives::MUTEX,
         }
     }
 

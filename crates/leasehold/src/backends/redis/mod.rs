@@ -488,6 +488,7 @@ impl Store for RedisStore {
             holders_know_info: true,
             waiting: "pub/sub message on release (one waiter woken per process), else the \
                       holder's PTTL",
+            primitives: crate::mode::Primitives::MUTEX,
         }
     }
 

@@ -463,6 +463,7 @@ impl Store for ZkStore {
             holders_know_fence: true,
             holders_know_info: true,
             waiting: "watch on the predecessor node only (no herd)",
+            primitives: crate::mode::Primitives::MUTEX,
         }
     }
 
