@@ -2,6 +2,8 @@
 //!
 //! - [`conformance`]: scenarios every store must pass, as plain `async fn`s taking a
 //!   [`leasehold::Locker`]; [`conformance_suite!`] turns them into one `#[tokio::test]` each.
+//! - [`primitives`]: scenarios for semaphores, readers and writers, several keys at once;
+//!   [`primitives_suite!`] turns them into one `#[tokio::test]` each.
 //! - [`counted`]: scenarios that count the requests reaching the store (the auto-renew rate).
 //! - [`process`]: scenarios that need several OS processes (mutual exclusion across
 //!   processes, the stalled holder) driven through the `lh-worker` binary, with
@@ -13,6 +15,7 @@
 
 pub mod conformance;
 pub mod counted;
+pub mod primitives;
 pub mod process;
 
 pub use leasehold_harness::{history, proxy, servers};

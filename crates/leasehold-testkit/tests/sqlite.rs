@@ -1,9 +1,10 @@
 //! The conformance suite and the process-level scenarios on the embedded SQLite store.
 
-use leasehold_testkit::{conformance_suite, process, sqlite_fixture};
+use leasehold_testkit::{conformance_suite, primitives_suite, process, sqlite_fixture};
 use std::path::Path;
 
 conformance_suite!(sqlite_fixture());
+primitives_suite!(sqlite_fixture());
 
 fn worker() -> &'static Path {
     Path::new(env!("CARGO_BIN_EXE_lh-worker"))
