@@ -1,4 +1,5 @@
-//! ZooKeeper: the conformance suite, the process-level scenarios, the Curator node layout,
+//! ZooKeeper: the conformance and primitives suites, the process-level scenarios, the Curator
+//! node layouts (mutex, read-write lock, semaphore) and interop with Curator in a Java process,
 //! a paused server, and no orphan node after an interrupted acquire.
 
 use std::path::Path;
@@ -13,6 +14,14 @@ mod conformance {
     use leasehold_testkit::{conformance_suite, zk_fixture};
     conformance_suite!(zk_fixture());
 }
+
+mod primitives {
+    use leasehold_testkit::{primitives_suite, zk_fixture};
+    primitives_suite!(zk_fixture());
+}
+
+#[path = "zookeeper/curator.rs"]
+mod curator;
 
 fn worker() -> &'static Path {
     Path::new(env!("CARGO_BIN_EXE_lh-worker"))

@@ -1,4 +1,5 @@
-//! `zk://H1:P1[,H2:P2…][/CHROOT][?session=DUR]`: the URL's hosts, chroot and session timeout.
+//! `zk://H1:P1[,H2:P2…][/CHROOT][?session=DUR&curator=mutex|rwlock]`: the URL's hosts,
+//! chroot, session timeout, and which Curator recipe shares the lock paths.
 
 use super::*;
 
@@ -7,6 +8,19 @@ pub(super) struct Config {
     pub(super) hosts: String,
     pub(super) chroot: String,
     pub(super) session: Duration,
+    pub(super) curator: Curator,
+}
+
+/// The Curator recipe whose exclusive node name leasehold's exclusive grants (mutexes,
+/// writers) take: `InterProcessMutex`'s `lock-` (default) or `InterProcessReadWriteLock`'s
+/// `__WRIT__`. leasehold itself treats both as exclusive, so the choice only decides which
+/// Java services see leasehold's exclusive grants.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Curator {
+    /// `curator=mutex`: exclusive children are `…-lock-SEQ`.
+    Mutex,
+    /// `curator=rwlock`: exclusive children are `…-__WRIT__SEQ`.
+    RwLock,
 }
 
 pub(super) fn parse_url(url: &str) -> Result<Config> {
@@ -27,7 +41,12 @@ pub(super) fn parse_url(url: &str) -> Result<Config> {
     if !chroot.is_empty() {
         valid_path(&chroot).map_err(|e| Error::invalid(format!("chroot {chroot:?}: {e}")))?;
     }
-    let mut cfg = Config { hosts: hosts.to_owned(), chroot, session: Duration::from_secs(10) };
+    let mut cfg = Config {
+        hosts: hosts.to_owned(),
+        chroot,
+        session: Duration::from_secs(10),
+        curator: Curator::Mutex,
+    };
     for pair in query.split('&').filter(|p| !p.is_empty()) {
         let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
         match k {
@@ -39,9 +58,21 @@ pub(super) fn parse_url(url: &str) -> Result<Config> {
                     Duration::from_secs(3600),
                 )?
             }
+            "curator" => {
+                cfg.curator = match v {
+                    "mutex" => Curator::Mutex,
+                    "rwlock" => Curator::RwLock,
+                    _ => {
+                        return Err(Error::invalid(format!(
+                            "curator={v:?}: give mutex (InterProcessMutex's lock- nodes, the \
+                             default) or rwlock (InterProcessReadWriteLock's __WRIT__ nodes)"
+                        )));
+                    }
+                }
+            }
             _ => {
                 return Err(Error::invalid(format!(
-                    "unknown zk URL option {k:?} (known: session)"
+                    "unknown zk URL option {k:?} (known: session, curator)"
                 )));
             }
         }
