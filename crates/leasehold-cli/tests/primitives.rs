@@ -1,11 +1,46 @@
 //! `run --permits N`, `run --shared` and `run KEY1 KEY2 …` as a new user meets them, on the
-//! embedded store: real processes, each logging when its command starts and ends.
+//! embedded store and on a private Redis: real processes, each logging when its command
+//! starts and ends.
 
 mod common;
 
 use common::*;
-use std::process::Child;
+use leasehold_testkit::servers::RedisServer;
+use std::process::{Child, Output, Stdio};
 use std::time::Duration;
+
+/// A private environment on one store: the embedded one, or a Redis started for the test.
+struct On {
+    e: Env,
+    url: String,
+    _redis: Option<RedisServer>,
+}
+
+impl On {
+    fn sqlite() -> On {
+        let e = Env::new();
+        On { url: e.store(), e, _redis: None }
+    }
+    fn redis() -> On {
+        let server = RedisServer::start();
+        On { e: Env::new(), url: server.url(), _redis: Some(server) }
+    }
+    fn path(&self, name: &str) -> std::path::PathBuf {
+        self.e.path(name)
+    }
+    fn run(&self, args: &[&str]) -> Output {
+        self.e.cmd().args(with_store(args, &self.url)).output().unwrap()
+    }
+    fn spawn(&self, args: &[&str]) -> Child {
+        self.e
+            .cmd()
+            .args(with_store(args, &self.url))
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    }
+}
 
 /// The shell body that logs `+ TAG time` and `- TAG time` around a sleep.
 fn logged(tag: &str, secs: &str) -> String {
@@ -15,7 +50,7 @@ fn logged(tag: &str, secs: &str) -> String {
 }
 
 /// `(tag, start, end)` of every command in the log, in start order.
-fn intervals(e: &Env) -> Vec<(String, u128, u128)> {
+fn intervals(e: &On) -> Vec<(String, u128, u128)> {
     let text = std::fs::read_to_string(e.path("log")).unwrap_or_default();
     let mut open = std::collections::HashMap::new();
     let mut out = Vec::new();
@@ -54,12 +89,12 @@ fn finish(children: Vec<Child>) {
     }
 }
 
-fn lines_starting(e: &Env, prefix: &str) -> usize {
+fn lines_starting(e: &On, prefix: &str) -> usize {
     let text = std::fs::read_to_string(e.path("log")).unwrap_or_default();
     text.lines().filter(|l| l.starts_with(prefix)).count()
 }
 
-fn wait_lines(e: &Env, prefix: &str, n: usize) {
+fn wait_lines(e: &On, prefix: &str, n: usize) {
     let start = std::time::Instant::now();
     while lines_starting(e, prefix) < n {
         assert!(start.elapsed() < Duration::from_secs(30), "{n} × {prefix:?} never logged");
@@ -71,18 +106,29 @@ fn wait_lines(e: &Env, prefix: &str, n: usize) {
 /// own; a run naming another N meanwhile is refused (64).
 #[test]
 fn six_permit_runs_never_exceed_three() {
-    let e = Env::new();
+    six_permit_runs(&On::sqlite());
+}
+
+#[test]
+fn six_permit_runs_never_exceed_three_on_redis() {
+    six_permit_runs(&On::redis());
+}
+
+fn six_permit_runs(e: &On) {
     let body = logged("$LEASEHOLD_SLOT", "0.4");
     let runs: Vec<Child> = (0..6)
         .map(|_| {
             e.spawn(&["run", "--permits", "3", "--wait", "60s", "pool", "--", "sh", "-c", &body])
         })
         .collect();
-    wait_lines(&e, "+", 1);
+    wait_lines(e, "+", 1);
+    let status = e.run(&["status", "--json", "pool"]);
+    let rows: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
+    assert!(rows.as_array().unwrap().iter().any(|r| r["slot"].is_u64()), "status: {rows}");
     let other_n = e.run(&["run", "-n", "2", "pool", "--", "true"]);
     assert_eq!(code(&other_n), 64, "another N while 3 are held: {}", stderr(&other_n));
     finish(runs);
-    let iv = intervals(&e);
+    let iv = intervals(e);
     assert_eq!(iv.len(), 6);
     let most = most_at_once(&iv);
     assert!((1..=3).contains(&most), "{most} permit holders at once: {iv:?}");
@@ -110,14 +156,22 @@ fn six_permit_runs_never_exceed_three() {
 /// a reader started after the writer (while it waits) waits for the writer.
 #[test]
 fn readers_overlap_and_a_waiting_writer_goes_first() {
-    let e = Env::new();
+    readers_and_writer(&On::sqlite());
+}
+
+#[test]
+fn readers_overlap_and_a_waiting_writer_goes_first_on_redis() {
+    readers_and_writer(&On::redis());
+}
+
+fn readers_and_writer(e: &On) {
     let mut runs: Vec<Child> = (0..3)
         .map(|i| {
             let body = logged(&format!("r{i}"), "1.5");
             e.spawn(&["run", "--shared", "--wait", "60s", "doc", "--", "sh", "-c", &body])
         })
         .collect();
-    wait_lines(&e, "+ r", 3);
+    wait_lines(e, "+ r", 3);
     runs.push(e.spawn(&["run", "--wait", "60s", "doc", "--", "sh", "-c", &logged("w", "0.5")]));
     std::thread::sleep(Duration::from_millis(400));
     runs.push(e.spawn(&[
@@ -132,7 +186,7 @@ fn readers_overlap_and_a_waiting_writer_goes_first() {
         &logged("late", "0.1"),
     ]));
     finish(runs);
-    let iv = intervals(&e);
+    let iv = intervals(e);
     let get = |t: &str| iv.iter().find(|i| i.0 == t).unwrap_or_else(|| panic!("no {t}: {iv:?}"));
     let readers: Vec<_> = iv.iter().filter(|i| i.0.starts_with('r')).cloned().collect();
     assert_eq!(most_at_once(&readers), 3, "the three readers overlap: {iv:?}");
@@ -147,7 +201,15 @@ fn readers_overlap_and_a_waiting_writer_goes_first() {
 /// commands holding `b` never overlap; several keys get one fence each.
 #[test]
 fn several_keys_in_any_order_never_deadlock() {
-    let e = Env::new();
+    several_keys(&On::sqlite());
+}
+
+#[test]
+fn several_keys_in_any_order_never_deadlock_on_redis() {
+    several_keys(&On::redis());
+}
+
+fn several_keys(e: &On) {
     for round in 0..5 {
         let runs: Vec<Child> = [vec!["a", "b"], vec!["b", "a"], vec!["b"]]
             .iter()
@@ -162,7 +224,7 @@ fn several_keys_in_any_order_never_deadlock() {
             .collect();
         finish(runs);
     }
-    let iv = intervals(&e);
+    let iv = intervals(e);
     assert_eq!(iv.len(), 15);
     assert_eq!(most_at_once(&iv), 1, "every run holds b: never two at once: {iv:?}");
     let o = e.run(&[
@@ -178,4 +240,24 @@ fn several_keys_in_any_order_never_deadlock() {
     assert_eq!(code(&o), 0, "{}", stderr(&o));
     assert!(out.contains("n=2 k0=a k1=b f0="), "{out}");
     assert!(!field(&out.replace(' ', "\n"), "f1").is_empty());
+}
+
+/// A store that cannot hold readers or semaphores (PostgreSQL's lease table, in this version)
+/// refuses at once with 64, naming what it cannot hold, and runs nothing.
+#[test]
+fn a_store_without_the_primitive_exits_64() {
+    let schema = leasehold_testkit::PgSchema::new();
+    let url = format!("{}?schema={}", leasehold_testkit::postgres_base(), schema.name);
+    let e = On { e: Env::new(), url, _redis: None };
+    for args in [["run", "--shared", "k"], ["run", "--permits", "2"]] {
+        let mut a = args.to_vec();
+        if a[1] == "--permits" {
+            a.push("k");
+        }
+        a.extend(["--", "echo", "ran"]);
+        let o = e.run(&a);
+        assert_eq!(code(&o), 64, "{args:?}: {}", stderr(&o));
+        assert!(stderr(&o).contains("cannot hold"), "{}", stderr(&o));
+        assert!(!stdout(&o).contains("ran"));
+    }
 }
