@@ -6,12 +6,20 @@ use std::time::Duration;
 use leasehold::fence::redis::RedisFence;
 use leasehold::{Error, Locker, Wait};
 use leasehold_testkit::servers::RedisServer;
-use leasehold_testkit::{conformance_suite, process, redis_fixture};
+use leasehold_testkit::{conformance_suite, primitives_suite, process, redis_fixture};
 
 conformance_suite!(redis_fixture());
+primitives_suite!(redis_fixture());
 
 fn worker() -> &'static Path {
     Path::new(env!("CARGO_BIN_EXE_lh-worker"))
+}
+
+/// Four processes, three permits: each slot exclusive, never more than three at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn multi_process_permits() {
+    let fx = redis_fixture().await;
+    process::multi_process_permits(&fx.url, worker(), 4, 30, 3).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
