@@ -241,3 +241,54 @@ async fn refused_credentials_are_config_and_a_closed_port_is_unavailable() {
     let e = Locker::connect(&closed).await.expect_err("nothing listens");
     assert!(e.is_unavailable() && !e.is_config(), "{e:?}");
 }
+
+/// Readers and writers in the layout of etcd's `recipes.RWMutex` (`KEY/read/…`, `KEY/write/…`,
+/// written here as the recipe's Go client would, by plain puts): a recipe writer queued after
+/// a leasehold reader blocks later leasehold readers and writers; a recipe reader overlaps
+/// leasehold's readers and blocks its writer; an `etcdctl lock` key blocks readers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn recipe_rwmutex_keys_interoperate() {
+    let cluster = EtcdCluster::single();
+    let l = Locker::connect(&cluster.url("")).await.unwrap();
+    let key = unique_key("recipe-rw");
+    let name = format!("leasehold/{key}");
+    let busy = |r: &leasehold::Result<leasehold::Lease>| matches!(r, Err(Error::Busy { .. }));
+    let r1 = l.acquire_shared(&key, Duration::from_secs(30)).await.unwrap();
+    let listed = cluster.ctl(&["get", "--prefix", "--keys-only", &format!("{name}/")]);
+    assert!(listed.contains(&format!("{name}/read/{}", r1.owner())), "{listed}");
+
+    let writer = format!("{name}/write/1700000000000000001");
+    cluster.ctl(&["put", &writer, "go"]);
+    let r = l.acquire_shared(&key, Duration::from_secs(30)).await;
+    assert!(busy(&r), "a reader passed a queued recipe writer: {r:?}");
+    let w = l.acquire(&key, Duration::from_secs(30)).await;
+    assert!(busy(&w), "a writer beside a reader: {w:?}");
+    assert!(r1.release().await.unwrap().is_clean());
+    let r = l.acquire_shared(&key, Duration::from_secs(30)).await;
+    assert!(busy(&r), "a reader beside the recipe's writer: {r:?}");
+    cluster.ctl(&["del", &writer]);
+
+    let reader = format!("{name}/read/1700000000000000002");
+    cluster.ctl(&["put", &reader, "go"]);
+    let r2 = l.acquire_shared(&key, Duration::from_secs(30)).await.expect("readers overlap");
+    let w = l.acquire(&key, Duration::from_secs(30)).await;
+    assert!(busy(&w), "a writer beside the recipe's reader: {w:?}");
+    let h = l.holders(Some(&key)).await.unwrap();
+    assert_eq!(h.len(), 1, "the recipe's reader has no owner token: {h:?}");
+    assert_eq!(h[0].mode, leasehold::Mode::Shared);
+    assert!(r2.release().await.unwrap().is_clean());
+    cluster.ctl(&["del", &reader]);
+
+    let w = l.acquire(&key, Duration::from_secs(30)).await.unwrap();
+    let listed = cluster.ctl(&["get", "--prefix", "--keys-only", &format!("{name}/")]);
+    assert!(listed.contains(&format!("{name}/write/{}", w.owner())), "{listed}");
+    assert!(w.release().await.unwrap().is_clean());
+
+    let mutex = format!("{name}/694d7c5a1f2b3c4d"); // concurrency.Mutex's key (etcdctl lock)
+    cluster.ctl(&["put", &mutex, ""]);
+    let r = l.acquire_shared(&key, Duration::from_secs(30)).await;
+    assert!(busy(&r), "a reader beside an etcdctl lock holder: {r:?}");
+    cluster.ctl(&["del", &mutex]);
+    let r = l.acquire_shared(&key, Duration::from_secs(30)).await.unwrap();
+    assert!(r.release().await.unwrap().is_clean());
+}

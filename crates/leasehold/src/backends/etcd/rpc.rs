@@ -515,6 +515,11 @@ impl Compare {
         }
     }
 
+    /// Compares every key in `[key, range_end)` instead (`range_end` empty: the key alone).
+    pub fn with_range_end(self, range_end: Vec<u8>) -> Self {
+        Compare { range_end, ..self }
+    }
+
     /// Compares every key that starts with this key instead.
     pub fn with_prefix(self) -> Self {
         Compare { range_end: prefix_end(&self.key), ..self }
