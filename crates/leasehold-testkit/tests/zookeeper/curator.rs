@@ -44,6 +44,22 @@ async fn said(out: &mut Lines<BufReader<ChildStdout>>, limit: Duration) -> Optio
     }
 }
 
+/// Waits (bounded) until Curator's node with `marker` is queued under `path`: the JVM may take
+/// seconds to start, and a check made before it queued would prove nothing.
+async fn queued(server: &ZkServer, path: &str, marker: &str) {
+    let store = leasehold::backends::zookeeper::ZkStore::connect(&server.url("")).await.unwrap();
+    let client = store.client().await.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let nodes = client.list_children(path).await.unwrap_or_default();
+        if nodes.iter().any(|n| n.contains(marker)) {
+            return;
+        }
+        assert!(Instant::now() < deadline, "Curator never queued under {path}: {nodes:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 /// A Curator writer waits for leasehold's readers, and leasehold's readers for it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn curator_writer_and_leasehold_readers_exclude_each_other() {
@@ -52,6 +68,7 @@ async fn curator_writer_and_leasehold_readers_exclude_each_other() {
     let key = unique_key("curator-rw");
     let r = l.acquire_shared(&key, LONG).await.unwrap();
     let (mut java, mut out) = curator(&server, &key, 2000, "write");
+    queued(&server, &format!("/leasehold/{key}"), "__WRIT__").await;
     let early = said(&mut out, Duration::from_secs(4)).await;
     assert!(early.is_none(), "a Curator writer got in beside a leasehold reader: {early:?}");
     // The waiting Curator writer blocks new leasehold readers (writer preference by sequence).
@@ -81,6 +98,7 @@ async fn leasehold_writer_and_curator_readers_exclude_each_other() {
     let key = unique_key("curator-wr");
     let w = l.acquire(&key, LONG).await.unwrap();
     let (mut java, mut out) = curator(&server, &key, 2000, "read");
+    queued(&server, &format!("/leasehold/{key}"), "__READ__").await;
     let early = said(&mut out, Duration::from_secs(4)).await;
     assert!(early.is_none(), "a Curator reader got in beside a leasehold writer: {early:?}");
     let w_fence = w.fence();
@@ -141,6 +159,7 @@ async fn leasehold_permits_and_curator_leases_share_n() {
 
     // Both permits are leasehold's now: a Curator lease waits for one of them.
     let (mut java, mut out) = curator(&server, &key, 100, "semaphore:2");
+    queued(&server, &format!("/leasehold/{key}/locks"), "-lock-").await;
     let early = said(&mut out, Duration::from_secs(4)).await;
     assert!(early.is_none(), "Curator took a third lease of two: {early:?}");
     assert!(a.release().await.unwrap().is_clean());
