@@ -292,3 +292,66 @@ async fn recipe_rwmutex_keys_interoperate() {
     let r = l.acquire_shared(&key, Duration::from_secs(30)).await.unwrap();
     assert!(r.release().await.unwrap().is_clean());
 }
+
+/// Semaphore slots are plain locks `PREFIX/SEM#i` (grant key `…/write/OWNER`, the value naming
+/// `slot I of N`): the etcd fenced transaction follows a permit's slot (refused once it is
+/// released), and a key `etcdctl lock` puts under a slot's name takes that slot.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn permits_are_slot_locks_fenced_per_slot() {
+    let cluster = EtcdCluster::single();
+    let store = EtcdStore::connect(&cluster.url("")).await.unwrap();
+    let fence = EtcdFence::for_store(&store);
+    let l = Locker::new(store);
+    let sem = unique_key("etcd-sem");
+    let ttl = Duration::from_secs(30);
+    let p = l.acquire_permit(&sem, 2, ttl).await.unwrap();
+    let grant = format!("leasehold/{sem}#{}/write/{}", p.slot(), p.owner());
+    let value = cluster.ctl(&["get", "--print-value-only", &grant]);
+    assert!(value.contains(&format!("slot {} of 2", p.slot())), "{value:?}");
+    let fenced = p.fencing();
+    fence.put(&fenced, "data/sem", "p").await.expect("the permit's fenced put");
+    let q = l.acquire_permit(&sem, 2, ttl).await.unwrap();
+    assert_ne!(p.slot(), q.slot());
+    assert!(p.release().await.unwrap().is_clean());
+    let r = fence.put(&fenced, "data/sem", "stale").await;
+    assert!(matches!(r, Err(Error::StaleFence { .. })), "released permit: {r:?}");
+    // An etcdctl lock holder on the free slot's name takes that slot.
+    let free = format!("leasehold/{sem}#{}", 1 - q.slot());
+    let ctl = cluster.ctl(&["put", &format!("{free}/694d7c5a1f2b3c4d"), ""]);
+    let busy = l.acquire_permit(&sem, 2, ttl).await;
+    assert!(matches!(busy, Err(Error::Busy { .. })), "{ctl} {busy:?}");
+    cluster.ctl(&["del", "--prefix", &format!("{free}/")]);
+    let r = l.acquire_permit(&sem, 2, ttl).await.expect("the slot is free again");
+    assert_eq!(cluster.ctl(&["get", "--print-value-only", "data/sem"]), "p");
+    assert!(q.release().await.unwrap().is_clean());
+    assert!(r.release().await.unwrap().is_clean());
+}
+
+/// Two callers naming different N race for an empty semaphore, round after round: never
+/// both granted (the count check and the grant are one transaction over all slots).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn racing_permit_counts_never_mix() {
+    let fx = etcd_fixture().await;
+    let other = leasehold_testkit::conformance::other(&fx.locker);
+    let ttl = Duration::from_secs(30);
+    let (mut mixed, mut refused) = (0, 0);
+    for round in 0..60 {
+        let sem = unique_key(&format!("etcd-sem-race{round}"));
+        let (a, b) = tokio::join!(
+            fx.locker.acquire_permit(&sem, 2, ttl),
+            other.acquire_permit(&sem, 3, ttl)
+        );
+        for r in [&a, &b] {
+            if let Err(e) = r {
+                assert!(matches!(e, Error::InvalidInput(_)), "{e:?}");
+                refused += 1;
+            }
+        }
+        mixed += usize::from(a.is_ok() && b.is_ok());
+        for p in [a, b].into_iter().flatten() {
+            assert!(p.release().await.unwrap().is_clean());
+        }
+    }
+    assert_eq!(mixed, 0, "both counts granted at once in {mixed} rounds");
+    assert!(refused >= 60, "one of each pair refused: {refused}");
+}

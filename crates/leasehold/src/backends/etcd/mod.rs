@@ -12,6 +12,9 @@
 //!   the owner token, then a line break and who holds it ([`crate::store::HolderInfo`], when the
 //!   locker has it); `etcdctl get --prefix PREFIX/KEY/` lists holders and waiters in order.
 //!   A reader waits only for the earlier keys that are not readers'.
+//! - slot `i` of a semaphore `SEM` is the lock `PREFIX/SEM#i` (`semaphore.rs`): its grant key
+//!   `PREFIX/SEM#i/write/OWNER` adds `slot I of N` to the value, and is put in one transaction
+//!   that checks no slot of `SEM` changed since the permit count was read.
 //!
 //! With the default prefix, `etcdctl lock leasehold/KEY` takes the same lock as `KEY` here.
 //! As in etcd's package, lock names are prefixes: a holder of `a/b` is also queued under `a`
@@ -62,6 +65,7 @@ mod config;
 mod queue;
 pub mod rpc;
 mod rw;
+mod semaphore;
 mod session;
 #[cfg(feature = "tools")]
 pub mod tools;
@@ -102,13 +106,19 @@ fn lock_value(owner: &OwnerToken, info: Option<&HolderInfo>) -> String {
 }
 
 /// Reads [`lock_value`] back: the owner token and the holder's info, if it is one of ours.
+/// A semaphore slot's value has a line `slot I of N` between them (`semaphore.rs`).
 fn parse_value(v: &[u8]) -> Option<(OwnerToken, Option<HolderInfo>)> {
     let v = std::str::from_utf8(v).ok()?;
-    let (owner, info) = match v.split_once('\n') {
-        Some((o, i)) => (o, HolderInfo::decode(i)),
+    let (owner, mut rest) = match v.split_once('\n') {
+        Some((o, r)) => (o, Some(r)),
         None => (v, None),
     };
-    Some((owner.parse().ok()?, info))
+    if let Some(r) = rest
+        && r.starts_with("slot ")
+    {
+        rest = r.split_once('\n').map(|(_, info)| info);
+    }
+    Some((owner.parse().ok()?, rest.and_then(HolderInfo::decode)))
 }
 
 fn lock_name_in(prefix: &str, key: &Key) -> String {
@@ -265,6 +275,9 @@ impl EtcdStore {
     /// One acquisition: a single conditional put (`until` = None), or a place in the queue and
     /// predecessor watches until `until`.
     async fn attempt(&self, req: &AcquireRequest<'_>, until: Option<Instant>) -> Result<Attempt> {
+        if let Some(slot) = &req.slot {
+            return semaphore::attempt(self, req, slot, until).await;
+        }
         let session = self.session().await?;
         let name = self.lock_name(req.key);
         let pfx = format!("{name}/");
@@ -397,14 +410,14 @@ impl Store for EtcdStore {
             holders_know_info: true,
             waiting: "watch on the predecessor's key only (no herd)",
             primitives: crate::mode::Primitives {
-                permits: false,
+                permits: true,
                 shared: true,
                 writer_preference: true,
                 shared_fence: true,
                 note: "readers and writers in the layout of etcd's recipes.RWMutex (a writer \
-                       blocks later readers by revision), several keys; semaphores are refused \
-                       in this version (etcd has no semaphore recipe, and the permit count \
-                       check is not built yet)",
+                       blocks later readers by revision); semaphores as one lock per slot \
+                       (KEY#i), the permit count checked over all slots in the grant's \
+                       transaction (etcd has no semaphore recipe); several keys",
             },
         }
     }

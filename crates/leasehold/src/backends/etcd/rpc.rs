@@ -500,6 +500,17 @@ impl Compare {
         }
     }
 
+    /// `key`'s mod revision (0 when absent) compared to `rev`.
+    pub fn mod_revision(key: impl Into<Vec<u8>>, result: CompareResult, rev: i64) -> Self {
+        Compare {
+            result: result as i32,
+            target: CompareTarget::Mod as i32,
+            key: key.into(),
+            target_union: Some(TargetUnion::ModRevision(rev)),
+            range_end: Vec::new(),
+        }
+    }
+
     /// `key`'s value compared to `value`.
     pub fn value(
         key: impl Into<Vec<u8>>,
