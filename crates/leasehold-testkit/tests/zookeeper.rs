@@ -16,16 +16,18 @@ mod conformance {
     primitives_suite!(zk_fixture());
 }
 
-mod primitives {
-    use leasehold_testkit::{primitives_suite, zk_fixture};
-    primitives_suite!(zk_fixture());
-}
-
 #[path = "zookeeper/curator.rs"]
 mod curator;
 
 fn worker() -> &'static Path {
     Path::new(env!("CARGO_BIN_EXE_lh-worker"))
+}
+
+/// Four processes, three permits: each slot exclusive, never more than three at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn multi_process_permits() {
+    let fx = zk_fixture().await;
+    process::multi_process_permits(&fx.url, worker(), 4, 30, 3).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
