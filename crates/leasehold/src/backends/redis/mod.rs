@@ -541,7 +541,9 @@ impl Store for RedisStore {
     async fn acquire(&self, req: &AcquireRequest<'_>, until: Option<Instant>) -> Result<Attempt> {
         match until {
             // A waiting writer records its intent, so new readers wait behind it.
-            Some(u) if req.mode == crate::Mode::Exclusive => self.acquire_as_writer(req, u).await,
+            Some(u) if req.mode == crate::Mode::Exclusive && req.slot.is_none() => {
+                self.acquire_as_writer(req, u).await
+            }
             _ => crate::store::acquire_watching(self, req, until, || self.watch(req.key)).await,
         }
     }
