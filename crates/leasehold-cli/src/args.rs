@@ -13,7 +13,8 @@ pub(crate) const EXIT_CODES: &str = "\
 Exit codes:
   0    success; for `run`, the command's own exit code (128+N if it died of signal N)
   64   invalid usage or input (bad key, ttl, duration, store URL, owner token; a --grace
-       or --ttl that cannot fit the lease)
+       or --ttl that cannot fit the lease; --permits or --shared on a store that cannot
+       hold them, or --permits N naming another N than the runs holding KEY)
   69   store unavailable (cannot connect, no answer within --timeout), or the outcome of a
        request is unknown; `run` never exits 69 once its command has started
   70   internal error; for `run`: its supervisor died (what the command started was killed)

@@ -261,3 +261,15 @@ fn a_store_without_the_primitive_exits_64() {
         assert!(!stdout(&o).contains("ran"));
     }
 }
+
+/// A plain run nested in a `--shared` run of the same key is a writer: it does not run under
+/// the reader's grant (it would wait on its own parent; without --wait it is busy, 75).
+#[test]
+fn a_writer_nested_in_a_reader_does_not_borrow_its_grant() {
+    let e = On::sqlite();
+    let inner = format!("\"$LH\" run --store '{}' doc -- echo inner-ran", e.url);
+    let o = e.run(&["run", "--shared", "doc", "--", "sh", "-c", &format!("{inner}; echo code=$?")]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    assert_eq!(field(&stdout(&o), "code"), "75", "{}{}", stdout(&o), stderr(&o));
+    assert!(!stdout(&o).contains("inner-ran"));
+}

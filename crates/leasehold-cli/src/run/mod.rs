@@ -30,7 +30,12 @@ pub(crate) const ABOUT: &str = "\
 Run CMD while holding KEY: flock(1) for a cluster.
 
 Exports LEASEHOLD_KEY, LEASEHOLD_FENCE and LEASEHOLD_OWNER to the command and renews the
-lease every ttl/3.
+lease every ttl/3. The command runs in a process group of its own under a small supervisor
+(`leasehold supervise`) that holds a socket from `run`: if `run` dies for any reason (kill -9,
+the OOM killer), the supervisor SIGKILLs the command and every process it started at once.
+On Linux the supervisor is a child subreaper, so processes that left the group (setsid,
+daemons) are found and killed too, and the command has PR_SET_PDEATHSIG=SIGKILL should the
+supervisor itself be killed. Other Unix systems get the process group only.
 
 More primitives, same lease protocol (every grant fenced, renewed, lost and killed alike):
   leasehold run --permits 3 KEY -- CMD   one of 3 permits (a semaphore, as consul lock -n):
@@ -43,12 +48,7 @@ More primitives, same lease protocol (every grant fenced, renewed, lost and kill
       whatever order runs name them): LEASEHOLD_KEYS=3, then LEASEHOLD_KEY_0,
       LEASEHOLD_FENCE_0, LEASEHOLD_OWNER_0 … in sorted key order
 A store that cannot hold a semaphore or readers refuses at once (exit 64); so does a
---permits N naming another N than the runs holding KEY. The command runs in a process group of its own under a small supervisor
-(`leasehold supervise`) that holds a socket from `run`: if `run` dies for any reason (kill -9,
-the OOM killer), the supervisor SIGKILLs the command and every process it started at once.
-On Linux the supervisor is a child subreaper, so processes that left the group (setsid,
-daemons) are found and killed too, and the command has PR_SET_PDEATHSIG=SIGKILL should the
-supervisor itself be killed. Other Unix systems get the process group only.
+--permits N naming another N than the runs holding KEY.
 
 When the lease runs out (a renewal not confirmed before the local deadline), the command's
 processes get SIGTERM, then SIGKILL after --grace, and `run` exits 79. The supervisor keeps

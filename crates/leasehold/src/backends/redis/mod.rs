@@ -37,6 +37,7 @@ mod prims;
 mod probe;
 mod pubsub;
 pub mod redlock;
+mod status;
 #[cfg(feature = "tools")]
 pub mod tools;
 pub(crate) use connect::redis_err;
@@ -51,7 +52,7 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 use futures_util::StreamExt;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig, PubSubSink};
-use redis::{Script, Value};
+use redis::Script;
 use tokio::sync::Notify;
 
 use super::Limits;
@@ -323,79 +324,6 @@ impl Node {
     ) -> Result<Vec<Holder>> {
         Ok(self.holders_and_readers(names, key, fenced).await?.0)
     }
-
-    /// The exclusive holders, and the keys held by readers (the lease marker `readers`).
-    pub async fn holders_and_readers(
-        &self,
-        names: &Names,
-        key: Option<&Key>,
-        fenced: bool,
-    ) -> Result<(Vec<Holder>, Vec<Key>)> {
-        let mut c = self.conn.clone();
-        let keys: Vec<String> = match key {
-            Some(k) => vec![names.lease(k)],
-            None => {
-                let pattern = format!("{}{{*}}", glob_escape(&names.prefix));
-                let mut found = Vec::new();
-                let mut cursor = 0u64;
-                loop {
-                    let (next, batch): (u64, Vec<String>) = redis::cmd("SCAN")
-                        .arg(cursor)
-                        .arg("MATCH")
-                        .arg(&pattern)
-                        .arg("COUNT")
-                        .arg(1000)
-                        .query_async(&mut c)
-                        .await
-                        .map_err(|e| redis_err("redis", "SCAN", e))?;
-                    found.extend(batch);
-                    if next == 0 {
-                        break;
-                    }
-                    cursor = next;
-                }
-                found.sort();
-                found.dedup();
-                found
-            }
-        };
-        let (mut out, mut read) = (Vec::new(), Vec::new());
-        for chunk in keys.chunks(500) {
-            let mut pipe = redis::pipe();
-            for lk in chunk {
-                pipe.get(lk).cmd("PTTL").arg(lk).get(format!("{lk}:fence"));
-                pipe.get(format!("{lk}:holder"));
-            }
-            let vals: Vec<Value> =
-                pipe.query_async(&mut c).await.map_err(|e| redis_err("redis", "status", e))?;
-            for (lk, v) in chunk.iter().zip(vals.chunks(4)) {
-                let owner: Option<String> = redis::from_redis_value(v[0].clone()).ok().flatten();
-                let pttl: i64 = redis::from_redis_value(v[1].clone()).unwrap_or(-2);
-                let fence: u64 = redis::from_redis_value::<Option<u64>>(v[2].clone())
-                    .ok()
-                    .flatten()
-                    .unwrap_or(0);
-                let info: Option<String> = redis::from_redis_value(v[3].clone()).ok().flatten();
-                let (Some(owner), Some(key)) = (owner, names.key_of(lk)) else { continue };
-                if owner == "readers" {
-                    read.push(key);
-                    continue;
-                }
-                let Ok(owner) = owner.parse::<OwnerToken>() else { continue };
-                let left = (pttl >= 0).then(|| Duration::from_millis(pttl as u64));
-                out.push(
-                    Holder::new(
-                        key,
-                        owner,
-                        Some(FenceToken::new(if fenced { fence } else { 0 })),
-                        left,
-                    )
-                    .with_info(info.as_deref().and_then(HolderInfo::decode)),
-                );
-            }
-        }
-        Ok((out, read))
-    }
 }
 
 /// The client for a store URL (`tls_ca`: the PEM CA a `rediss://` server's certificate is
@@ -541,7 +469,9 @@ impl Store for RedisStore {
     async fn acquire(&self, req: &AcquireRequest<'_>, until: Option<Instant>) -> Result<Attempt> {
         match until {
             // A waiting writer records its intent, so new readers wait behind it.
-            Some(u) if req.mode == crate::Mode::Exclusive => self.acquire_as_writer(req, u).await,
+            Some(u) if req.mode == crate::Mode::Exclusive && req.slot.is_none() => {
+                self.acquire_as_writer(req, u).await
+            }
             _ => crate::store::acquire_watching(self, req, until, || self.watch(req.key)).await,
         }
     }

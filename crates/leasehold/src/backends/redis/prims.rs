@@ -8,9 +8,10 @@
 //!   mutex's counter, by the same rule. Renew and release (`keys.rs`) find a reader through
 //!   the marker. The last reader's release deletes the marker and wakes waiters.
 //! - Writer intents: `PREFIX{KEY}:intents`, a hash `owner → expires_ms`, written by a writer
-//!   refused while it waits and refreshed by each of its attempts; a new reader is refused
-//!   while another owner's intent lives. The writer's grant, its release (a cancelled wait's
-//!   cleanup) or the end of its wait removes it.
+//!   refused by readers while it waits and refreshed by each of its attempts; a new reader is
+//!   refused while another owner's intent lives. The writer's release (also a cancelled
+//!   wait's cleanup) or the end of its wait removes it; a granted writer keeps it until its
+//!   release, when it is harmless (the writer excludes readers anyway).
 //! - Semaphores: `PREFIX{KEY}:permits`, a hash `"<slot lease name>|owner" → N` of each slot
 //!   granted, checked and written by the slot's grant around the mutex's grant script (the
 //!   very same Lua), so two callers naming different N for one semaphore are refused.
@@ -76,8 +77,12 @@ redis.call('SET', KEYS[1], 'readers', 'PX', last - now_ms)
 redis.call('PEXPIRE', KEYS[3], last - now_ms)
 return {1, tonumber(f)}";
 
-/// A waiting writer's intent. `KEYS`: intents; `ARGV`: owner, hold ms.
+/// A waiting writer's intent, recorded only while readers hold (only they can overtake it).
+/// `KEYS`: intents, lease; `ARGV`: owner, hold ms. 1 if recorded.
 const NOTE_INTENT: &str = r"
+if redis.call('GET', KEYS[2]) ~= 'readers' then
+  return 0
+end
 local t = redis.call('TIME')
 local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local exp = now_ms + tonumber(ARGV[2])
@@ -200,22 +205,24 @@ impl RedisStore {
         Ok(answer((ok, v)))
     }
 
-    /// Records a refused writer's intent, for the holders' time left plus its own ttl.
+    /// Records a refused writer's intent, for the holders' time left plus its own ttl, if
+    /// readers hold the key; whether it did.
     pub(super) async fn note_intent(
         &self,
         req: &AcquireRequest<'_>,
         left: Option<Duration>,
-    ) -> Result<()> {
+    ) -> Result<bool> {
         let hold = left.unwrap_or(req.ttl) + req.ttl;
         let mut c = self.node.conn.clone();
-        let _: i64 = NOTE
+        let noted: i64 = NOTE
             .key(self.names.intents(req.key))
+            .key(self.names.lease(req.key))
             .arg(&req.owner.hex()[..])
             .arg(ttl_ms(hold))
             .invoke_async(&mut c)
             .await
             .map_err(|e| redis_err("redis", "writer intent", e))?;
-        Ok(())
+        Ok(noted == 1)
     }
 
     /// Withdraws `owner`'s intent on `key` (waking the readers it held back).
@@ -231,8 +238,8 @@ impl RedisStore {
         Ok(())
     }
 
-    /// A waiting writer: attempts that record its intent when refused, and the intent
-    /// withdrawn at the end (granted or not).
+    /// A waiting writer: attempts that record its intent when readers refuse it, and the
+    /// intent withdrawn when the wait runs out (a grant keeps it until its release).
     pub(super) async fn acquire_as_writer(
         &self,
         req: &AcquireRequest<'_>,
@@ -246,15 +253,19 @@ impl RedisStore {
             || self.watch(req.key),
             || async {
                 let a = crate::Store::try_acquire(self, req).await?;
-                if let Attempt::Busy { holder_expires_in } = &a {
-                    self.note_intent(req, *holder_expires_in).await?;
+                if let Attempt::Busy { holder_expires_in } = &a
+                    && self.note_intent(req, *holder_expires_in).await?
+                {
                     noted.store(true, std::sync::atomic::Ordering::Relaxed);
                 }
                 Ok(a)
             },
         )
         .await;
-        if noted.load(std::sync::atomic::Ordering::Relaxed) && r.is_ok() {
+        // Granted, the intent stays until the release removes it (harmless meanwhile: the
+        // writer excludes readers anyway), so a handoff costs no extra round trip.
+        if noted.load(std::sync::atomic::Ordering::Relaxed) && matches!(r, Ok(Attempt::Busy { .. }))
+        {
             self.clear_intent(req.key, req.owner).await?;
         }
         r

@@ -58,7 +58,7 @@ impl Ask {
         Ask {
             mode: req.mode,
             slot: req.slot.map(|s| (s.semaphore.as_str().to_owned(), s.permits)),
-            intent: intent && req.mode == Mode::Exclusive,
+            intent: intent && req.mode == Mode::Exclusive && req.slot.is_none(),
         }
     }
 }

@@ -59,8 +59,10 @@ pub(super) fn grant_in(
     if ask.mode == crate::Mode::Shared {
         return shared::grant_shared_in(tx, key, owner, ttl, boot, now, info, exclusive_left);
     }
-    if let Some(left) = exclusive_left.or(shared::readers_left(tx, key, boot, now)?) {
-        if ask.intent {
+    let readers = shared::readers_left(tx, key, boot, now)?;
+    if let Some(left) = exclusive_left.or(readers) {
+        // Only readers can overtake a waiting writer: behind another writer, no intent.
+        if ask.intent && readers.is_some() {
             let hold = left + Duration::from_nanos(u64::try_from(ttl).unwrap_or(0));
             shared::note_intent(tx, key, owner, boot, now, hold)?;
         }
