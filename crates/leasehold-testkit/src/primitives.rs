@@ -222,15 +222,25 @@ pub async fn writer_not_starved(l: &Locker) {
     let key = unique_key("starve");
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let reads = Arc::new(AtomicUsize::new(0));
+    // Readers inside now: counted up after their grant, down before their release.
+    let reading = Arc::new(AtomicUsize::new(0));
     let mut readers = Vec::new();
     for i in 0..4u64 {
-        let (l, key, stop, reads) = (other(l), key.clone(), stop.clone(), reads.clone());
+        let (l, key, stop) = (other(l), key.clone(), stop.clone());
+        let (reads, reading) = (reads.clone(), reading.clone());
         readers.push(tokio::spawn(async move {
             tokio::time::sleep(Duration::from_millis(15 * i)).await;
-            while !stop.load(Ordering::SeqCst) {
+            for n in 0u64.. {
+                if stop.load(Ordering::SeqCst) {
+                    break;
+                }
                 let r = l.acquire_shared(&key, LONG).wait(Wait::For(BOUND)).await.unwrap();
+                reading.fetch_add(1, Ordering::SeqCst);
                 reads.fetch_add(1, Ordering::SeqCst);
-                tokio::time::sleep(Duration::from_millis(60)).await;
+                // 45 to 75 ms, varying, so readers granted together drift apart again.
+                let hold = 45 + (17 * n + 11 * i) % 31;
+                tokio::time::sleep(Duration::from_millis(hold)).await;
+                reading.fetch_sub(1, Ordering::SeqCst);
                 let _ = r.release().await.unwrap();
             }
         }));
@@ -238,7 +248,7 @@ pub async fn writer_not_starved(l: &Locker) {
     while reads.load(Ordering::SeqCst) < 4 {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    // Four readers of 60 ms each, 15 ms apart: three hold at any time, so without the
+    // Four readers of about 60 ms each, 15 ms apart: three hold at any time, so without the
     // writer's intent there is no gap to take for seconds on end.
     if !preference {
         let stopper = (stop.clone(), tokio::time::sleep(Duration::from_millis(500)));
@@ -247,17 +257,35 @@ pub async fn writer_not_starved(l: &Locker) {
             stopper.0.store(true, Ordering::SeqCst);
         });
     }
-    let w = l.acquire(&key, LONG).wait(Wait::For(Duration::from_secs(3))).await;
-    let w = w.expect("a writer behind a stream of readers is granted within 3 s");
-    let h = l.holders(Some(&key)).await.unwrap();
-    assert!(h.iter().all(|h| h.mode == leasehold::Mode::Exclusive), "writer alone: {h:?}");
-    let before = reads.load(Ordering::SeqCst);
-    assert!(w.release().await.unwrap().is_clean());
+    // Three writers in turn, so a pass-through of readers cannot hide behind a lucky moment.
+    for _ in 0..3 {
+        let w = l.acquire(&key, LONG).wait(Wait::For(Duration::from_secs(3))).await;
+        let w = w.expect("a writer behind a stream of readers is granted within 3 s");
+        let h = l.holders(Some(&key)).await.unwrap();
+        assert!(h.iter().all(|h| h.mode == leasehold::Mode::Exclusive), "writer alone: {h:?}");
+        // No reader inside while the writer holds: checked at once, and after the readers
+        // that queued during its wait would have been granted (a store that lets later
+        // readers pass a waiting writer in a queue that does not wait for them fails here).
+        for _ in 0..2 {
+            assert_eq!(reading.load(Ordering::SeqCst), 0, "readers inside beside the writer");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        let before = reads.load(Ordering::SeqCst);
+        assert!(w.release().await.unwrap().is_clean());
+        if preference {
+            // The readers resume once the writer is gone.
+            within("a reader after the writer", BOUND, async {
+                while reads.load(Ordering::SeqCst) == before {
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                }
+            })
+            .await;
+        }
+    }
     stop.store(true, Ordering::SeqCst);
     for r in readers {
         within("readers", BOUND, r).await.unwrap();
     }
-    assert!(reads.load(Ordering::SeqCst) >= before, "readers went on");
 }
 
 /// A reader's lost() fires by its local deadline; the key is free for a writer afterwards.
