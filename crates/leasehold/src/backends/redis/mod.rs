@@ -51,8 +51,8 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use futures_util::StreamExt;
-use redis::aio::{ConnectionManager, ConnectionManagerConfig, PubSubSink};
 use redis::Script;
+use redis::aio::{ConnectionManager, ConnectionManagerConfig, PubSubSink};
 use tokio::sync::Notify;
 
 use super::Limits;

@@ -31,7 +31,7 @@ use crate::{Error, Key, OwnerToken, Result};
 
 /// A reader's grant. `KEYS`: lease, fence counter, readers, intents; `ARGV`: owner, ttl ms,
 /// info line. `{1, fence}`, or `{0, ms}` to wait (a writer holds, or another waits).
-const GRANT_SHARED: &str = r"
+pub(super) const GRANT_SHARED: &str = r"
 redis.replicate_commands()
 local t = redis.call('TIME')
 local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)

@@ -28,3 +28,10 @@ pub fn grant_args(
 pub fn release_args(inv: &mut ScriptInvocation<'_>, lease: &str, owner: &str) {
     inv.key(lease).key(format!("{lease}:holder")).arg(owner).arg(format!("{lease}:released"));
 }
+
+/// The Lua source of a reader's grant (`KEYS`: lease, fence counter, readers, intents;
+/// `ARGV`: owner, ttl ms, info line) → `{1, fence}` or `{0, ms}`, which issues its fence from
+/// the key's counter by the mutex's rule.
+pub fn shared_grant_script() -> &'static str {
+    super::prims::GRANT_SHARED
+}
