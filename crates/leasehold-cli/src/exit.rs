@@ -34,7 +34,7 @@ impl Exit {
 impl From<Error> for Exit {
     fn from(e: Error) -> Self {
         let code = match &e {
-            Error::InvalidInput(_) => code::USAGE,
+            Error::InvalidInput(_) | Error::Unsupported { .. } => code::USAGE,
             Error::Busy { .. } | Error::HeldByThisLocker { .. } => code::BUSY,
             Error::NotOwner { .. } => code::NOT_OWNER,
             Error::Lost { .. } => code::LOST,

@@ -165,10 +165,10 @@ async fn doctor_cmd(
 
 async fn dispatch(cmd: Cmd) -> Exit {
     let r = match cmd {
-        Cmd::Run { store, timeout, grant, opt, key, command } => {
-            run::metrics::install(opt.metrics_file.clone(), &key);
+        Cmd::Run { store, timeout, grant, opt, keys, command } => {
+            run::metrics::install(opt.metrics_file.clone(), &keys.join(" "));
             let started = std::time::Instant::now();
-            let r = run::run(store, timeout, grant, &opt, key, command).await;
+            let r = run::run(store, timeout, grant, &opt, keys, command).await;
             run::metrics::flush(r.as_ref().map_or_else(|e| e.code, |e| e.code), started);
             r
         }

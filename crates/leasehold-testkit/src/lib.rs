@@ -2,6 +2,8 @@
 //!
 //! - [`conformance`]: scenarios every store must pass, as plain `async fn`s taking a
 //!   [`leasehold::Locker`]; [`conformance_suite!`] turns them into one `#[tokio::test]` each.
+//! - [`primitives`]: scenarios for semaphores, readers and writers, several keys at once;
+//!   [`primitives_suite!`] turns them into one `#[tokio::test]` each.
 //! - [`counted`]: scenarios that count the requests reaching the store (the auto-renew rate).
 //! - [`process`]: scenarios that need several OS processes (mutual exclusion across
 //!   processes, the stalled holder) driven through the `lh-worker` binary, with
@@ -13,6 +15,7 @@
 
 pub mod conformance;
 pub mod counted;
+pub mod primitives;
 pub mod process;
 
 pub use leasehold_harness::{history, proxy, servers};
@@ -270,7 +273,9 @@ pub fn sqlite_resource(_store_url: &str) -> (tempfile::TempDir, String) {
 }
 
 /// The process-level tests of one store, beside [`conformance_suite!`]: `lh-worker`
-/// processes excluding each other on one key (`mutex`, one test per fixture); a holder frozen
+/// processes excluding each other on one key (`mutex`, one test per fixture); four processes
+/// sharing three permits of a semaphore, each slot exclusive and never more than three holders
+/// at once by the history checker (`permits`, for a store that holds semaphores); a holder frozen
 /// past its lease, whose late write a fenced resource refuses, and the control whose
 /// unfenced write lands on the successor's (`stalled`, with the resource to write to:
 /// `resource` makes `(guard, spec)` from the store URL, `after` cleans up after it); a frozen session holder
@@ -279,6 +284,7 @@ pub fn sqlite_resource(_store_url: &str) -> (tempfile::TempDir, String) {
 /// ```ignore
 /// process_suite! {
 ///     mutex { multi_process_mutual_exclusion: redis_fixture() }
+///     permits { multi_process_permits: redis_fixture() }
 ///     stalled redis_fixture(), resource |_| { let r = RedisServer::start(); let u = r.url(); (r, u) };
 /// }
 /// ```
@@ -286,6 +292,7 @@ pub fn sqlite_resource(_store_url: &str) -> (tempfile::TempDir, String) {
 macro_rules! process_suite {
     (
         $(mutex { $($mname:ident: $mfx:expr),* $(,)? })?
+        $(permits { $($pname:ident: $pfx:expr),* $(,)? })?
         $(stalled $sfx:expr, resource $res:expr $(, after $after:expr)?;)?
         $(session { $($sname:ident: $ssfx:expr),* $(,)? })?
     ) => {
@@ -298,6 +305,16 @@ macro_rules! process_suite {
             async fn $mname() {
                 let fx: $crate::Fixture = $mfx.await;
                 $crate::process::multi_process_mutex(&fx.url, worker(), 4, 40).await;
+            }
+        )*)?
+
+        $($(
+            /// Four processes, three permits: each slot exclusive, never more than three at
+            /// once.
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $pname() {
+                let fx: $crate::Fixture = $pfx.await;
+                $crate::process::multi_process_permits(&fx.url, worker(), 4, 30, 3).await;
             }
         )*)?
 

@@ -11,12 +11,14 @@ use leasehold_testkit::servers::EtcdCluster;
 use leasehold_testkit::{etcd_fixture, process};
 
 mod conformance {
-    use leasehold_testkit::{conformance_suite, etcd_fixture};
+    use leasehold_testkit::{conformance_suite, etcd_fixture, primitives_suite};
     conformance_suite!(etcd_fixture());
+    primitives_suite!(etcd_fixture());
 }
 
 leasehold_testkit::process_suite! {
     mutex { multi_process_mutual_exclusion: etcd_fixture() }
+    permits { multi_process_permits: etcd_fixture() }
     // The etcd fenced transaction is the resource, on the store's own cluster.
     stalled etcd_fixture(), resource |url: &str| ((), url.to_owned());
 }
@@ -216,4 +218,118 @@ async fn refused_credentials_are_config_and_a_closed_port_is_unavailable() {
     let closed = format!("etcd://127.0.0.1:{}", leasehold_testkit::servers::free_port());
     let e = Locker::connect(&closed).await.expect_err("nothing listens");
     assert!(e.is_unavailable() && !e.is_config(), "{e:?}");
+}
+
+/// Readers and writers in the layout of etcd's `recipes.RWMutex` (`KEY/read/…`, `KEY/write/…`,
+/// written here as the recipe's Go client would, by plain puts): a recipe writer queued after
+/// a leasehold reader blocks later leasehold readers and writers; a recipe reader overlaps
+/// leasehold's readers and blocks its writer; an `etcdctl lock` key blocks readers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn recipe_rwmutex_keys_interoperate() {
+    let cluster = EtcdCluster::single();
+    let l = Locker::connect(&cluster.url("")).await.unwrap();
+    let key = unique_key("recipe-rw");
+    let name = format!("leasehold/{key}");
+    let busy = |r: &leasehold::Result<leasehold::Lease>| matches!(r, Err(Error::Busy { .. }));
+    let r1 = l.acquire_shared(&key, Duration::from_secs(30)).await.unwrap();
+    let listed = cluster.ctl(&["get", "--prefix", "--keys-only", &format!("{name}/")]);
+    assert!(listed.contains(&format!("{name}/read/{}", r1.owner())), "{listed}");
+
+    let writer = format!("{name}/write/1700000000000000001");
+    cluster.ctl(&["put", &writer, "go"]);
+    let r = l.acquire_shared(&key, Duration::from_secs(30)).await;
+    assert!(busy(&r), "a reader passed a queued recipe writer: {r:?}");
+    let w = l.acquire(&key, Duration::from_secs(30)).await;
+    assert!(busy(&w), "a writer beside a reader: {w:?}");
+    assert!(r1.release().await.unwrap().is_clean());
+    let r = l.acquire_shared(&key, Duration::from_secs(30)).await;
+    assert!(busy(&r), "a reader beside the recipe's writer: {r:?}");
+    cluster.ctl(&["del", &writer]);
+
+    let reader = format!("{name}/read/1700000000000000002");
+    cluster.ctl(&["put", &reader, "go"]);
+    let r2 = l.acquire_shared(&key, Duration::from_secs(30)).await.expect("readers overlap");
+    let w = l.acquire(&key, Duration::from_secs(30)).await;
+    assert!(busy(&w), "a writer beside the recipe's reader: {w:?}");
+    let h = l.holders(Some(&key)).await.unwrap();
+    assert_eq!(h.len(), 1, "the recipe's reader has no owner token: {h:?}");
+    assert_eq!(h[0].mode, leasehold::Mode::Shared);
+    assert!(r2.release().await.unwrap().is_clean());
+    cluster.ctl(&["del", &reader]);
+
+    let w = l.acquire(&key, Duration::from_secs(30)).await.unwrap();
+    let listed = cluster.ctl(&["get", "--prefix", "--keys-only", &format!("{name}/")]);
+    assert!(listed.contains(&format!("{name}/write/{}", w.owner())), "{listed}");
+    assert!(w.release().await.unwrap().is_clean());
+
+    let mutex = format!("{name}/694d7c5a1f2b3c4d"); // concurrency.Mutex's key (etcdctl lock)
+    cluster.ctl(&["put", &mutex, ""]);
+    let r = l.acquire_shared(&key, Duration::from_secs(30)).await;
+    assert!(busy(&r), "a reader beside an etcdctl lock holder: {r:?}");
+    cluster.ctl(&["del", &mutex]);
+    let r = l.acquire_shared(&key, Duration::from_secs(30)).await.unwrap();
+    assert!(r.release().await.unwrap().is_clean());
+}
+
+/// Semaphore slots are plain locks `PREFIX/SEM#i` (grant key `…/write/OWNER`, the value naming
+/// `slot I of N`): the etcd fenced transaction follows a permit's slot (refused once it is
+/// released), and a key `etcdctl lock` puts under a slot's name takes that slot.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn permits_are_slot_locks_fenced_per_slot() {
+    let cluster = EtcdCluster::single();
+    let store = EtcdStore::connect(&cluster.url("")).await.unwrap();
+    let fence = EtcdFence::for_store(&store);
+    let l = Locker::new(store);
+    let sem = unique_key("etcd-sem");
+    let ttl = Duration::from_secs(30);
+    let p = l.acquire_permit(&sem, 2, ttl).await.unwrap();
+    let grant = format!("leasehold/{sem}#{}/write/{}", p.slot(), p.owner());
+    let value = cluster.ctl(&["get", "--print-value-only", &grant]);
+    assert!(value.contains(&format!("slot {} of 2", p.slot())), "{value:?}");
+    let fenced = p.fencing();
+    fence.put(&fenced, "data/sem", "p").await.expect("the permit's fenced put");
+    let q = l.acquire_permit(&sem, 2, ttl).await.unwrap();
+    assert_ne!(p.slot(), q.slot());
+    assert!(p.release().await.unwrap().is_clean());
+    let r = fence.put(&fenced, "data/sem", "stale").await;
+    assert!(matches!(r, Err(Error::StaleFence { .. })), "released permit: {r:?}");
+    // An etcdctl lock holder on the free slot's name takes that slot.
+    let free = format!("leasehold/{sem}#{}", 1 - q.slot());
+    let ctl = cluster.ctl(&["put", &format!("{free}/694d7c5a1f2b3c4d"), ""]);
+    let busy = l.acquire_permit(&sem, 2, ttl).await;
+    assert!(matches!(busy, Err(Error::Busy { .. })), "{ctl} {busy:?}");
+    cluster.ctl(&["del", "--prefix", &format!("{free}/")]);
+    let r = l.acquire_permit(&sem, 2, ttl).await.expect("the slot is free again");
+    assert_eq!(cluster.ctl(&["get", "--print-value-only", "data/sem"]), "p");
+    assert!(q.release().await.unwrap().is_clean());
+    assert!(r.release().await.unwrap().is_clean());
+}
+
+/// Two callers naming different N race for an empty semaphore, round after round: never
+/// both granted (the count check and the grant are one transaction over all slots).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn racing_permit_counts_never_mix() {
+    let fx = etcd_fixture().await;
+    let other = leasehold_testkit::conformance::other(&fx.locker);
+    let ttl = Duration::from_secs(30);
+    let (mut mixed, mut refused) = (0, 0);
+    for round in 0..60 {
+        let sem = unique_key(&format!("etcd-sem-race{round}"));
+        let (a, b) = tokio::join!(
+            fx.locker.acquire_permit(&sem, 2, ttl),
+            other.acquire_permit(&sem, 3, ttl)
+        );
+        for r in [&a, &b] {
+            if let Err(e) = r {
+                assert!(matches!(e, Error::InvalidInput(_)), "{e:?}");
+                refused += 1;
+            }
+        }
+        mixed += usize::from(a.is_ok() && b.is_ok());
+        for p in [a, b].into_iter().flatten() {
+            assert!(p.release().await.unwrap().is_clean());
+        }
+    }
+    assert_eq!(mixed, 0, "both counts granted at once in {mixed} rounds");
+    assert!(refused >= 60, "one of each pair refused: {refused}");
 }

@@ -1,8 +1,9 @@
 //! The conformance suite and the process-level scenarios on the `flock` store.
 
-use leasehold_testkit::{conformance_suite, file_fixture};
+use leasehold_testkit::{conformance_suite, file_fixture, primitives_suite};
 
 conformance_suite!(file_fixture());
+primitives_suite!(file_fixture());
 
 leasehold_testkit::process_suite! {
     mutex { multi_process_mutual_exclusion: file_fixture() }

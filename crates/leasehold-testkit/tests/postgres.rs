@@ -10,13 +10,15 @@ use leasehold::{Error, Key, Locker, Wait};
 use leasehold_testkit::{PgSchema, postgres_base, postgres_fixture, postgres_session_fixture};
 
 mod lease {
-    use leasehold_testkit::{conformance_suite, postgres_fixture};
+    use leasehold_testkit::{conformance_suite, postgres_fixture, primitives_suite};
     conformance_suite!(postgres_fixture());
+    primitives_suite!(postgres_fixture());
 }
 
 mod session {
-    use leasehold_testkit::{conformance_suite, postgres_session_fixture};
+    use leasehold_testkit::{conformance_suite, postgres_session_fixture, primitives_suite};
     conformance_suite!(postgres_session_fixture());
+    primitives_suite!(postgres_session_fixture());
 }
 
 leasehold_testkit::process_suite! {

@@ -5,12 +5,14 @@ use std::time::Duration;
 use leasehold::fence::redis::RedisFence;
 use leasehold::{Error, Locker, Wait};
 use leasehold_testkit::servers::RedisServer;
-use leasehold_testkit::{conformance_suite, redis_fixture};
+use leasehold_testkit::{conformance_suite, primitives_suite, redis_fixture};
 
 conformance_suite!(redis_fixture());
+primitives_suite!(redis_fixture());
 
 leasehold_testkit::process_suite! {
     mutex { multi_process_mutual_exclusion: redis_fixture() }
+    permits { multi_process_permits: redis_fixture() }
     stalled redis_fixture(), resource |_| {
         let resource = RedisServer::start();
         let url = resource.url();

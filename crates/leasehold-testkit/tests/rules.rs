@@ -310,3 +310,37 @@ async fn redis_grant_script_issues_the_fence_rule() {
         assert_eq!((ok, fence), (1, expected_fence(counter)), "counter {counter:?}");
     }
 }
+
+/// A reader's grant on Redis issues its fence from the key's counter by the same rule.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_shared_grant_script_issues_the_fence_rule() {
+    use leasehold::fence::redis::redis;
+    let server = RedisServer::start();
+    let grant = leasehold::backends::redis::tools::shared_grant_script();
+    let time = "local t = redis.call('TIME')";
+    assert!(grant.contains(time), "the reader's grant reads the clock with TIME");
+    let script = redis::Script::new(&grant.replace(time, "local t = {ARGV[4], ARGV[5]}"));
+    let client = redis::Client::open(server.url()).unwrap();
+    let mut conn = client.get_connection_manager().await.unwrap();
+    for (n, counter) in fence_cases().into_iter().enumerate() {
+        let counter_key = format!("r{n}:fence");
+        if let Some(f) = counter {
+            let _: () =
+                redis::cmd("SET").arg(&counter_key).arg(f).query_async(&mut conn).await.unwrap();
+        }
+        let (ok, fence): (i64, u64) = script
+            .key(format!("r{n}"))
+            .key(&counter_key)
+            .key(format!("r{n}:readers"))
+            .key(format!("r{n}:intents"))
+            .arg("owner")
+            .arg(30_000)
+            .arg("")
+            .arg(CLOCK / 1_000_000)
+            .arg(CLOCK % 1_000_000)
+            .invoke_async(&mut conn)
+            .await
+            .unwrap();
+        assert_eq!((ok, fence), (1, expected_fence(counter)), "counter {counter:?}");
+    }
+}

@@ -1,11 +1,13 @@
 //! The conformance suite and the process-level scenarios on the embedded SQLite store.
 
-use leasehold_testkit::{conformance_suite, sqlite_fixture};
+use leasehold_testkit::{conformance_suite, primitives_suite, sqlite_fixture};
 
 conformance_suite!(sqlite_fixture());
+primitives_suite!(sqlite_fixture());
 
 leasehold_testkit::process_suite! {
     mutex { multi_process_mutual_exclusion: sqlite_fixture() }
+    permits { multi_process_permits: sqlite_fixture() }
     stalled sqlite_fixture(), resource leasehold_testkit::sqlite_resource;
 }
 

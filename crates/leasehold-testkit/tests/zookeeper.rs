@@ -1,4 +1,5 @@
-//! ZooKeeper: the conformance suite, the process-level scenarios, the Curator node layout,
+//! ZooKeeper: the conformance and primitives suites, the process-level scenarios, the Curator
+//! node layouts (mutex, read-write lock, semaphore) and interop with Curator in a Java process,
 //! a paused server, and no orphan node after an interrupted acquire.
 
 use std::path::Path;
@@ -10,12 +11,17 @@ use leasehold_testkit::servers::ZkServer;
 use leasehold_testkit::{process, zk_fixture};
 
 mod conformance {
-    use leasehold_testkit::{conformance_suite, zk_fixture};
+    use leasehold_testkit::{conformance_suite, primitives_suite, zk_fixture};
     conformance_suite!(zk_fixture());
+    primitives_suite!(zk_fixture());
 }
+
+#[path = "zookeeper/curator.rs"]
+mod curator;
 
 leasehold_testkit::process_suite! {
     mutex { multi_process_mutual_exclusion: zk_fixture() }
+    permits { multi_process_permits: zk_fixture() }
     // ZooKeeper has no fenced resource of its own: an SQLite file.
     stalled zk_fixture(), resource leasehold_testkit::sqlite_resource;
 }

@@ -160,6 +160,18 @@ pub enum Error {
         /// Why.
         reason: StaleReason,
     },
+    /// The store cannot hold the primitive asked for (a semaphore or a reader on a store
+    /// whose [`crate::Guarantees::primitives`] says it does not). Nothing was asked of the
+    /// store; never retried. The CLI exits 64.
+    #[error("{backend} cannot hold {primitive}: {note}")]
+    Unsupported {
+        /// The store.
+        backend: &'static str,
+        /// What was asked for (`"a semaphore"`, `"readers (--shared)"`).
+        primitive: &'static str,
+        /// What the store holds instead (its [`crate::Primitives::note`]).
+        note: &'static str,
+    },
     /// The store answered with an error that is neither of the above.
     #[error("{backend} error: {message}")]
     Backend {

@@ -81,6 +81,8 @@ pub struct Guarantees {
     pub holders_know_info: bool,
     /// How a waiting acquirer learns that the key may be free.
     pub waiting: &'static str,
+    /// Which primitives beyond the mutex the store holds (semaphores, readers), and how.
+    pub primitives: crate::Primitives,
 }
 
 impl fmt::Display for Guarantees {
@@ -112,6 +114,7 @@ impl fmt::Display for Guarantees {
         } else {
             "not kept by this store"
         };
-        write!(f, "holder info:    {info}")
+        writeln!(f, "holder info:    {info}")?;
+        write!(f, "primitives:     {}", self.primitives.note)
     }
 }

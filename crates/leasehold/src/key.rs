@@ -34,6 +34,12 @@ impl Key {
         Ok(Key(key))
     }
 
+    /// A name for this crate's own bookkeeping that no caller's key can equal (it may hold a
+    /// NUL); never sent to a store.
+    pub(crate) fn internal(name: String) -> Key {
+        Key(name)
+    }
+
     /// The key as text.
     pub fn as_str(&self) -> &str {
         &self.0

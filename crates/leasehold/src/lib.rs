@@ -10,6 +10,10 @@
 //!   [`Lease::guard`] cancels the work.
 //! - A lock alone cannot stop a holder that stalled past its lease from writing. The
 //!   protected resource can: see [`fence`].
+//! - Beyond the mutex, on the same protocol: semaphores ([`Locker::acquire_permit`], N slots
+//!   each with its own fence), readers and writers ([`Locker::acquire_shared`]; the writer is
+//!   the plain grant), and several keys at once ([`Locker::acquire_all`], sorted, all or
+//!   nothing). Stores that cannot hold one refuse it ([`Error::Unsupported`]).
 //! - Each store says what it promises under which faults: [`Guarantees`].
 //! - [`sizing`] measures the store's renewal round trips and this process's pauses and
 //!   recommends a ttl, renew interval and margin, with the arithmetic.
@@ -96,8 +100,8 @@ pub mod rules {
 }
 
 pub use client::{
-    Acquire, DEFAULT_CONNECT_TIMEOUT, DEFAULT_OP_TIMEOUT, Lease, Locker, MAX_TTL, Released, Wait,
-    default_margin,
+    Acquire, AcquireAll, AcquirePermit, DEFAULT_CONNECT_TIMEOUT, DEFAULT_OP_TIMEOUT, Lease, Leases,
+    Locker, MAX_PERMITS, MAX_TTL, Mode, Permit, Primitives, Released, Wait, default_margin,
 };
 pub use error::{BoxError, Error, LostReason, Result, StaleReason};
 pub use fence::Fencing;

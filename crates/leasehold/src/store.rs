@@ -12,6 +12,8 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 
+use crate::Mode;
+pub use crate::client::mode::SlotOf;
 use crate::{Error, FenceToken, Guarantees, Key, OwnerToken, Result};
 
 /// The largest fence a store may issue (see [`Guarantees`]).
@@ -34,6 +36,13 @@ pub struct AcquireRequest<'a> {
     /// Who is asking, for operators: a store that can keep it beside the grant does, and
     /// returns it in [`Holder::info`]. Never used for any safety decision.
     pub info: Option<&'a HolderInfo>,
+    /// Exclusive (the mutex, a writer) or shared (a reader). The locker sends
+    /// [`Mode::Shared`] only to a store whose [`crate::Guarantees::primitives`] says
+    /// `shared`; renew and release by `(key, owner)` must then find a reader's grant too.
+    pub mode: Mode,
+    /// For a semaphore's slot: which semaphore, and the permit count the caller named, to
+    /// record and check with the grant. Sent only to a store that says `permits`.
+    pub slot: Option<SlotOf<'a>>,
 }
 
 /// Who holds a grant, as the holder described itself when it acquired: host, pid, when, and
@@ -190,6 +199,9 @@ pub struct Holder {
     /// Who holds it, where the store keeps that (see [`HolderInfo`]).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub info: Option<HolderInfo>,
+    /// Exclusive, or one of a key's readers (a key may list several shared holders).
+    #[serde(skip_serializing_if = "Mode::is_exclusive")]
+    pub mode: Mode,
 }
 
 impl Holder {
@@ -200,7 +212,13 @@ impl Holder {
         fence: Option<FenceToken>,
         expires_in: Option<Duration>,
     ) -> Self {
-        Holder { key, owner, fence, expires_in, info: None }
+        Holder { key, owner, fence, expires_in, info: None, mode: Mode::Exclusive }
+    }
+
+    /// The same row, held in `mode`.
+    pub fn with_mode(mut self, mode: Mode) -> Self {
+        self.mode = mode;
+        self
     }
 
     /// The same row, with who holds it.
@@ -316,6 +334,25 @@ where
     F: FnOnce() -> Fut,
     Fut: Future<Output = Result<Box<dyn Watch>>>,
 {
+    acquire_watching_with(req, until, watch, || store.try_acquire(req)).await
+}
+
+/// [`acquire_watching`] with the store's own attempt instead of [`Store::try_acquire`]: for a
+/// store whose attempts while waiting differ from a one-shot attempt (a refused writer that
+/// records its intent, so that new readers wait behind it). Each attempt is bounded by the
+/// op timeout.
+pub async fn acquire_watching_with<F, Fut, A, AFut>(
+    req: &AcquireRequest<'_>,
+    until: Option<Instant>,
+    watch: F,
+    mut attempt: A,
+) -> Result<Attempt>
+where
+    F: FnOnce() -> Fut,
+    Fut: Future<Output = Result<Box<dyn Watch>>>,
+    A: FnMut() -> AFut,
+    AFut: Future<Output = Result<Attempt>>,
+{
     let mut watch = match until {
         // Bounded too: a subscription to a frozen store must not hang the acquire.
         Some(_) => match tokio::time::timeout(req.op_timeout, watch()).await {
@@ -333,7 +370,7 @@ where
         None => None,
     };
     loop {
-        let attempt = within_op_timeout(req, store.try_acquire(req)).await?;
+        let attempt = within_op_timeout(req, attempt()).await?;
         let Attempt::Busy { holder_expires_in } = attempt else {
             return Ok(attempt);
         };

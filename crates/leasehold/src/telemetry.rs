@@ -138,7 +138,7 @@ pub(crate) fn outcome_of(e: &crate::Error) -> &'static str {
         Error::HeldByThisLocker { .. } => "held_by_this_locker",
         Error::UnknownOutcome(_) => "unknown",
         Error::Unavailable { .. } => "unavailable",
-        Error::InvalidInput(_) => "invalid",
+        Error::InvalidInput(_) | Error::Unsupported { .. } => "invalid",
         _ => "error",
     }
 }

@@ -130,3 +130,22 @@ async fn forged_tokens_are_forbidden_and_stale_ones_refused_without_asking() {
     assert_eq!(*record.0.lock().unwrap(), ["a1", "a2", "a3", "b1"]);
     assert!(b.release().await.unwrap().is_clean());
 }
+
+/// A reader's grant is real, and fenced, but it is never a writer's: the service refuses to
+/// install it (403), and the writer after it is admitted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_readers_grant_is_not_confirmed_as_a_writer() {
+    let dir = tempfile::tempdir().unwrap();
+    let locker = Locker::connect(&format!("sqlite://{}/s.db", dir.path().display())).await.unwrap();
+    let guard = FenceGuard::new(Key::new("doc").unwrap(), locker.store().clone()).unwrap();
+    let record = Record::default();
+    let mut svc = FenceLayer::new(guard.clone()).layer(record.clone());
+    let r = locker.acquire_shared("doc", Duration::from_secs(30)).await.unwrap();
+    let res = send(&mut svc, &headers_of(&r.fencing()), "reader").await;
+    assert_eq!(res.status(), StatusCode::FORBIDDEN, "{}", res.body());
+    assert!(r.release().await.unwrap().is_clean());
+    let w = locker.acquire("doc", Duration::from_secs(30)).await.unwrap();
+    assert_eq!(send(&mut svc, &headers_of(&w.fencing()), "writer").await.status(), StatusCode::OK);
+    assert_eq!(*record.0.lock().unwrap(), ["writer"]);
+    assert!(w.release().await.unwrap().is_clean());
+}

@@ -415,6 +415,8 @@ impl Contender for StoreOnly {
             ttl: TTL,
             op_timeout: TTL,
             info: None,
+            mode: Default::default(),
+            slot: None,
         };
         match self.0.try_acquire(&req).await.map_err(|e| e.to_string())? {
             leasehold::store::Attempt::Granted(_) => Ok(Some((k, owner))),

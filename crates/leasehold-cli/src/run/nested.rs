@@ -45,8 +45,12 @@ pub(super) async fn parents_grant(locker: &Locker, key: &str, store_id: &str) ->
         Ok(h) => h,
         Err(e) => return Parent::Unconfirmable(e),
     };
-    let current =
-        holders.iter().any(|h| h.owner == owner && h.fence.is_none_or(|f| f.get() == fence));
+    // A reader's grant (`run --shared`) never covers a writer nested in it.
+    let current = holders.iter().any(|h| {
+        h.owner == owner
+            && h.fence.is_none_or(|f| f.get() == fence)
+            && h.mode == leasehold::Mode::Exclusive
+    });
     if !current {
         eprintln!(
             "leasehold: the enclosing run's grant on {key:?} is no longer current; acquiring anew"

@@ -206,6 +206,8 @@ impl Locker {
             auto_renew: true,
             drift: 0.01,
             margin: None,
+            mode: crate::Mode::Exclusive,
+            slot: None,
         }
     }
 
@@ -263,13 +265,17 @@ fn check_ttl(ttl: Duration) -> Result<()> {
 #[derive(Debug)]
 #[must_use = "an acquisition does nothing until awaited"]
 pub struct Acquire {
-    locker: Locker,
-    key: String,
-    ttl: Duration,
-    wait: Wait,
-    auto_renew: bool,
-    drift: f64,
-    margin: Option<Duration>,
+    pub(crate) locker: Locker,
+    pub(crate) key: String,
+    pub(crate) ttl: Duration,
+    pub(crate) wait: Wait,
+    pub(crate) auto_renew: bool,
+    pub(crate) drift: f64,
+    pub(crate) margin: Option<Duration>,
+    /// Shared for a reader (`rwlock.rs`).
+    pub(crate) mode: crate::Mode,
+    /// For a semaphore's slot: the semaphore's key, the slot, the permits (`semaphore.rs`).
+    pub(crate) slot: Option<(Key, u32, u32)>,
 }
 
 impl Acquire {
@@ -331,7 +337,9 @@ impl Acquire {
         }
         let locker = &self.locker;
         let store = locker.store.clone();
-        let kind = store.guarantees().kind;
+        let guarantees = store.guarantees();
+        super::rwlock::check_supported(&guarantees, self.mode, self.slot.is_some())?;
+        let kind = guarantees.kind;
         let owner = OwnerToken::generate()?;
         let until = match self.wait {
             Wait::No => None,
@@ -344,13 +352,21 @@ impl Acquire {
             ttl: self.ttl,
             op_timeout: locker.op_timeout,
             info: locker.info.as_deref(),
+            mode: self.mode,
+            slot: self.slot.as_ref().map(|(semaphore, index, permits)| crate::store::SlotOf {
+                semaphore,
+                index: *index,
+                permits: *permits,
+            }),
         };
 
         // Waiters of this locker queue per key; only the head asks the store, and not while
         // another lease of this locker holds the key; none waits on itself.
         let who = Ident::current();
         let req_started = Instant::now();
-        let slot = match locker.local.enter(&key, until, who, locker.op_timeout).await {
+        // Readers of one locker overlap: each queues under a local name of its own.
+        let local_key = super::rwlock::local_key(&key, self.mode, &owner);
+        let slot = match locker.local.enter(&local_key, until, who, locker.op_timeout).await {
             Ok(slot) => slot,
             Err(Refused::Ours(fence)) => return Err(Error::HeldByThisLocker { key, fence }),
             Err(Refused::Timeout) => return Err(Error::Busy { key }),
@@ -375,7 +391,10 @@ impl Acquire {
             Err(e) => {
                 // Refused input or configuration: the store granted nothing, so there is
                 // nothing to clean up (and a cleanup would be refused the same way).
-                if matches!(e, Error::InvalidInput(_) | Error::Config { .. }) {
+                if matches!(
+                    e,
+                    Error::InvalidInput(_) | Error::Config { .. } | Error::Unsupported { .. }
+                ) {
                     cleanup.disarm();
                 }
                 return Err(e);

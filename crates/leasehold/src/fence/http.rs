@@ -18,8 +18,8 @@
 //!   refused with `409 Conflict`, without asking the store;
 //! - the installed grant is admitted without asking the store;
 //! - a newer token is confirmed with one [`Store::holders`] round trip: it must be the store's
-//!   current grant of the key, with that owner and that fence. Unconfirmed: `403`, nothing
-//!   installed. The store unreachable or too slow: `503`, nothing installed (fail closed).
+//!   current exclusive grant of the key (a reader's never is), with that owner and that
+//!   fence. Unconfirmed: `403`, nothing installed. The store unreachable or too slow: `503`, nothing installed (fail closed).
 //!   Confirmed: installed once the requests still running under the older grant have finished,
 //!   so the effects of two holders never overlap inside the service.
 //!
@@ -339,7 +339,13 @@ impl FenceGuard {
         };
         let current = holders
             .iter()
-            .any(|h| &h.key == f.key() && h.owner == f.owner() && h.fence == Some(f.token()));
+            // A reader's grant is never a writer's: it is not confirmed.
+            .any(|h| {
+                &h.key == f.key()
+                    && h.owner == f.owner()
+                    && h.fence == Some(f.token())
+                    && h.mode == crate::Mode::Exclusive
+            });
         if !current {
             return Err(Refusal::Forbidden(format!(
                 "fence {} with that owner is not the lock store's current grant of {:?}",

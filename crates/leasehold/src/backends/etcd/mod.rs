@@ -7,9 +7,14 @@
 //!   keys under `PREFIX/KEY/`; each contender puts one key there, bound to its etcd lease;
 //! - the holder is the key with the lowest create revision; a waiter watches only the key
 //!   created just before its own (no herd) and holds the lock when no earlier key remains;
-//! - leasehold's key is `PREFIX/KEY/OWNER` (the 32-hex-digit owner token), its value the owner
-//!   token, then a line break and who holds it ([`crate::store::HolderInfo`], when the locker
-//!   has it); `etcdctl get --prefix PREFIX/KEY/` lists holder and waiters in order.
+//! - leasehold's key is `PREFIX/KEY/write/OWNER` (a reader's `PREFIX/KEY/read/OWNER`, the
+//!   layout of etcd's `recipes.RWMutex`, `rw.rs`; OWNER the 32-hex-digit owner token), its value
+//!   the owner token, then a line break and who holds it ([`crate::store::HolderInfo`], when the
+//!   locker has it); `etcdctl get --prefix PREFIX/KEY/` lists holders and waiters in order.
+//!   A reader waits only for the earlier keys that are not readers'.
+//! - slot `i` of a semaphore `SEM` is the lock `PREFIX/SEM#i` (`semaphore.rs`): its grant key
+//!   `PREFIX/SEM#i/write/OWNER` adds `slot I of N` to the value, and is put in one transaction
+//!   that checks no slot of `SEM` changed since the permit count was read.
 //!
 //! With the default prefix, `etcdctl lock leasehold/KEY` takes the same lock as `KEY` here.
 //! As in etcd's package, lock names are prefixes: a holder of `a/b` is also queued under `a`
@@ -47,7 +52,9 @@ use self::rpc::{
 use super::Limits;
 use super::session::Undoing;
 use crate::store::{AcquireRequest, Attempt, Holder, HolderInfo};
-use crate::{Error, FenceRepeat, FenceToken, Guarantees, Key, LockKind, OwnerToken, Result, Store};
+use crate::{
+    Error, FenceRepeat, FenceToken, Guarantees, Key, LockKind, Mode, OwnerToken, Result, Store,
+};
 
 // leasehold's own etcd v3 client: the store's, and through `tools` the bench's and the
 // harness's (some of its RPCs only they call).
@@ -56,6 +63,8 @@ pub(crate) mod client;
 mod config;
 mod queue;
 pub(crate) mod rpc;
+mod rw;
+mod semaphore;
 mod session;
 #[cfg(feature = "tools")]
 pub mod tools;
@@ -96,13 +105,19 @@ fn lock_value(owner: &OwnerToken, info: Option<&HolderInfo>) -> String {
 }
 
 /// Reads [`lock_value`] back: the owner token and the holder's info, if it is one of ours.
+/// A semaphore slot's value has a line `slot I of N` between them (`semaphore.rs`).
 fn parse_value(v: &[u8]) -> Option<(OwnerToken, Option<HolderInfo>)> {
     let v = std::str::from_utf8(v).ok()?;
-    let (owner, info) = match v.split_once('\n') {
-        Some((o, i)) => (o, HolderInfo::decode(i)),
+    let (owner, mut rest) = match v.split_once('\n') {
+        Some((o, r)) => (o, Some(r)),
         None => (v, None),
     };
-    Some((owner.parse().ok()?, info))
+    if let Some(r) = rest
+        && r.starts_with("slot ")
+    {
+        rest = r.split_once('\n').map(|(_, info)| info);
+    }
+    Some((owner.parse().ok()?, rest.and_then(HolderInfo::decode)))
 }
 
 fn lock_name_in(prefix: &str, key: &Key) -> String {
@@ -110,7 +125,7 @@ fn lock_name_in(prefix: &str, key: &Key) -> String {
 }
 
 pub(crate) fn lock_key_in(prefix: &str, key: &Key, owner: &OwnerToken) -> String {
-    format!("{}/{owner}", lock_name_in(prefix, key))
+    rw::grant_key(prefix, key, owner, Mode::Exclusive)
 }
 
 /// Runs `f` again (briefly) while its request could not be sent to any member
@@ -259,24 +274,35 @@ impl EtcdStore {
     /// One acquisition: a single conditional put (`until` = None), or a place in the queue and
     /// predecessor watches until `until`.
     async fn attempt(&self, req: &AcquireRequest<'_>, until: Option<Instant>) -> Result<Attempt> {
+        if let Some(slot) = &req.slot {
+            return semaphore::attempt(self, req, slot, until).await;
+        }
         let session = self.session().await?;
         let name = self.lock_name(req.key);
         let pfx = format!("{name}/");
-        let lock_key = self.lock_key(req.key, req.owner);
+        let lock_key = rw::grant_key(&self.cfg.prefix, req.key, req.owner, req.mode);
         let value = lock_value(req.owner, req.info);
         let put = RequestOp::put(lock_key.as_str(), value.as_str(), session.id);
         let first = RequestOp::range(RangeRequest {
             limit: 1,
             ..RangeRequest::prefix(pfx.as_str()).sorted(SortTarget::Create, SortOrder::Ascend)
         });
+        // What a grant waits for: every key under the lock (exclusive), or every key but the
+        // readers' (a reader, as etcd's recipes.RWMutex).
+        let blockers = rw::blockers(&pfx, req.mode);
         let txn = match until {
-            // Put only if nobody is queued (a holder or a waiter, ours or etcdctl's).
+            // Put only if nothing it would wait for is there (a holder or a waiter, ours or
+            // etcdctl's or a recipe's).
             None => TxnRequest {
-                compare: vec![
-                    Compare::create_revision(pfx.as_str(), CompareResult::Equal, 0).with_prefix(),
-                ],
+                compare: blockers
+                    .iter()
+                    .map(|(k, end)| {
+                        Compare::create_revision(k.clone(), CompareResult::Equal, 0)
+                            .with_range_end(end.clone())
+                    })
+                    .collect(),
                 success: vec![put],
-                failure: vec![first],
+                failure: vec![],
             },
             // Take a place in the queue, as concurrency.Mutex does.
             Some(_) => TxnRequest { compare: vec![], success: vec![put, first], failure: vec![] },
@@ -296,24 +322,32 @@ impl EtcdStore {
             guard.disarm();
             return Ok(self.grant(req, lock_key, rev, session, sent));
         }
-        // Wait for every key created before ours to go, watching only the latest of them.
-        let before = RangeRequest {
-            max_create_revision: rev - 1,
-            limit: 1,
-            keys_only: true,
-            ..RangeRequest::prefix(pfx.as_str()).sorted(SortTarget::Create, SortOrder::Descend)
-        };
+        // Wait for every blocker created before ours to go, watching only the latest of them.
+        let before: Vec<RequestOp> = blockers
+            .into_iter()
+            .map(|(key, range_end)| {
+                RequestOp::range(RangeRequest {
+                    key,
+                    range_end,
+                    max_create_revision: rev - 1,
+                    limit: 1,
+                    keys_only: true,
+                    sort_target: SortTarget::Create as i32,
+                    sort_order: SortOrder::Descend as i32,
+                    ..Default::default()
+                })
+            })
+            .collect();
+        let n = before.len();
         loop {
             if Instant::now() >= until {
                 guard.undo_now().await?;
                 return Ok(Attempt::Busy { holder_expires_in: None });
             }
             let ours = RangeRequest { keys_only: true, ..RangeRequest::key(lock_key.as_str()) };
-            let look = TxnRequest {
-                compare: vec![],
-                success: vec![RequestOp::range(before.clone()), RequestOp::range(ours)],
-                failure: vec![],
-            };
+            let mut success = before.clone();
+            success.push(RequestOp::range(ours));
+            let look = TxnRequest { compare: vec![], success, failure: vec![] };
             let r = tokio::time::timeout(req.op_timeout, self::txn(&self.client, look))
                 .await
                 .map_err(|_| {
@@ -324,14 +358,15 @@ impl EtcdStore {
                 })?
                 .map_err(|e| etcd_err("txn", e))?;
             let ops = &r.responses;
-            if ops.get(1).and_then(first_kv).is_none_or(|kv| kv.create_revision != rev) {
+            if ops.get(n).and_then(first_kv).is_none_or(|kv| kv.create_revision != rev) {
                 guard.disarm();
                 return Err(Error::unavailable(
                     format!("etcd session {:x} ended while waiting for {:?}", session.id, req.key),
                     None,
                 ));
             }
-            let Some(pred) = ops.first().and_then(first_kv) else {
+            let pred = ops[..n.min(ops.len())].iter().filter_map(first_kv);
+            let Some(pred) = pred.max_by_key(|kv| kv.create_revision) else {
                 guard.disarm();
                 // Granted when the last key before ours went; the deadline counts from the
                 // request that queued us (the session has been kept alive since).
@@ -373,6 +408,16 @@ impl Store for EtcdStore {
             holders_know_fence: true,
             holders_know_info: true,
             waiting: "watch on the predecessor's key only (no herd)",
+            primitives: crate::Primitives {
+                permits: true,
+                shared: true,
+                writer_preference: true,
+                shared_fence: true,
+                note: "readers and writers in the layout of etcd's recipes.RWMutex (a writer \
+                       blocks later readers by revision); semaphores as one lock per slot \
+                       (KEY#i), the permit count checked over all slots in the grant's \
+                       transaction (etcd has no semaphore recipe); several keys",
+            },
         }
     }
 
@@ -410,8 +455,12 @@ impl Store for EtcdStore {
         let Some(h) = held else {
             // Not granted by this store instance (another process, or an acquire whose outcome
             // was unknown): the key name carries the owner, the value must match it too.
-            return delete_if_value(&self.client, &self.lock_key(key, owner), &owner.to_string())
-                .await;
+            let o = owner.to_string();
+            if delete_if_value(&self.client, &self.lock_key(key, owner), &o).await? {
+                return Ok(true);
+            }
+            let reader = rw::grant_key(&self.cfg.prefix, key, owner, Mode::Shared);
+            return delete_if_value(&self.client, &reader, &o).await;
         };
         // Only our own key, and only the grant we were given (its create revision).
         let req = TxnRequest {
@@ -436,15 +485,25 @@ impl Store for EtcdStore {
         let look = if range.is_empty() { RangeRequest::all() } else { RangeRequest::prefix(range) };
         let look = look.sorted(SortTarget::Create, SortOrder::Ascend);
         let kvs = self::range(&self.client, look).await.map_err(|e| etcd_err("get", e))?;
-        // The first key (lowest create revision) of each lock name holds it.
+        // The first key (lowest create revision) of each lock name holds it, if exclusive;
+        // else every reader's key before the first exclusive one does.
         let mut seen = std::collections::HashSet::new();
+        let mut done = std::collections::HashSet::new();
         let mut out = Vec::new();
         let mut foreign = false;
         for kv in &kvs {
             let Ok(k) = std::str::from_utf8(&kv.key) else { continue };
-            let Some((name, _)) = k.rsplit_once('/') else { continue };
-            if !seen.insert(name.to_owned()) {
+            let Some((name, rest)) = rw::split(k) else { continue };
+            let (mode, _) = rw::kind(rest);
+            if done.contains(name) {
                 continue;
+            }
+            let first = seen.insert(name.to_owned());
+            if mode == Mode::Exclusive {
+                done.insert(name.to_owned());
+                if !first {
+                    continue; // a writer behind the readers that hold
+                }
             }
             if let Some(k) = key
                 && name != self.lock_name(k)
@@ -464,7 +523,7 @@ impl Store for EtcdStore {
                 continue;
             };
             let fence = Some(FenceToken::new(kv.create_revision as u64));
-            out.push(Holder::new(lock, owner, fence, None).with_info(info));
+            out.push(Holder::new(lock, owner, fence, None).with_info(info).with_mode(mode));
         }
         if let Some(k) = key
             && out.is_empty()

@@ -500,6 +500,17 @@ impl Compare {
         }
     }
 
+    /// `key`'s mod revision (0 when absent) compared to `rev`.
+    pub fn mod_revision(key: impl Into<Vec<u8>>, result: CompareResult, rev: i64) -> Self {
+        Compare {
+            result: result as i32,
+            target: CompareTarget::Mod as i32,
+            key: key.into(),
+            target_union: Some(TargetUnion::ModRevision(rev)),
+            range_end: Vec::new(),
+        }
+    }
+
     /// `key`'s value compared to `value`.
     pub fn value(
         key: impl Into<Vec<u8>>,
@@ -513,6 +524,11 @@ impl Compare {
             target_union: Some(TargetUnion::Value(value.into())),
             range_end: Vec::new(),
         }
+    }
+
+    /// Compares every key in `[key, range_end)` instead (`range_end` empty: the key alone).
+    pub fn with_range_end(self, range_end: Vec<u8>) -> Self {
+        Compare { range_end, ..self }
     }
 
     /// Compares every key that starts with this key instead.

@@ -180,6 +180,7 @@ impl Store for MysqlStore {
             waiting: "queued on a per-key GET_LOCK doorbell that a release passes to the next \
                       waiter, in any process; 1-50 ms polling when the holder took the key \
                       without waiting, never later than the holder's expiry",
+            primitives: crate::Primitives::MUTEX,
         }
     }
 

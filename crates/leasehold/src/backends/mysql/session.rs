@@ -468,6 +468,7 @@ impl Store for MysqlSessionStore {
             // This process's grants only: another process's lock is `Busy` in `holders`.
             holders_know_info: true,
             waiting: "server-side blocking GET_LOCK(name, timeout)",
+            primitives: crate::Primitives::MUTEX,
         }
     }
 

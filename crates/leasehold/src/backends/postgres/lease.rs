@@ -342,6 +342,7 @@ impl Store for PostgresStore {
             holders_know_info: true,
             waiting: "LISTEN/NOTIFY on release, calling one ticketed waiter per release; else \
                       the holder's expiry",
+            primitives: crate::Primitives::MUTEX,
         }
     }
 

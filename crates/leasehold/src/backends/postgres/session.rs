@@ -427,6 +427,7 @@ impl Store for PostgresSessionStore {
             // This process's grants only: another process's lock is `Busy` in `holders`.
             holders_know_info: true,
             waiting: "server-side blocking pg_advisory_lock under lock_timeout (FIFO)",
+            primitives: crate::Primitives::MUTEX,
         }
     }
 

@@ -28,7 +28,8 @@ use redis::{Script, Value};
 
 use super::scripts::{FORGET, GRANT, RELEASE, RENEW_MANY, key_slot};
 use super::shard_sub::ShardSubscriber;
-use super::{Names, RENEW_CHUNK, parse_holder, redis_err, ttl_ms};
+use super::status::parse_holder;
+use super::{Names, RENEW_CHUNK, redis_err, ttl_ms};
 use crate::backends::Limits;
 use crate::store::{AcquireRequest, Attempt, Grant, Holder, HolderInfo, RenewItem, Watch};
 use crate::{Error, FenceRepeat, FenceToken, Guarantees, Key, LockKind, OwnerToken, Result, Store};
@@ -272,6 +273,12 @@ impl Store for RedisClusterStore {
             waiting: "sharded pub/sub (SSUBSCRIBE) on the master of the key's slot, \
                       re-subscribed after MOVED or a failover, a poll every second in case a \
                       message was lost; else the holder's PTTL",
+            primitives: crate::Primitives {
+                note: "the mutex and several keys (one after another, sorted); semaphores are \
+                       refused (a semaphore's slots KEY#i and its permit record lie in other \
+                       hash tags, on other masters), and readers in this version",
+                ..crate::Primitives::MUTEX
+            },
         }
     }
 

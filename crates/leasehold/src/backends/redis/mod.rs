@@ -34,6 +34,7 @@
 
 pub mod cluster;
 mod connect;
+mod prims;
 mod probe;
 mod probe_ha;
 mod pubsub;
@@ -41,6 +42,7 @@ pub mod redlock;
 mod scripts;
 pub mod sentinel;
 mod shard_sub;
+mod status;
 #[cfg(feature = "tools")]
 pub mod tools;
 pub(crate) use connect::redis_err;
@@ -54,8 +56,8 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use futures_util::StreamExt;
+use redis::Script;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig, PubSubSink};
-use redis::{Script, Value};
 use tokio::sync::Notify;
 
 use super::Limits;
@@ -341,66 +343,8 @@ impl Node {
         key: Option<&Key>,
         fenced: bool,
     ) -> Result<Vec<Holder>> {
-        let mut c = self.conn.clone();
-        let keys: Vec<String> = match key {
-            Some(k) => vec![names.lease(k)],
-            None => {
-                let pattern = format!("{}{{*}}", glob_escape(&names.prefix));
-                let mut found = Vec::new();
-                let mut cursor = 0u64;
-                loop {
-                    let (next, batch): (u64, Vec<String>) = redis::cmd("SCAN")
-                        .arg(cursor)
-                        .arg("MATCH")
-                        .arg(&pattern)
-                        .arg("COUNT")
-                        .arg(1000)
-                        .query_async(&mut c)
-                        .await
-                        .map_err(|e| redis_err("redis", "SCAN", e))?;
-                    found.extend(batch);
-                    if next == 0 {
-                        break;
-                    }
-                    cursor = next;
-                }
-                found.sort();
-                found.dedup();
-                found
-            }
-        };
-        let mut out = Vec::new();
-        for chunk in keys.chunks(500) {
-            let mut pipe = redis::pipe();
-            for lk in chunk {
-                pipe.get(lk).cmd("PTTL").arg(lk).get(format!("{lk}:fence"));
-                pipe.get(format!("{lk}:holder"));
-            }
-            let vals: Vec<Value> =
-                pipe.query_async(&mut c).await.map_err(|e| redis_err("redis", "status", e))?;
-            for (lk, v) in chunk.iter().zip(vals.chunks(4)) {
-                out.extend(parse_holder(names, lk, v, fenced));
-            }
-        }
-        Ok(out)
+        Ok(self.holders_and_readers(names, key, fenced).await?.0)
     }
-}
-
-/// The holder of lease `lk` from the answers to `GET lk`, `PTTL lk`, `GET lk:fence` and
-/// `GET lk:holder` (`None`: not held, or not a lease of this prefix).
-pub(super) fn parse_holder(names: &Names, lk: &str, v: &[Value], fenced: bool) -> Option<Holder> {
-    let owner: Option<String> = redis::from_redis_value(v.first()?.clone()).ok().flatten();
-    let pttl: i64 = redis::from_redis_value(v.get(1)?.clone()).unwrap_or(-2);
-    let fence: u64 =
-        redis::from_redis_value::<Option<u64>>(v.get(2)?.clone()).ok().flatten().unwrap_or(0);
-    let info: Option<String> = redis::from_redis_value(v.get(3)?.clone()).ok().flatten();
-    let owner = owner?.parse::<OwnerToken>().ok()?;
-    let key = names.key_of(lk)?;
-    let left = (pttl >= 0).then(|| Duration::from_millis(pttl as u64));
-    Some(
-        Holder::new(key, owner, Some(FenceToken::new(if fenced { fence } else { 0 })), left)
-            .with_info(info.as_deref().and_then(HolderInfo::decode)),
-    )
 }
 
 /// The client for a store URL (`tls_ca`: the PEM CA a `rediss://` server's certificate is
@@ -504,12 +448,22 @@ impl Store for RedisStore {
             holders_know_info: true,
             waiting: "pub/sub message on release (one waiter woken per process), else the \
                       holder's PTTL",
+            primitives: crate::Primitives {
+                note: "semaphores (permit count checked in the slot's grant script), fenced \
+                       readers with writer preference, several keys; one server (not Cluster)",
+                ..crate::Primitives::ALL
+            },
         }
     }
 
     async fn try_acquire(&self, req: &AcquireRequest<'_>) -> Result<Attempt> {
         let sent = Instant::now();
-        match self.node.grant(&self.names, req.key, req.owner, req.ttl, req.info).await? {
+        let answer = match (req.mode, req.slot) {
+            (crate::Mode::Shared, _) => self.grant_shared(req).await?,
+            (_, Some(slot)) => self.grant_slot(req, slot).await?,
+            _ => self.node.grant(&self.names, req.key, req.owner, req.ttl, req.info).await?,
+        };
+        match answer {
             Ok(fence) => {
                 if let Some((n, t)) = self.wait_replicas {
                     let acked = self.node.wait_replicas(n, t).await?;
@@ -530,7 +484,13 @@ impl Store for RedisStore {
     }
 
     async fn acquire(&self, req: &AcquireRequest<'_>, until: Option<Instant>) -> Result<Attempt> {
-        crate::store::acquire_watching(self, req, until, || self.watch(req.key)).await
+        match until {
+            // A waiting writer records its intent, so new readers wait behind it.
+            Some(u) if req.mode == crate::Mode::Exclusive && req.slot.is_none() => {
+                self.acquire_as_writer(req, u).await
+            }
+            _ => crate::store::acquire_watching(self, req, until, || self.watch(req.key)).await,
+        }
     }
 
     async fn renew(&self, key: &Key, owner: &OwnerToken, ttl: Duration) -> Result<bool> {
@@ -551,7 +511,14 @@ impl Store for RedisStore {
     }
 
     async fn holders(&self, key: Option<&Key>) -> Result<Vec<Holder>> {
-        self.node.holders(&self.names, key, true).await
+        let (mut out, read) = self.node.holders_and_readers(&self.names, key, true).await?;
+        for k in read {
+            for (owner, left, fence, info) in self.reader_rows(&k).await? {
+                let h = Holder::new(k.clone(), owner, Some(FenceToken::new(fence)), Some(left));
+                out.push(h.with_info(info).with_mode(crate::Mode::Shared));
+            }
+        }
+        Ok(out)
     }
 
     async fn forget(&self, key: &Key) -> Result<()> {

@@ -219,6 +219,7 @@ impl Store for RedlockStore {
             holders_know_fence: self.fences.is_none(),
             holders_know_info: true,
             waiting: "pub/sub on every instance, plus random jitter, else the holders' PTTL",
+            primitives: crate::Primitives::MUTEX,
         }
     }
 

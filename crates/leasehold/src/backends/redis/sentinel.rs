@@ -359,6 +359,9 @@ impl Store for RedisSentinelStore {
             holders_know_info: true,
             waiting: "pub/sub on the primary, moved to the new one on +switch-master, a poll \
                       every second; else the holder's PTTL",
+            // The readers' and slots' scripts run on one `RedisStore`'s connection, not yet
+            // through the primary this form finds again after a failover.
+            primitives: crate::Primitives::MUTEX,
         }
     }
 

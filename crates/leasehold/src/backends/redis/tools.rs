@@ -32,3 +32,10 @@ pub fn release_args(inv: &mut ScriptInvocation<'_>, lease: &str, owner: &str) {
     let tombstone_ms = crate::DEFAULT_OP_TIMEOUT.as_millis() as u64;
     inv.arg(owner).arg(format!("{lease}:released")).arg(tombstone_ms).arg("PUBLISH");
 }
+
+/// The Lua source of a reader's grant (`KEYS`: lease, fence counter, readers, intents;
+/// `ARGV`: owner, ttl ms, info line) → `{1, fence}` or `{0, ms}`, which issues its fence from
+/// the key's counter by the mutex's rule.
+pub fn shared_grant_script() -> &'static str {
+    super::prims::GRANT_SHARED
+}

@@ -27,6 +27,7 @@
 
 mod boot;
 mod doorbell;
+mod shared;
 mod wait;
 
 #[cfg(feature = "tools")]
@@ -184,14 +185,20 @@ impl SqliteStore {
             }
             conn.pragma_update(None, "synchronous", "FULL")?;
             conn.execute_batch(SCHEMA)?;
+            conn.execute_batch(shared::SCHEMA)?;
             add_info_column(&conn)
         };
         setup().sql().map_err(|e| cannot("initialise", e))?;
         let boot = boot::boot_id()?;
         // Rows from earlier boots are dead; dropping them keeps `status` cheap.
-        conn.execute("DELETE FROM leasehold_leases WHERE boot_id <> ?1", [&boot])
-            .sql()
-            .map_err(|e| cannot("write to", e))?;
+        conn.execute_batch(&format!(
+            "DELETE FROM leasehold_leases WHERE boot_id <> '{b}';
+             DELETE FROM leasehold_readers WHERE boot_id <> '{b}';
+             DELETE FROM leasehold_intents WHERE boot_id <> '{b}';",
+            b = boot.replace('\'', "")
+        ))
+        .sql()
+        .map_err(|e| cannot("write to", e))?;
         conn.busy_timeout(limits.op).sql()?;
         let canon = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_owned());
         Ok(SqliteStore {
@@ -248,17 +255,20 @@ impl Store for SqliteStore {
             waiting: "tickets in the database; a release calls the next one and rings an inotify \
                       doorbell beside the file (1-50 ms polling where there is no inotify), \
                       never later than the holder's expiry",
+            primitives: crate::Primitives::ALL,
         }
     }
 
     async fn try_acquire(&self, req: &AcquireRequest<'_>) -> Result<Attempt> {
         let (key, owner, ttl) = (req.key.clone(), req.owner.to_string(), ns(req.ttl));
         let info = req.info.map(HolderInfo::encode);
+        let ask = shared::Ask::of(req, false);
         let sent = Instant::now();
         self.blocking(move |c, boot| {
             let tx = c.transaction_with_behavior(TransactionBehavior::Immediate).sql()?;
             let now = boot::now_ns()?;
-            let out = match wait::grant_in(&tx, &key, &owner, ttl, boot, now, info.as_deref())? {
+            let info = info.as_deref();
+            let out = match wait::grant_in(&tx, &key, &owner, ttl, boot, now, info, &ask)? {
                 Ok(f) => Attempt::Granted(Grant::new(fence(f), sent)),
                 Err(left) => Attempt::Busy { holder_expires_in: Some(left) },
             };
@@ -295,10 +305,9 @@ impl Store for SqliteStore {
                     )
                     .sql()?;
                 for (key, owner, ttl) in &items {
-                    let n = st
-                        .execute(params![key.as_str(), owner, now.saturating_add(*ttl), boot, now])
-                        .sql()?;
-                    out.push(n == 1);
+                    let exp = now.saturating_add(*ttl);
+                    let n = st.execute(params![key.as_str(), owner, exp, boot, now]).sql()?;
+                    out.push(n == 1 || shared::renew_reader(&tx, key, owner, exp, boot, now)?);
                 }
             }
             tx.commit().sql()?;
@@ -322,6 +331,11 @@ impl Store for SqliteStore {
                     )
                     .optional()
                     .sql()?;
+                let row = match row {
+                    Some(r) => Some(r),
+                    None => shared::release_reader(&tx, &k, &owner)?,
+                };
+                shared::clear_intent(&tx, &k, &owner)?;
                 if row.is_some() {
                     wait::call_next(&tx, &k)?;
                 }
@@ -351,7 +365,8 @@ impl Store for SqliteStore {
             let tx = c.transaction_with_behavior(TransactionBehavior::Immediate).sql()?;
             let held: bool = tx
                 .query_row(
-                    "SELECT EXISTS (SELECT 1 FROM leasehold_leases WHERE key = ?1)",
+                    "SELECT EXISTS (SELECT 1 FROM leasehold_leases WHERE key = ?1)
+                         OR EXISTS (SELECT 1 FROM leasehold_readers WHERE key = ?1)",
                     [k.as_str()],
                     |r| r.get(0),
                 )
@@ -390,19 +405,26 @@ impl Store for SqliteStore {
                     .sql()?
                     .collect::<rusqlite::Result<Vec<_>>>()
                     .sql()?;
+                let mut rows: Vec<shared::Row> = rows
+                    .into_iter()
+                    .map(|(k, o, f, e, i)| (k, o, f, e, i, crate::Mode::Exclusive))
+                    .collect();
+                rows.extend(shared::readers(c, key.as_ref(), boot, now)?);
+                rows.sort_by(|a, b| a.0.cmp(&b.0));
                 Ok((rows, now))
             })
             .await?;
         let (rows, now) = rows;
         rows.into_iter()
-            .map(|(k, o, f, exp, info)| {
+            .map(|(k, o, f, exp, info, mode)| {
                 Ok(Holder::new(
                     Key::new(k)?,
                     parse_owner(&o)?,
                     Some(fence(f)),
                     Some(remaining(exp, now)),
                 )
-                .with_info(info.as_deref().and_then(HolderInfo::decode)))
+                .with_info(info.as_deref().and_then(HolderInfo::decode))
+                .with_mode(mode))
             })
             .collect()
     }
@@ -491,6 +513,8 @@ mod tests {
             ttl: Duration::from_secs(30),
             op_timeout: Duration::from_secs(5),
             info: None,
+            mode: Default::default(),
+            slot: None,
         };
         match store.try_acquire(&req).await.unwrap() {
             Attempt::Granted(g) => assert!(g.fence.get() > 7, "{:?}", g.fence),
@@ -524,6 +548,8 @@ mod tests {
             ttl: Duration::from_secs(30),
             op_timeout: Duration::from_secs(5),
             info: Some(&info),
+            mode: Default::default(),
+            slot: None,
         };
         match store.try_acquire(&req).await.unwrap() {
             Attempt::Granted(g) => assert!(g.fence.get() > 41),

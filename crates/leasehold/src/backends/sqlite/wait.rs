@@ -19,7 +19,7 @@ pub(super) const GRANT_FENCE: &str = "INSERT INTO leasehold_fences (key, fence) 
 use rusqlite::{OptionalExtension, Transaction, params};
 use tokio::sync::watch;
 
-use super::{SqlExt, SqliteStore, boot, fence, ns, remaining};
+use super::{SqlExt, SqliteStore, boot, fence, ns, remaining, shared};
 use crate::store::{AcquireRequest, Attempt, Grant, within_op_timeout};
 use crate::{Key, Result};
 
@@ -32,6 +32,7 @@ const POLL_MAX: Duration = Duration::from_millis(50);
 const SAFETY_POLL: Duration = Duration::from_secs(1);
 
 /// One grant attempt inside an open write transaction: `Ok(fence)` or `Err(time left)`.
+#[allow(clippy::too_many_arguments)]
 pub(super) fn grant_in(
     tx: &Transaction<'_>,
     key: &Key,
@@ -40,7 +41,11 @@ pub(super) fn grant_in(
     boot: &str,
     now: i64,
     info: Option<&str>,
+    ask: &shared::Ask,
 ) -> Result<std::result::Result<i64, Duration>> {
+    if let Some(slot) = &ask.slot {
+        shared::check_permits(tx, slot, boot, now)?;
+    }
     let cur: Option<(String, i64)> = tx
         .query_row(
             "SELECT boot_id, expires_ns FROM leasehold_leases WHERE key = ?1",
@@ -49,11 +54,19 @@ pub(super) fn grant_in(
         )
         .optional()
         .sql()?;
-    if let Some((b, exp)) = cur
-        && b == boot
-        && exp > now
-    {
-        return Ok(Err(remaining(exp, now)));
+    let exclusive_left =
+        cur.filter(|(b, exp)| b == boot && *exp > now).map(|(_, e)| remaining(e, now));
+    if ask.mode == crate::Mode::Shared {
+        return shared::grant_shared_in(tx, key, owner, ttl, boot, now, info, exclusive_left);
+    }
+    let readers = shared::readers_left(tx, key, boot, now)?;
+    if let Some(left) = exclusive_left.or(readers) {
+        // Only readers can overtake a waiting writer: behind another writer, no intent.
+        if ask.intent && readers.is_some() {
+            let hold = left + Duration::from_nanos(u64::try_from(ttl).unwrap_or(0));
+            shared::note_intent(tx, key, owner, boot, now, hold)?;
+        }
+        return Ok(Err(left));
     }
     let f: i64 = tx
         .query_row(GRANT_FENCE, params![key.as_str(), crate::token::wall_clock_us() as i64], |r| {
@@ -68,6 +81,12 @@ pub(super) fn grant_in(
         params![key.as_str(), owner, f, boot, now.saturating_add(ttl), info],
     )
     .sql()?;
+    if ask.intent {
+        shared::clear_intent(tx, key, owner)?;
+    }
+    if let Some(slot) = &ask.slot {
+        shared::record_slot(tx, key, owner, slot)?;
+    }
     Ok(Ok(f))
 }
 
@@ -108,11 +127,12 @@ impl SqliteStore {
         self.counts.attempts.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         let (key, owner, ttl) = (req.key.clone(), req.owner.to_string(), ns(req.ttl));
         let info = req.info.map(crate::store::HolderInfo::encode);
+        let ask = shared::Ask::of(req, true);
         let sent = Instant::now();
         self.blocking(move |c, boot| {
             let tx = c.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate).sql()?;
             let now = boot::now_ns()?;
-            let out = match grant_in(&tx, &key, &owner, ttl, boot, now, info.as_deref())? {
+            let out = match grant_in(&tx, &key, &owner, ttl, boot, now, info.as_deref(), &ask)? {
                 Ok(f) => {
                     if ticket > 0 {
                         tx.execute(
@@ -145,7 +165,12 @@ impl SqliteStore {
         .await
     }
 
+    #[cfg(test)]
     async fn look(&self, key: &Key) -> Result<Look> {
+        self.look_as(key, crate::Mode::Exclusive, String::new()).await
+    }
+
+    async fn look_as(&self, key: &Key, mode: crate::Mode, owner: String) -> Result<Look> {
         #[cfg(test)]
         self.counts.looks.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         let key = key.clone();
@@ -160,7 +185,8 @@ impl SqliteStore {
                     |r| Ok((r.get(0)?, r.get(1)?)),
                 )
                 .sql()?;
-            Ok(Look { turn: turn.unwrap_or(0), free: live != Some(true) })
+            let free = live != Some(true) && shared::free_for(c, &key, mode, &owner, boot, now)?;
+            Ok(Look { turn: turn.unwrap_or(0), free })
         })
         .await
     }
@@ -196,6 +222,7 @@ impl SqliteStore {
             ticket = mine;
             let now = Instant::now();
             if now >= until {
+                self.end_intent(req).await?;
                 return Ok(Attempt::Busy { holder_expires_in: Some(left) });
             }
             // At the holder's expiry at the latest (plus a millisecond, so the clock has
@@ -217,7 +244,7 @@ impl SqliteStore {
                     _ = tokio::time::sleep_until(wake.into()) => break,
                     _ = tokio::time::sleep_until(look_at.into()) => poll = (poll * 2).min(slow),
                 }
-                let look = self.look(req.key).await?;
+                let look = self.look_as(req.key, req.mode, req.owner.to_string()).await?;
                 if !look.free {
                     (free_since, stagger) = (None, None);
                     continue;
@@ -235,6 +262,33 @@ impl SqliteStore {
                 stagger = Some(at);
             }
         }
+    }
+}
+
+impl SqliteStore {
+    /// A writer whose wait ran out withdraws its intent, and readers it held back are rung.
+    async fn end_intent(&self, req: &AcquireRequest<'_>) -> Result<()> {
+        if req.mode != crate::Mode::Exclusive {
+            return Ok(());
+        }
+        let (key, owner, db) = (req.key.clone(), req.owner.to_string(), self.path.clone());
+        let k = key.clone();
+        let had = self
+            .blocking(move |c, _| {
+                let tx =
+                    c.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate).sql()?;
+                let had = shared::clear_intent(&tx, &k, &owner)?;
+                tx.commit().sql()?;
+                if had {
+                    super::doorbell::ring(&db, &k);
+                }
+                Ok(had)
+            })
+            .await?;
+        if had {
+            self.bells.ring(key.as_str());
+        }
+        Ok(())
     }
 }
 
@@ -264,6 +318,8 @@ mod tests {
             ttl: Duration::from_secs(30),
             op_timeout: Duration::from_secs(5),
             info: None,
+            mode: Default::default(),
+            slot: None,
         }
     }
 

@@ -1,4 +1,5 @@
-//! `zk://H1:P1[,H2:P2…][/CHROOT][?session=DUR]`: the URL's hosts, chroot and session timeout.
+//! `zk://H1:P1[,H2:P2…][/CHROOT][?session=DUR&curator=mutex|rwlock]`: the URL's hosts,
+//! chroot, session timeout, and which Curator recipe shares the lock paths.
 
 use super::*;
 
@@ -6,6 +7,7 @@ crate::url::option_keys! {
     /// The options a `zk://` URL takes.
     enum OptionKey {
         Session = "session",
+        Curator = "curator",
     }
 }
 
@@ -14,6 +16,19 @@ pub(super) struct Config {
     pub(super) hosts: String,
     pub(super) chroot: String,
     pub(super) session: Duration,
+    pub(super) curator: Curator,
+}
+
+/// The Curator recipe whose exclusive node name leasehold's exclusive grants (mutexes,
+/// writers) take: `InterProcessMutex`'s `lock-` (default) or `InterProcessReadWriteLock`'s
+/// `__WRIT__`. leasehold itself treats both as exclusive, so the choice only decides which
+/// Java services see leasehold's exclusive grants.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Curator {
+    /// `curator=mutex`: exclusive children are `…-lock-SEQ`.
+    Mutex,
+    /// `curator=rwlock`: exclusive children are `…-__WRIT__SEQ`.
+    RwLock,
 }
 
 pub(super) fn parse_url(url: &str) -> Result<Config> {
@@ -34,7 +49,12 @@ pub(super) fn parse_url(url: &str) -> Result<Config> {
     if !chroot.is_empty() {
         valid_path(&chroot).map_err(|e| Error::invalid(format!("chroot {chroot:?}: {e}")))?;
     }
-    let mut cfg = Config { hosts: hosts.to_owned(), chroot, session: Duration::from_secs(10) };
+    let mut cfg = Config {
+        hosts: hosts.to_owned(),
+        chroot,
+        session: Duration::from_secs(10),
+        curator: Curator::Mutex,
+    };
     for crate::url::Opt { key, value: v, .. } in crate::url::options::<OptionKey>(url)?.1 {
         match key {
             OptionKey::Session => {
@@ -44,6 +64,18 @@ pub(super) fn parse_url(url: &str) -> Result<Config> {
                     Duration::from_millis(100),
                     Duration::from_secs(3600),
                 )?
+            }
+            OptionKey::Curator => {
+                cfg.curator = match v {
+                    "mutex" => Curator::Mutex,
+                    "rwlock" => Curator::RwLock,
+                    _ => {
+                        return Err(Error::invalid(format!(
+                            "curator={v:?}: give mutex (InterProcessMutex's lock- nodes, the \
+                             default) or rwlock (InterProcessReadWriteLock's __WRIT__ nodes)"
+                        )));
+                    }
+                }
             }
         }
     }
@@ -79,6 +111,9 @@ mod tests {
         assert_eq!(c.session, Duration::from_secs(2));
         let c = parse_url("zk://h:1/").unwrap();
         assert_eq!((c.chroot.as_str(), c.session), ("", Duration::from_secs(10)));
+        assert_eq!(c.curator, Curator::Mutex);
+        assert_eq!(parse_url("zk://h:1?curator=rwlock").unwrap().curator, Curator::RwLock);
+        assert_eq!(parse_url("zk://h:1?curator=mutex").unwrap().curator, Curator::Mutex);
         let cases = [
             ("zk://h:1?sesion=2s", "\"sesion\""),
             ("zk://h:1?session=2", "session=\"2\""),
@@ -86,7 +121,9 @@ mod tests {
             ("zk://h:1?session=2h", "session=\"2h\""),
             ("zk://h/app", "HOST:PORT"),
             ("zk://h:1/a/../b", "chroot"),
-            ("zk://h:1?sesion=2s", "valid options: session"),
+            ("zk://h:1?curator=semaphore", "curator=\"semaphore\""),
+            ("zk://h:1?curator=", "curator=\"\""),
+            ("zk://h:1?sesion=2s", "valid options: session, curator"),
         ];
         crate::url::assert_refused(parse_url, &cases);
     }

@@ -1,4 +1,4 @@
-//! ZooKeeper store: `zk://HOST:PORT[,HOST:PORT…][/CHROOT][?session=10s]`.
+//! ZooKeeper store: `zk://HOST:PORT[,HOST:PORT…][/CHROOT][?session=10s&curator=mutex]`.
 //!
 //! Node layout and ordering are those of Apache Curator's `InterProcessMutex`, so a leasehold
 //! holder and a Java service using Curator on the same path exclude each other:
@@ -18,6 +18,12 @@
 //! With Curator, use `new InterProcessMutex(client, "/leasehold/KEY")` (under the same
 //! namespace as the CHROOT, if any).
 //!
+//! Readers (`__READ__` children) and writers follow Curator's `InterProcessReadWriteLock` on the
+//! same node (`rw.rs`); leasehold's exclusive grants are `lock-` children, or `__WRIT__` ones
+//! with `?curator=rwlock` for paths shared with Curator's read-write lock (Curator's two
+//! recipes do not see each other's exclusive nodes; leasehold sees both). Semaphores follow
+//! `InterProcessSemaphoreV2` (`locks`, `leases`; `semaphore.rs`).
+//!
 //! The fence is the `czxid` of the holder's node: a zxid (leader epoch, counter) that ZooKeeper
 //! never reuses, also across leader elections.
 //!
@@ -35,9 +41,13 @@
 //! when the chroot or `/leasehold` cannot be created, is [`Error::Config`].
 
 mod config;
+mod node;
 mod probe;
+mod rw;
+mod semaphore;
 mod session;
 use config::{Config, parse_url, valid_path};
+use node::{CreateGuard, create_node, find_own};
 use session::Session;
 
 use std::collections::HashMap;
@@ -51,7 +61,9 @@ use zookeeper_client::{Acls, Client, CreateMode, EventType, SessionState};
 use super::Limits;
 use super::session::{SessionSignals, Undoing};
 use crate::store::{AcquireRequest, Attempt, Holder, HolderInfo};
-use crate::{Error, FenceRepeat, FenceToken, Guarantees, Key, LockKind, OwnerToken, Result, Store};
+use crate::{
+    Error, FenceRepeat, FenceToken, Guarantees, Key, LockKind, Mode, OwnerToken, Result, Store,
+};
 
 pub use zookeeper_client;
 
@@ -103,11 +115,6 @@ fn owner_of(node: &str) -> Option<OwnerToken> {
     uuid.replace('-', "").parse().ok()
 }
 
-/// The sequence suffix of a lock child (`…-lock-0000000042`), as Curator sorts them.
-fn sequence(node: &str) -> Option<i64> {
-    node.rsplit_once("lock-").and_then(|(_, s)| s.parse().ok())
-}
-
 #[derive(Debug)]
 struct Held {
     key: Key,
@@ -131,176 +138,6 @@ impl std::fmt::Debug for ZookeeperStore {
             .field("hosts", &self.cfg.hosts)
             .field("chroot", &self.cfg.chroot)
             .finish()
-    }
-}
-
-type CreateTask =
-    tokio::task::JoinHandle<std::result::Result<(String, i64), zookeeper_client::Error>>;
-
-/// The create of our node, run in a task of its own, and what removes the node if the acquire
-/// does not hand out a grant (after the create has settled).
-struct CreateGuard {
-    task: Option<CreateTask>,
-    armed: Option<(Client, Arc<Undoing>, String, String)>,
-    path: Option<String>,
-}
-
-impl CreateGuard {
-    /// The node's path and czxid, recovering it by name after a connection loss.
-    async fn outcome(&mut self) -> Result<(String, i64)> {
-        let task = self.task.as_mut().expect("awaited once");
-        let r = task.await;
-        self.task = None;
-        let (path, czxid) = match r {
-            Ok(Ok(v)) => v,
-            Ok(Err(e)) => return Err(zk_err("create", e)),
-            Err(e) => return Err(Error::UnknownOutcome(format!("zookeeper create task: {e}"))),
-        };
-        self.path = Some(path.clone());
-        Ok((path, czxid))
-    }
-
-    fn disarm(&mut self) {
-        self.armed = None;
-    }
-
-    async fn undo_now(&mut self) -> Result<()> {
-        let Some((client, _, lock, owner)) = self.armed.take() else { return Ok(()) };
-        remove_own(&client, &lock, &owner, self.path.as_deref()).await
-    }
-}
-
-impl Drop for CreateGuard {
-    fn drop(&mut self) {
-        let Some((client, undoing, lock, owner)) = self.armed.take() else { return };
-        let (task, known) = (self.task.take(), self.path.take());
-        let Ok(rt) = tokio::runtime::Handle::try_current() else { return };
-        // A release of this lock waits for the removal, so the node it frees cannot be taken
-        // (and kept) by this abandoned place in the queue.
-        undoing.start(&lock);
-        rt.spawn(async move {
-            let mut known = known;
-            if let Some(task) = task
-                && let Ok(Ok(Ok((path, _)))) =
-                    tokio::time::timeout(Duration::from_secs(30), task).await
-            {
-                known = Some(path);
-            }
-            for attempt in 0..10u32 {
-                match remove_own(&client, &lock, &owner, known.as_deref()).await {
-                    Ok(()) => break,
-                    Err(e) => {
-                        tracing::warn!(
-                            "removing an abandoned zookeeper node under {lock} failed: {e}"
-                        );
-                        tokio::time::sleep(Duration::from_millis(100 << attempt.min(5))).await;
-                    }
-                }
-            }
-            undoing.finish(&lock);
-        });
-    }
-}
-
-/// Deletes our node under `lock`: `path` if known, else whichever child carries our UUID.
-async fn remove_own(client: &Client, lock: &str, uuid: &str, path: Option<&str>) -> Result<()> {
-    let path = match path {
-        Some(p) => p.to_owned(),
-        None => match find_own(client, lock, uuid).await? {
-            Some(p) => p,
-            None => return Ok(()),
-        },
-    };
-    match client.delete(&path, None).await {
-        Ok(()) | Err(zookeeper_client::Error::NoNode) => Ok(()),
-        Err(e) => Err(zk_err("delete", e)),
-    }
-}
-
-async fn find_own(client: &Client, lock: &str, uuid: &str) -> Result<Option<String>> {
-    let marker = format!("_c_{uuid}-");
-    match client.list_children(lock).await {
-        Ok(children) => {
-            Ok(children.into_iter().find(|c| c.starts_with(&marker)).map(|c| format!("{lock}/{c}")))
-        }
-        Err(zookeeper_client::Error::NoNode) => Ok(None),
-        Err(e) => Err(zk_err("list children", e)),
-    }
-}
-
-/// Whether a failed request may still have been applied (the answer was lost, not refused).
-fn uncertain(e: &zookeeper_client::Error) -> bool {
-    use zookeeper_client::Error as E;
-    !matches!(
-        e,
-        E::NoNode
-            | E::NodeExists
-            | E::NoAuth
-            | E::InvalidAcl
-            | E::NoChildrenForEphemerals
-            | E::BadArguments(_)
-            | E::SessionExpired
-            | E::AuthFailed
-            | E::ClientClosed
-    )
-}
-
-/// Creates our protected ephemeral sequential node under `lock` (making the lock node when
-/// missing); after a lost answer, finds it by UUID before creating another (Curator's
-/// protection mode). Runs until it knows; the caller bounds it in time.
-async fn create_node(
-    client: Client,
-    lock: String,
-    uuid: String,
-    data: String,
-) -> std::result::Result<(String, i64), zookeeper_client::Error> {
-    let prefix = format!("{lock}/_c_{uuid}-lock-");
-    let marker = format!("_c_{uuid}-");
-    let node = CreateMode::EphemeralSequential.with_acls(Acls::anyone_all());
-    let dir = CreateMode::Container.with_acls(Acls::anyone_all());
-    let mut maybe_applied = false;
-    loop {
-        if maybe_applied {
-            // The last create may have been applied: look for our node before trying again.
-            match client.list_children(&lock).await {
-                Ok(children) => {
-                    if let Some(c) = children.into_iter().find(|c| c.starts_with(&marker)) {
-                        let path = format!("{lock}/{c}");
-                        match client.check_stat(&path).await {
-                            Ok(Some(stat)) => return Ok((path, stat.czxid)),
-                            Ok(None) => {}
-                            Err(e) if uncertain(&e) => {
-                                tokio::time::sleep(Duration::from_millis(50)).await;
-                                continue;
-                            }
-                            Err(e) => return Err(e),
-                        }
-                    }
-                }
-                Err(zookeeper_client::Error::NoNode) => {}
-                Err(e) if uncertain(&e) => {
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                }
-                Err(e) => return Err(e),
-            }
-            maybe_applied = false;
-        }
-        match client.create(&prefix, data.as_bytes(), &node).await {
-            Ok((stat, seq)) => return Ok((format!("{prefix}{seq}"), stat.czxid)),
-            Err(zookeeper_client::Error::NoNode) => match client.mkdir(&lock, &dir).await {
-                Ok(()) | Err(zookeeper_client::Error::NodeExists) => continue,
-                Err(e) => return Err(e),
-            },
-            Err(e) if uncertain(&e) => {
-                tracing::debug!(
-                    "zookeeper create under {lock} got no answer ({e}); looking for it"
-                );
-                maybe_applied = true;
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
-            Err(e) => return Err(e),
-        }
     }
 }
 
@@ -368,22 +205,23 @@ impl ZookeeperStore {
     }
 
     /// The children of `lock` that are lock nodes, in Curator's order.
-    async fn queue(client: &Client, lock: &str) -> Result<Vec<String>> {
-        let mut children = match client.list_children(lock).await {
-            Ok(c) => c,
-            Err(zookeeper_client::Error::NoNode) => Vec::new(),
-            Err(e) => return Err(zk_err("list children", e)),
-        };
-        children.retain(|c| sequence(c).is_some());
-        children.sort_by_key(|c| sequence(c));
-        Ok(children)
+    async fn queue(client: &Client, lock: &str) -> Result<Vec<rw::Child>> {
+        match client.list_children(lock).await {
+            Ok(c) => Ok(rw::ordered(c)),
+            Err(zookeeper_client::Error::NoNode) => Ok(Vec::new()),
+            Err(e) => Err(zk_err("list children", e)),
+        }
     }
 
     async fn attempt(&self, req: &AcquireRequest<'_>, until: Option<Instant>) -> Result<Attempt> {
+        if let Some(slot) = &req.slot {
+            return semaphore::attempt(self, req, slot, until).await;
+        }
         let session = self.session().await?;
         let client = session.client()?;
         let lock = self.lock_path(req.key)?;
-        if until.is_none() && !Self::queue(&client, &lock).await?.is_empty() {
+        let kind = rw::Kind::of(req.mode, self.cfg.curator);
+        if until.is_none() && rw::would_wait(&Self::queue(&client, &lock).await?, req.mode) {
             // One attempt on a taken lock: do not join the queue at all.
             return Ok(Attempt::Busy { holder_expires_in: None });
         }
@@ -393,6 +231,7 @@ impl ZookeeperStore {
             client.clone(),
             lock.clone(),
             uuid.clone(),
+            kind.marker(),
             node_data(req.owner, req.info),
         ));
         let mut guard = CreateGuard {
@@ -402,20 +241,19 @@ impl ZookeeperStore {
         };
         let (path, czxid) = guard.outcome().await?;
         let me = path.rsplit('/').next().unwrap_or_default().to_owned();
-        let my_seq = sequence(&me);
         loop {
             let queue = Self::queue(&client, &lock).await?;
-            let Some(pos) = queue.iter().position(|c| *c == me) else {
+            let Some(pos) = queue.iter().position(|c| c.name == me) else {
                 guard.disarm();
                 return Err(Error::unavailable(
                     format!("our zookeeper node {path} vanished (session expired?)"),
                     None,
                 ));
             };
-            if pos == 0 {
+            let Some(blocker) = rw::blocker(&queue, pos) else {
                 guard.disarm();
                 return Ok(self.grant(req, path, czxid, session, sent));
-            }
+            };
             let Some(until) = until else {
                 guard.undo_now().await?;
                 return Ok(Attempt::Busy { holder_expires_in: None });
@@ -424,8 +262,8 @@ impl ZookeeperStore {
                 guard.undo_now().await?;
                 return Ok(Attempt::Busy { holder_expires_in: None });
             }
-            debug_assert!(sequence(&queue[pos - 1]) < my_seq);
-            let pred = format!("{lock}/{}", queue[pos - 1]);
+            debug_assert!(blocker.seq < queue[pos].seq);
+            let pred = format!("{lock}/{}", blocker.name);
             let watcher = match client.check_and_watch_stat(&pred).await {
                 Ok((Some(_), w)) => w,
                 Ok((None, _)) => continue, // already gone
@@ -463,6 +301,17 @@ impl Store for ZookeeperStore {
             holders_know_fence: true,
             holders_know_info: true,
             waiting: "watch on the predecessor node only (no herd)",
+            primitives: crate::Primitives {
+                permits: true,
+                shared: true,
+                writer_preference: true,
+                shared_fence: true,
+                note: "semaphores on Curator's InterProcessSemaphoreV2 layout (slot and N in each \
+                       lease's data; Curator's leases take a permit without a slot), readers on \
+                       InterProcessReadWriteLock's (a writer blocks later readers by sequence), \
+                       several keys; exclusive grants are Curator mutex nodes unless \
+                       ?curator=rwlock",
+            },
         }
     }
 
@@ -511,9 +360,16 @@ impl Store for ZookeeperStore {
             None => {
                 // Not granted by this store instance: find the node carrying the owner's UUID.
                 let client = self.client().await?;
+                let leases = semaphore::leases_of_slot(self, key)?;
                 match find_own(&client, &lock, &uuid(owner)).await? {
                     Some(p) => (client, p),
-                    None => return Ok(false),
+                    None => match leases {
+                        Some(leases) => match find_own(&client, &leases, &uuid(owner)).await? {
+                            Some(p) => (client, p),
+                            None => return Ok(false),
+                        },
+                        None => return Ok(false),
+                    },
                 }
             }
         };
@@ -544,25 +400,30 @@ impl Store for ZookeeperStore {
         for k in keys {
             let Ok(k) = Key::new(k) else { continue };
             let lock = self.lock_path(&k)?;
-            let Some(first) = Self::queue(&client, &lock).await?.into_iter().next() else {
-                continue;
-            };
-            let Some(owner) = owner_of(&first) else {
-                foreign = true; // Curator or another client: its UUID is not an owner token
-                continue;
-            };
-            let path = format!("{lock}/{first}");
-            match client.get_data(&path).await {
-                Ok((data, stat)) => match data_of(&data, &owner) {
-                    Some(info) => {
-                        let fence = Some(FenceToken::new(stat.czxid as u64));
-                        out.push(Holder::new(k, owner, fence, None).with_info(info));
-                    }
-                    None => foreign = true,
-                },
-                Err(zookeeper_client::Error::NoNode) => {}
-                Err(e) => return Err(zk_err("get", e)),
+            let queue = Self::queue(&client, &lock).await?;
+            for held in rw::holding(&queue) {
+                let Some(owner) = owner_of(&held.name) else {
+                    foreign = true; // Curator or another client: its UUID is not an owner token
+                    continue;
+                };
+                let mode = if held.kind.exclusive() { Mode::Exclusive } else { Mode::Shared };
+                match client.get_data(&format!("{lock}/{}", held.name)).await {
+                    Ok((data, stat)) => match data_of(&data, &owner) {
+                        Some(info) => {
+                            let fence = Some(FenceToken::new(stat.czxid as u64));
+                            let h = Holder::new(k.clone(), owner, fence, None);
+                            out.push(h.with_info(info).with_mode(mode));
+                        }
+                        None => foreign = true,
+                    },
+                    Err(zookeeper_client::Error::NoNode) => {}
+                    Err(e) => return Err(zk_err("get", e)),
+                }
             }
+            // A semaphore of this name (its `leases`), or the semaphore a slot key names.
+            let (slots, other) = semaphore::holders(&client, self, &k).await?;
+            out.extend(slots);
+            foreign |= other;
         }
         if let Some(k) = key
             && out.is_empty()
@@ -575,9 +436,9 @@ impl Store for ZookeeperStore {
     }
 }
 
-/// `zk://H1:P1[,H2:P2…][/CHROOT][?session=DUR]`.
+/// `zk://H1:P1[,H2:P2…][/CHROOT][?session=DUR&curator=mutex|rwlock]`.
 pub(crate) const STORE: super::Descriptor = super::Descriptor {
-    form: "zk://H1:P1[,H2:P2…][/CHROOT][?session=10s]",
+    form: "zk://H1:P1[,H2:P2…][/CHROOT][?session=10s&curator=mutex|rwlock]",
     options: |url| parse_url(url).map(drop),
     open: |url, limits| super::opened(ZookeeperStore::open(url, limits)),
     probe: |url, p| Box::pin(probe::zookeeper(url, p)),

@@ -51,6 +51,7 @@ impl Store for Fake {
             holders_know_fence: self.know,
             holders_know_info: false,
             waiting: "",
+            primitives: crate::Primitives::MUTEX,
         }
     }
     async fn try_acquire(&self, _: &AcquireRequest<'_>) -> crate::Result<Attempt> {
