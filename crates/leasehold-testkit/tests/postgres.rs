@@ -21,6 +21,36 @@ mod session {
     conformance_suite!(postgres_session_fixture());
 }
 
+mod lease_primitives {
+    use leasehold_testkit::{postgres_fixture, primitives_suite};
+    primitives_suite!(postgres_fixture());
+}
+
+mod session_primitives {
+    use leasehold_testkit::{postgres_session_fixture, primitives_suite};
+    primitives_suite!(postgres_session_fixture());
+}
+
+/// Session advisory locks cannot record a semaphore's permit count: asking is refused at
+/// once, the error naming the store and the primitive, and nothing is held.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn session_semaphores_are_refused_by_name() {
+    let fx = postgres_session_fixture().await;
+    let g = fx.locker.guarantees();
+    assert!(!g.primitives.permits && g.primitives.shared && g.primitives.writer_preference);
+    let r = fx.locker.acquire_permit("session-sem", 2, Duration::from_secs(30)).await;
+    match r {
+        Err(e @ Error::Unsupported { backend: "postgres-session", primitive, .. }) => {
+            assert!(primitive.contains("semaphore"), "{primitive}");
+            let text = e.to_string();
+            assert!(text.contains("postgres-session") && text.contains("semaphore"), "{text}");
+            assert!(text.contains("mode=lease"), "says what to use instead: {text}");
+        }
+        other => panic!("a semaphore on session locks: {other:?}"),
+    }
+    assert!(fx.locker.holders(Some("session-sem#0")).await.unwrap().is_empty());
+}
+
 fn worker() -> &'static Path {
     Path::new(env!("CARGO_BIN_EXE_lh-worker"))
 }

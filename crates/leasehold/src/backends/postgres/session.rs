@@ -24,6 +24,14 @@ pub struct SessionStatements {
     pub verify: String,
     /// → whether the lock was held (and is now released).
     pub unlock: String,
+    /// A reader's [`SessionStatements::try_grant`]: `pg_try_advisory_lock_shared`, refused
+    /// while a writer holds the lock or waits for it in the server's queue.
+    pub try_grant_shared: String,
+    /// A reader's [`SessionStatements::wait_grant`] (`pg_advisory_lock_shared`, queued
+    /// behind waiting writers).
+    pub wait_grant_shared: String,
+    /// A reader's [`SessionStatements::unlock`].
+    pub unlock_shared: String,
     /// Run once on every session connection before its first grant (simple query protocol;
     /// empty with `fence=none`): under a transaction advisory lock, moves the sequence up to
     /// the server's clock in µs when it is more than 10 ms behind, so that grants after a
@@ -60,15 +68,24 @@ impl SessionStatements {
                  COMMIT;"
             )
         });
-        SessionStatements {
-            try_grant: format!(
-                "SELECT CASE WHEN pg_try_advisory_lock({LOCK_ID}) THEN {fence} ELSE -1 END"
-            ),
-            wait_grant: format!(
+        let try_grant = |shared: &str| {
+            format!(
+                "SELECT CASE WHEN pg_try_advisory_lock{shared}({LOCK_ID}) THEN {fence} ELSE -1 END"
+            )
+        };
+        let wait_grant = |shared: &str| {
+            format!(
                 "WITH c AS MATERIALIZED (SELECT set_config('lock_timeout', $2, true) AS v),
-                      g AS MATERIALIZED (SELECT pg_advisory_lock({LOCK_ID}) AS l FROM c)
+                      g AS MATERIALIZED (SELECT pg_advisory_lock{shared}({LOCK_ID}) AS l FROM c)
                  SELECT {fence} FROM g"
-            ),
+            )
+        };
+        SessionStatements {
+            try_grant: try_grant(""),
+            wait_grant: wait_grant(""),
+            try_grant_shared: try_grant("_shared"),
+            wait_grant_shared: wait_grant("_shared"),
+            unlock_shared: format!("SELECT pg_advisory_unlock_shared({LOCK_ID})"),
             verify: format!(
                 "SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted
                      AND pid = pg_backend_pid() AND objsubid = 1
@@ -94,6 +111,8 @@ struct SessionConn {
     verify: Statement,
     ping: Statement,
     unlock: Statement,
+    /// The reader's statements: try, wait, unlock.
+    shared: [Statement; 3],
     keys: Mutex<HashSet<String>>,
 }
 
@@ -130,11 +149,29 @@ impl SessionConn {
                 client.prepare(&sql.verify).await?,
                 client.prepare("SELECT 1").await?,
                 client.prepare(&sql.unlock).await?,
+                client.prepare(&sql.try_grant_shared).await?,
+                client.prepare(&sql.wait_grant_shared).await?,
+                client.prepare(&sql.unlock_shared).await?,
             ])
         };
-        let [try_grant, wait_grant, verify, ping, unlock] =
+        let [try_grant, wait_grant, verify, ping, unlock, try_s, wait_s, unlock_s] =
             pg.bounded("prepare", connect, prepared).await?;
-        Ok(SessionConn { pg, try_grant, wait_grant, verify, ping, unlock, keys: Mutex::default() })
+        let shared = [try_s, wait_s, unlock_s];
+        Ok(SessionConn {
+            pg,
+            try_grant,
+            wait_grant,
+            verify,
+            ping,
+            unlock,
+            shared,
+            keys: Mutex::default(),
+        })
+    }
+
+    /// The unlock statement for a grant in `mode`.
+    fn unlock_for(&self, mode: crate::Mode) -> &Statement {
+        if mode == crate::Mode::Shared { &self.shared[2] } else { &self.unlock }
     }
 
     fn keys(&self) -> std::sync::MutexGuard<'_, HashSet<String>> {
@@ -144,6 +181,7 @@ impl SessionConn {
 
 struct Held {
     key: Key,
+    mode: crate::Mode,
     fence: u64,
     info: Option<HolderInfo>,
     conn: Arc<SessionConn>,
@@ -191,6 +229,7 @@ impl std::fmt::Debug for PgSessionStore {
 struct InFlight {
     conn: Option<Arc<SessionConn>>,
     name: String,
+    mode: crate::Mode,
     waiting: bool,
     undoing: Arc<Undoing>,
 }
@@ -218,6 +257,7 @@ impl Drop for InFlight {
             return;
         };
         let (name, waiting, undoing) = (self.name.clone(), self.waiting, self.undoing.clone());
+        let mode = self.mode;
         undoing.start(&name);
         rt.spawn(async move {
             if waiting {
@@ -226,7 +266,7 @@ impl Drop for InFlight {
             // Runs after the abandoned request on the same connection.
             let undone = tokio::time::timeout(
                 Duration::from_secs(10),
-                conn.pg.client.query_one(&conn.unlock, &[&name]),
+                conn.pg.client.query_one(conn.unlock_for(mode), &[&name]),
             )
             .await;
             if !matches!(undone, Ok(Ok(_))) {
@@ -304,6 +344,7 @@ impl PgSessionStore {
         name: &str,
         exclusive: bool,
         info: Option<&HolderInfo>,
+        mode: crate::Mode,
     ) -> Result<InFlight> {
         let found = {
             let mut conns = self.conns();
@@ -336,6 +377,7 @@ impl PgSessionStore {
         Ok(InFlight {
             conn: Some(conn),
             name: name.to_owned(),
+            mode,
             waiting: exclusive,
             undoing: self.undoing.clone(),
         })
@@ -352,15 +394,20 @@ impl PgSessionStore {
 
     async fn grant(&self, req: &AcquireRequest<'_>, wait: Option<Duration>) -> Result<Attempt> {
         let name = self.lock_name(req.key);
-        let flight = self.reserve(&name, wait.is_some(), req.info).await?;
+        let flight = self.reserve(&name, wait.is_some(), req.info, req.mode).await?;
         let sent = Instant::now();
         let c = flight.conn();
+        let shared = req.mode == crate::Mode::Shared;
+        let (try_grant, wait_grant) = match shared {
+            true => (&c.shared[0], &c.shared[1]),
+            false => (&c.try_grant, &c.wait_grant),
+        };
         let res = match wait {
-            None => c.pg.client.query_one(&c.try_grant, &[&name]).await,
+            None => c.pg.client.query_one(try_grant, &[&name]).await,
             Some(t) => {
                 // 0 means "no timeout" to the server: what an unbounded wait asks.
                 let t = if t.as_millis() >= i32::MAX as u128 { 0 } else { ms(t) };
-                c.pg.client.query_one(&c.wait_grant, &[&name, &format!("{t}ms")]).await
+                c.pg.client.query_one(wait_grant, &[&name, &format!("{t}ms")]).await
             }
         };
         let fence: i64 = match res {
@@ -378,8 +425,13 @@ impl PgSessionStore {
             return Ok(Attempt::Busy { holder_expires_in: None });
         }
         let end = conn.pg.end_signal();
-        let held =
-            Held { key: req.key.clone(), fence: fence as u64, info: req.info.cloned(), conn };
+        let held = Held {
+            key: req.key.clone(),
+            mode: req.mode,
+            fence: fence as u64,
+            info: req.info.cloned(),
+            conn,
+        };
         self.held().insert(*req.owner, held);
         Ok(Attempt::Granted(Grant::new(FenceToken::new(fence as u64), sent).with_session_end(end)))
     }
@@ -436,7 +488,15 @@ impl Store for PgSessionStore {
             // This process's grants only: another process's lock is `Busy` in `holders`.
             holders_know_info: true,
             waiting: "server-side blocking pg_advisory_lock under lock_timeout (FIFO)",
-            primitives: crate::mode::Primitives::MUTEX,
+            primitives: crate::mode::Primitives {
+                permits: false,
+                note: "readers with pg_advisory_lock_shared, fenced from the sequence; the \
+                       server's lock queue gives writers preference (a reader, waiting or \
+                       trying, is refused while a writer waits in pg_advisory_lock); semaphores \
+                       are refused (an advisory lock has nowhere to record the permit count \
+                       atomically with the grant: use mode=lease); several keys",
+                ..crate::mode::Primitives::ALL
+            },
         }
     }
 
@@ -486,7 +546,7 @@ impl Store for PgSessionStore {
         // An abandoned request for this key must not grab what we free.
         self.undoing.settled(&name, Duration::from_secs(10)).await;
         let params: [&(dyn tokio_postgres::types::ToSql + Sync); 1] = [&name];
-        let unlock = h.conn.pg.client.query_one(&h.conn.unlock, &params);
+        let unlock = h.conn.pg.client.query_one(h.conn.unlock_for(h.mode), &params);
         let answer = tokio::time::timeout(self.op().mul_f64(0.9), unlock).await;
         unanswered.0 = None;
         let Ok(answer) = answer else {
@@ -525,6 +585,7 @@ impl Store for PgSessionStore {
             .map(|(o, h)| {
                 Holder::new(h.key.clone(), *o, Some(FenceToken::new(h.fence)), None)
                     .with_info(h.info.clone())
+                    .with_mode(h.mode)
             })
             .collect();
         if let Some(key) = key
