@@ -134,6 +134,20 @@ pub(crate) struct RunOpt {
     /// run failed).
     #[arg(long, value_name = "PATH")]
     pub metrics_file: Option<PathBuf>,
+    /// Hold one of N permits of KEY (a semaphore, as consul lock -n): at most N runs hold
+    /// KEY at once, each in a slot of its own, KEY#0 … KEY#(N-1), with that slot's own
+    /// fence. Exports LEASEHOLD_SLOT (the slot, 0..N), LEASEHOLD_PERMITS (N), and
+    /// LEASEHOLD_KEY / LEASEHOLD_FENCE / LEASEHOLD_OWNER of the slot (KEY#SLOT). Runs
+    /// naming another N for a KEY held are refused (exit 64); so is a store that cannot
+    /// hold semaphores (`leasehold doctor` says which can).
+    #[arg(short = 'n', long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=256))]
+    pub permits: Option<u32>,
+    /// Hold KEY as a reader (as flock -s): readers run together, a plain `run` of KEY is
+    /// the writer and runs alone; a writer waiting keeps new readers out until it has run,
+    /// where the store can (sqlite, redis). Exports LEASEHOLD_MODE=shared and the reader's
+    /// own fence. Exit 64 on a store that cannot hold readers.
+    #[arg(short = 's', long)]
+    pub shared: bool,
 }
 
 #[derive(Subcommand, Debug)]
@@ -149,8 +163,11 @@ pub(crate) enum Cmd {
         grant: GrantOpt,
         #[command(flatten)]
         opt: RunOpt,
-        /// The key to hold.
-        key: String,
+        /// The key to hold; several keys are all held at once (taken in sorted order, so
+        /// runs naming them in any order never deadlock), one fence per key in
+        /// LEASEHOLD_KEY_I / LEASEHOLD_FENCE_I / LEASEHOLD_OWNER_I.
+        #[arg(required = true, num_args = 1.., value_name = "KEY")]
+        keys: Vec<String>,
         /// The command and its arguments, after `--`.
         #[arg(last = true, required = true, value_name = "CMD")]
         command: Vec<OsString>,

@@ -52,7 +52,7 @@ impl Exit {
 impl From<Error> for Exit {
     fn from(e: Error) -> Self {
         let code = match &e {
-            Error::InvalidInput(_) => code::USAGE,
+            Error::InvalidInput(_) | Error::Unsupported { .. } => code::USAGE,
             Error::Busy { .. } | Error::HeldByThisLocker { .. } => code::BUSY,
             Error::NotOwner { .. } => code::NOT_OWNER,
             Error::Lost { .. } => code::LOST,
@@ -214,10 +214,10 @@ async fn doctor_cmd(
 
 async fn dispatch(cmd: Cmd) -> Exit {
     let r = match cmd {
-        Cmd::Run { store, timeout, grant, opt, key, command } => {
-            run::metrics::install(opt.metrics_file.clone(), &key);
+        Cmd::Run { store, timeout, grant, opt, keys, command } => {
+            run::metrics::install(opt.metrics_file.clone(), &keys.join(" "));
             let started = std::time::Instant::now();
-            let r = run::run(store, timeout, grant, &opt, key, command).await;
+            let r = run::run(store, timeout, grant, &opt, keys, command).await;
             run::metrics::flush(r.as_ref().map_or_else(|e| e.code, |e| e.code), started);
             r
         }

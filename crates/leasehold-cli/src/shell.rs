@@ -52,7 +52,19 @@ beside the database.
 \fBLEASEHOLD_KEY\fR, \fBLEASEHOLD_FENCE\fR, \fBLEASEHOLD_OWNER\fR, \fBLEASEHOLD_STORE_ID\fR
 Set by \fBleasehold run\fR for its command: the key, the grant's fence, its owner token and
 the store (password redacted). A nested \fBleasehold run\fR of the same key on the same store
-runs under that grant.
+runs under that grant. For a \fB\-\-permits\fR run the key is the slot's, \fIKEY\fR#\fISLOT\fR,
+with that slot's fence.
+.TP
+\fBLEASEHOLD_SLOT\fR, \fBLEASEHOLD_PERMITS\fR
+Set by \fBleasehold run \-\-permits\fR \fIN\fR: the slot held (0 to \fIN\fR\-1) and \fIN\fR.
+.TP
+\fBLEASEHOLD_MODE\fR
+\fBshared\fR for \fBleasehold run \-\-shared\fR (a reader), else \fBexclusive\fR.
+.TP
+\fBLEASEHOLD_KEYS\fR, \fBLEASEHOLD_KEY_\fR\fII\fR, \fBLEASEHOLD_FENCE_\fR\fII\fR, \fBLEASEHOLD_OWNER_\fR\fII\fR
+Set by \fBleasehold run\fR \fIKEY1 KEY2\fR ... (several keys, all held): the number of keys,
+then for each \fII\fR from 0, in sorted key order, its key, fence and owner token
+(\fBLEASEHOLD_KEY\fR and the others without a suffix are not set).
 "#;
 
 const SIGNALS: &str = r#".SH SIGNALS
@@ -74,7 +86,8 @@ left its process group) as soon as \fBrun\fR is gone, whatever killed it.
 
 const EXIT_STATUS: &str = r#".SH EXIT STATUS
 0 success (for \fBrun\fR: the command's own code, 128+N if it died of signal N);
-64 invalid usage or input; 69 store unavailable or an outcome unknown (never once \fBrun\fR's
+64 invalid usage or input (also: a store that cannot hold \fB\-\-permits\fR or
+\fB\-\-shared\fR, another permit count than the one held); 69 store unavailable or an outcome unknown (never once \fBrun\fR's
 command has started); 70 internal error (\fBrun\fR: its supervisor died); 75 busy (\fBrun \-E N\fR: N); 77 not the owner; 78 the store refused
 the configuration (authentication, TLS, a missing database); 79 the lease was lost while the
 command ran; 126/127 the command could not be executed / was not found.

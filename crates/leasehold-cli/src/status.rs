@@ -50,6 +50,12 @@ fn row_json(h: &leasehold::Holder, show_owner: bool) -> Value {
         "expires_in": h.expires_in.map(|d| d.as_millis() as u64),
         "info": h.info,
     });
+    if h.mode == leasehold::Mode::Shared {
+        v["mode"] = json!("shared");
+    }
+    if let Some((_, slot)) = slot_of(h.key.as_str()) {
+        v["slot"] = json!(slot);
+    }
     if show_owner {
         v["owner"] = json!(h.owner.to_string());
     }
@@ -85,6 +91,15 @@ pub(crate) async fn status(
         }
         r => r?,
     };
+    // A semaphore's permits are held as slots KEY#0 … KEY#(N-1): list them with KEY.
+    let mut holders = holders;
+    if let Some(k) = key.as_deref()
+        && let Ok(all) = locker.holders(None).await
+    {
+        holders.extend(
+            all.into_iter().filter(|h| slot_of(h.key.as_str()).is_some_and(|(s, _)| s == k)),
+        );
+    }
     if show.json {
         let rows: Vec<Value> = holders.iter().map(|h| row_json(h, show.show_owner)).collect();
         println!("{}", Value::Array(rows));
@@ -96,6 +111,13 @@ pub(crate) async fn status(
     }
     print!("{}", table(&holders, show.show_owner));
     Ok(Exit::ok(0))
+}
+
+/// `(semaphore, slot)` of a slot key `KEY#N`.
+fn slot_of(key: &str) -> Option<(&str, u32)> {
+    let (sem, n) = key.rsplit_once('#')?;
+    let slot = n.parse().ok().filter(|_| n.bytes().all(|b| b.is_ascii_digit()))?;
+    Some((sem, slot))
 }
 
 /// The holders as aligned columns, one line each whatever the keys hold.
@@ -111,8 +133,15 @@ fn table(holders: &[leasehold::Holder], show_owner: bool) -> String {
                 None => ("-".into(), "-".into(), "-".into(), "-".into()),
             };
             let owner = if show_owner { h.owner.to_string() } else { short_owner(&h.owner) };
+            let key = match (h.mode, slot_of(h.key.as_str())) {
+                (leasehold::Mode::Shared, _) => format!("{} (reader)", escape(h.key.as_str())),
+                (_, Some((sem, slot))) => {
+                    format!("{} (permit {slot} of {})", escape(h.key.as_str()), escape(sem))
+                }
+                _ => escape(h.key.as_str()),
+            };
             [
-                escape(h.key.as_str()),
+                key,
                 owner,
                 h.fence.map_or_else(|| "-".to_string(), |f| f.to_string()),
                 h.expires_in.map_or_else(|| "session".to_string(), dur::human),

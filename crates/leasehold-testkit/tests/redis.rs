@@ -6,9 +6,10 @@ use std::time::Duration;
 use leasehold::fence::redis::RedisFence;
 use leasehold::{Error, Locker, Wait};
 use leasehold_testkit::servers::RedisServer;
-use leasehold_testkit::{conformance_suite, process, redis_fixture};
+use leasehold_testkit::{conformance_suite, primitives_suite, process, redis_fixture};
 
 conformance_suite!(redis_fixture());
+primitives_suite!(redis_fixture());
 
 fn worker() -> &'static Path {
     Path::new(env!("CARGO_BIN_EXE_lh-worker"))

@@ -330,6 +330,25 @@ where
     F: FnOnce() -> Fut,
     Fut: Future<Output = Result<Box<dyn Watch>>>,
 {
+    acquire_watching_with(req, until, watch, || store.try_acquire(req)).await
+}
+
+/// [`acquire_watching`] with the store's own attempt instead of [`Store::try_acquire`]: for a
+/// store whose attempts while waiting differ from a one-shot attempt (a refused writer that
+/// records its intent, so that new readers wait behind it). Each attempt is bounded by the
+/// op timeout.
+pub async fn acquire_watching_with<F, Fut, A, AFut>(
+    req: &AcquireRequest<'_>,
+    until: Option<Instant>,
+    watch: F,
+    mut attempt: A,
+) -> Result<Attempt>
+where
+    F: FnOnce() -> Fut,
+    Fut: Future<Output = Result<Box<dyn Watch>>>,
+    A: FnMut() -> AFut,
+    AFut: Future<Output = Result<Attempt>>,
+{
     let mut watch = match until {
         // Bounded too: a subscription to a frozen store must not hang the acquire.
         Some(_) => match tokio::time::timeout(req.op_timeout, watch()).await {
@@ -347,7 +366,7 @@ where
         None => None,
     };
     loop {
-        let attempt = within_op_timeout(req, store.try_acquire(req)).await?;
+        let attempt = within_op_timeout(req, attempt()).await?;
         let Attempt::Busy { holder_expires_in } = attempt else {
             return Ok(attempt);
         };

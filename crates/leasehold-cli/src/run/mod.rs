@@ -4,6 +4,7 @@
 mod at_least;
 mod grace;
 mod handle;
+pub(crate) mod held;
 pub(crate) mod metrics;
 mod nested;
 pub(crate) mod supervise;
@@ -11,7 +12,6 @@ pub(crate) mod supervise;
 use std::ffi::OsString;
 use std::time::{Duration, Instant};
 
-use leasehold::fence::{ENV_FENCE, ENV_KEY, ENV_OWNER};
 use leasehold::{Error, HolderInfo, LockKind, Locker, LostReason, Wait};
 use tokio::signal::unix::{Signal, SignalKind, signal};
 
@@ -30,7 +30,20 @@ pub(crate) const ABOUT: &str = "\
 Run CMD while holding KEY: flock(1) for a cluster.
 
 Exports LEASEHOLD_KEY, LEASEHOLD_FENCE and LEASEHOLD_OWNER to the command and renews the
-lease every ttl/3. The command runs in a process group of its own under a small supervisor
+lease every ttl/3.
+
+More primitives, same lease protocol (every grant fenced, renewed, lost and killed alike):
+  leasehold run --permits 3 KEY -- CMD   one of 3 permits (a semaphore, as consul lock -n):
+      LEASEHOLD_SLOT (0..2), LEASEHOLD_PERMITS, and LEASEHOLD_KEY=KEY#SLOT with that slot's
+      LEASEHOLD_FENCE and LEASEHOLD_OWNER
+  leasehold run --shared KEY -- CMD      a reader (flock -s): readers overlap; a plain run of
+      KEY is the writer and runs alone; a waiting writer keeps new readers out (sqlite,
+      redis); LEASEHOLD_MODE=shared
+  leasehold run A B C -- CMD             all keys at once, taken in sorted order (no deadlock
+      whatever order runs name them): LEASEHOLD_KEYS=3, then LEASEHOLD_KEY_0,
+      LEASEHOLD_FENCE_0, LEASEHOLD_OWNER_0 … in sorted key order
+A store that cannot hold a semaphore or readers refuses at once (exit 64); so does a
+--permits N naming another N than the runs holding KEY. The command runs in a process group of its own under a small supervisor
 (`leasehold supervise`) that holds a socket from `run`: if `run` dies for any reason (kill -9,
 the OOM killer), the supervisor SIGKILLs the command and every process it started at once.
 On Linux the supervisor is a child subreaper, so processes that left the group (setsid,
@@ -124,10 +137,18 @@ pub(crate) async fn run(
     TimeoutOpt { timeout }: TimeoutOpt,
     GrantOpt { ttl, wait }: GrantOpt,
     opt: &RunOpt,
-    key: String,
+    keys: Vec<String>,
     command: Vec<OsString>,
 ) -> Result<Exit, Exit> {
     let usage = |m: String| Exit::fail(code::USAGE, m);
+    let key = keys.join(" ");
+    let single = keys.len() == 1 && opt.permits.is_none() && !opt.shared;
+    if keys.len() > 1 && (opt.permits.is_some() || opt.shared) {
+        return Err(usage("--permits and --shared take one KEY".into()));
+    }
+    if opt.at_least.is_some() && !single {
+        return Err(usage("--at-least takes one KEY, without --permits or --shared".into()));
+    }
     if opt.at_least.is_some_and(|d| d > leasehold::MAX_TTL) {
         return Err(usage("--at-least is longer than a lease can be (one year)".into()));
     }
@@ -154,7 +175,11 @@ pub(crate) async fn run(
     let kind = locker.guarantees().kind;
     let plan = grace::plan(ttl, opt.grace, kind).map_err(usage)?;
     let busy_code = opt.conflict_exit_code.unwrap_or(code::BUSY);
-    match nested::parents_grant(&locker, &key, &store_id).await {
+    let parent = match single {
+        true => nested::parents_grant(&locker, &key, &store_id).await,
+        false => Parent::None,
+    };
+    match parent {
         Parent::None => {}
         // Nested in a run of the same key: the parent's grant covers this command.
         Parent::Confirmed(fence) => return Err(nested::exec(&command, Some(fence))),
@@ -169,11 +194,16 @@ pub(crate) async fn run(
         }
     }
     let acquire = |wait: Wait| {
-        let a = locker.acquire(&key, ttl).wait(wait).auto_renew(true);
-        match plan.margin {
-            Some(m) => a.margin(m),
-            None => a,
-        }
+        let ask = held::Ask {
+            keys: &keys,
+            permits: opt.permits,
+            shared: opt.shared,
+            ttl,
+            wait,
+            margin: plan.margin,
+        };
+        let locker = &locker;
+        async move { held::acquire(locker, &ask).await }
     };
     // The round trip says whether the ttl leaves renewals room: the acquire's own when it
     // does not wait, else one status request's.
@@ -182,7 +212,7 @@ pub(crate) async fn run(
         let a = acquire(wait).await;
         (a, sent.elapsed())
     } else {
-        let _ = locker.holders(Some(&key)).await;
+        let _ = locker.holders(Some(&keys[0])).await;
         let rtt = sent.elapsed();
         (acquire(wait).await, rtt)
     };
@@ -227,12 +257,9 @@ pub(crate) async fn run(
     }
 
     let mut signals = Signals::install()?;
-    let env = [
-        (ENV_KEY, lease.key().as_str().to_owned()),
-        (ENV_FENCE, lease.fence().to_string()),
-        (ENV_OWNER, lease.owner().to_string()),
-        (ENV_STORE_ID, store_id.clone()),
-    ];
+    let mut env = lease.env();
+    env.push((ENV_STORE_ID.to_owned(), store_id.clone()));
+    let env: Vec<(&str, String)> = env.iter().map(|(k, v)| (k.as_str(), v.clone())).collect();
     // Orphans of a killed supervisor come to this process, which then kills them.
     #[cfg(target_os = "linux")]
     let _ = nix::sys::prctl::set_child_subreaper(true);
@@ -296,20 +323,22 @@ pub(crate) async fn run(
             ),
         )
     };
-    let released = match opt.at_least {
-        Some(d) => match at_least::hold(&locker, lease, granted + d, &mut signals).await {
-            at_least::Held::Kept => Ok(true),
-            at_least::Held::Released(r) => r,
-            at_least::Held::NotOurs => Ok(false),
-            at_least::Held::Failed(e) => {
-                eprintln!(
-                    "leasehold: warning: could not keep {key:?} for --at-least ({e}); its ttl \
+    let released = match (opt.at_least, lease) {
+        (Some(d), held::Held::One(lease, _)) => {
+            match at_least::hold(&locker, lease, granted + d, &mut signals).await {
+                at_least::Held::Kept => Ok(true),
+                at_least::Held::Released(r) => r,
+                at_least::Held::NotOurs => Ok(false),
+                at_least::Held::Failed(e) => {
+                    eprintln!(
+                        "leasehold: warning: could not keep {key:?} for --at-least ({e}); its ttl \
                      frees it"
-                );
-                Ok(true)
+                    );
+                    Ok(true)
+                }
             }
-        },
-        None => lease.release().await.map(|r| r.is_clean()),
+        }
+        (_, lease) => lease.release().await.map(|r| r.is_clean()),
     };
     // A release sent in the background gets a short while; the store's expiry is the
     // backstop, and exit does not wait again.
@@ -341,7 +370,7 @@ enum Watched {
 /// everything it started have ended.
 async fn watch(
     sup: &mut Supervisor,
-    lease: &leasehold::Lease,
+    lease: &held::Held,
     key: &str,
     grace: Duration,
     signals: &mut Signals,

@@ -44,25 +44,85 @@ end
 return {0, redis.call('PTTL', KEYS[1])}";
 
 /// `KEYS`: lease and holder info of each lease, in pairs; `ARGV`: owner and ttl ms of each.
+/// A lease key holding `readers` is held by readers (`prims.rs`): the owner's entry in
+/// `LEASE:readers` is renewed if it is live, and the marker kept to the latest reader.
 pub(super) const RENEW_MANY: &str = r"
+redis.replicate_commands()
 local out = {}
 for i = 1, #KEYS / 2 do
   local k = KEYS[2 * i - 1]
-  if redis.call('GET', k) == ARGV[2 * i - 1] then
+  local v = redis.call('GET', k)
+  if v == ARGV[2 * i - 1] then
     out[i] = redis.call('PEXPIRE', k, ARGV[2 * i])
     redis.call('PEXPIRE', KEYS[2 * i], ARGV[2 * i])
+  elseif v == 'readers' then
+    out[i] = 0
+    local r = redis.call('HGET', k .. ':readers', ARGV[2 * i - 1])
+    if r then
+      local t = redis.call('TIME')
+      local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+      local e, rest = string.match(r, '^(%d+) (.*)$')
+      if tonumber(e) > now_ms then
+        local ttl = tonumber(ARGV[2 * i])
+        redis.call('HSET', k .. ':readers', ARGV[2 * i - 1],
+          string.format('%d', now_ms + ttl) .. ' ' .. rest)
+        if redis.call('PTTL', k) < ttl then
+          redis.call('PEXPIRE', k, ttl)
+          redis.call('PEXPIRE', k .. ':readers', ttl)
+        end
+        out[i] = 1
+      end
+    end
   else
     out[i] = 0
   end
 end
 return out";
 
-/// `KEYS`: lease, holder info; `ARGV`: owner, the channel to wake waiters on.
+/// `KEYS`: lease, holder info; `ARGV`: owner, the channel to wake waiters on. A reader's
+/// release (the lease key holds `readers`, `prims.rs`) removes its entry, and the marker
+/// with the last live one; any release also withdraws the owner's writer intent (the
+/// cleanup of a wait given up), waking the readers it held back.
 pub(super) const RELEASE: &str = r"
-if redis.call('GET', KEYS[1]) == ARGV[1] then
+redis.replicate_commands()
+local v = redis.call('GET', KEYS[1])
+if v == ARGV[1] then
   redis.call('DEL', KEYS[1], KEYS[2])
+  redis.call('HDEL', KEYS[1] .. ':intents', ARGV[1])
   redis.call('PUBLISH', ARGV[2], '1')
   return 1
+end
+if v == 'readers' then
+  local rk = KEYS[1] .. ':readers'
+  local r = redis.call('HGET', rk, ARGV[1])
+  if r then
+    local t = redis.call('TIME')
+    local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+    redis.call('HDEL', rk, ARGV[1])
+    local last = 0
+    local rs = redis.call('HGETALL', rk)
+    for i = 1, #rs, 2 do
+      local e = tonumber(string.match(rs[i + 1], '^(%d+)'))
+      if e <= now_ms then
+        redis.call('HDEL', rk, rs[i])
+      elseif e > last then
+        last = e
+      end
+    end
+    if last == 0 then
+      redis.call('DEL', KEYS[1], rk)
+    else
+      redis.call('SET', KEYS[1], 'readers', 'PX', last - now_ms)
+    end
+    redis.call('PUBLISH', ARGV[2], '1')
+    if tonumber(string.match(r, '^(%d+)')) > now_ms then
+      return 1
+    end
+    return 0
+  end
+end
+if redis.call('HDEL', KEYS[1] .. ':intents', ARGV[1]) == 1 then
+  redis.call('PUBLISH', ARGV[2], '1')
 end
 return 0";
 

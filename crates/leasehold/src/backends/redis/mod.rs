@@ -33,6 +33,7 @@
 mod connect;
 pub mod fence;
 mod keys;
+mod prims;
 mod probe;
 mod pubsub;
 pub mod redlock;
@@ -320,6 +321,16 @@ impl Node {
         key: Option<&Key>,
         fenced: bool,
     ) -> Result<Vec<Holder>> {
+        Ok(self.holders_and_readers(names, key, fenced).await?.0)
+    }
+
+    /// The exclusive holders, and the keys held by readers (the lease marker `readers`).
+    pub async fn holders_and_readers(
+        &self,
+        names: &Names,
+        key: Option<&Key>,
+        fenced: bool,
+    ) -> Result<(Vec<Holder>, Vec<Key>)> {
         let mut c = self.conn.clone();
         let keys: Vec<String> = match key {
             Some(k) => vec![names.lease(k)],
@@ -348,7 +359,7 @@ impl Node {
                 found
             }
         };
-        let mut out = Vec::new();
+        let (mut out, mut read) = (Vec::new(), Vec::new());
         for chunk in keys.chunks(500) {
             let mut pipe = redis::pipe();
             for lk in chunk {
@@ -366,6 +377,10 @@ impl Node {
                     .unwrap_or(0);
                 let info: Option<String> = redis::from_redis_value(v[3].clone()).ok().flatten();
                 let (Some(owner), Some(key)) = (owner, names.key_of(lk)) else { continue };
+                if owner == "readers" {
+                    read.push(key);
+                    continue;
+                }
                 let Ok(owner) = owner.parse::<OwnerToken>() else { continue };
                 let left = (pttl >= 0).then(|| Duration::from_millis(pttl as u64));
                 out.push(
@@ -379,7 +394,7 @@ impl Node {
                 );
             }
         }
-        Ok(out)
+        Ok((out, read))
     }
 }
 
@@ -488,13 +503,22 @@ impl Store for RedisStore {
             holders_know_info: true,
             waiting: "pub/sub message on release (one waiter woken per process), else the \
                       holder's PTTL",
-            primitives: crate::mode::Primitives::MUTEX,
+            primitives: crate::mode::Primitives {
+                note: "semaphores (permit count checked in the slot's grant script), fenced \
+                       readers with writer preference, several keys; one server (not Cluster)",
+                ..crate::mode::Primitives::ALL
+            },
         }
     }
 
     async fn try_acquire(&self, req: &AcquireRequest<'_>) -> Result<Attempt> {
         let sent = Instant::now();
-        match self.node.grant(&self.names, req.key, req.owner, req.ttl, req.info).await? {
+        let answer = match (req.mode, req.slot) {
+            (crate::Mode::Shared, _) => self.grant_shared(req).await?,
+            (_, Some(slot)) => self.grant_slot(req, slot).await?,
+            _ => self.node.grant(&self.names, req.key, req.owner, req.ttl, req.info).await?,
+        };
+        match answer {
             Ok(fence) => {
                 if let Some((n, t)) = self.wait_replicas {
                     let acked = self.node.wait_replicas(n, t).await?;
@@ -515,7 +539,11 @@ impl Store for RedisStore {
     }
 
     async fn acquire(&self, req: &AcquireRequest<'_>, until: Option<Instant>) -> Result<Attempt> {
-        crate::store::acquire_watching(self, req, until, || self.watch(req.key)).await
+        match until {
+            // A waiting writer records its intent, so new readers wait behind it.
+            Some(u) if req.mode == crate::Mode::Exclusive => self.acquire_as_writer(req, u).await,
+            _ => crate::store::acquire_watching(self, req, until, || self.watch(req.key)).await,
+        }
     }
 
     async fn renew(&self, key: &Key, owner: &OwnerToken, ttl: Duration) -> Result<bool> {
@@ -532,7 +560,14 @@ impl Store for RedisStore {
     }
 
     async fn holders(&self, key: Option<&Key>) -> Result<Vec<Holder>> {
-        self.node.holders(&self.names, key, true).await
+        let (mut out, read) = self.node.holders_and_readers(&self.names, key, true).await?;
+        for k in read {
+            for (owner, left, fence, info) in self.reader_rows(&k).await? {
+                let h = Holder::new(k.clone(), owner, Some(FenceToken::new(fence)), Some(left));
+                out.push(h.with_info(info).with_mode(crate::Mode::Shared));
+            }
+        }
+        Ok(out)
     }
 
     async fn forget(&self, key: &Key) -> Result<()> {

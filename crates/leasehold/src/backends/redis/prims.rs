@@ -1,0 +1,290 @@
+//! Semaphores and readers on one Redis server (`docs/design.md` §9): Lua scripts beside the
+//! mutex's (`keys.rs`), on the same key names.
+//!
+//! - Readers: `PREFIX{KEY}:readers`, a hash `owner → "expires_ms fence info"` (expiry by the
+//!   server's TIME, per reader), and the lease key `PREFIX{KEY}` itself set to `readers`
+//!   with a PX of the latest reader expiry, so the mutex's grant (`SET NX`) refuses a writer
+//!   while any reader lives, unchanged. A reader's fence comes from `PREFIX{KEY}:fence`, the
+//!   mutex's counter, by the same rule. Renew and release (`keys.rs`) find a reader through
+//!   the marker. The last reader's release deletes the marker and wakes waiters.
+//! - Writer intents: `PREFIX{KEY}:intents`, a hash `owner → expires_ms`, written by a writer
+//!   refused while it waits and refreshed by each of its attempts; a new reader is refused
+//!   while another owner's intent lives. The writer's grant, its release (a cancelled wait's
+//!   cleanup) or the end of its wait removes it.
+//! - Semaphores: `PREFIX{KEY}:permits`, a hash `"<slot lease name>|owner" → N` of each slot
+//!   granted, checked and written by the slot's grant around the mutex's grant script (the
+//!   very same Lua), so two callers naming different N for one semaphore are refused.
+//!   Entries whose slot is no longer held by that owner are pruned as they are met. The
+//!   slots' keys (`KEY#i`) lie in other hash tags than `KEY`: one server only (Cluster and
+//!   Redlock do not hold semaphores in this version).
+
+use std::sync::LazyLock;
+use std::time::Duration;
+
+use redis::Script;
+
+use super::{Names, RedisStore, redis_err, ttl_ms};
+use crate::mode::SlotOf;
+use crate::store::{AcquireRequest, HolderInfo};
+use crate::{Error, Key, OwnerToken, Result};
+
+/// A reader's grant. `KEYS`: lease, fence counter, readers, intents; `ARGV`: owner, ttl ms,
+/// info line. `{1, fence}`, or `{0, ms}` to wait (a writer holds, or another waits).
+const GRANT_SHARED: &str = r"
+redis.replicate_commands()
+local t = redis.call('TIME')
+local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local cur = redis.call('GET', KEYS[1])
+if cur and cur ~= 'readers' then
+  return {0, redis.call('PTTL', KEYS[1])}
+end
+local wait = 0
+local it = redis.call('HGETALL', KEYS[4])
+for i = 1, #it, 2 do
+  local e = tonumber(it[i + 1])
+  if e <= now_ms then
+    redis.call('HDEL', KEYS[4], it[i])
+  elseif it[i] ~= ARGV[1] and e - now_ms > wait then
+    wait = e - now_ms
+  end
+end
+if wait > 0 then
+  return {0, wait}
+end
+local now = t[1] .. string.format('%06d', t[2])
+local f = now
+local c = redis.call('GET', KEYS[2])
+if c and tonumber(c) >= tonumber(now) then
+  redis.call('INCR', KEYS[2])
+  f = redis.call('GET', KEYS[2])
+else
+  redis.call('SET', KEYS[2], now)
+end
+local exp = now_ms + tonumber(ARGV[2])
+redis.call('HSET', KEYS[3], ARGV[1], string.format('%d', exp) .. ' ' .. f .. ' ' .. ARGV[3])
+local last = exp
+local rs = redis.call('HGETALL', KEYS[3])
+for i = 1, #rs, 2 do
+  local e = tonumber(string.match(rs[i + 1], '^(%d+)'))
+  if e <= now_ms then
+    redis.call('HDEL', KEYS[3], rs[i])
+  elseif e > last then
+    last = e
+  end
+end
+redis.call('SET', KEYS[1], 'readers', 'PX', last - now_ms)
+redis.call('PEXPIRE', KEYS[3], last - now_ms)
+return {1, tonumber(f)}";
+
+/// A waiting writer's intent. `KEYS`: intents; `ARGV`: owner, hold ms.
+const NOTE_INTENT: &str = r"
+local t = redis.call('TIME')
+local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local exp = now_ms + tonumber(ARGV[2])
+redis.call('HSET', KEYS[1], ARGV[1], string.format('%d', exp))
+if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[2]) then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+end
+return 1";
+
+/// Withdraws an intent, and wakes the readers it held back. `KEYS`: intents; `ARGV`: owner,
+/// the release channel.
+const CLEAR_INTENT: &str = r"
+if redis.call('HDEL', KEYS[1], ARGV[1]) == 1 then
+  redis.call('PUBLISH', ARGV[2], '1')
+  return 1
+end
+return 0";
+
+/// Before the mutex's grant of a slot: the permit check. `KEYS[4]`: the semaphore's permits
+/// hash; `ARGV[4]`: N. `{2, n}`: a live slot was granted for n permits.
+const SLOT_PROLOGUE: &str = r"
+redis.replicate_commands()
+local h = redis.call('HGETALL', KEYS[4])
+for i = 1, #h, 2 do
+  local lk, o = string.match(h[i], '^(.*)|(%x+)$')
+  if lk and redis.call('GET', lk) == o then
+    if h[i + 1] ~= ARGV[4] then
+      return {2, tonumber(h[i + 1])}
+    end
+  else
+    redis.call('HDEL', KEYS[4], h[i])
+  end
+end
+local r = (function()
+";
+
+/// After it: the slot's record.
+const SLOT_EPILOGUE: &str = r"
+end)()
+if r[1] == 1 then
+  redis.call('HSET', KEYS[4], KEYS[1] .. '|' .. ARGV[1], ARGV[4])
+end
+return r";
+
+static SHARED: LazyLock<Script> = LazyLock::new(|| Script::new(GRANT_SHARED));
+static NOTE: LazyLock<Script> = LazyLock::new(|| Script::new(NOTE_INTENT));
+static CLEAR: LazyLock<Script> = LazyLock::new(|| Script::new(CLEAR_INTENT));
+/// The mutex's grant script, wrapped by the permit check and record.
+static SLOT: LazyLock<Script> =
+    LazyLock::new(|| Script::new(&format!("{SLOT_PROLOGUE}{}{SLOT_EPILOGUE}", super::GRANT)));
+
+impl Names {
+    pub(super) fn readers(&self, key: &Key) -> String {
+        format!("{}:readers", self.lease(key))
+    }
+    pub(super) fn intents(&self, key: &Key) -> String {
+        format!("{}:intents", self.lease(key))
+    }
+    fn permits(&self, key: &Key) -> String {
+        format!("{}:permits", self.lease(key))
+    }
+}
+
+/// `Ok(Ok(fence))` granted, `Ok(Err(wait))` busy.
+pub(super) type Answer = std::result::Result<u64, Option<Duration>>;
+
+fn answer((ok, n): (i64, i64)) -> Answer {
+    if ok == 1 { Ok(n as u64) } else { Err((n >= 0).then(|| Duration::from_millis(n as u64))) }
+}
+
+impl RedisStore {
+    /// A reader's grant attempt.
+    pub(super) async fn grant_shared(&self, req: &AcquireRequest<'_>) -> Result<Answer> {
+        let (n, k) = (&self.names, req.key);
+        let mut c = self.node.conn.clone();
+        let line = req.info.map(HolderInfo::encode).unwrap_or_default();
+        let r: (i64, i64) = SHARED
+            .key(n.lease(k))
+            .key(n.fence(k))
+            .key(n.readers(k))
+            .key(n.intents(k))
+            .arg(&req.owner.hex()[..])
+            .arg(ttl_ms(req.ttl))
+            .arg(line)
+            .invoke_async(&mut c)
+            .await
+            .map_err(|e| redis_err("redis", "shared acquire", e))?;
+        Ok(answer(r))
+    }
+
+    /// A semaphore slot's grant attempt: the mutex's grant, with the permit count checked
+    /// and recorded in the same script.
+    pub(super) async fn grant_slot(
+        &self,
+        req: &AcquireRequest<'_>,
+        slot: SlotOf<'_>,
+    ) -> Result<Answer> {
+        let (n, k) = (&self.names, req.key);
+        let mut c = self.node.conn.clone();
+        let line = req.info.map(HolderInfo::encode).unwrap_or_default();
+        let (ok, v): (i64, i64) = SLOT
+            .key(n.lease(k))
+            .key(n.fence(k))
+            .key(n.holder(k))
+            .key(n.permits(slot.semaphore))
+            .arg(&req.owner.hex()[..])
+            .arg(ttl_ms(req.ttl))
+            .arg(line)
+            .arg(slot.permits)
+            .invoke_async(&mut c)
+            .await
+            .map_err(|e| redis_err("redis", "semaphore acquire", e))?;
+        if ok == 2 {
+            return Err(Error::invalid(format!(
+                "semaphore {:?} is held with {v} permits; this request named {}",
+                slot.semaphore.as_str(),
+                slot.permits
+            )));
+        }
+        Ok(answer((ok, v)))
+    }
+
+    /// Records a refused writer's intent, for the holders' time left plus its own ttl.
+    pub(super) async fn note_intent(
+        &self,
+        req: &AcquireRequest<'_>,
+        left: Option<Duration>,
+    ) -> Result<()> {
+        let hold = left.unwrap_or(req.ttl) + req.ttl;
+        let mut c = self.node.conn.clone();
+        let _: i64 = NOTE
+            .key(self.names.intents(req.key))
+            .arg(&req.owner.hex()[..])
+            .arg(ttl_ms(hold))
+            .invoke_async(&mut c)
+            .await
+            .map_err(|e| redis_err("redis", "writer intent", e))?;
+        Ok(())
+    }
+
+    /// Withdraws `owner`'s intent on `key` (waking the readers it held back).
+    pub(super) async fn clear_intent(&self, key: &Key, owner: &OwnerToken) -> Result<()> {
+        let mut c = self.node.conn.clone();
+        let _: i64 = CLEAR
+            .key(self.names.intents(key))
+            .arg(&owner.hex()[..])
+            .arg(self.names.channel(key))
+            .invoke_async(&mut c)
+            .await
+            .map_err(|e| redis_err("redis", "writer intent", e))?;
+        Ok(())
+    }
+
+    /// A waiting writer: attempts that record its intent when refused, and the intent
+    /// withdrawn at the end (granted or not).
+    pub(super) async fn acquire_as_writer(
+        &self,
+        req: &AcquireRequest<'_>,
+        until: std::time::Instant,
+    ) -> Result<crate::store::Attempt> {
+        use crate::store::Attempt;
+        let noted = std::sync::atomic::AtomicBool::new(false);
+        let r = crate::store::acquire_watching_with(
+            req,
+            Some(until),
+            || self.watch(req.key),
+            || async {
+                let a = crate::Store::try_acquire(self, req).await?;
+                if let Attempt::Busy { holder_expires_in } = &a {
+                    self.note_intent(req, *holder_expires_in).await?;
+                    noted.store(true, std::sync::atomic::Ordering::Relaxed);
+                }
+                Ok(a)
+            },
+        )
+        .await;
+        if noted.load(std::sync::atomic::Ordering::Relaxed) && r.is_ok() {
+            self.clear_intent(req.key, req.owner).await?;
+        }
+        r
+    }
+
+    /// The readers of `key` (`(owner, expires ms left, fence, info)`), from the readers hash.
+    pub(super) async fn reader_rows(
+        &self,
+        key: &Key,
+    ) -> Result<Vec<(OwnerToken, Duration, u64, Option<HolderInfo>)>> {
+        let mut c = self.node.conn.clone();
+        let (time, all): ((u64, u64), Vec<(String, String)>) = redis::pipe()
+            .cmd("TIME")
+            .hgetall(self.names.readers(key))
+            .query_async(&mut c)
+            .await
+            .map_err(|e| redis_err("redis", "status", e))?;
+        let now_ms = time.0 * 1000 + time.1 / 1000;
+        let mut out = Vec::new();
+        for (owner, v) in all {
+            let mut parts = v.splitn(3, ' ');
+            let exp: u64 = parts.next().and_then(|e| e.parse().ok()).unwrap_or(0);
+            let fence: u64 = parts.next().and_then(|f| f.parse().ok()).unwrap_or(0);
+            let info = parts.next().and_then(HolderInfo::decode);
+            let Ok(owner) = owner.parse::<OwnerToken>() else { continue };
+            if exp > now_ms {
+                out.push((owner, Duration::from_millis(exp - now_ms), fence, info));
+            }
+        }
+        out.sort_by_key(|r| r.2);
+        Ok(out)
+    }
+}
