@@ -19,6 +19,42 @@ mod session {
     conformance_suite!(mysql_session_fixture());
 }
 
+mod lease_primitives {
+    use leasehold_testkit::{mysql_fixture, primitives_suite};
+    primitives_suite!(mysql_fixture());
+}
+
+mod session_primitives {
+    use leasehold_testkit::{mysql_session_fixture, primitives_suite};
+    primitives_suite!(mysql_session_fixture());
+}
+
+/// `GET_LOCK` has no shared mode and no place for a permit count: readers and semaphores
+/// are refused at once, each error naming the store and the primitive; nothing is held.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn session_readers_and_semaphores_are_refused_by_name() {
+    let fx = mysql_session_fixture().await;
+    let p = fx.locker.guarantees().primitives;
+    assert!(!p.permits && !p.shared, "{p:?}");
+    let ttl = Duration::from_secs(30);
+    let reader = fx.locker.acquire_shared("refused", ttl).await.map(|_| ());
+    let permit = fx.locker.acquire_permit("refused", 2, ttl).await.map(|_| ());
+    for (r, what) in [(reader, "readers"), (permit, "semaphore")] {
+        match r {
+            Err(e @ Error::Unsupported { backend: "mysql-session", primitive, .. }) => {
+                assert!(primitive.contains(what), "{primitive}");
+                let text = e.to_string();
+                assert!(text.contains("mysql-session") && text.contains(what), "{text}");
+                assert!(text.contains("GET_LOCK") && text.contains("mode=lease"), "{text}");
+            }
+            other => panic!("{what} on GET_LOCK: {other:?}"),
+        }
+    }
+    // The plain lock is still free: nothing was asked of the store.
+    let l = fx.locker.acquire("refused", ttl).await.unwrap();
+    assert!(l.release().await.unwrap().is_clean());
+}
+
 fn worker() -> &'static Path {
     Path::new(env!("CARGO_BIN_EXE_lh-worker"))
 }

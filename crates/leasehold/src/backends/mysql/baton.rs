@@ -28,8 +28,8 @@ use mysql_async::prelude::Queryable;
 
 use super::lease::MyLeaseStore;
 use super::{BACKOFF_MAX, BACKOFF_MIN, LOCK_NAME, new_conn};
-use crate::store::{AcquireRequest, Attempt, within_op_timeout};
-use crate::{Key, OwnerToken, Result, Store};
+use crate::store::{AcquireRequest, Attempt};
+use crate::{Key, OwnerToken, Result};
 
 /// How long a queued waiter waits for the bell before it attempts anyway.
 const BELL_WAIT: Duration = Duration::from_secs(1);
@@ -143,7 +143,11 @@ impl MyLeaseStore {
     }
 
     /// Attempts until granted or `until`, at 1–50 ms and at the holder's expiry.
-    async fn acquire_polling(&self, req: &AcquireRequest<'_>, until: Instant) -> Result<Attempt> {
+    pub(super) async fn acquire_polling(
+        &self,
+        req: &AcquireRequest<'_>,
+        until: Instant,
+    ) -> Result<Attempt> {
         let mut backoff = BACKOFF_MIN;
         loop {
             let attempt = self.counted_attempt(req).await?;
@@ -164,7 +168,7 @@ impl MyLeaseStore {
     async fn counted_attempt(&self, req: &AcquireRequest<'_>) -> Result<Attempt> {
         #[cfg(test)]
         self.attempts.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        within_op_timeout(req, self.try_acquire(req)).await
+        self.waiting_attempt(req).await
     }
 }
 

@@ -477,7 +477,12 @@ impl Store for MySessionStore {
             // This process's grants only: another process's lock is `Busy` in `holders`.
             holders_know_info: true,
             waiting: "server-side blocking GET_LOCK(name, timeout)",
-            primitives: crate::mode::Primitives::MUTEX,
+            primitives: crate::mode::Primitives {
+                note: "mutex only: GET_LOCK has no shared mode, so readers are refused, and no \
+                       place to record a semaphore's permit count with the grant, so \
+                       semaphores are refused (use mode=lease for both); several keys",
+                ..crate::mode::Primitives::MUTEX
+            },
         }
     }
 
