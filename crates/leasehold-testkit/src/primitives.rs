@@ -211,14 +211,14 @@ pub async fn readers_overlap_writers_exclude(l: &Locker) {
 }
 
 /// A waiting writer is granted within the bound while readers keep coming (each new reader
-/// overlaps the last), on a store with writer preference; then the readers resume.
+/// overlaps the last), on a store with writer preference; then the readers resume. Without
+/// writer preference (`flock`), the writer waiting behind the stream is granted as soon as
+/// the stream stops.
 pub async fn writer_not_starved(l: &Locker) {
     if !shared(l) {
         return assert_shared_refused(l).await;
     }
-    if !l.guarantees().primitives.writer_preference {
-        return;
-    }
+    let preference = l.guarantees().primitives.writer_preference;
     let key = unique_key("starve");
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let reads = Arc::new(AtomicUsize::new(0));
@@ -240,6 +240,13 @@ pub async fn writer_not_starved(l: &Locker) {
     }
     // Four readers of 60 ms each, 15 ms apart: three hold at any time, so without the
     // writer's intent there is no gap to take for seconds on end.
+    if !preference {
+        let stopper = (stop.clone(), tokio::time::sleep(Duration::from_millis(500)));
+        tokio::spawn(async move {
+            stopper.1.await;
+            stopper.0.store(true, Ordering::SeqCst);
+        });
+    }
     let w = l.acquire(&key, LONG).wait(Wait::For(Duration::from_secs(3))).await;
     let w = w.expect("a writer behind a stream of readers is granted within 3 s");
     let h = l.holders(Some(&key)).await.unwrap();

@@ -189,6 +189,72 @@ pub async fn multi_process_mutex(url: &str, worker: &Path, procs: usize, iters: 
     assert_eq!(n, procs * iters, "lost updates on the shared counter");
 }
 
+/// `procs` processes take one of `permits` permits `iters` times each: the history checker
+/// finds every slot exclusive with fences growing per slot, and never more than `permits`
+/// critical sections at once across all slots.
+pub async fn multi_process_permits(
+    url: &str,
+    worker: &Path,
+    procs: usize,
+    iters: usize,
+    permits: u32,
+) {
+    let dir = tempfile::tempdir().unwrap();
+    let key = unique_key("multi-process-permits");
+    let (iters_s, n_s) = (iters.to_string(), permits.to_string());
+    let mut children: Vec<Proc> = (0..procs)
+        .map(|i| {
+            let who = format!("p{i}");
+            Proc::spawn(
+                worker,
+                &[
+                    "permit",
+                    "--store",
+                    url,
+                    "--key",
+                    &key,
+                    "--permits",
+                    &n_s,
+                    "--iters",
+                    &iters_s,
+                    "--dir",
+                    dir.path().to_str().unwrap(),
+                    "--who",
+                    &who,
+                ],
+            )
+        })
+        .collect();
+    for (i, c) in children.iter_mut().enumerate() {
+        assert_eq!(c.wait().await, 0, "worker {i} failed");
+    }
+    let mut all = Vec::new();
+    let mut seen = 0;
+    for slot in std::fs::read_dir(dir.path()).unwrap() {
+        let slot = slot.unwrap().path();
+        let report = crate::history::check_dir(&slot).unwrap();
+        assert!(report.ok(), "{} not exclusive across processes: {report:#?}", slot.display());
+        seen += report.intervals;
+        let mut r = crate::history::Report::default();
+        for f in std::fs::read_dir(&slot).unwrap() {
+            let f = f.unwrap().path();
+            all.extend(crate::history::parse("", &std::fs::read_to_string(&f).unwrap(), &mut r));
+        }
+        let name = slot.file_name().unwrap().to_string_lossy().into_owned();
+        let s: u32 = name.trim_start_matches("slot").parse().unwrap();
+        assert!(s < permits, "slot {s} of {permits}");
+    }
+    assert_eq!(seen, procs * iters);
+    let mut ev: Vec<(i64, i32)> = all.iter().flat_map(|i| [(i.enter, 1), (i.exit, -1)]).collect();
+    ev.sort();
+    let (mut now, mut most) = (0, 0);
+    for (_, d) in ev {
+        now += d;
+        most = most.max(now);
+    }
+    assert!(most as u32 <= permits, "{most} permit holders at once across processes");
+}
+
 /// What the stalled-holder scenario observed.
 #[derive(Debug)]
 pub struct StallReport {

@@ -12,8 +12,9 @@ use leasehold_testkit::servers::EtcdCluster;
 use leasehold_testkit::{etcd_fixture, process};
 
 mod conformance {
-    use leasehold_testkit::{conformance_suite, etcd_fixture};
+    use leasehold_testkit::{conformance_suite, etcd_fixture, primitives_suite};
     conformance_suite!(etcd_fixture());
+    primitives_suite!(etcd_fixture());
 }
 
 fn worker() -> &'static Path {

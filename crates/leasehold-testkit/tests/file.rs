@@ -1,9 +1,10 @@
 //! The conformance suite and the process-level scenarios on the `flock` store.
 
-use leasehold_testkit::{conformance_suite, file_fixture, process};
+use leasehold_testkit::{conformance_suite, file_fixture, primitives_suite, process};
 use std::path::Path;
 
 conformance_suite!(file_fixture());
+primitives_suite!(file_fixture());
 
 fn worker() -> &'static Path {
     Path::new(env!("CARGO_BIN_EXE_lh-worker"))

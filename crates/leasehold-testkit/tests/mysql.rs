@@ -10,13 +10,15 @@ use leasehold::{Error, Locker, Wait};
 use leasehold_testkit::{MyDatabase, mysql_fixture, mysql_server, mysql_session_fixture, process};
 
 mod lease {
-    use leasehold_testkit::{conformance_suite, mysql_fixture};
+    use leasehold_testkit::{conformance_suite, mysql_fixture, primitives_suite};
     conformance_suite!(mysql_fixture());
+    primitives_suite!(mysql_fixture());
 }
 
 mod session {
-    use leasehold_testkit::{conformance_suite, mysql_session_fixture};
+    use leasehold_testkit::{conformance_suite, mysql_session_fixture, primitives_suite};
     conformance_suite!(mysql_session_fixture());
+    primitives_suite!(mysql_session_fixture());
 }
 
 mod lease_primitives {

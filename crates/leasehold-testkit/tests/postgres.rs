@@ -12,13 +12,15 @@ use leasehold_testkit::{
 };
 
 mod lease {
-    use leasehold_testkit::{conformance_suite, postgres_fixture};
+    use leasehold_testkit::{conformance_suite, postgres_fixture, primitives_suite};
     conformance_suite!(postgres_fixture());
+    primitives_suite!(postgres_fixture());
 }
 
 mod session {
-    use leasehold_testkit::{conformance_suite, postgres_session_fixture};
+    use leasehold_testkit::{conformance_suite, postgres_session_fixture, primitives_suite};
     conformance_suite!(postgres_session_fixture());
+    primitives_suite!(postgres_session_fixture());
 }
 
 mod lease_primitives {

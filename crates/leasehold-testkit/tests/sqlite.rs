@@ -10,6 +10,13 @@ fn worker() -> &'static Path {
     Path::new(env!("CARGO_BIN_EXE_lh-worker"))
 }
 
+/// Four processes, three permits: each slot exclusive, never more than three at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn multi_process_permits() {
+    let fx = sqlite_fixture().await;
+    process::multi_process_permits(&fx.url, worker(), 4, 30, 3).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn multi_process_mutual_exclusion() {
     let fx = sqlite_fixture().await;

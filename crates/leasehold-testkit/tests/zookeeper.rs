@@ -10,8 +10,9 @@ use leasehold_testkit::servers::ZkServer;
 use leasehold_testkit::{process, zk_fixture};
 
 mod conformance {
-    use leasehold_testkit::{conformance_suite, zk_fixture};
+    use leasehold_testkit::{conformance_suite, primitives_suite, zk_fixture};
     conformance_suite!(zk_fixture());
+    primitives_suite!(zk_fixture());
 }
 
 fn worker() -> &'static Path {

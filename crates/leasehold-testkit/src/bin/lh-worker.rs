@@ -3,6 +3,7 @@
 //! ```text
 //! lh-worker mutex --store URL --key K --iters N --history FILE --counter FILE
 //! lh-worker hold  --store URL --key K --ttl-ms N --resource sqlite:PATH|redis://… --fenced 0|1
+//! lh-worker permit --store URL --key K --permits N --iters I --dir DIR --who NAME
 //! ```
 
 use std::collections::HashMap;
@@ -54,6 +55,10 @@ async fn run() -> Res<()> {
             )
             .await
         }
+        "permit" => {
+            let (n, iters) = (opt("permits")?.parse()?, opt("iters")?.parse()?);
+            permit(&locker, &opt("key")?, n, iters, Path::new(&opt("dir")?), &opt("who")?).await
+        }
         other => Err(format!("unknown command {other}").into()),
     }
 }
@@ -75,6 +80,41 @@ async fn mutex(locker: &Locker, key: &str, iters: usize, history: &str, counter:
         rec.exit(fence)?;
         if lease.release().await?.may_have_overlapped() {
             return Err("release found the lease no longer ours".into());
+        }
+    }
+    Ok(())
+}
+
+/// Takes one of `n` permits `iters` times, recording each critical section in the history of
+/// its slot (`DIR/slotS/WHO.hist`), so the checker sees each slot's holders and fences.
+async fn permit(
+    locker: &Locker,
+    key: &str,
+    n: u32,
+    iters: usize,
+    dir: &Path,
+    who: &str,
+) -> Res<()> {
+    let mut recs: HashMap<u32, Recorder> = HashMap::new();
+    for _ in 0..iters {
+        let p = locker
+            .acquire_permit(key, n, Duration::from_secs(30))
+            .wait(Wait::For(Duration::from_secs(120)))
+            .await?;
+        let rec = match recs.entry(p.slot()) {
+            std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+            std::collections::hash_map::Entry::Vacant(v) => {
+                let d = dir.join(format!("slot{}", p.slot()));
+                std::fs::create_dir_all(&d)?;
+                v.insert(Recorder::create(&d.join(format!("{who}.hist")))?)
+            }
+        };
+        let fence = p.fence().get();
+        rec.enter(fence)?;
+        tokio::time::sleep(Duration::from_millis(2)).await;
+        rec.exit(fence)?;
+        if p.release().await?.may_have_overlapped() {
+            return Err("release found the permit no longer ours".into());
         }
     }
     Ok(())

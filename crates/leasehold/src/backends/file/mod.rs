@@ -19,7 +19,11 @@
 //! whose attempt after an event fails retries after 2 ms, backing off to 1 s. A waiter that
 //! gives up holds nothing, so it can never make a free key look busy.
 
+mod procfs;
+mod shared;
+
 use crate::backends::inotify::{self, InotifyFd};
+use procfs::{dev_parts, flocked_inodes};
 use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
 use std::io::Read;
@@ -46,6 +50,8 @@ const MAX_STEM: usize = 200;
 pub struct FileStore {
     dir: PathBuf,
     held: Arc<Mutex<HashMap<Key, Held>>>,
+    /// This process's readers (`shared.rs`), by key and owner.
+    readers: Arc<Mutex<shared::Readers>>,
     hub: Arc<Mutex<Option<Arc<Hub>>>>,
 }
 
@@ -192,36 +198,6 @@ fn bump_fence(
     Ok(FenceToken::new(next))
 }
 
-/// `(major, minor)` of a Linux `dev_t`, as `/proc/locks` prints them.
-fn dev_parts(dev: u64) -> (u64, u64) {
-    let major = ((dev >> 8) & 0xfff) | ((dev >> 32) & !0xfff);
-    let minor = (dev & 0xff) | ((dev >> 12) & !0xff);
-    (major, minor)
-}
-
-/// `(major, minor, inode)` of every file with an exclusive `flock` on it, from `/proc/locks`
-/// (read-only: probing with our own lock could make a concurrent acquirer see "busy").
-/// Best effort: the file is not a consistent snapshot while locks come and go.
-fn flocked_inodes() -> Result<Vec<(u64, u64, u64)>> {
-    let text = std::fs::read_to_string("/proc/locks")
-        .map_err(io_err("cannot read /proc/locks".to_string()))?;
-    let mut out = Vec::new();
-    for line in text.lines() {
-        let f: Vec<&str> = line.split_whitespace().collect();
-        if f.len() < 6 || f[1] != "FLOCK" || f[3] != "WRITE" {
-            continue; // also skips "->" lines of blocked waiters
-        }
-        let mut id = f[5].split(':');
-        if let (Some(ma), Some(mi), Some(ino)) = (id.next(), id.next(), id.next())
-            && let (Ok(ma), Ok(mi), Ok(ino)) =
-                (u64::from_str_radix(ma, 16), u64::from_str_radix(mi, 16), ino.parse())
-        {
-            out.push((ma, mi, ino));
-        }
-    }
-    Ok(out)
-}
-
 impl FileStore {
     /// Uses `dir` (created if missing) for lock files.
     pub fn open(dir: impl AsRef<Path>) -> Result<Self> {
@@ -250,7 +226,7 @@ impl FileStore {
                 std::io::Error::from_raw_os_error(e as i32),
             )
         })?;
-        Ok(FileStore { dir, held: Arc::default(), hub: Arc::default() })
+        Ok(FileStore { dir, held: Arc::default(), readers: Arc::default(), hub: Arc::default() })
     }
 
     fn path(&self, key: &Key) -> PathBuf {
@@ -437,12 +413,15 @@ impl Store for FileStore {
             holders_know_fence: true,
             holders_know_info: true,
             waiting: "inotify close-write event on release; 2 ms-1 s backoff after a holder's death",
-            primitives: crate::mode::Primitives::MUTEX,
+            primitives: shared::PRIMITIVES,
         }
     }
 
     async fn try_acquire(&self, req: &AcquireRequest<'_>) -> Result<Attempt> {
         let sent = Instant::now();
+        if req.mode == crate::Mode::Shared {
+            return self.try_shared(req, sent).await;
+        }
         let path = self.path(req.key);
         let lock = tokio::task::spawn_blocking(move || lock_file(&path))
             .await
@@ -458,7 +437,7 @@ impl Store for FileStore {
     }
 
     async fn renew(&self, key: &Key, owner: &OwnerToken, _ttl: Duration) -> Result<bool> {
-        Ok(self.held().get(key).is_some_and(|h| h.owner == *owner))
+        Ok(self.held().get(key).is_some_and(|h| h.owner == *owner) || self.reads(key, owner))
     }
 
     async fn release(&self, key: &Key, owner: &OwnerToken) -> Result<bool> {
@@ -467,7 +446,8 @@ impl Store for FileStore {
             held.remove(key); // closes the file: the kernel drops the lock
             Ok(true)
         } else {
-            Ok(false)
+            drop(held);
+            Ok(self.release_reader(key, owner))
         }
     }
 
@@ -498,11 +478,14 @@ impl Store for FileStore {
         let only = key.map(|k| self.path(k));
         // Locks of this process are known exactly; other processes' come from /proc/locks.
         let ours: Vec<PathBuf> = self.held().keys().map(|k| self.path(k)).collect();
+        let mine = self.reader_holders(key);
+        let mine_paths: Vec<PathBuf> = mine.iter().map(|h| self.path(&h.key)).collect();
         tokio::task::spawn_blocking(move || {
             // /proc/locks is produced in chunks and is no snapshot: under churn an entry can be
             // skipped. Two reads make a miss much less likely, not impossible.
-            let mut locked = flocked_inodes()?;
-            locked.extend(flocked_inodes()?);
+            let mut locked = flocked_inodes(true)?;
+            locked.extend(flocked_inodes(true)?);
+            let read = flocked_inodes(false)?;
             let paths: Vec<PathBuf> = match only {
                 Some(p) => vec![p],
                 None => std::fs::read_dir(&dir)
@@ -517,7 +500,9 @@ impl Store for FileStore {
                     continue;
                 };
                 let (ma, mi) = dev_parts(meta.dev());
-                if !ours.contains(&p) && !locked.contains(&(ma, mi, meta.ino())) {
+                let id = (ma, mi, meta.ino());
+                let shared = read.contains(&id) && !ours.contains(&p) && !mine_paths.contains(&p);
+                if !ours.contains(&p) && !locked.contains(&id) && !shared {
                     continue;
                 }
                 let Ok(text) = std::fs::read_to_string(&p) else {
@@ -527,9 +512,11 @@ impl Store for FileStore {
                     && let Ok(k) = Key::new(k)
                 {
                     let h = Holder::new(k, owner, Some(FenceToken::new(fence)), None);
-                    out.push(h.with_info(info));
+                    let mode = if shared { crate::Mode::Shared } else { crate::Mode::Exclusive };
+                    out.push(h.with_info(info).with_mode(mode));
                 }
             }
+            out.extend(mine);
             out.sort_by(|a, b| a.key.cmp(&b.key));
             Ok(out)
         })
