@@ -25,12 +25,39 @@ leasehold_testkit::process_suite! {
         multi_process_mutual_exclusion_lease: mysql_fixture(),
         multi_process_mutual_exclusion_session: mysql_session_fixture(),
     }
+    permits { multi_process_permits_lease: mysql_fixture() }
     stalled mysql_fixture(), resource |_| {
         let res = MyDatabase::new();
         let url = res.url("");
         (res, url)
     };
     session { stalled_session_holder_keeps_its_lock: mysql_session_fixture() }
+}
+
+/// `GET_LOCK` has no shared mode and no place for a permit count: readers and semaphores
+/// are refused at once, each error naming the store and the primitive; nothing is held.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn session_readers_and_semaphores_are_refused_by_name() {
+    let fx = mysql_session_fixture().await;
+    let p = fx.locker.guarantees().primitives;
+    assert!(!p.permits && !p.shared, "{p:?}");
+    let ttl = Duration::from_secs(30);
+    let reader = fx.locker.acquire_shared("refused", ttl).await.map(|_| ());
+    let permit = fx.locker.acquire_permit("refused", 2, ttl).await.map(|_| ());
+    for (r, what) in [(reader, "readers"), (permit, "semaphore")] {
+        match r {
+            Err(e @ Error::Unsupported { backend: "mysql-session", primitive, .. }) => {
+                assert!(primitive.contains(what), "{primitive}");
+                let text = e.to_string();
+                assert!(text.contains("mysql-session") && text.contains(what), "{text}");
+                assert!(text.contains("GET_LOCK") && text.contains("mode=lease"), "{text}");
+            }
+            other => panic!("{what} on GET_LOCK: {other:?}"),
+        }
+    }
+    // The plain lock is still free: nothing was asked of the store.
+    let l = fx.locker.acquire("refused", ttl).await.unwrap();
+    assert!(l.release().await.unwrap().is_clean());
 }
 
 async fn client(db: &MyDatabase) -> mysql_async::Conn {

@@ -26,12 +26,33 @@ leasehold_testkit::process_suite! {
         multi_process_mutual_exclusion_lease: postgres_fixture(),
         multi_process_mutual_exclusion_session: postgres_session_fixture(),
     }
+    permits { multi_process_permits_lease: postgres_fixture() }
     stalled postgres_fixture(), resource |_| {
         let res = PgSchema::new();
         let spec = resource_spec(&res);
         (res, spec)
     }, after drop_schema_of;
     session { stalled_session_holder_keeps_its_lock: postgres_session_fixture() }
+}
+
+/// Session advisory locks cannot record a semaphore's permit count: asking is refused at
+/// once, the error naming the store and the primitive, and nothing is held.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn session_semaphores_are_refused_by_name() {
+    let fx = postgres_session_fixture().await;
+    let g = fx.locker.guarantees();
+    assert!(!g.primitives.permits && g.primitives.shared && g.primitives.writer_preference);
+    let r = fx.locker.acquire_permit("session-sem", 2, Duration::from_secs(30)).await;
+    match r {
+        Err(e @ Error::Unsupported { backend: "postgres-session", primitive, .. }) => {
+            assert!(primitive.contains("semaphore"), "{primitive}");
+            let text = e.to_string();
+            assert!(text.contains("postgres-session") && text.contains("semaphore"), "{text}");
+            assert!(text.contains("mode=lease"), "says what to use instead: {text}");
+        }
+        other => panic!("a semaphore on session locks: {other:?}"),
+    }
+    assert!(fx.locker.holders(Some("session-sem#0")).await.unwrap().is_empty());
 }
 
 async fn client() -> tokio_postgres::Client {

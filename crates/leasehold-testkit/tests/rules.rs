@@ -2,8 +2,9 @@
 //! (`leasehold::rules`, which the protocol model checks) by one table of cases each, run
 //! against real servers: the fence tables' claim and check on SQLite, PostgreSQL and MySQL and
 //! the Redis fenced scripts against `may_claim` / `may_apply`; the grant statements of the
-//! SQLite store, the PostgreSQL and MySQL lease tables and session fences and the Redis grant
-//! script against `next_fence`, with the server's clock replaced by chosen values.
+//! SQLite store, the PostgreSQL and MySQL lease tables (readers' grants too) and session
+//! fences and the Redis grant script against `next_fence`, with the server's clock replaced
+//! by chosen values.
 
 use leasehold::fence::{Fencing, mysql as my_fence, postgres as pg_fence, sqlite as sq_fence};
 use leasehold::{Error, FenceToken, Key, Locker, OwnerToken, rules};
@@ -178,13 +179,14 @@ async fn postgres_grants_issue_the_fence_rule() {
     let clock = format!("{CLOCK}::bigint");
     let lease = tools::lease_statements(&base).unwrap();
     let t = format!("\"{}\".\"leasehold_leases\"", schema.name);
-    for (form, sql) in [("grant", &lease.grant), ("grant_queued", &lease.grant_queued)] {
-        let sql = sql.replace(tools::CLOCK_US, &clock);
-        assert_ne!(
-            &sql,
-            if form == "grant" { &lease.grant } else { &lease.grant_queued },
-            "{form} reads the clock"
-        );
+    let prims = tools::primitive_statements(&base).unwrap();
+    for (form, original) in [
+        ("grant", &lease.grant),
+        ("grant_queued", &lease.grant_queued),
+        ("grant_shared", &prims.grant_shared),
+    ] {
+        let sql = original.replace(tools::CLOCK_US, &clock);
+        assert_ne!(&sql, original, "{form} reads the clock");
         for (n, counter) in fence_cases().into_iter().enumerate() {
             let key = format!("{form}{n}");
             if let Some(f) = counter {
@@ -194,7 +196,7 @@ async fn postgres_grants_issue_the_fence_rule() {
                 c.execute(&seed, &[&key, &(f as i64)]).await.unwrap();
             }
             let owner = OwnerToken::generate().unwrap().to_string();
-            let row = if form == "grant" {
+            let row = if form != "grant_queued" {
                 c.query_one(&sql, &[&key, &owner, &30_000i64, &None::<String>]).await.unwrap()
             } else {
                 c.query_one(

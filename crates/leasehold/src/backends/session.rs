@@ -7,10 +7,11 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 cfg_sql! {
-    /// One grant of a session store: the key, its fence and holder info, and the connection
-    /// whose session holds the lock.
+    /// One grant of a session store: the key, its mode (a reader's shared lock, or
+    /// exclusive), its fence and holder info, and the connection whose session holds the lock.
     pub(crate) struct Held<C> {
         pub key: crate::Key,
+        pub mode: crate::Mode,
         pub fence: u64,
         pub info: Option<crate::HolderInfo>,
         pub conn: std::sync::Arc<C>,
@@ -71,7 +72,9 @@ cfg_sql! {
                 .filter(|(_, h)| key.is_none_or(|k| *k == h.key))
                 .map(|(o, h)| {
                     let fence = Some(crate::FenceToken::new(h.fence));
-                    crate::Holder::new(h.key.clone(), *o, fence, None).with_info(h.info.clone())
+                    crate::Holder::new(h.key.clone(), *o, fence, None)
+                        .with_info(h.info.clone())
+                        .with_mode(h.mode)
                 })
                 .collect();
             out.sort_by(|a, b| a.key.cmp(&b.key));

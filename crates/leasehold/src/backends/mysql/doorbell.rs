@@ -163,7 +163,7 @@ impl Doorbell {
     }
 
     /// Attempts until granted or `until`, at 1–50 ms and at the holder's expiry.
-    async fn acquire_polling<F: Future<Output = Result<Attempt>>>(
+    pub(super) async fn acquire_polling<F: Future<Output = Result<Attempt>>>(
         &self,
         until: Instant,
         attempt: &impl Fn() -> F,

@@ -2,6 +2,9 @@
 
 use super::*;
 
+#[path = "shared.rs"]
+mod shared;
+
 /// The lease-table statements (`?` parameters), for `leasehold bench`, which runs the very
 /// same text through the raw client (feature `tools`).
 #[cfg(feature = "tools")]
@@ -36,6 +39,10 @@ pub struct MysqlStore {
     granting: Arc<Undoing>,
     /// The per-key doorbells waiting acquisitions queue on.
     bells: super::doorbell::Doorbell,
+    /// The readers', slots' and semaphores' tables beside the lease table.
+    prims: Arc<shared::Tables>,
+    /// Waiting writers of this store whose intent is recorded on their key's row.
+    intents: Mutex<HashSet<OwnerToken>>,
 }
 
 impl std::fmt::Debug for MysqlStore {
@@ -61,6 +68,8 @@ impl LeaseSql {
         const NOW: &str = "UTC_TIMESTAMP(6)";
         let [insert, select, update] =
             ["INSERT", "SELECT", "UPDATE"].map(|v| bounded_verb(v, op, true));
+        // Free for an exclusive grant: no live holder, no live reader.
+        let free = format!("(owner IS NULL OR expires_at <= {NOW}) AND {}", shared::NO_READERS);
         LeaseSql {
             op,
             // Assignments run left to right and see earlier ones: the fence and owner are
@@ -69,15 +78,15 @@ impl LeaseSql {
                 "{insert} INTO {t} (lock_key, owner, fence, expires_at, info)
                  VALUES (?, ?, LAST_INSERT_ID({CLOCK_US}), {NOW} + INTERVAL ? MICROSECOND, ?)
                  ON DUPLICATE KEY UPDATE
-                   fence = IF(owner IS NULL OR expires_at <= {NOW},
-                              LAST_INSERT_ID(GREATEST(fence + 1, {CLOCK_US})), fence),
-                   info = IF(owner IS NULL OR expires_at <= {NOW}, VALUES(info), info),
-                   owner = IF(owner IS NULL OR expires_at <= {NOW}, VALUES(owner), owner),
+                   fence = IF({free}, LAST_INSERT_ID(GREATEST(fence + 1, {CLOCK_US})), fence),
+                   info = IF({free}, VALUES(info), info),
+                   owner = IF({free}, VALUES(owner), owner),
                    expires_at = IF(owner <=> VALUES(owner), VALUES(expires_at), expires_at)"
             ),
             busy_left: format!(
-                "{select} GREATEST(0, TIMESTAMPDIFF(MICROSECOND, {NOW}, expires_at)) FROM {t}
-                 WHERE lock_key = ? AND owner IS NOT NULL"
+                "{select} GREATEST(0, TIMESTAMPDIFF(MICROSECOND, {NOW},
+                                   GREATEST(expires_at, COALESCE(shared_until, expires_at))))
+                 FROM {t} WHERE lock_key = ?"
             ),
             renew: format!(
                 "{update} {t} SET expires_at = {NOW} + INTERVAL ? MICROSECOND, renewals = renewals + 1
@@ -104,6 +113,8 @@ impl MysqlStore {
         let store = MysqlStore {
             pool: Pool::new(OptsBuilder::from_opts(opts.clone()).pool_opts(pool_opts)),
             granting: Arc::default(),
+            prims: Arc::new(shared::Tables::new(&o.table)),
+            intents: Mutex::default(),
             sql: std::sync::RwLock::new(Arc::new(sql)),
             bells: super::doorbell::Doorbell::new(opts, limits.connect, &o.table),
             connect: limits.connect,
@@ -142,6 +153,7 @@ impl MysqlStore {
                     r => r.map_err(|e| my_err("adding the lease table's info column", e))?,
                 }
             }
+            store.prims.create(&mut c, &o.table).await?;
             Ok::<_, Error>(())
         };
         super::super::within(store.connect, || "creating the mysql lease table".into(), create)
@@ -180,7 +192,12 @@ impl Store for MysqlStore {
             waiting: "queued on a per-key GET_LOCK doorbell that a release passes to the next \
                       waiter, in any process; 1-50 ms polling when the holder took the key \
                       without waiting, never later than the holder's expiry",
-            primitives: crate::Primitives::MUTEX,
+            primitives: crate::Primitives {
+                note: "semaphores (permit count checked in the slot's granting transaction), \
+                       fenced readers with writer preference (a waiting writer's intent on the \
+                       key's row); a writer waiting for readers polls at 1-50 ms; several keys",
+                ..crate::Primitives::ALL
+            },
         }
     }
 
@@ -198,12 +215,27 @@ impl Store for MysqlStore {
         self.granting.start(&key);
         let granting = self.granting.clone();
         let busy_left = statements.busy_left.clone();
+        let (prims, mode) = (self.prims.clone(), req.mode);
+        let slot = req.slot.map(|s| (s.semaphore.as_str().to_owned(), s.permits));
         let task = tokio::spawn(async move {
             let r = async {
-                let params = (key.as_bytes(), &owner, ttl, info.as_deref().map(str::as_bytes));
-                c.exec_drop(&sql, params).await.map_err(|e| my_err("grant", e))?;
-                match c.affected_rows() {
-                    1 | 2 => Ok(Ok(c.last_insert_id().filter(|f| *f > 0).ok_or_else(|| {
+                let params =
+                    (key.as_bytes(), owner.as_str(), ttl, info.as_deref().map(str::as_bytes));
+                if mode == crate::Mode::Shared {
+                    let (k, o, t, i) = params;
+                    return shared::grant_shared(&mut c, &prims, k, o, t, i).await;
+                }
+                let (rows, last) = match &slot {
+                    Some((sem, n)) => {
+                        shared::grant_slot(&mut c, &prims, (sem, *n), &sql, params).await?
+                    }
+                    None => {
+                        c.exec_drop(&sql, params).await.map_err(|e| my_err("grant", e))?;
+                        (c.affected_rows(), c.last_insert_id())
+                    }
+                };
+                match rows {
+                    1 | 2 => Ok(Ok(last.filter(|f| *f > 0).ok_or_else(|| {
                         Error::backend(
                             "mysql",
                             "grant: the server did not return the fence (LAST_INSERT_ID)",
@@ -236,9 +268,17 @@ impl Store for MysqlStore {
 
     async fn acquire(&self, req: &AcquireRequest<'_>, until: Option<Instant>) -> Result<Attempt> {
         match until {
-            Some(until) => {
+            // Readers poll: a bell held for a reader's whole grant would queue the next.
+            Some(until) if req.mode == crate::Mode::Shared => {
                 let attempt = || crate::store::within_op_timeout(req, self.try_acquire(req));
-                self.bells.acquire_queued(req, until, attempt).await
+                self.bells.acquire_polling(until, &attempt).await
+            }
+            Some(until) => {
+                let out = self.bells.acquire_queued(req, until, || self.waiting_attempt(req)).await;
+                if !matches!(out, Ok(Attempt::Granted(_))) {
+                    self.end_intent(req).await?;
+                }
+                out
             }
             None => crate::store::within_op_timeout(req, self.try_acquire(req)).await,
         }
@@ -249,7 +289,11 @@ impl Store for MysqlStore {
         c.exec_drop(&self.sql().renew, (us(ttl), key.as_str().as_bytes(), owner.to_string()))
             .await
             .map_err(|e| my_err("renew", e))?;
-        Ok(c.affected_rows() == 1)
+        if c.affected_rows() == 1 {
+            return Ok(true);
+        }
+        let o = owner.to_string();
+        shared::renew_shared(&mut c, &self.prims, key.as_str().as_bytes(), &o, us(ttl)).await
     }
 
     async fn renew_many(&self, items: &[RenewItem]) -> Result<Vec<bool>> {
@@ -300,12 +344,15 @@ impl Store for MysqlStore {
                 .await
                 .map_err(|e| my_err("renew", e))?;
             let live: HashSet<(Vec<u8>, Vec<u8>)> = rows.into_iter().collect();
-            out.extend(chunk.iter().map(|i| {
-                live.contains(&(
-                    i.key.as_str().as_bytes().to_vec(),
-                    i.owner.to_string().into_bytes(),
-                ))
-            }));
+            for i in chunk {
+                let (k, o) = (i.key.as_str().as_bytes(), i.owner.to_string());
+                let mut done = live.contains(&(k.to_vec(), o.clone().into_bytes()));
+                if !done {
+                    // Not a lease row's: perhaps a reader's.
+                    done = shared::renew_shared(&mut c, &self.prims, k, &o, us(i.ttl)).await?;
+                }
+                out.push(done);
+            }
         }
         Ok(out)
     }
@@ -320,6 +367,9 @@ impl Store for MysqlStore {
         let live = c.affected_rows() == 1;
         // Committed: pass the bell on (if this lease took one) to the next queued waiter.
         self.bells.ring(owner).await;
+        if !live && let Some(was) = shared::release_shared(&mut c, &self.prims, k, &o).await? {
+            return Ok(was);
+        }
         if !live {
             // Ours but expired: clear the owner anyway (a no-op for anyone else's row).
             c.exec_drop(&sql.release_expired, (k, &o)).await.map_err(|e| my_err("release", e))?;
@@ -330,8 +380,10 @@ impl Store for MysqlStore {
     async fn forget(&self, key: &Key) -> Result<()> {
         let mut c = self.conn().await?;
         let sql = format!(
-            "DELETE FROM {} WHERE lock_key = ? AND (owner IS NULL OR expires_at < UTC_TIMESTAMP(6))",
-            self.sql().table
+            "DELETE FROM {} WHERE lock_key = ? AND (owner IS NULL OR expires_at < UTC_TIMESTAMP(6))
+               AND {}",
+            self.sql().table,
+            shared::NO_READERS
         );
         c.exec_drop(sql, (key.as_str().as_bytes(),)).await.map_err(|e| my_err("forget", e))
     }
@@ -351,20 +403,30 @@ impl Store for MysqlStore {
             key.map(|k| k.as_str().as_bytes().into()).into_iter().collect();
         let rows: Vec<(Vec<u8>, String, u64, i64, Option<Vec<u8>>)> =
             c.exec(sql, params).await.map_err(|e| my_err("holders", e))?;
-        rows.into_iter()
-            .map(|(k, o, f, left, info)| {
+        let readers =
+            shared::readers(&mut c, &self.prims, key.map(|k| k.as_str().as_bytes())).await?;
+        let n = rows.len();
+        let mut out = rows
+            .into_iter()
+            .chain(readers)
+            .enumerate()
+            .map(|(i, (k, o, f, left, info))| {
                 let k = String::from_utf8(k)
                     .map_err(|_| Error::invalid("a lease row's key is not UTF-8"))?;
                 let info = info.and_then(|i| HolderInfo::decode(std::str::from_utf8(&i).ok()?));
+                let mode = if i < n { crate::Mode::Exclusive } else { crate::Mode::Shared };
                 Ok(Holder::new(
                     Key::new(k)?,
                     o.parse()?,
                     Some(FenceToken::new(f)),
                     Some(Duration::from_micros(u64::try_from(left).unwrap_or(0))),
                 )
-                .with_info(info))
+                .with_info(info)
+                .with_mode(mode))
             })
-            .collect()
+            .collect::<Result<Vec<_>>>()?;
+        out.sort_by(|a, b| a.key.cmp(&b.key));
+        Ok(out)
     }
 
     fn set_op_timeout(&self, op_timeout: Duration) {
@@ -431,4 +493,38 @@ mod tests {
         assert_eq!(bell.flatten(), None, "the bell was given back with the last release");
         admin.query_drop(format!("DROP DATABASE {db}")).await.unwrap();
     }
+}
+impl MysqlStore {
+    /// A waiting acquirer's attempt: a refused writer records its intent (new readers are
+    /// then refused), and clears it once granted.
+    pub(super) async fn waiting_attempt(&self, req: &AcquireRequest<'_>) -> Result<Attempt> {
+        let out = crate::store::within_op_timeout(req, self.try_acquire(req)).await?;
+        if req.mode != crate::Mode::Exclusive {
+            return Ok(out);
+        }
+        let (key, owner) = (req.key.as_str().as_bytes(), req.owner.to_string());
+        match &out {
+            Attempt::Busy { .. } => {
+                let mut c = self.conn().await?;
+                shared::note_intent(&mut c, &self.prims, key, &owner, us(req.ttl)).await?;
+                lock_set(&self.intents).insert(*req.owner);
+            }
+            Attempt::Granted(_) => self.end_intent(req).await?,
+        }
+        Ok(out)
+    }
+
+    /// Clears the intent `req`'s writer recorded, if it did.
+    async fn end_intent(&self, req: &AcquireRequest<'_>) -> Result<()> {
+        if !lock_set(&self.intents).remove(req.owner) {
+            return Ok(());
+        }
+        let mut c = self.conn().await?;
+        let (key, owner) = (req.key.as_str().as_bytes(), req.owner.to_string());
+        shared::clear_intent(&mut c, &self.prims, key, &owner).await
+    }
+}
+
+fn lock_set(m: &Mutex<HashSet<OwnerToken>>) -> std::sync::MutexGuard<'_, HashSet<OwnerToken>> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
 }

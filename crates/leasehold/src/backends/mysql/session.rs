@@ -350,7 +350,13 @@ impl MysqlSessionStore {
         }
         let Some(fence) = fence else { return Ok(Attempt::Busy { holder_expires_in: None }) };
         let end = conn.end_signal();
-        let held = Held { key: req.key.clone(), fence, info: req.info.cloned(), conn };
+        let held = Held {
+            key: req.key.clone(),
+            mode: crate::Mode::Exclusive,
+            fence,
+            info: req.info.cloned(),
+            conn,
+        };
         self.held.insert(*req.owner, held);
         Ok(Attempt::Granted(Grant::new(FenceToken::new(fence), sent).with_session_end(end)))
     }
@@ -468,7 +474,12 @@ impl Store for MysqlSessionStore {
             // This process's grants only: another process's lock is `Busy` in `holders`.
             holders_know_info: true,
             waiting: "server-side blocking GET_LOCK(name, timeout)",
-            primitives: crate::Primitives::MUTEX,
+            primitives: crate::Primitives {
+                note: "mutex only: GET_LOCK has no shared mode, so readers are refused, and no \
+                       place to record a semaphore's permit count with the grant, so \
+                       semaphores are refused (use mode=lease for both); several keys",
+                ..crate::Primitives::MUTEX
+            },
         }
     }
 

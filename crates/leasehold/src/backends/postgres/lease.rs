@@ -4,6 +4,10 @@
 use super::*;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+#[path = "shared.rs"]
+mod shared;
+pub use shared::PrimitiveStatements;
+
 /// The statements the lease-table store prepares (with `$1`… parameters); `leasehold bench`
 /// runs the very same text through pgbench (feature `tools`).
 #[derive(Debug, Clone)]
@@ -45,13 +49,13 @@ impl LeaseStatements {
                ON CONFLICT (key) DO UPDATE
                  SET owner = excluded.owner, fence = GREATEST(l.fence + 1, {US}), expires_at = excluded.expires_at,
                      info = excluded.info
-                 WHERE l.owner IS NULL OR l.expires_at <= now()
+                 WHERE (l.owner IS NULL OR l.expires_at <= now()) AND {NO_READERS}
                RETURNING l.fence)
              SELECT fence, 0::bigint FROM g
              UNION ALL
-             SELECT NULL::bigint, COALESCE((SELECT GREATEST(0, ceil(extract(epoch FROM l.expires_at - now()) * 1000))::bigint
+             SELECT NULL::bigint, COALESCE((SELECT GREATEST(0, ceil(extract(epoch FROM GREATEST(l.expires_at, l.shared_until) - now()) * 1000))::bigint
                                             FROM {t} l WHERE l.key = $1), 0)
-             WHERE NOT EXISTS (SELECT 1 FROM g)", US = CLOCK_US),
+             WHERE NOT EXISTS (SELECT 1 FROM g)", US = CLOCK_US, NO_READERS = shared::NO_READERS),
             renew: format!(
             "UPDATE {t} SET expires_at = now() + $3::bigint * interval '1 millisecond'
              WHERE key = $1 AND owner = $2 AND expires_at > now()"),
@@ -71,15 +75,23 @@ impl LeaseStatements {
                  expires_at = CASE WHEN {free} THEN excluded.expires_at ELSE l.expires_at END,
                  tickets = CASE WHEN {free} OR $5::bigint > l.turn THEN l.tickets
                                 ELSE l.tickets + 1 END,
-                 turn = CASE WHEN {free} THEN GREATEST(l.turn, $5::bigint) ELSE l.turn END
-               RETURNING l.owner = $2 AS won, l.fence, l.expires_at, l.tickets, l.turn)
+                 turn = CASE WHEN {free} THEN GREATEST(l.turn, $5::bigint) ELSE l.turn END,
+                 intent_owner = CASE WHEN NOT {free} THEN $2
+                                     WHEN l.intent_owner = $2 THEN NULL ELSE l.intent_owner END,
+                 intent_until = CASE WHEN NOT {free}
+                                     THEN GREATEST(l.expires_at, l.shared_until, now())
+                                          + $3::bigint * interval '1 millisecond'
+                                     WHEN l.intent_owner = $2 THEN NULL ELSE l.intent_until END
+               RETURNING l.owner = $2 AS won, l.fence, GREATEST(l.expires_at, l.shared_until) AS expires_at,
+                         l.tickets, l.turn)
              SELECT CASE WHEN won THEN fence END,
                     GREATEST(0, ceil(extract(epoch FROM expires_at - now()) * 1000))::bigint,
                     CASE WHEN won OR $5::bigint > turn THEN $5::bigint ELSE tickets END,
                     turn,
                     CASE WHEN won AND $5::bigint > 0 THEN pg_notify($6, 'g ' || turn || ' ' || $1) END
              FROM g",
-            free = "(l.owner IS NULL OR l.expires_at <= now())", US = CLOCK_US),
+            free = format!("((l.owner IS NULL OR l.expires_at <= now()) AND {})", shared::NO_READERS),
+            US = CLOCK_US),
             release: format!(
             "WITH old AS (SELECT key, expires_at FROM {t} WHERE key = $1 AND owner = $2 FOR UPDATE),
                   upd AS (UPDATE {t} l SET owner = NULL, expires_at = now(), info = NULL,
@@ -107,6 +119,7 @@ struct LeaseConn {
     renew_many: Statement,
     release: Statement,
     holders: Statement,
+    prims: shared::Prepared,
 }
 
 /// How long a waiter whose ticket was not called waits, per ticket ahead of it, after a
@@ -151,6 +164,8 @@ pub struct PostgresStore {
     op_ms: AtomicU64,
     table: String,
     sql: LeaseStatements,
+    prims_sql: PrimitiveStatements,
+    slots: shared::SlotConn,
     conn: tokio::sync::Mutex<Option<Arc<LeaseConn>>>,
     listener: Arc<Listener>,
 }
@@ -165,6 +180,7 @@ impl PostgresStore {
     pub(super) async fn open(cfg: Config, o: &Options, limits: Limits) -> Result<Self> {
         let table = format!("\"{}\".\"{}\"", o.schema, o.table);
         let sql = LeaseStatements::new(&o.schema, &o.table);
+        let prims_sql = PrimitiveStatements::new(&o.schema, &o.table);
         let store = PostgresStore {
             listener: Arc::new(Listener {
                 cfg: cfg.clone(),
@@ -178,6 +194,8 @@ impl PostgresStore {
             op_ms: AtomicU64::new(ms(limits.op) as u64),
             table,
             sql,
+            prims_sql,
+            slots: Default::default(),
             conn: Default::default(),
         };
         let ddl = format!(
@@ -202,8 +220,10 @@ impl PostgresStore {
                                AND column_name = 'info') THEN
                 ALTER TABLE {t} ADD COLUMN info text;
               END IF;
-            END $$",
+            END $$;
+            {prims}",
             store.table,
+            prims = store.prims_sql.ddl,
             schema = o.schema,
             name = o.table,
             t = store.table
@@ -274,6 +294,8 @@ impl PostgresStore {
         };
         let [grant, grant_queued, renew, renew_many, release, holders] =
             pg.bounded("prepare", self.connect, prepared).await?;
+        let prims = shared::Prepared::new(&pg.client, &self.prims_sql);
+        let prims = pg.bounded("prepare", self.connect, prims).await?;
         let c = Arc::new(LeaseConn {
             pg,
             bounds_ms: AtomicU64::new(op.as_millis() as u64),
@@ -283,6 +305,7 @@ impl PostgresStore {
             renew_many,
             release,
             holders,
+            prims,
         });
         *slot = Some(c.clone());
         Ok(c)
@@ -297,6 +320,16 @@ enum Queued {
 
 impl PostgresStore {
     async fn grant_queued(&self, req: &AcquireRequest<'_>, ticket: i64) -> Result<Queued> {
+        if req.mode == crate::Mode::Shared {
+            // Readers take no ticket: every release lets them look.
+            return Ok(match self.grant_shared(req).await? {
+                Attempt::Granted(g) => Queued::Granted(g),
+                Attempt::Busy { holder_expires_in } => Queued::Busy {
+                    holder_expires_in: holder_expires_in.unwrap_or_default(),
+                    ticket: 0,
+                },
+            });
+        }
         let c = self.conn().await?;
         let sent = Instant::now();
         let info = req.info.map(HolderInfo::encode);
@@ -308,8 +341,12 @@ impl PostgresStore {
             &ticket,
             &self.sql.channel,
         ];
-        let grant = c.pg.client.query_one(&c.grant_queued, &params);
-        let row = self.run(&c, "grant", req.op_timeout, grant).await?;
+        let row = if req.slot.is_some() {
+            self.slot_grant(req, &self.sql.grant_queued, &params).await?
+        } else {
+            let grant = c.pg.client.query_one(&c.grant_queued, &params);
+            self.run(&c, "grant", req.op_timeout, grant).await?
+        };
         match row.get::<_, Option<i64>>(0) {
             Some(f) => {
                 if ticket > 0 {
@@ -342,18 +379,30 @@ impl Store for PostgresStore {
             holders_know_info: true,
             waiting: "LISTEN/NOTIFY on release, calling one ticketed waiter per release; else \
                       the holder's expiry",
-            primitives: crate::Primitives::MUTEX,
+            primitives: crate::Primitives {
+                note: "semaphores (permit count checked in the slot's granting transaction), \
+                       fenced readers with writer preference (a waiting writer's intent on the \
+                       key's row), several keys",
+                ..crate::Primitives::ALL
+            },
         }
     }
 
     async fn try_acquire(&self, req: &AcquireRequest<'_>) -> Result<Attempt> {
+        if req.mode == crate::Mode::Shared {
+            return self.grant_shared(req).await;
+        }
         let c = self.conn().await?;
         let sent = Instant::now();
         let info = req.info.map(HolderInfo::encode);
         let params: [&(dyn tokio_postgres::types::ToSql + Sync); 4] =
             [&req.key.as_str(), &req.owner.to_string(), &ms(req.ttl), &info];
-        let grant = c.pg.client.query_one(&c.grant, &params);
-        let row = self.run(&c, "grant", req.op_timeout, grant).await?;
+        let row = if req.slot.is_some() {
+            self.slot_grant(req, &self.sql.grant, &params).await?
+        } else {
+            let grant = c.pg.client.query_one(&c.grant, &params);
+            self.run(&c, "grant", req.op_timeout, grant).await?
+        };
         match row.get::<_, Option<i64>>(0) {
             Some(f) => Ok(Attempt::Granted(Grant::new(FenceToken::new(f as u64), sent))),
             None => Ok(Attempt::Busy { holder_expires_in: Some(left(row.get(1))) }),
@@ -384,6 +433,7 @@ impl Store for PostgresStore {
             ticket = mine;
             let now = Instant::now();
             if now >= until {
+                self.withdraw_intent(req).await?;
                 return Ok(Attempt::Busy { holder_expires_in: Some(holder_expires_in) });
             }
             // At the holder's expiry at the latest (plus a millisecond so the server's clock
@@ -434,7 +484,11 @@ impl Store for PostgresStore {
         let params: [&(dyn tokio_postgres::types::ToSql + Sync); 3] =
             [&key.as_str(), &owner.to_string(), &ms(ttl)];
         let n = self.run(&c, "renew", self.op(), c.pg.client.execute(&c.renew, &params)).await?;
-        Ok(n == 1)
+        if n == 1 {
+            return Ok(true);
+        }
+        let item = RenewItem { key: key.clone(), owner: *owner, ttl };
+        Ok(!self.renew_shared(std::slice::from_ref(&item)).await?.is_empty())
     }
 
     async fn renew_many(&self, items: &[RenewItem]) -> Result<Vec<bool>> {
@@ -449,9 +503,23 @@ impl Store for PostgresStore {
                 self.run(&c, "renew", self.op(), c.pg.client.query(&c.renew_many, &params)).await?;
             let done: HashSet<(String, String)> =
                 rows.iter().map(|r| (r.get(0), r.get(1))).collect();
+            let start = out.len();
             out.extend(
                 chunk.iter().zip(owners).map(|(i, o)| done.contains(&(i.key.to_string(), o))),
             );
+            // Not a lease row's: perhaps a reader's.
+            let rest: Vec<RenewItem> = chunk
+                .iter()
+                .zip(&out[start..])
+                .filter(|(_, d)| !**d)
+                .map(|(i, _)| i.clone())
+                .collect();
+            if !rest.is_empty() {
+                let readers = self.renew_shared(&rest).await?;
+                for (i, done) in chunk.iter().zip(&mut out[start..]) {
+                    *done = *done || readers.contains(&(i.key.to_string(), i.owner.to_string()));
+                }
+            }
         }
         Ok(out)
     }
@@ -462,7 +530,9 @@ impl Store for PostgresStore {
             [&key.as_str(), &owner.to_string(), &self.sql.channel];
         let rows =
             self.run(&c, "release", self.op(), c.pg.client.query(&c.release, &params)).await?;
-        let Some(row) = rows.first() else { return Ok(false) };
+        let Some(row) = rows.first() else {
+            return Ok(self.release_shared(key, owner).await?.unwrap_or(false));
+        };
         // Waiters of this process hear of it without waiting for the notification.
         self.listener.queues.released(key.as_str(), row.get(1));
         Ok(row.get::<_, bool>(0))
@@ -471,8 +541,9 @@ impl Store for PostgresStore {
     async fn forget(&self, key: &Key) -> Result<()> {
         let c = self.conn().await?;
         let sql = format!(
-            "DELETE FROM {} WHERE key = $1 AND (owner IS NULL OR expires_at < now())",
-            self.table
+            "DELETE FROM {} l WHERE key = $1 AND (owner IS NULL OR expires_at < now()) AND {}",
+            self.table,
+            shared::NO_READERS
         );
         c.pg.client.execute(&sql, &[&key.as_str()]).await.map_err(|e| pg_err("forget", e))?;
         Ok(())
@@ -483,7 +554,9 @@ impl Store for PostgresStore {
         let params: [&(dyn tokio_postgres::types::ToSql + Sync); 1] = [&key.map(Key::as_str)];
         let rows =
             self.run(&c, "holders", self.op(), c.pg.client.query(&c.holders, &params)).await?;
-        rows.iter()
+        let readers = self.shared_holders(key).await?;
+        let mut out: Vec<Holder> = rows
+            .iter()
             .map(|r| {
                 let info: Option<String> = r.get(4);
                 Ok(Holder::new(
@@ -494,7 +567,10 @@ impl Store for PostgresStore {
                 )
                 .with_info(info.as_deref().and_then(HolderInfo::decode)))
             })
-            .collect()
+            .collect::<Result<_>>()?;
+        out.extend(readers);
+        out.sort_by(|a, b| a.key.cmp(&b.key));
+        Ok(out)
     }
 
     fn set_op_timeout(&self, op_timeout: Duration) {

@@ -12,14 +12,18 @@
 //!   handoff costs one attempt however many processes wait (NOTIFY reaches them all). The
 //!   others try when called, or 5 ms per ticket ahead of theirs after a release the called
 //!   waiter did not answer (`g TURN KEY` says it did). Many leases renew in one
-//!   `UPDATE … FROM unnest(…)`.
+//!   `UPDATE … FROM unnest(…)`. Readers, writer intents and semaphore slots (`shared.rs`):
+//!   the key's row carries the readers' latest expiry and a waiting writer's intent, checked
+//!   under its row lock by every grant; readers' rows sit in `TABLE_readers`, each fenced
+//!   from the key's counter; slot grants check the permit count in one transaction.
 //! - `postgres://…?mode=session[&prefix=P&fence=sequence|none&heartbeat=5000ms]`: a
 //!   **session advisory lock** on `hashtextextended(P || KEY, 0)`, so psql or any other client
 //!   takes the same lock with `SELECT pg_advisory_lock(hashtextextended('KEY', 0))`. Each
 //!   lock holds a **dedicated** connection, returned to this store's idle list only after
 //!   `pg_advisory_unlock` answered true; a failed unlock, an error, a cancelled acquire or a
 //!   failed heartbeat closes the connection instead (the server then drops the lock), and
-//!   the end of that connection fires the lease's `lost()`. Waiting is the server's own
+//!   the end of that connection fires the lease's `lost()`. Readers take
+//!   `pg_advisory_lock_shared`; semaphores are refused (nowhere to record the count). Waiting is the server's own
 //!   blocking `pg_advisory_lock` under `lock_timeout` (FIFO in the lock manager). The fence,
 //!   unless `fence=none`, comes from the sequence `S.leasehold_fence_seq`, set in the granting
 //!   statement to `max(nextval, clock_timestamp() in µs)`.

@@ -11,79 +11,9 @@ const PER_CONN: usize = 64;
 /// far more grants than any statement can race with, far less than any failover takes.
 pub(super) const CLOCK_BACK_SLACK_US: i64 = 10_000;
 
-/// The statements the session store prepares (`$1` is the lock name: prefix + key).
-#[derive(Debug, Clone)]
-#[non_exhaustive]
-pub struct SessionStatements {
-    /// → the fence (0 with `fence=none`) when granted, -1 when busy.
-    pub try_grant: String,
-    /// `$2` lock_timeout for this statement only (e.g. `250ms`, `0` for none) → the fence, or
-    /// error 55P03 when the wait ran out.
-    pub wait_grant: String,
-    /// → whether this session holds the lock.
-    pub verify: String,
-    /// → whether the lock was held (and is now released).
-    pub unlock: String,
-    /// Run once on every session connection before its first grant (simple query protocol;
-    /// empty with `fence=none`): under a transaction advisory lock, moves the sequence up to
-    /// the server's clock in µs when it is more than 10 ms behind, so that grants after a
-    /// failover or a crash, all made on new connections, stay above every earlier fence.
-    pub clock_back: String,
-    /// Run once on every session connection, first: its commits stop waiting for WAL
-    /// flushes (`synchronous_commit = off`). Nothing committed on it needs one: advisory
-    /// locks are not logged, and a sequence advance lost in a crash is covered by the
-    /// clock-back every connection makes after the restart, as after a failover.
-    pub setup: String,
-}
-
-impl SessionStatements {
-    /// The fence of a grant is `nextval` of the sequence, whose WAL record covers 32 values
-    /// (`setval` on every grant forced a WAL flush each time, and the 32nd `nextval` would
-    /// still wait for one, but for [`SessionStatements::setup`]). What keeps it from going back
-    /// after a failover is `clock_back`, run on every connection before its first grant:
-    /// the sequence is set to the server's clock in µs if it is more than
-    /// `CLOCK_BACK_SLACK_US` behind. Every grant after a failover is made on a connection
-    /// opened to the new primary, hence after a clock-back there, and so above every fence
-    /// the old primary issued (those were at most its clock, given fewer grants than
-    /// microseconds), under `CLOCK_ASSUMPTION` with a failover longer than the slack.
-    /// Clock-backs are serialized by a transaction advisory lock, and one moves the
-    /// sequence only forward by more than the slack, so no grant racing with it can be
-    /// handed a value twice.
-    pub(super) fn new(seq: Option<&str>) -> SessionStatements {
-        let fence = seq.map_or("0::bigint".to_owned(), |s| format!("nextval('{s}')"));
-        let clock_back = seq.map_or(String::new(), |s| {
-            format!(
-                "BEGIN; SET LOCAL lock_timeout = '10s';
-                 SELECT pg_advisory_xact_lock(hashtextextended('leasehold:clock-back', 0));
-                 SELECT CASE WHEN c > n + {CLOCK_BACK_SLACK_US} THEN setval('{s}', c) ELSE n END
-                   FROM (SELECT nextval('{s}') AS n, {CLOCK_US} AS c) now;
-                 COMMIT;"
-            )
-        });
-        SessionStatements {
-            try_grant: format!(
-                "SELECT CASE WHEN pg_try_advisory_lock({LOCK_ID}) THEN {fence} ELSE -1 END"
-            ),
-            wait_grant: format!(
-                "WITH c AS MATERIALIZED (SELECT set_config('lock_timeout', $2, true) AS v),
-                      g AS MATERIALIZED (SELECT pg_advisory_lock({LOCK_ID}) AS l FROM c)
-                 SELECT {fence} FROM g"
-            ),
-            verify: format!(
-                "SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted
-                     AND pid = pg_backend_pid() AND objsubid = 1
-                     AND ((classid::bigint << 32) | objid::bigint) = {LOCK_ID})"
-            ),
-            unlock: format!("SELECT pg_advisory_unlock({LOCK_ID})"),
-            clock_back,
-            setup: if seq.is_some() {
-                "SET synchronous_commit = off".into()
-            } else {
-                String::new()
-            },
-        }
-    }
-}
+#[path = "session_sql.rs"]
+mod sql;
+pub use sql::SessionStatements;
 
 /// A session connection of this store. It carries the locks named in `keys` (held, or
 /// reserved by a request in flight); no statement of anyone else ever runs on it.
@@ -94,6 +24,8 @@ struct SessionConn {
     verify: Statement,
     ping: Statement,
     unlock: Statement,
+    /// The reader's statements: try, wait, unlock.
+    shared: [Statement; 3],
     keys: Mutex<HashSet<String>>,
 }
 
@@ -130,11 +62,29 @@ impl SessionConn {
                 client.prepare(&sql.verify).await?,
                 client.prepare("SELECT 1").await?,
                 client.prepare(&sql.unlock).await?,
+                client.prepare(&sql.try_grant_shared).await?,
+                client.prepare(&sql.wait_grant_shared).await?,
+                client.prepare(&sql.unlock_shared).await?,
             ])
         };
-        let [try_grant, wait_grant, verify, ping, unlock] =
+        let [try_grant, wait_grant, verify, ping, unlock, try_s, wait_s, unlock_s] =
             pg.bounded("prepare", connect, prepared).await?;
-        Ok(SessionConn { pg, try_grant, wait_grant, verify, ping, unlock, keys: Mutex::default() })
+        let shared = [try_s, wait_s, unlock_s];
+        Ok(SessionConn {
+            pg,
+            try_grant,
+            wait_grant,
+            verify,
+            ping,
+            unlock,
+            shared,
+            keys: Mutex::default(),
+        })
+    }
+
+    /// The unlock statement for a grant in `mode`.
+    fn unlock_for(&self, mode: crate::Mode) -> &Statement {
+        if mode == crate::Mode::Shared { &self.shared[2] } else { &self.unlock }
     }
 
     fn keys(&self) -> std::sync::MutexGuard<'_, HashSet<String>> {
@@ -186,6 +136,7 @@ impl std::fmt::Debug for PostgresSessionStore {
 struct InFlight {
     conn: Option<Arc<SessionConn>>,
     name: String,
+    mode: crate::Mode,
     waiting: bool,
     undoing: Arc<Undoing>,
 }
@@ -213,6 +164,7 @@ impl Drop for InFlight {
             return;
         };
         let (name, waiting, undoing) = (self.name.clone(), self.waiting, self.undoing.clone());
+        let mode = self.mode;
         undoing.start(&name);
         rt.spawn(async move {
             if waiting {
@@ -221,7 +173,7 @@ impl Drop for InFlight {
             // Runs after the abandoned request on the same connection.
             let undone = tokio::time::timeout(
                 Duration::from_secs(10),
-                conn.pg.client.query_one(&conn.unlock, &[&name]),
+                conn.pg.client.query_one(conn.unlock_for(mode), &[&name]),
             )
             .await;
             if !matches!(undone, Ok(Ok(_))) {
@@ -295,6 +247,7 @@ impl PostgresSessionStore {
         name: &str,
         exclusive: bool,
         info: Option<&HolderInfo>,
+        mode: crate::Mode,
     ) -> Result<InFlight> {
         let found = {
             let mut conns = self.conns();
@@ -327,6 +280,7 @@ impl PostgresSessionStore {
         Ok(InFlight {
             conn: Some(conn),
             name: name.to_owned(),
+            mode,
             waiting: exclusive,
             undoing: self.undoing.clone(),
         })
@@ -343,15 +297,20 @@ impl PostgresSessionStore {
 
     async fn grant(&self, req: &AcquireRequest<'_>, wait: Option<Duration>) -> Result<Attempt> {
         let name = self.lock_name(req.key);
-        let flight = self.reserve(&name, wait.is_some(), req.info).await?;
+        let flight = self.reserve(&name, wait.is_some(), req.info, req.mode).await?;
         let sent = Instant::now();
         let c = flight.conn();
+        let shared = req.mode == crate::Mode::Shared;
+        let (try_grant, wait_grant) = match shared {
+            true => (&c.shared[0], &c.shared[1]),
+            false => (&c.try_grant, &c.wait_grant),
+        };
         let res = match wait {
-            None => c.pg.client.query_one(&c.try_grant, &[&name]).await,
+            None => c.pg.client.query_one(try_grant, &[&name]).await,
             Some(t) => {
                 // 0 means "no timeout" to the server: what an unbounded wait asks.
                 let t = if t.as_millis() >= i32::MAX as u128 { 0 } else { ms(t) };
-                c.pg.client.query_one(&c.wait_grant, &[&name, &format!("{t}ms")]).await
+                c.pg.client.query_one(wait_grant, &[&name, &format!("{t}ms")]).await
             }
         };
         let fence: i64 = match res {
@@ -369,8 +328,13 @@ impl PostgresSessionStore {
             return Ok(Attempt::Busy { holder_expires_in: None });
         }
         let end = conn.pg.end_signal();
-        let held =
-            Held { key: req.key.clone(), fence: fence as u64, info: req.info.cloned(), conn };
+        let held = Held {
+            key: req.key.clone(),
+            mode: req.mode,
+            fence: fence as u64,
+            info: req.info.cloned(),
+            conn,
+        };
         self.held.insert(*req.owner, held);
         Ok(Attempt::Granted(Grant::new(FenceToken::new(fence as u64), sent).with_session_end(end)))
     }
@@ -427,7 +391,15 @@ impl Store for PostgresSessionStore {
             // This process's grants only: another process's lock is `Busy` in `holders`.
             holders_know_info: true,
             waiting: "server-side blocking pg_advisory_lock under lock_timeout (FIFO)",
-            primitives: crate::Primitives::MUTEX,
+            primitives: crate::Primitives {
+                permits: false,
+                note: "readers with pg_advisory_lock_shared, fenced from the sequence; the \
+                       server's lock queue gives writers preference (a reader, waiting or \
+                       trying, is refused while a writer waits in pg_advisory_lock); semaphores \
+                       are refused (an advisory lock has nowhere to record the permit count \
+                       atomically with the grant: use mode=lease); several keys",
+                ..crate::Primitives::ALL
+            },
         }
     }
 
@@ -468,7 +440,7 @@ impl Store for PostgresSessionStore {
         // An abandoned request for this key must not grab what we free.
         self.undoing.settled(&name, Duration::from_secs(10)).await;
         let params: [&(dyn tokio_postgres::types::ToSql + Sync); 1] = [&name];
-        let unlock = h.conn.pg.client.query_one(&h.conn.unlock, &params);
+        let unlock = h.conn.pg.client.query_one(h.conn.unlock_for(h.mode), &params);
         let answer = tokio::time::timeout(self.op().mul_f64(0.9), unlock).await;
         unanswered.0 = None;
         let Ok(answer) = answer else {

@@ -1,7 +1,7 @@
 //! What leasehold's own tools need of the PostgreSQL store (feature `tools`, not a stable
 //! API): `leasehold bench` runs the very statements the store prepares through pgbench.
 
-pub use super::lease::LeaseStatements;
+pub use super::lease::{LeaseStatements, PrimitiveStatements};
 use super::parse_url;
 pub use super::session::SessionStatements;
 use crate::Result;
@@ -10,6 +10,12 @@ use crate::Result;
 pub fn lease_statements(url: &str) -> Result<LeaseStatements> {
     let (_, o) = parse_url(url)?;
     Ok(LeaseStatements::new(&o.schema, &o.table))
+}
+
+/// The readers', intents' and slots' statements beside the lease table of a `postgres://` URL.
+pub fn primitive_statements(url: &str) -> Result<PrimitiveStatements> {
+    let (_, o) = parse_url(url)?;
+    Ok(PrimitiveStatements::new(&o.schema, &o.table))
 }
 
 /// The session-lock statements for a `postgres://…?mode=session` URL.
