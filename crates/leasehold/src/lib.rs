@@ -73,6 +73,7 @@ mod macros;
 mod client;
 mod error;
 mod guarantees;
+mod holder;
 mod key;
 pub mod probe;
 mod registry;
@@ -102,9 +103,9 @@ pub use client::{
 pub use error::{BoxError, Error, LostReason, Result, StaleReason};
 pub use fence::Fencing;
 pub use guarantees::{CLOCK_ASSUMPTION, FenceRepeat, Guarantees, LockKind};
+pub use holder::{Holder, HolderInfo};
 pub use key::Key;
 pub use registry::{Scheme, StoreUrl};
-pub use store::{Holder, HolderInfo};
 // For the crate's own code; the public path is `leasehold::store::Store`.
 pub(crate) use store::Store;
 pub use token::{FenceToken, OwnerToken};

@@ -1,6 +1,6 @@
 //! Store implementations, one folder per store, each behind its cargo feature. Each store's
-//! folder exports one [`Descriptor`] (its URL form, option parser, how to open and probe it);
-//! `crate::registry` lists them, with their schemes.
+//! folder exports one descriptor (`Descriptor`: its URL form, option parser, how to open and
+//! probe it); `crate::registry` lists them, with their schemes.
 
 use std::future::Future;
 use std::pin::Pin;

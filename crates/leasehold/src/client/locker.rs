@@ -5,11 +5,11 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::HolderInfo;
 use crate::client::background::Exit;
 use crate::client::lease_state::{Shared, Timing, default_margin};
 use crate::client::queue::{Ident, Refused};
 use crate::client::renewal::Watchdog;
-use crate::store::HolderInfo;
 use crate::store::{AcquireRequest, Attempt};
 use crate::telemetry::{ORPHAN_CLEANUPS, Telemetry};
 use crate::{Error, Guarantees, Holder, Key, Lease, LockKind, OwnerToken, Result, Store, StoreUrl};

@@ -8,7 +8,7 @@
 //! - the holder is the key with the lowest create revision; a waiter watches only the key
 //!   created just before its own (no herd) and holds the lock when no earlier key remains;
 //! - leasehold's key is `PREFIX/KEY/OWNER` (the 32-hex-digit owner token), its value the owner
-//!   token, then a line break and who holds it ([`crate::store::HolderInfo`], when the locker
+//!   token, then a line break and who holds it ([`crate::HolderInfo`], when the locker
 //!   has it); `etcdctl get --prefix PREFIX/KEY/` lists holder and waiters in order.
 //!
 //! With the default prefix, `etcdctl lock leasehold/KEY` takes the same lock as `KEY` here.
@@ -46,8 +46,9 @@ use self::rpc::{
 };
 use super::Limits;
 use super::session::Undoing;
-use crate::store::{AcquireRequest, Attempt, Holder, HolderInfo};
+use crate::store::{AcquireRequest, Attempt};
 use crate::{Error, FenceRepeat, FenceToken, Guarantees, Key, LockKind, OwnerToken, Result, Store};
+use crate::{Holder, HolderInfo};
 
 // leasehold's own etcd v3 client: the store's, and through `tools` the bench's and the
 // harness's (some of its RPCs only they call).

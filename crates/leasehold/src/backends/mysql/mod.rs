@@ -44,8 +44,9 @@ use tokio::sync::{oneshot, watch};
 
 use super::Limits;
 use super::session::Undoing;
-use crate::store::{AcquireRequest, Attempt, Grant, Holder, HolderInfo, RenewItem, SessionEnd};
+use crate::store::{AcquireRequest, Attempt, Grant, RenewItem, SessionEnd};
 use crate::{Error, FenceRepeat, FenceToken, Guarantees, Key, LockKind, OwnerToken, Result, Store};
+use crate::{Holder, HolderInfo};
 
 const RENEW_CHUNK: usize = 1000;
 const PER_CONN: usize = 64;

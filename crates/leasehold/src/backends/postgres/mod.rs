@@ -60,10 +60,9 @@ use tokio_postgres::{AsyncMessage, Client, Config, NoTls, Statement, Transaction
 
 use super::Limits;
 use super::session::Undoing;
-use crate::store::{
-    AcquireRequest, Attempt, Grant, Holder, HolderInfo, RenewItem, SessionEnd, within_op_timeout,
-};
+use crate::store::{AcquireRequest, Attempt, Grant, RenewItem, SessionEnd, within_op_timeout};
 use crate::{Error, FenceRepeat, FenceToken, Guarantees, Key, LockKind, OwnerToken, Result, Store};
+use crate::{Holder, HolderInfo};
 
 const RENEW_CHUNK: usize = 5000;
 

@@ -11,7 +11,7 @@
 //!   retired prefix is removed with `redis-cli --scan --pattern 'PREFIX*' | xargs redis-cli del`
 //!   once no holder or fenced resource relies on it;
 //! - `leasehold:{KEY}:holder`: who holds the lease (host, pid, since, command; see
-//!   [`crate::store::HolderInfo`]), written, extended and deleted by the same scripts as the
+//!   [`crate::HolderInfo`]), written, extended and deleted by the same scripts as the
 //!   lease, with the same expiry;
 //! - channel `leasehold:{KEY}:released`: a release publishes here, waking waiters.
 //!
@@ -53,8 +53,9 @@ use redis::{Script, Value};
 use tokio::sync::Notify;
 
 use super::Limits;
-use crate::store::{AcquireRequest, Attempt, Grant, Holder, HolderInfo, RenewItem, Watch};
+use crate::store::{AcquireRequest, Attempt, Grant, RenewItem, Watch};
 use crate::{Error, FenceRepeat, FenceToken, Guarantees, Key, LockKind, OwnerToken, Result, Store};
+use crate::{Holder, HolderInfo};
 
 /// Leases renewed per script call; the calls of one batch share one pipelined round trip.
 const RENEW_CHUNK: usize = 1000;
