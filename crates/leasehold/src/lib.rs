@@ -75,6 +75,7 @@ mod error;
 mod guarantees;
 mod holder;
 mod key;
+mod limits;
 pub mod probe;
 mod registry;
 pub mod sizing;
@@ -96,15 +97,13 @@ pub mod rules {
     pub use crate::token::next_fence;
 }
 
-pub use client::{
-    Acquire, DEFAULT_CONNECT_TIMEOUT, DEFAULT_OP_TIMEOUT, Lease, Locker, MAX_TTL, Released, Wait,
-    default_margin,
-};
+pub use client::{Acquire, Lease, Locker, MAX_TTL, Released, Wait, default_margin};
 pub use error::{BoxError, Error, LostReason, Result, StaleReason};
 pub use fence::Fencing;
 pub use guarantees::{CLOCK_ASSUMPTION, FenceRepeat, Guarantees, LockKind};
 pub use holder::{Holder, HolderInfo};
 pub use key::Key;
+pub use limits::{DEFAULT_CONNECT_TIMEOUT, DEFAULT_OP_TIMEOUT};
 pub use registry::{Scheme, StoreUrl};
 // For the crate's own code; the public path is `leasehold::store::Store`.
 pub(crate) use store::Store;

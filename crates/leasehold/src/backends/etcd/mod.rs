@@ -190,7 +190,8 @@ impl EtcdStore {
         let what = format!("connect to {}", cfg.endpoints.join(","));
         let connect =
             async { Client::connect(&cfg.endpoints, &opts).await.map_err(|e| etcd_err(&what, e)) };
-        let client = super::within(limits.connect, || format!("etcd {what}"), connect).await?;
+        let client =
+            crate::limits::within(limits.connect, || format!("etcd {what}"), connect).await?;
         let store = EtcdStore {
             client,
             connect: limits.connect,
@@ -233,7 +234,8 @@ impl EtcdStore {
             return Ok(cur.clone());
         }
         let open = Session::open(&self.client, self.cfg.ttl_secs);
-        let new = super::within(self.connect, || "opening an etcd session".into(), open).await?;
+        let new =
+            crate::limits::within(self.connect, || "opening an etcd session".into(), open).await?;
         *s = Some(new.clone());
         Ok(new)
     }

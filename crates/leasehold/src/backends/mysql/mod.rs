@@ -260,7 +260,7 @@ async fn open(url: &str, limits: Limits) -> Result<Arc<dyn Store>> {
 /// A new connection, opened within `limit`.
 async fn new_conn(opts: &Opts, limit: Duration) -> Result<Conn> {
     let connect = async { Conn::new(opts.clone()).await.map_err(connect_err) };
-    super::within(limit, || "connecting to mysql".into(), connect).await
+    crate::limits::within(limit, || "connecting to mysql".into(), connect).await
 }
 
 /// How long a statement may wait in the server, written into the statement itself (so a

@@ -295,9 +295,10 @@ impl PgConn {
         cfg.connect_timeout(limit);
         let start = Instant::now();
         let what = || "connecting to postgres".to_owned();
-        let (client, mut conn) =
-            super::within(limit, what, async { cfg.connect(NoTls).await.map_err(connect_err) })
-                .await?;
+        let (client, mut conn) = crate::limits::within(limit, what, async {
+            cfg.connect(NoTls).await.map_err(connect_err)
+        })
+        .await?;
         let (tx, ended) = watch::channel(None);
         let task = tokio::spawn(async move {
             let why = loop {
@@ -317,7 +318,7 @@ impl PgConn {
         let pg = PgConn { client, driver: task.abort_handle(), ended };
         if !setup.is_empty() {
             let left = limit.saturating_sub(start.elapsed());
-            super::within(left, what, async {
+            crate::limits::within(left, what, async {
                 pg.client.batch_execute(setup).await.map_err(|e| pg_err("session settings", e))
             })
             .await?;
