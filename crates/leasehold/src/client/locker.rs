@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::HolderInfo;
-use crate::client::background::Exit;
+use crate::client::background::AtExit;
 use crate::client::lease_state::{Shared, Timing, default_margin};
 use crate::client::queue::{Ident, Refused};
 use crate::client::renewal::Watchdog;
@@ -47,7 +47,7 @@ pub struct Locker {
     watchdog: Arc<Watchdog>,
     local: Arc<crate::client::queue::Local>,
     op_timeout: Duration,
-    exit: Arc<Exit>,
+    exit: Arc<AtExit>,
     tel: Telemetry,
     info: Option<Arc<HolderInfo>>,
 }
@@ -67,7 +67,7 @@ impl Locker {
             store,
             local: Arc::default(),
             op_timeout: DEFAULT_OP_TIMEOUT,
-            exit: Arc::new(Exit { pending: Arc::default(), limit: DEFAULT_OP_TIMEOUT }),
+            exit: Arc::new(AtExit { pending: Arc::default(), limit: DEFAULT_OP_TIMEOUT }),
             info: Some(Arc::new(HolderInfo::this_process())),
         }
     }
@@ -133,7 +133,7 @@ impl Locker {
             Some(exit) => exit.limit = self.op_timeout,
             None => {
                 let pending = self.exit.pending.clone();
-                self.exit = Arc::new(Exit { pending, limit: self.op_timeout });
+                self.exit = Arc::new(AtExit { pending, limit: self.op_timeout });
             }
         }
         self
