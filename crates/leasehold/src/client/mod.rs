@@ -17,7 +17,7 @@ pub(crate) mod semaphore;
 
 pub use lease::{Lease, Released};
 pub use lease_state::default_margin;
-pub use locker::{Acquire, DEFAULT_CONNECT_TIMEOUT, DEFAULT_OP_TIMEOUT, Locker, MAX_TTL, Wait};
+pub use locker::{Acquire, Locker, MAX_TTL, Wait};
 pub use mode::{Mode, Primitives};
 pub use multi::{AcquireAll, Leases};
 pub use semaphore::{AcquirePermit, MAX_PERMITS, Permit};

@@ -9,7 +9,7 @@
 //!   created just before its own (no herd) and holds the lock when no earlier key remains;
 //! - leasehold's key is `PREFIX/KEY/write/OWNER` (a reader's `PREFIX/KEY/read/OWNER`, the
 //!   layout of etcd's `recipes.RWMutex`, `rw.rs`; OWNER the 32-hex-digit owner token), its value
-//!   the owner token, then a line break and who holds it ([`crate::store::HolderInfo`], when the
+//!   the owner token, then a line break and who holds it ([`crate::HolderInfo`], when the
 //!   locker has it); `etcdctl get --prefix PREFIX/KEY/` lists holders and waiters in order.
 //!   A reader waits only for the earlier keys that are not readers'.
 //! - slot `i` of a semaphore `SEM` is the lock `PREFIX/SEM#i` (`semaphore.rs`): its grant key
@@ -51,9 +51,10 @@ use self::rpc::{
 };
 use super::Limits;
 use super::session::Undoing;
-use crate::store::{AcquireRequest, Attempt, Holder, HolderInfo};
+use crate::store::{AcquireRequest, Attempt};
 use crate::{
-    Error, FenceRepeat, FenceToken, Guarantees, Key, LockKind, Mode, OwnerToken, Result, Store,
+    Error, FenceRepeat, FenceToken, Guarantees, Holder, HolderInfo, Key, LockKind, Mode,
+    OwnerToken, Result, Store,
 };
 
 // leasehold's own etcd v3 client: the store's, and through `tools` the bench's and the
@@ -204,7 +205,8 @@ impl EtcdStore {
         let what = format!("connect to {}", cfg.endpoints.join(","));
         let connect =
             async { Client::connect(&cfg.endpoints, &opts).await.map_err(|e| etcd_err(&what, e)) };
-        let client = super::within(limits.connect, || format!("etcd {what}"), connect).await?;
+        let client =
+            crate::limits::within(limits.connect, || format!("etcd {what}"), connect).await?;
         let store = EtcdStore {
             client,
             connect: limits.connect,
@@ -247,7 +249,8 @@ impl EtcdStore {
             return Ok(cur.clone());
         }
         let open = Session::open(&self.client, self.cfg.ttl_secs);
-        let new = super::within(self.connect, || "opening an etcd session".into(), open).await?;
+        let new =
+            crate::limits::within(self.connect, || "opening an etcd session".into(), open).await?;
         *s = Some(new.clone());
         Ok(new)
     }

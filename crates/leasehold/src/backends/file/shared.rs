@@ -16,8 +16,9 @@ use nix::errno::Errno;
 use nix::fcntl::{Flock, FlockArg};
 
 use super::{FileStore, Held, bump_fence, ensure_file, io_err, same_file};
+use crate::Holder;
 use crate::Primitives;
-use crate::store::{AcquireRequest, Attempt, Grant, Holder};
+use crate::store::{AcquireRequest, Attempt, Grant};
 use crate::{Error, FenceToken, Key, OwnerToken, Result};
 
 /// This process's readers: the lock and fence of each, by key and owner.

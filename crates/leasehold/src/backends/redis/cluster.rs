@@ -31,8 +31,9 @@ use super::shard_sub::ShardSubscriber;
 use super::status::parse_holder;
 use super::{Names, RENEW_CHUNK, redis_err, ttl_ms};
 use crate::backends::Limits;
-use crate::store::{AcquireRequest, Attempt, Grant, Holder, HolderInfo, RenewItem, Watch};
+use crate::store::{AcquireRequest, Attempt, Grant, RenewItem, Watch};
 use crate::{Error, FenceRepeat, FenceToken, Guarantees, Key, LockKind, OwnerToken, Result, Store};
+use crate::{Holder, HolderInfo};
 
 const BACKEND: &str = "redis-cluster";
 

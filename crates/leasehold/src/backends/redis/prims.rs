@@ -25,8 +25,9 @@ use std::time::Duration;
 use redis::Script;
 
 use super::{Names, RedisStore, redis_err, ttl_ms};
+use crate::HolderInfo;
+use crate::store::AcquireRequest;
 use crate::store::SlotOf;
-use crate::store::{AcquireRequest, HolderInfo};
 use crate::{Error, Key, OwnerToken, Result};
 
 /// A reader's grant. `KEYS`: lease, fence counter, readers, intents; `ARGV`: owner, ttl ms,

@@ -6,8 +6,8 @@ use std::time::Duration;
 use redis::Value;
 
 use super::{Names, Node, glob_escape, redis_err};
-use crate::store::{Holder, HolderInfo};
 use crate::{FenceToken, Key, OwnerToken, Result};
+use crate::{Holder, HolderInfo};
 
 impl Node {
     /// The exclusive holders, and the keys held by readers (the lease marker `readers`).
