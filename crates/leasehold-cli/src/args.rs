@@ -38,6 +38,9 @@ URLs:
   file://DIR                                           flock(2) session locks (Linux)
   redis://[USER:PASS@]HOST:PORT[/DB][?prefix=P&wait_replicas=N&wait_timeout=100ms]
   rediss://[USER:PASS@]HOST:PORT[/DB][?tls_ca=PATH]    the same over TLS
+  redis-cluster://[USER:PASS@]H1:P1[,H2:P2…][?prefix=P]  Redis Cluster (seed nodes)
+  redis-sentinel://[USER:PASS@]S1:P1[,S2:P2…]/SERVICE[?db=N&prefix=P&wait_replicas=N]
+                                                       the primary Redis Sentinels name
   redlock://H1:P1,H2:P2,H3:P3                          Redlock over independent primaries
   postgres://USER[:PASS]@HOST:PORT/DB[?schema=S&mode=session]
   mysql://USER[:PASS]@HOST:PORT/DB[?mode=session]
