@@ -5,9 +5,11 @@ use std::time::{Duration, Instant};
 
 use leasehold::{Locker, Wait};
 use leasehold_testkit::servers::{RedisCluster, RedisServer};
-use leasehold_testkit::{conformance_suite, redis_cluster_fixture};
+use leasehold_testkit::{conformance_suite, primitives_suite, redis_cluster_fixture};
 
 conformance_suite!(redis_cluster_fixture());
+// Semaphores and readers refused (Error::Unsupported); several keys held.
+primitives_suite!(redis_cluster_fixture());
 
 leasehold_testkit::process_suite! {
     mutex { multi_process_mutual_exclusion: redis_cluster_fixture() }

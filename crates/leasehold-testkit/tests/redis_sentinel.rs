@@ -5,9 +5,11 @@ use std::time::{Duration, Instant};
 
 use leasehold::{Locker, Wait};
 use leasehold_testkit::servers::{RedisServer, SentinelSet};
-use leasehold_testkit::{conformance_suite, redis_sentinel_fixture};
+use leasehold_testkit::{conformance_suite, primitives_suite, redis_sentinel_fixture};
 
 conformance_suite!(redis_sentinel_fixture());
+// Semaphores and readers refused (Error::Unsupported); several keys held.
+primitives_suite!(redis_sentinel_fixture());
 
 leasehold_testkit::process_suite! {
     stalled redis_sentinel_fixture(), resource |_| {

@@ -5,11 +5,13 @@ use std::time::Duration;
 
 use leasehold::{Error, Locker, Wait};
 use leasehold_testkit::servers::RedisServer;
-use leasehold_testkit::{conformance_suite, redlock_fixture, redlock_url};
+use leasehold_testkit::{conformance_suite, primitives_suite, redlock_fixture, redlock_url};
 
 mod three {
     use super::*;
     conformance_suite!(redlock_fixture(3, true));
+    // Semaphores and readers refused (Error::Unsupported); several keys held.
+    primitives_suite!(redlock_fixture(3, true));
 }
 
 mod five {

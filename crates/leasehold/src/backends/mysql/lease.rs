@@ -437,6 +437,41 @@ impl Store for MysqlStore {
     }
 }
 
+impl MysqlStore {
+    /// A waiting acquirer's attempt: a refused writer records its intent (new readers are
+    /// then refused), and clears it once granted.
+    pub(super) async fn waiting_attempt(&self, req: &AcquireRequest<'_>) -> Result<Attempt> {
+        let out = crate::store::within_op_timeout(req, self.try_acquire(req)).await?;
+        if req.mode != crate::Mode::Exclusive {
+            return Ok(out);
+        }
+        let (key, owner) = (req.key.as_str().as_bytes(), req.owner.to_string());
+        match &out {
+            Attempt::Busy { .. } => {
+                let mut c = self.conn().await?;
+                shared::note_intent(&mut c, &self.prims, key, &owner, us(req.ttl)).await?;
+                lock_set(&self.intents).insert(*req.owner);
+            }
+            Attempt::Granted(_) => self.end_intent(req).await?,
+        }
+        Ok(out)
+    }
+
+    /// Clears the intent `req`'s writer recorded, if it did.
+    async fn end_intent(&self, req: &AcquireRequest<'_>) -> Result<()> {
+        if !lock_set(&self.intents).remove(req.owner) {
+            return Ok(());
+        }
+        let mut c = self.conn().await?;
+        let (key, owner) = (req.key.as_str().as_bytes(), req.owner.to_string());
+        shared::clear_intent(&mut c, &self.prims, key, &owner).await
+    }
+}
+
+fn lock_set(m: &Mutex<HashSet<OwnerToken>>) -> std::sync::MutexGuard<'_, HashSet<OwnerToken>> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;
@@ -493,38 +528,4 @@ mod tests {
         assert_eq!(bell.flatten(), None, "the bell was given back with the last release");
         admin.query_drop(format!("DROP DATABASE {db}")).await.unwrap();
     }
-}
-impl MysqlStore {
-    /// A waiting acquirer's attempt: a refused writer records its intent (new readers are
-    /// then refused), and clears it once granted.
-    pub(super) async fn waiting_attempt(&self, req: &AcquireRequest<'_>) -> Result<Attempt> {
-        let out = crate::store::within_op_timeout(req, self.try_acquire(req)).await?;
-        if req.mode != crate::Mode::Exclusive {
-            return Ok(out);
-        }
-        let (key, owner) = (req.key.as_str().as_bytes(), req.owner.to_string());
-        match &out {
-            Attempt::Busy { .. } => {
-                let mut c = self.conn().await?;
-                shared::note_intent(&mut c, &self.prims, key, &owner, us(req.ttl)).await?;
-                lock_set(&self.intents).insert(*req.owner);
-            }
-            Attempt::Granted(_) => self.end_intent(req).await?,
-        }
-        Ok(out)
-    }
-
-    /// Clears the intent `req`'s writer recorded, if it did.
-    async fn end_intent(&self, req: &AcquireRequest<'_>) -> Result<()> {
-        if !lock_set(&self.intents).remove(req.owner) {
-            return Ok(());
-        }
-        let mut c = self.conn().await?;
-        let (key, owner) = (req.key.as_str().as_bytes(), req.owner.to_string());
-        shared::clear_intent(&mut c, &self.prims, key, &owner).await
-    }
-}
-
-fn lock_set(m: &Mutex<HashSet<OwnerToken>>) -> std::sync::MutexGuard<'_, HashSet<OwnerToken>> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
