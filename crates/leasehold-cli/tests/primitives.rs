@@ -242,13 +242,13 @@ fn several_keys(e: &On) {
     assert!(!field(&out.replace(' ', "\n"), "f1").is_empty());
 }
 
-/// A store that cannot hold readers or semaphores (PostgreSQL's lease table, in this version)
+/// A store that cannot hold readers or semaphores (MySQL's `GET_LOCK` session locks)
 /// refuses at once with 64, naming what it cannot hold, and runs nothing.
 #[test]
 fn a_store_without_the_primitive_exits_64() {
-    let schema = leasehold_testkit::PgSchema::new();
-    let url = format!("{}?schema={}", leasehold_testkit::postgres_base(), schema.name);
-    let e = On { e: Env::new(), url, _redis: None };
+    // MySQL's GET_LOCK (mode=session) holds neither: no shared mode, nowhere to record N.
+    let db = leasehold_testkit::MyDatabase::new();
+    let e = On { e: Env::new(), url: db.url("?mode=session"), _redis: None };
     for args in [["run", "--shared", "k"], ["run", "--permits", "2"]] {
         let mut a = args.to_vec();
         if a[1] == "--permits" {
