@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use leasehold::store::HolderInfo;
+use leasehold::HolderInfo;
 use leasehold::{Error, FenceRepeat, FenceToken, LockKind, Locker, LostReason, OwnerToken, Wait};
 
 /// A key no other scenario run uses.

@@ -404,7 +404,7 @@ async fn holder_info_lives_and_dies_with_the_lease() {
     let l = Locker::connect(&server.url()).await.unwrap();
     let a = l.acquire("job", Duration::from_secs(30)).await.unwrap();
     let line = server.cli(&["GET", "leasehold:{job}:holder"]);
-    let info = leasehold::store::HolderInfo::decode(&line).expect("an info line");
+    let info = leasehold::HolderInfo::decode(&line).expect("an info line");
     assert_eq!(info.pid, std::process::id());
     let pttl: u64 = server.cli(&["PTTL", "leasehold:{job}:holder"]).parse().unwrap();
     assert!(pttl > 20_000 && pttl <= 30_000, "{pttl}");

@@ -44,7 +44,7 @@ async fn nodes_use_the_curator_layout() {
     let data = String::from_utf8(data).unwrap();
     let (owner, info) = data.split_once('\n').expect("owner, then holder info");
     assert_eq!(owner, o);
-    let info = leasehold::store::HolderInfo::decode(info).expect("a holder info line");
+    let info = leasehold::HolderInfo::decode(info).expect("a holder info line");
     assert_eq!(info.pid, std::process::id());
     assert_eq!(stat.czxid as u64, a.fence().get());
     assert_ne!(stat.ephemeral_owner, 0, "the node must be ephemeral");

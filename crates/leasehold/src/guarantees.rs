@@ -76,7 +76,7 @@ pub struct Guarantees {
     /// source, whose instances never see the fences.
     pub holders_know_fence: bool,
     /// Whether each holder [`crate::store::Store::holders`] lists carries the
-    /// [`crate::store::HolderInfo`] (host, pid, since, command) its holder wrote when it
+    /// [`crate::HolderInfo`] (host, pid, since, command) its holder wrote when it
     /// acquired, kept through renewals. For operators only: nothing checks it.
     pub holders_know_info: bool,
     /// How a waiting acquirer learns that the key may be free.

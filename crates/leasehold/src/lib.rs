@@ -73,7 +73,9 @@ mod macros;
 mod client;
 mod error;
 mod guarantees;
+mod holder;
 mod key;
+mod limits;
 pub mod probe;
 mod registry;
 pub mod sizing;
@@ -95,16 +97,14 @@ pub mod rules {
     pub use crate::token::next_fence;
 }
 
-pub use client::{
-    Acquire, DEFAULT_CONNECT_TIMEOUT, DEFAULT_OP_TIMEOUT, Lease, Locker, MAX_TTL, Released, Wait,
-    default_margin,
-};
+pub use client::{Acquire, Lease, Locker, MAX_TTL, Released, Wait, default_margin};
 pub use error::{BoxError, Error, LostReason, Result, StaleReason};
 pub use fence::Fencing;
 pub use guarantees::{CLOCK_ASSUMPTION, FenceRepeat, Guarantees, LockKind};
+pub use holder::{Holder, HolderInfo};
 pub use key::Key;
+pub use limits::{DEFAULT_CONNECT_TIMEOUT, DEFAULT_OP_TIMEOUT};
 pub use registry::{Scheme, StoreUrl};
-pub use store::{Holder, HolderInfo};
 // For the crate's own code; the public path is `leasehold::store::Store`.
 pub(crate) use store::Store;
 pub use token::{FenceToken, OwnerToken};

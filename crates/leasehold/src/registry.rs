@@ -6,7 +6,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::backends::{Descriptor, Limits, within};
+use crate::backends::Descriptor;
+use crate::limits::{Limits, within};
 use crate::probe::findings::Probe;
 use crate::url::{redact, secret};
 use crate::{Error, Result, Store};

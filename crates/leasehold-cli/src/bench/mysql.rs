@@ -48,7 +48,7 @@ impl MyRaw {
             .map_err(|e| e.to_string())?;
         let owner = OwnerToken::generate().map_err(|e| e.to_string())?.to_string();
         // The holder info a locker keeps beside each grant, as long as the store's.
-        let info = leasehold::store::HolderInfo::this_process().encode();
+        let info = leasehold::HolderInfo::this_process().encode();
         Ok(MyRaw { conn: Arc::new(tokio::sync::Mutex::new(conn)), lease, session, owner, info })
     }
 

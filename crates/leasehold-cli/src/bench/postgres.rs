@@ -77,10 +77,7 @@ impl PgSide {
             .args(["-D", &format!("key={key}"), "-D", "owner=00000000000000000000000000000001"])
             .args(["-D", "ttl=30000", "-D", &format!("chan={chan}")])
             // The holder info a locker keeps beside each grant, as long as the store's.
-            .args([
-                "-D",
-                &format!("info={}", leasehold::store::HolderInfo::this_process().encode()),
-            ])
+            .args(["-D", &format!("info={}", leasehold::HolderInfo::this_process().encode())])
             .arg("-f")
             .arg(&file)
             .arg(&self.url)

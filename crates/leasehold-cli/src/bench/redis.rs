@@ -133,7 +133,7 @@ impl Raw {
             fenced,
             grant: Arc::new(::redis::Script::new(lh_grant)),
             release: Arc::new(::redis::Script::new(if fenced { lh_release } else { RAW_RELEASE })),
-            info: leasehold::store::HolderInfo::this_process().encode(),
+            info: leasehold::HolderInfo::this_process().encode(),
         }
     }
 }

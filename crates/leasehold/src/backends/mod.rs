@@ -1,14 +1,13 @@
 //! Store implementations, one folder per store, each behind its cargo feature. Each store's
-//! folder exports one [`Descriptor`] (its URL form, option parser, how to open and probe it);
-//! `crate::registry` lists them, with their schemes.
+//! folder exports one descriptor (`Descriptor`: its URL form, option parser, how to open and
+//! probe it); `crate::registry` lists them, with their schemes.
 
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::time::Duration;
 
 use crate::probe::findings::Probe;
-use crate::{Error, Result, Store};
+use crate::{Result, Store};
 
 #[cfg(feature = "sqlite")]
 pub(crate) mod doorbell;
@@ -37,37 +36,8 @@ pub(crate) type Boxed<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 /// How a descriptor opens its store.
 pub(crate) type OpenFn = for<'a> fn(&'a str, Limits) -> Boxed<'a, Result<Arc<dyn Store>>>;
 
-/// The bounds a store is opened with (`docs/design.md` §3, "Bounds").
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Limits {
-    /// Every connection the store opens, now or later (name lookup, TCP, TLS,
-    /// authentication, creating its tables), answers within this.
-    pub connect: Duration,
-    /// One request, until [`Store::set_op_timeout`] says otherwise.
-    pub op: Duration,
-}
+pub(crate) use crate::limits::Limits;
 
-impl Default for Limits {
-    fn default() -> Self {
-        Limits { connect: crate::DEFAULT_CONNECT_TIMEOUT, op: crate::DEFAULT_OP_TIMEOUT }
-    }
-}
-
-cfg_sql! {
-    /// `f`, or [`Error::Unavailable`] naming `what` when it takes longer than `limit`.
-    pub(crate) async fn within<T>(
-        limit: Duration,
-        what: impl FnOnce() -> String,
-        f: impl Future<Output = Result<T>>,
-    ) -> Result<T> {
-        match tokio::time::timeout(limit, f).await {
-            Ok(r) => r,
-            Err(_) => {
-                Err(Error::unavailable(format!("{} got no answer within {limit:?}", what()), None))
-            }
-        }
-    }
-}
 /// How a descriptor probes a deployment.
 pub(crate) type ProbeFn =
     for<'a> fn(&'a str, &'a mut Probe) -> Boxed<'a, std::result::Result<(), String>>;

@@ -3,7 +3,7 @@
 //! A `Lease` dropped without `release()` (and an acquire whose outcome was unknown) is
 //! released by a spawned task. Returning from `#[tokio::main]` drops the leases and then the
 //! runtime, which would cancel that task before it ran: the key would stay held for a whole
-//! TTL. So every locker and lease shares one [`Exit`]; the last of them to go waits, bounded,
+//! TTL. So every locker and lease shares one [`AtExit`]; the last of them to go waits, bounded,
 //! for the releases still in flight (see `docs/design.md` §3, "release at exit").
 
 use std::sync::{Arc, Condvar, Mutex};
@@ -89,12 +89,12 @@ impl Drop for Ticket {
 /// Held by a locker, its clones and its leases; the last one dropped waits for the releases
 /// still in flight, up to `limit`.
 #[derive(Debug)]
-pub(crate) struct Exit {
+pub(crate) struct AtExit {
     pub pending: Arc<Pending>,
     pub limit: Duration,
 }
 
-impl Drop for Exit {
+impl Drop for AtExit {
     fn drop(&mut self) {
         if self.pending.in_flight() == 0
             || self.pending.closed.load(std::sync::atomic::Ordering::Relaxed)

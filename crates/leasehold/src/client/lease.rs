@@ -4,7 +4,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::client::background::{Exit, Ticket};
+use crate::client::background::{AtExit, Ticket};
 use crate::client::lease_state::Shared;
 use crate::client::queue::{Ident, Local, LocalKey};
 use crate::client::renewal::Watchdog;
@@ -62,7 +62,7 @@ pub struct Lease {
     watchdog: Option<(Arc<Watchdog>, u64)>,
     local: Option<Registration>,
     done: bool,
-    exit: Arc<Exit>,
+    exit: Arc<AtExit>,
 }
 
 impl Lease {
@@ -70,7 +70,7 @@ impl Lease {
         shared: Arc<Shared>,
         watchdog: Option<(Arc<Watchdog>, u64)>,
         local: Registration,
-        exit: Arc<Exit>,
+        exit: Arc<AtExit>,
         who: Ident,
     ) -> Self {
         local.1.set_holder(&shared, who);

@@ -5,24 +5,18 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::client::background::Exit;
+use crate::HolderInfo;
+use crate::client::background::AtExit;
 use crate::client::lease_state::{Shared, Timing, default_margin};
 use crate::client::queue::{Ident, Refused};
 use crate::client::renewal::Watchdog;
-use crate::store::HolderInfo;
+use crate::limits::{DEFAULT_CONNECT_TIMEOUT, DEFAULT_OP_TIMEOUT, Limits};
 use crate::store::{AcquireRequest, Attempt};
 use crate::telemetry::{ORPHAN_CLEANUPS, Telemetry};
 use crate::{Error, Guarantees, Holder, Key, Lease, LockKind, OwnerToken, Result, Store, StoreUrl};
 
 /// Longest accepted TTL (one year): longer ones are almost certainly a unit mistake.
 pub const MAX_TTL: Duration = Duration::from_secs(365 * 24 * 3600);
-
-/// Default bound on one store round trip.
-pub const DEFAULT_OP_TIMEOUT: Duration = Duration::from_secs(5);
-
-/// Default bound on connecting ([`Locker::connect`]), and on every connection a store opens
-/// later (a reconnect after a failure).
-pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// How long an acquire may wait for a busy key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -53,7 +47,7 @@ pub struct Locker {
     watchdog: Arc<Watchdog>,
     local: Arc<crate::client::queue::Local>,
     op_timeout: Duration,
-    exit: Arc<Exit>,
+    exit: Arc<AtExit>,
     tel: Telemetry,
     info: Option<Arc<HolderInfo>>,
 }
@@ -73,7 +67,7 @@ impl Locker {
             store,
             local: Arc::default(),
             op_timeout: DEFAULT_OP_TIMEOUT,
-            exit: Arc::new(Exit { pending: Arc::default(), limit: DEFAULT_OP_TIMEOUT }),
+            exit: Arc::new(AtExit { pending: Arc::default(), limit: DEFAULT_OP_TIMEOUT }),
             info: Some(Arc::new(HolderInfo::this_process())),
         }
     }
@@ -114,7 +108,7 @@ impl Locker {
 
     /// [`Locker::connect_within`] for a URL already parsed (and its options checked).
     pub async fn open(url: &StoreUrl, limit: Duration) -> Result<Self> {
-        let limits = crate::backends::Limits { connect: limit, op: DEFAULT_OP_TIMEOUT };
+        let limits = Limits { connect: limit, op: DEFAULT_OP_TIMEOUT };
         Ok(Self::from_arc(url.open(limits).await?))
     }
 
@@ -139,7 +133,7 @@ impl Locker {
             Some(exit) => exit.limit = self.op_timeout,
             None => {
                 let pending = self.exit.pending.clone();
-                self.exit = Arc::new(Exit { pending, limit: self.op_timeout });
+                self.exit = Arc::new(AtExit { pending, limit: self.op_timeout });
             }
         }
         self

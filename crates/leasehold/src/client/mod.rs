@@ -11,4 +11,4 @@ pub(crate) mod renewal;
 
 pub use lease::{Lease, Released};
 pub use lease_state::default_margin;
-pub use locker::{Acquire, DEFAULT_CONNECT_TIMEOUT, DEFAULT_OP_TIMEOUT, Locker, MAX_TTL, Wait};
+pub use locker::{Acquire, Locker, MAX_TTL, Wait};

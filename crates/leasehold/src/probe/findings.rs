@@ -3,7 +3,7 @@
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
-/// What [`probe`] found.
+/// What [`crate::probe::probe`] found.
 #[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
 #[non_exhaustive]
 pub struct Probe {

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use crate::backends::Limits;
+use crate::limits::Limits;
 use crate::{FenceRepeat, Locker, Result, StoreUrl};
 use findings::FAILOVER_CLOCK_SLACK_MS;
 

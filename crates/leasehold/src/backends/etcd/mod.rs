@@ -8,7 +8,7 @@
 //! - the holder is the key with the lowest create revision; a waiter watches only the key
 //!   created just before its own (no herd) and holds the lock when no earlier key remains;
 //! - leasehold's key is `PREFIX/KEY/OWNER` (the 32-hex-digit owner token), its value the owner
-//!   token, then a line break and who holds it ([`crate::store::HolderInfo`], when the locker
+//!   token, then a line break and who holds it ([`crate::HolderInfo`], when the locker
 //!   has it); `etcdctl get --prefix PREFIX/KEY/` lists holder and waiters in order.
 //!
 //! With the default prefix, `etcdctl lock leasehold/KEY` takes the same lock as `KEY` here.
@@ -46,8 +46,9 @@ use self::rpc::{
 };
 use super::Limits;
 use super::session::Undoing;
-use crate::store::{AcquireRequest, Attempt, Holder, HolderInfo};
+use crate::store::{AcquireRequest, Attempt};
 use crate::{Error, FenceRepeat, FenceToken, Guarantees, Key, LockKind, OwnerToken, Result, Store};
+use crate::{Holder, HolderInfo};
 
 // leasehold's own etcd v3 client: the store's, and through `tools` the bench's and the
 // harness's (some of its RPCs only they call).
@@ -189,7 +190,8 @@ impl EtcdStore {
         let what = format!("connect to {}", cfg.endpoints.join(","));
         let connect =
             async { Client::connect(&cfg.endpoints, &opts).await.map_err(|e| etcd_err(&what, e)) };
-        let client = super::within(limits.connect, || format!("etcd {what}"), connect).await?;
+        let client =
+            crate::limits::within(limits.connect, || format!("etcd {what}"), connect).await?;
         let store = EtcdStore {
             client,
             connect: limits.connect,
@@ -232,7 +234,8 @@ impl EtcdStore {
             return Ok(cur.clone());
         }
         let open = Session::open(&self.client, self.cfg.ttl_secs);
-        let new = super::within(self.connect, || "opening an etcd session".into(), open).await?;
+        let new =
+            crate::limits::within(self.connect, || "opening an etcd session".into(), open).await?;
         *s = Some(new.clone());
         Ok(new)
     }

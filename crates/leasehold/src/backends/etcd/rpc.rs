@@ -3,7 +3,8 @@
 //! Field numbers follow etcd's `etcdserverpb`, `mvccpb` and `v3lockpb` packages. Only the
 //! fields leasehold uses, or whose absence would change what a request means, are declared:
 //! the server ignores none of them and prost skips fields in answers it does not know.
-//! [`crate::fence::etcd::EtcdFence::txn`] takes and answers these types.
+//! The store's client sends these; leasehold's own tools reach them as
+//! `backends::etcd::tools::rpc` (feature `tools`), and `fence::etcd` takes types of its own.
 
 mod admin;
 pub use admin::*;

@@ -3,7 +3,7 @@
 //! One lock file per key (`DIR/<encoded key>.lock`, never deleted). The lock is held by an
 //! open file description of this process, so it ends exactly when the holder releases it or
 //! the process dies, and never by time: there is no TTL and nothing to renew. Lock files
-//! hold `fence\nowner\nkey`, then `\0` and who holds it ([`crate::store::HolderInfo`], one
+//! hold `fence\nowner\nkey`, then `\0` and who holds it ([`crate::HolderInfo`], one
 //! line; keys hold no NUL); the fence is read, incremented, written and fsynced while the
 //! lock is held, so it increases across grants, releases and crashes of the holder.
 //!
@@ -35,8 +35,9 @@ use nix::sys::inotify::{AddWatchFlags, WatchDescriptor};
 use tokio::io::unix::AsyncFd;
 use tokio::sync::watch;
 
-use crate::store::{AcquireRequest, Attempt, Grant, Holder, HolderInfo, Watch};
+use crate::store::{AcquireRequest, Attempt, Grant, Watch};
 use crate::{Error, FenceRepeat, FenceToken, Guarantees, Key, LockKind, OwnerToken, Result, Store};
+use crate::{Holder, HolderInfo};
 
 /// Longest lock file name stem before the key is shortened and hashed.
 const MAX_STEM: usize = 200;

@@ -144,7 +144,7 @@ impl MysqlStore {
             }
             Ok::<_, Error>(())
         };
-        super::super::within(store.connect, || "creating the mysql lease table".into(), create)
+        crate::limits::within(store.connect, || "creating the mysql lease table".into(), create)
             .await?;
         Ok(store)
     }
@@ -155,7 +155,7 @@ impl MysqlStore {
 
     async fn conn(&self) -> Result<Conn> {
         let get = async { self.pool.get_conn().await.map_err(connect_err) };
-        super::super::within(self.connect, || "connecting to mysql".into(), get).await
+        crate::limits::within(self.connect, || "connecting to mysql".into(), get).await
     }
 }
 

@@ -44,8 +44,9 @@ use tokio::sync::{oneshot, watch};
 
 use super::Limits;
 use super::session::Undoing;
-use crate::store::{AcquireRequest, Attempt, Grant, Holder, HolderInfo, RenewItem, SessionEnd};
+use crate::store::{AcquireRequest, Attempt, Grant, RenewItem, SessionEnd};
 use crate::{Error, FenceRepeat, FenceToken, Guarantees, Key, LockKind, OwnerToken, Result, Store};
+use crate::{Holder, HolderInfo};
 
 const RENEW_CHUNK: usize = 1000;
 const PER_CONN: usize = 64;
@@ -259,7 +260,7 @@ async fn open(url: &str, limits: Limits) -> Result<Arc<dyn Store>> {
 /// A new connection, opened within `limit`.
 async fn new_conn(opts: &Opts, limit: Duration) -> Result<Conn> {
     let connect = async { Conn::new(opts.clone()).await.map_err(connect_err) };
-    super::within(limit, || "connecting to mysql".into(), connect).await
+    crate::limits::within(limit, || "connecting to mysql".into(), connect).await
 }
 
 /// How long a statement may wait in the server, written into the statement itself (so a

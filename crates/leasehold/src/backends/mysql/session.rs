@@ -229,7 +229,7 @@ impl MysqlSessionStore {
                 .await
                 .map_err(|e| my_err("creating the fence table", e))
             };
-            super::super::within(limits.connect, || "creating the fence table".into(), create)
+            crate::limits::within(limits.connect, || "creating the fence table".into(), create)
                 .await?;
             let _ = c.disconnect().await;
         } else {

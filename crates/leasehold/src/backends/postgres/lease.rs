@@ -211,7 +211,7 @@ impl PostgresStore {
         let setup =
             PgConn::open(&store.cfg, limits.connect, &server_bounds(limits.op, true), None).await?;
         let create = create_schema(&setup.client, &o.schema, &ddl);
-        super::super::within(limits.connect, || "creating the lease table".into(), create).await?;
+        crate::limits::within(limits.connect, || "creating the lease table".into(), create).await?;
         drop(setup);
         store.conn().await?;
         Ok(store)

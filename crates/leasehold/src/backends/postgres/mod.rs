@@ -60,10 +60,9 @@ use tokio_postgres::{AsyncMessage, Client, Config, NoTls, Statement, Transaction
 
 use super::Limits;
 use super::session::Undoing;
-use crate::store::{
-    AcquireRequest, Attempt, Grant, Holder, HolderInfo, RenewItem, SessionEnd, within_op_timeout,
-};
+use crate::store::{AcquireRequest, Attempt, Grant, RenewItem, SessionEnd, within_op_timeout};
 use crate::{Error, FenceRepeat, FenceToken, Guarantees, Key, LockKind, OwnerToken, Result, Store};
+use crate::{Holder, HolderInfo};
 
 const RENEW_CHUNK: usize = 5000;
 
@@ -296,9 +295,10 @@ impl PgConn {
         cfg.connect_timeout(limit);
         let start = Instant::now();
         let what = || "connecting to postgres".to_owned();
-        let (client, mut conn) =
-            super::within(limit, what, async { cfg.connect(NoTls).await.map_err(connect_err) })
-                .await?;
+        let (client, mut conn) = crate::limits::within(limit, what, async {
+            cfg.connect(NoTls).await.map_err(connect_err)
+        })
+        .await?;
         let (tx, ended) = watch::channel(None);
         let task = tokio::spawn(async move {
             let why = loop {
@@ -318,7 +318,7 @@ impl PgConn {
         let pg = PgConn { client, driver: task.abort_handle(), ended };
         if !setup.is_empty() {
             let left = limit.saturating_sub(start.elapsed());
-            super::within(left, what, async {
+            crate::limits::within(left, what, async {
                 pg.client.batch_execute(setup).await.map_err(|e| pg_err("session settings", e))
             })
             .await?;

@@ -260,7 +260,7 @@ impl PostgresSessionStore {
         if let Some(seq) = &store.seq {
             let ddl = format!("CREATE SEQUENCE IF NOT EXISTS {seq}");
             let create = create_schema(&pg.client, &o.schema, &ddl);
-            super::super::within(limits.connect, || "creating the fence sequence".into(), create)
+            crate::limits::within(limits.connect, || "creating the fence sequence".into(), create)
                 .await?;
         }
         Ok(store)

@@ -11,7 +11,7 @@
 //!   retired prefix is removed with `redis-cli --scan --pattern 'PREFIX*' | xargs redis-cli del`
 //!   once no holder or fenced resource relies on it;
 //! - `leasehold:{KEY}:holder`: who holds the lease (host, pid, since, command; see
-//!   [`crate::store::HolderInfo`]), written, extended and deleted by the same scripts as the
+//!   [`crate::HolderInfo`]), written, extended and deleted by the same scripts as the
 //!   lease, with the same expiry;
 //! - `leasehold:{KEY}:released-by`: the owner of the last release, kept for the op timeout,
 //!   so a retry of that release (its reply lost) reports it clean ([`scripts::RELEASE`]);
@@ -34,6 +34,7 @@
 
 pub mod cluster;
 mod connect;
+mod options;
 mod probe;
 mod probe_ha;
 mod pubsub;
@@ -44,6 +45,7 @@ mod shard_sub;
 #[cfg(feature = "tools")]
 pub mod tools;
 pub(crate) use connect::redis_err;
+pub(crate) use options::parse_query;
 pub(crate) use pubsub::{SubWatch, Subscriber};
 use scripts::{FORGET, GRANT, RELEASE, RENEW_MANY};
 pub(crate) use scripts::{GRANT_NO_FENCE, Names};
@@ -59,8 +61,9 @@ use redis::{Script, Value};
 use tokio::sync::Notify;
 
 use super::Limits;
-use crate::store::{AcquireRequest, Attempt, Grant, Holder, HolderInfo, RenewItem, Watch};
+use crate::store::{AcquireRequest, Attempt, Grant, RenewItem, Watch};
 use crate::{Error, FenceRepeat, FenceToken, Guarantees, Key, LockKind, OwnerToken, Result, Store};
+use crate::{Holder, HolderInfo};
 
 /// Leases renewed per script call; the calls of one batch share one pipelined round trip.
 const RENEW_CHUNK: usize = 1000;
@@ -70,72 +73,6 @@ const RENEW_CHUNK: usize = 1000;
 /// one retry on the fresh connection.
 fn retry_on(e: &redis::RedisError) -> bool {
     e.is_connection_dropped() && !e.is_connection_refusal()
-}
-
-crate::url::option_keys! {
-    /// The options a `redis://` (and `redlock://`) URL takes: leasehold's, and redis-rs's
-    /// `protocol`; `rediss://` also takes `tls_ca`.
-    pub(crate) enum OptionKey {
-        Prefix = "prefix",
-        WaitReplicas = "wait_replicas",
-        WaitTimeout = "wait_timeout",
-        Protocol = "protocol",
-        TlsCa = "tls_ca",
-    }
-}
-
-/// Options read from the URL's query string (and removed before the driver sees it).
-#[derive(Debug, Clone)]
-pub(crate) struct Options {
-    pub prefix: String,
-    pub wait_replicas: Option<(u32, Duration)>,
-    /// PEM file of the CA that signed the server's certificate (`rediss://` only).
-    pub tls_ca: Option<std::path::PathBuf>,
-}
-
-/// The URL for the driver (leasehold's options removed) and leasehold's options.
-pub(crate) fn parse_query(url: &str) -> Result<(String, Options)> {
-    let (base, query) = crate::url::options::<OptionKey>(url)?;
-    let mut keep = Vec::new();
-    let mut opts = Options { prefix: "leasehold:".into(), wait_replicas: None, tls_ca: None };
-    let mut wait_n = None;
-    let mut wait_t = Duration::from_millis(100);
-    for opt in query {
-        let crate::url::Opt { key, value: v, .. } = opt;
-        match key {
-            OptionKey::Prefix => {
-                if v.contains(['{', '}']) {
-                    return Err(Error::invalid("redis prefix must not contain '{' or '}'"));
-                }
-                opts.prefix = v.to_owned();
-            }
-            OptionKey::TlsCa if !base.starts_with("rediss://") => {
-                return Err(Error::invalid(
-                    "option \"tls_ca\" is for rediss:// (TLS) URLs only; valid options: prefix, \
-                     wait_replicas, wait_timeout, protocol",
-                ));
-            }
-            OptionKey::TlsCa => opts.tls_ca = Some(v.into()),
-            OptionKey::WaitReplicas => {
-                wait_n = Some(v.parse::<u32>().map_err(|_| {
-                    Error::invalid(format!("wait_replicas={v:?} is not a replica count"))
-                })?)
-            }
-            OptionKey::WaitTimeout => {
-                // WAIT takes whole milliseconds: a fraction is rounded up.
-                let d = crate::url::duration_option(
-                    "wait_timeout",
-                    v,
-                    Duration::from_millis(1),
-                    Duration::from_secs(60),
-                )?;
-                wait_t = Duration::from_millis(d.as_micros().div_ceil(1000) as u64);
-            }
-            OptionKey::Protocol => keep.push(opt),
-        }
-    }
-    opts.wait_replicas = wait_n.filter(|n| *n > 0).map(|n| (n, wait_t));
-    Ok((crate::url::with_query(base, &keep), opts))
 }
 
 /// One Redis server: connection, scripts, subscriber.
@@ -590,46 +527,6 @@ pub(crate) const TLS_STORE: super::Descriptor =
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn query_options() {
-        let (b, o) = parse_query(
-            "redis://h:1/2?prefix=app:&wait_replicas=1&wait_timeout=50ms&protocol=resp3",
-        )
-        .unwrap();
-        assert_eq!(b, "redis://h:1/2?protocol=resp3");
-        assert_eq!(o.prefix, "app:");
-        assert_eq!(o.wait_replicas, Some((1, Duration::from_millis(50))));
-        assert!(parse_query("redis://h?wait_replicas=x").is_err());
-        assert!(parse_query("redis://h?prefix={x}").is_err());
-        let (b, o) = parse_query("redis://h").unwrap();
-        assert_eq!(
-            (b.as_str(), o.prefix.as_str(), o.wait_replicas),
-            ("redis://h", "leasehold:", None)
-        );
-    }
-
-    /// Each option's bad values are refused at parse time, naming the option.
-    #[test]
-    fn bad_options_are_named() {
-        let (_, o) = parse_query("rediss://h:1?tls_ca=/etc/ca.pem&wait_replicas=0").unwrap();
-        assert_eq!(o.tls_ca.as_deref(), Some(std::path::Path::new("/etc/ca.pem")));
-        assert_eq!(o.wait_replicas, None, "0 replicas: no WAIT");
-        let (_, o) = parse_query("redis://h?wait_replicas=2&wait_timeout=1.5ms").unwrap();
-        assert_eq!(o.wait_replicas, Some((2, Duration::from_millis(2))), "rounded up to whole ms");
-        let cases = [
-            ("redis://h?wait_replicas=x", "wait_replicas"),
-            ("redis://h?wait_replicas=-1", "wait_replicas"),
-            ("redis://h?wait_timeout=5", "wait_timeout"),
-            ("redis://h?wait_timeout=2m", "wait_timeout"),
-            ("redis://h?prefix=a{b", "prefix"),
-            ("redis://h?tls_ca=/ca.pem", "tls_ca"),
-            ("redlock://h:1,h:2?tls_ca=/ca.pem", "tls_ca"),
-            ("redis://h?wait_replica=1", "wait_replica"),
-            ("redis://h?bogus", "prefix, wait_replicas, wait_timeout, protocol, tls_ca"),
-        ];
-        crate::url::assert_refused(parse_query, &cases);
-    }
 
     #[test]
     fn names_share_a_hash_tag() {

@@ -21,8 +21,9 @@ use async_trait::async_trait;
 
 use super::{Names, Node, SubWatch, parse_query};
 use crate::backends::Limits;
-use crate::store::{AcquireRequest, Attempt, Grant, Holder, HolderInfo, RenewItem, Watch};
+use crate::store::{AcquireRequest, Attempt, Grant, RenewItem, Watch};
 use crate::{Error, FenceRepeat, FenceToken, Guarantees, Key, LockKind, OwnerToken, Result, Store};
+use crate::{Holder, HolderInfo};
 
 /// Issues fences for a store that has none (Redlock). Must be strictly increasing per key
 /// across all clients and never go back, even after the source's own failure (an etcd

@@ -1,6 +1,6 @@
 //! What a Redis store writes: its Lua scripts (grant, renew, release) and its key names.
 //!
-//! Who holds a grant (its [`crate::store::HolderInfo`] line) is kept in `PREFIX{KEY}:holder`,
+//! Who holds a grant (its [`crate::HolderInfo`] line) is kept in `PREFIX{KEY}:holder`,
 //! beside the lease in the same slot: set with the lease's expiry by the grant, extended by
 //! every renewal, deleted by the release, all in the same scripts as the lease itself.
 

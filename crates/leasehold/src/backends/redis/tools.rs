@@ -13,7 +13,7 @@ pub fn scripts() -> (&'static str, &'static str) {
 
 /// The grant's keys and arguments as the store sends them, for the lease key `lease`
 /// (`PREFIX{KEY}`), an owner token, a TTL in ms and the holder's info line
-/// ([`crate::store::HolderInfo::encode`], `""` for none).
+/// ([`crate::HolderInfo::encode`], `""` for none).
 pub fn grant_args(
     inv: &mut ScriptInvocation<'_>,
     lease: &str,

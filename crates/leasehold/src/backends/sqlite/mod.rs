@@ -3,7 +3,7 @@
 //! Tables (created on first use):
 //! - `leasehold_leases(key PRIMARY KEY, owner, fence, boot_id, expires_ns, info)`: one row per
 //!   key; a row is live iff `boot_id` is this boot's and `expires_ns` is in the future; `info`
-//!   is who holds it ([`crate::store::HolderInfo`], added to older files on open).
+//!   is who holds it ([`crate::HolderInfo`], added to older files on open).
 //! - `leasehold_fences(key PRIMARY KEY, fence)`: the per-key counter, set in the granting
 //!   transaction to `max(fence + 1, the wall clock in µs)` and never deleted, so fences never
 //!   reset, not even when the file is deleted or an old backup restored.
@@ -42,8 +42,9 @@ use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
 use super::Limits;
 use super::doorbell::Bells;
-use crate::store::{AcquireRequest, Attempt, Grant, Holder, HolderInfo, RenewItem};
+use crate::store::{AcquireRequest, Attempt, Grant, RenewItem};
 use crate::{Error, FenceRepeat, FenceToken, Guarantees, Key, LockKind, OwnerToken, Result, Store};
+use crate::{Holder, HolderInfo};
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS leasehold_fences (

@@ -107,7 +107,7 @@ impl SqliteStore {
         #[cfg(test)]
         self.counts.attempts.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         let (key, owner, ttl) = (req.key.clone(), req.owner.to_string(), ns(req.ttl));
-        let info = req.info.map(crate::store::HolderInfo::encode);
+        let info = req.info.map(crate::HolderInfo::encode);
         let sent = Instant::now();
         self.blocking(move |c, boot| {
             let tx = c.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate).sql()?;

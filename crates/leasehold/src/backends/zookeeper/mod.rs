@@ -9,7 +9,7 @@
 //! - the holder is the child with the lowest sequence; a waiter watches only the child just
 //!   before its own (no herd: one release wakes one waiter);
 //! - leasehold's UUID is its owner token (written 8-4-4-4-12), and the node's data the owner
-//!   token, then a line break and who holds it ([`crate::store::HolderInfo`]; Curator puts
+//!   token, then a line break and who holds it ([`crate::HolderInfo`]; Curator puts
 //!   the client's address there), so `zkCli.sh ls /leasehold/KEY` shows holder and waiters
 //!   and `get` who they are. A create interrupted by
 //!   a connection loss looks for its own UUID before creating again (Curator's protection
@@ -50,8 +50,9 @@ use zookeeper_client::{Acls, Client, CreateMode, EventType, SessionState};
 
 use super::Limits;
 use super::session::{SessionSignals, Undoing};
-use crate::store::{AcquireRequest, Attempt, Holder, HolderInfo};
+use crate::store::{AcquireRequest, Attempt};
 use crate::{Error, FenceRepeat, FenceToken, Guarantees, Key, LockKind, OwnerToken, Result, Store};
+use crate::{Holder, HolderInfo};
 
 pub use zookeeper_client;
 

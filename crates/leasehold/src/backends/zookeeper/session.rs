@@ -38,7 +38,7 @@ impl Session {
                 .await
                 .map_err(|e| zk_err(&format!("connect to {}", cfg.hosts), e))
         };
-        let client = crate::backends::within(limit, what, connect).await?;
+        let client = crate::limits::within(limit, what, connect).await?;
         let timeout = client.session_timeout();
         let (live_tx, end_tx, signals) = SessionSignals::new();
         let states = client.state_watcher();
