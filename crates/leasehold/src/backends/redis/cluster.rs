@@ -30,8 +30,9 @@ use super::scripts::{FORGET, GRANT, RELEASE, RENEW_MANY, key_slot};
 use super::shard_sub::ShardSubscriber;
 use super::{Names, RENEW_CHUNK, parse_holder, redis_err, ttl_ms};
 use crate::backends::Limits;
-use crate::store::{AcquireRequest, Attempt, Grant, Holder, HolderInfo, RenewItem, Watch};
+use crate::store::{AcquireRequest, Attempt, Grant, RenewItem, Watch};
 use crate::{Error, FenceRepeat, FenceToken, Guarantees, Key, LockKind, OwnerToken, Result, Store};
+use crate::{Holder, HolderInfo};
 
 const BACKEND: &str = "redis-cluster";
 

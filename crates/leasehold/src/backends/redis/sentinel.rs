@@ -25,9 +25,11 @@ use async_trait::async_trait;
 use futures_util::StreamExt;
 use tokio::sync::Notify;
 
-use super::{Names, Node, Options, SubWatch, redis_err};
+use super::options::Options;
+use super::{Names, Node, SubWatch, redis_err};
+use crate::Holder;
 use crate::backends::Limits;
-use crate::store::{AcquireRequest, Attempt, Grant, Holder, RenewItem, Watch};
+use crate::store::{AcquireRequest, Attempt, Grant, RenewItem, Watch};
 use crate::{Error, FenceRepeat, FenceToken, Guarantees, Key, LockKind, OwnerToken, Result, Store};
 
 const BACKEND: &str = "redis-sentinel";
