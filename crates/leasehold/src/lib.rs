@@ -80,6 +80,7 @@ mod guarantees;
 mod holder;
 mod key;
 mod limits;
+mod mode;
 pub mod probe;
 mod registry;
 pub mod sizing;
@@ -102,8 +103,8 @@ pub mod rules {
 }
 
 pub use client::{
-    Acquire, AcquireAll, AcquirePermit, Lease, Leases, Locker, MAX_PERMITS, MAX_TTL, Mode, Permit,
-    Primitives, Released, Wait, default_margin,
+    Acquire, AcquireAll, AcquirePermit, Lease, Leases, Locker, MAX_PERMITS, MAX_TTL, Permit,
+    Released, Wait, default_margin,
 };
 pub use error::{BoxError, Error, LostReason, Result, StaleReason};
 pub use fence::Fencing;
@@ -111,6 +112,7 @@ pub use guarantees::{CLOCK_ASSUMPTION, FenceRepeat, Guarantees, LockKind};
 pub use holder::{Holder, HolderInfo};
 pub use key::Key;
 pub use limits::{DEFAULT_CONNECT_TIMEOUT, DEFAULT_OP_TIMEOUT};
+pub use mode::{Mode, Primitives};
 pub use registry::{Scheme, StoreUrl};
 // For the crate's own code; the public path is `leasehold::store::Store`.
 pub(crate) use store::Store;

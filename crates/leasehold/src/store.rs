@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 
-pub use crate::client::mode::SlotOf;
+pub use crate::mode::SlotOf;
 use crate::{Error, FenceToken, Guarantees, Holder, HolderInfo, Key, Mode, OwnerToken, Result};
 
 /// The largest fence a store may issue (see [`Guarantees`]).

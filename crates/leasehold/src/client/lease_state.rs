@@ -282,6 +282,15 @@ impl std::task::Wake for WakeLost {
     }
 }
 
+impl crate::fence::Authority for Shared {
+    fn lost_now(&self) -> Option<LostReason> {
+        Shared::lost_now(self)
+    }
+    fn deadline(&self) -> Option<Instant> {
+        Shared::deadline(self)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

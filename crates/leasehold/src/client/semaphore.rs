@@ -15,6 +15,7 @@ use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use crate::Acquire;
+use crate::mode::slot_key;
 use crate::{Error, Key, Lease, Locker, Result, Wait};
 
 /// The most permits one semaphore may have (each waiting acquirer watches every slot).
@@ -35,11 +36,6 @@ impl Locker {
     pub fn acquire_permit(&self, key: &str, permits: u32, ttl: Duration) -> AcquirePermit {
         AcquirePermit { base: self.acquire(key, ttl), permits }
     }
-}
-
-/// The name of slot `index` of the semaphore `key`.
-pub fn slot_key(key: &str, index: u32) -> String {
-    format!("{key}#{index}")
 }
 
 /// A configured semaphore acquisition; `.await` it.

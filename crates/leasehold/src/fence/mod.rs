@@ -17,7 +17,6 @@ use std::fmt;
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
-use crate::client::lease_state::Shared;
 use crate::error::StaleReason;
 use crate::{Error, FenceToken, Key, LostReason, OwnerToken, Result};
 
@@ -63,11 +62,20 @@ pub struct Fencing {
     bound: Option<Bound>,
 }
 
+/// What a fencing reads of the lease it is bound to (the client's lease state implements
+/// it), so that this module does not depend on the protocol core.
+pub(crate) trait Authority: Send + Sync {
+    /// Why the lease was lost, if it was.
+    fn lost_now(&self) -> Option<LostReason>;
+    /// Its local deadline, if it has one.
+    fn deadline(&self) -> Option<Instant>;
+}
+
 /// Where a fencing's time limit comes from.
 #[derive(Debug, Clone)]
 enum Bound {
     /// The lease it was taken from: its deadline as it moves, zero once lost or gone.
-    Lease(Weak<Shared>),
+    Lease(Weak<dyn Authority>),
     /// A fixed instant.
     At(Instant),
 }
@@ -88,8 +96,9 @@ impl Fencing {
     }
 
     /// Bound to a live lease: its local deadline, as renewals move it.
-    pub(crate) fn bound_to(mut self, lease: &Arc<Shared>) -> Self {
-        self.bound = Some(Bound::Lease(Arc::downgrade(lease)));
+    pub(crate) fn bound_to<A: Authority + 'static>(mut self, lease: &Arc<A>) -> Self {
+        let weak: Weak<dyn Authority> = Arc::downgrade(lease) as Weak<dyn Authority>;
+        self.bound = Some(Bound::Lease(weak));
         self
     }
 

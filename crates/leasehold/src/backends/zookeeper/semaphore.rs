@@ -241,7 +241,7 @@ pub(super) async fn holders(
     for l in read_leases(client, &leases).await?.1 {
         match l.ours {
             Some(o) if only.is_none_or(|i| i == o.slot) => {
-                let k = Key::new(crate::client::semaphore::slot_key(sem.as_str(), o.slot))?;
+                let k = Key::new(crate::mode::slot_key(sem.as_str(), o.slot))?;
                 let fence = Some(FenceToken::new(l.czxid as u64));
                 out.push(Holder::new(k, o.owner, fence, None).with_info(o.info));
             }

@@ -83,3 +83,8 @@ impl Primitives {
         note: "semaphores, fenced readers with writer preference, several keys",
     };
 }
+
+/// The name of slot `index` of the semaphore `key`: `KEY#index`, an ordinary key.
+pub(crate) fn slot_key(key: &str, index: u32) -> String {
+    format!("{key}#{index}")
+}
