@@ -8,7 +8,7 @@
 //! lock is held, so it increases across grants, releases and crashes of the holder.
 //!
 //! A directory the store cannot use (permission denied, a read-only file system, a file in
-//! its place) is [`Error::Config`].
+//! its place) is [`crate::Error::Config`].
 //!
 //! Local file systems only (flock over NFS is emulated or absent).
 //!

@@ -5,12 +5,12 @@
 //!
 //! Same keys, scripts and fences as `redis://` ([`super`]): the lease, its counter and its
 //! holder info share a hash tag, so each script touches one slot (a key with `{` or `}` is
-//! tagged on its hash, [`super::Names`]). A retried grant meets its own lease and answers its
-//! fence, a retried release its own tombstone and answers released ([`super::scripts`]). The release publishes on the key's shard channel
-//! (`SPUBLISH`), and waiters subscribe to it with `SSUBSCRIBE` on the master of the slot
-//! ([`super::shard_sub`]). Batched renewal is one script call per slot, all sent at once: the
-//! calls for one master share its connection, one round trip per master. `status` scans every
-//! master.
+//! tagged on its hash: `Names` in `scripts.rs`). A retried grant meets its own lease and
+//! answers its fence, a retried release its own tombstone and answers released
+//! (`scripts.rs`). The release publishes on the key's shard channel (`SPUBLISH`), and
+//! waiters subscribe to it with `SSUBSCRIBE` on the master of the slot (`shard_sub.rs`).
+//! Batched renewal is one script call per slot, all sent at once: the calls for one master
+//! share its connection, one round trip per master. `status` scans every master.
 //!
 //! Replication in a cluster is asynchronous: a master failover can lose a grant and admit a
 //! second holder. Its fence is still larger than every earlier one under the clock

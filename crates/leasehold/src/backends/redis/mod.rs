@@ -14,7 +14,7 @@
 //!   [`crate::HolderInfo`]), written, extended and deleted by the same scripts as the
 //!   lease, with the same expiry;
 //! - `leasehold:{KEY}:released-by`: the owner of the last release, kept for the op timeout,
-//!   so a retry of that release (its reply lost) reports it clean ([`scripts::RELEASE`]);
+//!   so a retry of that release (its reply lost) reports it clean (`RELEASE` in `scripts.rs`);
 //! - channel `leasehold:{KEY}:released`: a release publishes here, waking waiters.
 //!
 //! The keys share the `{KEY}` hash tag, so they live in one cluster slot.
