@@ -2,14 +2,17 @@
 //! that applies the library's own rules (`leasehold::rules`), with the properties of
 //! `docs/model.md` and the rules that can be switched off to show each one necessary.
 //!
-//! Only the mutex is modelled: one key, one grant at a time. The state keeps a grant as a
-//! record (owner, fence, expiry, grant number) and the resource one installed claim, so
-//! semaphore slots (several grants per key) and shared/exclusive grants (a mode per grant)
-//! extend the same records when those primitives exist (issue 27).
+//! The mutex model (this module's [`Protocol`]) covers one key, one grant at a time, with the
+//! client rules, lost messages and failover. The reader-writer grants ([`rw`]) and the
+//! semaphore's slots ([`sem`]) are smaller models of their own, of what those primitives add
+//! at the store: which grants may coexist, and their fences.
 #![deny(missing_docs)]
 
 mod canon;
+pub mod prims_trace;
 pub mod props;
+pub mod rw;
+pub mod sem;
 mod serve;
 mod state;
 mod step;

@@ -47,6 +47,20 @@ pub fn shortest(
     name: &'static str,
     max_steps: usize,
 ) -> Option<Path<State, Action>> {
+    shortest_in(model, name, max_steps)
+}
+
+/// [`shortest`] for any model (the reader-writer and semaphore models too).
+pub fn shortest_in<M>(
+    model: &M,
+    name: &'static str,
+    max_steps: usize,
+) -> Option<Path<M::State, M::Action>>
+where
+    M: Model + Clone + Send + Sync + 'static,
+    M::State: std::hash::Hash + Send + Sync + std::fmt::Debug + Clone + PartialEq,
+    M::Action: std::fmt::Debug + Clone + PartialEq,
+{
     (1..=max_steps + 1).find_map(|depth| {
         let until = HasDiscoveries::AnyOf([name].into_iter().collect());
         let checker = model
