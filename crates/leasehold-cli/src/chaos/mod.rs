@@ -510,8 +510,8 @@ async fn holder_trials(s: &Settings) -> Result<(Vec<Trial>, Outline), String> {
 }
 
 /// Leaves nothing of the trials on the user's store: the resource's value and fence rows
-/// or keys, and on Redis the lock key's fence counter (a key only chaos uses; fences stay
-/// clock-backed, so a later run's still grow). Lease-table rows of the lock key stay, as
+/// or keys, and on Redis the lock key's fence counter and release tombstone (keys only chaos
+/// uses; fences stay clock-backed, so a later run's still grow). Lease-table rows of the lock key stay, as
 /// for any released key.
 async fn remove_resource(u: &StoreUrl, spec: &str) -> Result<(), String> {
     if let http::Res::Harness(mut r) = http::open(spec).await {
@@ -527,6 +527,7 @@ async fn remove_resource(u: &StoreUrl, spec: &str) -> Result<(), String> {
             client.get_multiplexed_async_connection().await.map_err(|e| e.to_string())?;
         redis::cmd("DEL")
             .arg(format!("{prefix}{{{KEY}}}:fence"))
+            .arg(format!("{prefix}{{{KEY}}}:released-by"))
             .query_async::<i64>(&mut conn)
             .await
             .map_err(|e| e.to_string())?;

@@ -126,7 +126,7 @@ fn placeholder(scheme: &str) -> &'static str {
     match scheme {
         "redis-cluster" => "127.0.0.1:1",
         "redis-sentinel" => "127.0.0.1:1/leasehold",
-        _ => "127.0.0.1",
+        _ => "127.0.0.1:1",
     }
 }
 

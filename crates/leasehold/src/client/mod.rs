@@ -4,6 +4,30 @@
 //! primitives on that protocol (`docs/design.md`): the acquire mode and what a store holds,
 //! semaphores, readers and writers, several keys at once.
 
+/// The lease settings an acquisition of several grants passes to each (`self.base`, an
+/// [`Acquire`]): written once for the semaphore's and several keys' builders.
+macro_rules! lease_options {
+    () => {
+        /// See [`Acquire::auto_renew`].
+        pub fn auto_renew(mut self, on: bool) -> Self {
+            self.base = self.base.auto_renew(on);
+            self
+        }
+
+        /// See [`Acquire::drift`].
+        pub fn drift(mut self, drift: f64) -> Self {
+            self.base = self.base.drift(drift);
+            self
+        }
+
+        /// See [`Acquire::margin`].
+        pub fn margin(mut self, margin: std::time::Duration) -> Self {
+            self.base = self.base.margin(margin);
+            self
+        }
+    };
+}
+
 pub(crate) mod background;
 pub(crate) mod lease;
 pub(crate) mod lease_state;

@@ -48,23 +48,7 @@ impl AcquireAll {
         self
     }
 
-    /// See [`Acquire::auto_renew`].
-    pub fn auto_renew(mut self, on: bool) -> Self {
-        self.base = self.base.auto_renew(on);
-        self
-    }
-
-    /// See [`Acquire::drift`].
-    pub fn drift(mut self, drift: f64) -> Self {
-        self.base = self.base.drift(drift);
-        self
-    }
-
-    /// See [`Acquire::margin`].
-    pub fn margin(mut self, margin: Duration) -> Self {
-        self.base = self.base.margin(margin);
-        self
-    }
+    lease_options!();
 
     async fn run(self) -> Result<Leases> {
         let mut keys = self.keys.iter().map(Key::new).collect::<Result<Vec<_>>>()?;

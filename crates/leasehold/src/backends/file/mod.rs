@@ -118,16 +118,21 @@ fn same_file(a: &std::fs::Metadata, b: &std::fs::Metadata) -> bool {
 /// Tries to lock `path` exclusively through a read-only descriptor (closing it makes no
 /// `IN_CLOSE_WRITE`); `None` if busy. Retries if the file was replaced meanwhile.
 fn lock_file(path: &Path) -> Result<Option<Flock<File>>> {
+    lock_as(path, FlockArg::LockExclusiveNonblock, "flock")
+}
+
+/// `lock_file` with the lock kind `arg` (`what` names it in errors): readers take it shared.
+fn lock_as(path: &Path, arg: FlockArg, what: &str) -> Result<Option<Flock<File>>> {
     loop {
         ensure_file(path)?;
         let f = File::open(path)
             .map_err(io_err(format!("cannot open lock file {}", path.display())))?;
-        let lock = match Flock::lock(f, FlockArg::LockExclusiveNonblock) {
+        let lock = match Flock::lock(f, arg) {
             Ok(l) => l,
             Err((_, Errno::EWOULDBLOCK)) => return Ok(None),
             Err((_, Errno::EINTR)) => continue,
             Err((_, e)) => {
-                return Err(Error::backend("file", format!("flock {}", path.display()), e));
+                return Err(Error::backend("file", format!("{what} {}", path.display()), e));
             }
         };
         let held = lock.metadata().map_err(io_err(format!("stat {}", path.display())))?;

@@ -40,24 +40,7 @@ const BUMP_LIMIT: Duration = Duration::from_secs(1);
 /// `flock(LOCK_SH | LOCK_NB)` on `path`, through a read-only descriptor; `None` if a writer
 /// holds it. Retries if the file was replaced meanwhile.
 fn lock_shared(path: &std::path::Path) -> Result<Option<Flock<File>>> {
-    loop {
-        ensure_file(path)?;
-        let f = File::open(path)
-            .map_err(io_err(format!("cannot open lock file {}", path.display())))?;
-        let lock = match Flock::lock(f, FlockArg::LockSharedNonblock) {
-            Ok(l) => l,
-            Err((_, Errno::EWOULDBLOCK)) => return Ok(None),
-            Err((_, Errno::EINTR)) => continue,
-            Err((_, e)) => {
-                return Err(Error::backend("file", format!("flock -s {}", path.display()), e));
-            }
-        };
-        let held = lock.metadata().map_err(io_err(format!("stat {}", path.display())))?;
-        match std::fs::metadata(path) {
-            Ok(now) if same_file(&now, &held) => return Ok(Some(lock)),
-            _ => continue,
-        }
-    }
+    super::lock_as(path, FlockArg::LockSharedNonblock, "flock -s")
 }
 
 /// `LOCK_EX` on the companion file, retried for up to [`BUMP_LIMIT`].
