@@ -167,16 +167,12 @@ impl SqliteStore {
                 Error::local_io(format!("cannot create the directory of {}", path.display()), e)
             })?;
         }
-        // Opened once by hand first: the OS says exactly what is wrong with a path (a
-        // directory, no permission, a read-only file system) where SQLite only says
-        // "unable to open database file".
-        std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(path)
-            .map_err(|e| Error::local_io(format!("cannot open {}", path.display()), e))?;
+        // The OS says exactly what is wrong with a path (a directory, no permission, a
+        // read-only file system) where SQLite only says "unable to open database file". Asked
+        // with stat and access(2), never by opening the file: closing any descriptor of it
+        // would drop every POSIX lock this process holds on it, those of another store open
+        // on the same file included (SQLite's own locks), and let other processes past them.
+        usable(path).map_err(|e| Error::local_io(format!("cannot open {}", path.display()), e))?;
         let conn = Connection::open(path).sql().map_err(|e| cannot("open", e))?;
         let setup = || -> rusqlite::Result<()> {
             conn.busy_timeout(limits.connect)?;
@@ -482,6 +478,21 @@ pub(crate) const STORE: super::Descriptor = super::Descriptor {
     },
 };
 
+/// Whether this process may read and write the database at `path`, or create it: the OS's
+/// answer, without opening the file (see `open_blocking`).
+fn usable(path: &Path) -> std::io::Result<()> {
+    use nix::unistd::{AccessFlags, access};
+    let denied = |e: nix::errno::Errno| std::io::Error::from_raw_os_error(e as i32);
+    match std::fs::metadata(path) {
+        Ok(m) if m.is_dir() => Err(std::io::Error::from(std::io::ErrorKind::IsADirectory)),
+        Ok(_) => access(path, AccessFlags::R_OK | AccessFlags::W_OK).map_err(denied),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+            access(dir, AccessFlags::W_OK | AccessFlags::X_OK).map_err(denied)
+        }
+        Err(e) => Err(e),
+    }
+}
 #[cfg(test)]
 mod tests {
     use super::*;
