@@ -58,6 +58,67 @@ pub struct Settings {
     pub out: PathBuf,
     /// `--topology`: a private deployment of several servers ([`topology`]).
     pub topology: Option<String>,
+    /// `--permits N` (stalled-holder): the holder and its successor take permits of a
+    /// semaphore of N on [`KEY`], the other N-1 held by idle holders for the whole trial.
+    pub permits: Option<u32>,
+    /// A locker already open on `url` (the `--permits` check's), used by the trials instead
+    /// of a new one: the idle holders and the successor share it, since a second locker on
+    /// one SQLite file in one process breaks the first's file locks (see CHAOS.md).
+    pub locker: Option<Locker>,
+}
+
+/// `--permits N`: refuses (exit 64, the store's own error) a store that cannot hold a
+/// semaphore, or N other than the one live slots of [`KEY`] were granted for, by taking
+/// and releasing one permit before any trial. Other failures are left to the trials. The
+/// locker is the one the trials use.
+pub async fn check_permits(
+    url: &StoreUrl,
+    n: u32,
+    ttl: Duration,
+) -> Result<Locker, crate::exit::Exit> {
+    let locker = connect(url).await.map_err(|e| {
+        crate::exit::Exit::fail(crate::exit::code::UNAVAILABLE, format!("chaos: {e}"))
+    })?;
+    match locker.acquire_permit(KEY, n, ttl).await {
+        Ok(p) => {
+            let _ = p.release().await;
+            Ok(locker)
+        }
+        Err(e @ (Error::Unsupported { .. } | Error::InvalidInput(_))) => {
+            let mut x = crate::exit::Exit::from(e);
+            x.msg = x.msg.map(|m| format!("chaos: --permits {n}: {m}"));
+            Err(x)
+        }
+        Err(_) => Ok(locker),
+    }
+}
+
+/// The idle holders of a `--permits N` trial: N-1 permits of [`KEY`], auto-renewed, each
+/// with an owner of its own, on the successor's locker (whose one-shot tries and waits skip
+/// the slots it holds at once: `HeldByThisLocker`). They take all N and give back
+/// slot 0, so the only free slot, the frozen holder's and then its successor's, is `KEY#0`
+/// in every trial: the resource is guarded by that one slot key and checks its fences.
+async fn idle_permits(
+    s: &Settings,
+    idle: &Locker,
+    n: u32,
+) -> Result<Vec<leasehold::Permit>, String> {
+    let mut held = Vec::new();
+    for _ in 0..n {
+        let p = idle
+            .acquire_permit(KEY, n, s.ttl)
+            .auto_renew(true)
+            .wait(Wait::For(s.ttl * 20 + Duration::from_secs(5)))
+            .await
+            .map_err(|e| format!("an idle permit holder: {e}"))?;
+        held.push(p);
+    }
+    // Given back only once all are held, so that no later acquire here takes slot 0 again.
+    if let Some(i) = held.iter().position(|p| p.slot() == 0) {
+        let released = held.swap_remove(i).release().await;
+        let _ = released.map_err(|e| format!("an idle permit holder's release: {e}"))?;
+    }
+    Ok(held)
 }
 
 /// The resource chaos writes to, on the user's own store where it can hold one (so its final
@@ -219,6 +280,10 @@ async fn stalled_trial(
         None => s.url.clone(),
     };
     let holder_spec = if in_tx { format!("{}{spec}", holder::TX) } else { spec.to_owned() };
+    let idle_held = match s.permits {
+        Some(p) => idle_permits(s, locker, p).await?,
+        None => Vec::new(),
+    };
     let mut holder = Holder::spawn(s, &holder_url, &holder_spec, fenced).await?;
     let ready = holder.line(s.ttl * 20 + Duration::from_secs(20)).await?;
     let holder_fence: u64 = ready
@@ -246,11 +311,31 @@ async fn stalled_trial(
     // holder's lease, on etcd/ZooKeeper once its session expired; stores whose session is a
     // connection (PostgreSQL/MySQL session locks, flock) keep it for a frozen process.
     let wait = s.ttl * 4 + session_timeout(&s.url).mul_f64(1.5) + Duration::from_secs(3);
-    let succ = locker.acquire(KEY, s.ttl * 10).wait(Wait::For(wait)).await;
+    let succ = match s.permits {
+        None => locker.acquire(KEY, s.ttl * 10).wait(Wait::For(wait)).await,
+        Some(p) => locker
+            .acquire_permit(KEY, p, s.ttl * 10)
+            .wait(Wait::For(wait))
+            .await
+            .map(leasehold::Permit::into_lease),
+    };
     let mut unknown = false;
     let (successor_fence, lease) = match succ {
         Ok(l) => {
-            events.push(ev("successor", "acquire", Some(l.fence().get()), None));
+            let slot = s.permits.map(|_| l.key().as_str().to_owned());
+            if let Some(got) = &slot {
+                // The idle holders keep every other slot: the successor's must be the frozen
+                // holder's, or more than N permits were held at once.
+                let frozen = holder.events.iter().find(|e| e.what == "acquire");
+                let frozen = frozen.and_then(|e| e.detail.clone()).unwrap_or_default();
+                if *got != frozen {
+                    return Err(format!(
+                        "the successor got slot {got} while the frozen holder held {frozen:?} \
+                         and the idle holders the others: more than the permits at once"
+                    ));
+                }
+            }
+            events.push(ev("successor", "acquire", Some(l.fence().get()), slot));
             (Some(l.fence().get()), Some(l))
         }
         Err(Error::Busy { .. }) => {
@@ -337,6 +422,11 @@ async fn stalled_trial(
         p.set(leasehold_harness::proxy::Fault::Reset);
     }
     holder.finish().await;
+    for p in idle_held {
+        if let Err(e) = p.release().await {
+            events.push(ev("chaos", "idle-release", None, Some(e.to_string())));
+        }
+    }
     events.append(&mut holder.events);
     events.sort_by_key(|e| e.t_ns);
     let mut t = Trial::checked(arm, n, holder_fence, successor_fence, said, final_value, events);
@@ -436,6 +526,7 @@ pub async fn run(s: Settings) -> Result<Report, String> {
         resource: outline.resource,
         setup: outline.setup,
         key: KEY,
+        permits: s.permits,
         topology: s.topology.clone(),
         arms,
         trials,
@@ -455,7 +546,10 @@ fn progress(s: &Settings, arm: &str, n: usize, count: usize) {
 
 /// `stalled-holder` and `partition`, on the user's store.
 async fn holder_trials(s: &Settings) -> Result<(Vec<Trial>, Outline), String> {
-    let locker = connect(&s.url).await?;
+    let locker = match &s.locker {
+        Some(l) => l.clone(),
+        None => connect(&s.url).await?,
+    };
     // stalled-holder-http: the upstream and its proxy live as long as the trials.
     let setup = match s.scenario {
         Scenario::StalledHolderHttp => Some(http::start(&s.url, &s.out).await?),
@@ -489,7 +583,7 @@ async fn holder_trials(s: &Settings) -> Result<(Vec<Trial>, Outline), String> {
             trials.push(t);
         }
     }
-    let removed = match remove_resource(&s.url, &spec).await {
+    let removed = match remove_resource(&s.url, &spec, s.permits).await {
         Ok(()) => "; removed from the store at the end (final values are in the trials)",
         Err(e) => {
             eprintln!("\nchaos: warning: could not remove the resource from the store: {e}");
@@ -513,7 +607,7 @@ async fn holder_trials(s: &Settings) -> Result<(Vec<Trial>, Outline), String> {
 /// or keys, and on Redis the lock key's fence counter (a key only chaos uses; fences stay
 /// clock-backed, so a later run's still grow). Lease-table rows of the lock key stay, as
 /// for any released key.
-async fn remove_resource(u: &StoreUrl, spec: &str) -> Result<(), String> {
+async fn remove_resource(u: &StoreUrl, spec: &str, permits: Option<u32>) -> Result<(), String> {
     if let http::Res::Harness(mut r) = http::open(spec).await {
         r.remove().await?;
     }
@@ -525,14 +619,17 @@ async fn remove_resource(u: &StoreUrl, spec: &str) -> Result<(), String> {
         let client = redis::Client::open(base).map_err(|e| e.to_string())?;
         let mut conn =
             client.get_multiplexed_async_connection().await.map_err(|e| e.to_string())?;
+        // A semaphore's slots KEY#i each have a counter of their own.
+        let slots = (0..permits.unwrap_or(0)).map(|i| format!("{prefix}{{{KEY}#{i}}}:fence"));
         redis::cmd("DEL")
             .arg(format!("{prefix}{{{KEY}}}:fence"))
+            .arg(slots.collect::<Vec<_>>())
             .query_async::<i64>(&mut conn)
             .await
             .map_err(|e| e.to_string())?;
     }
     #[cfg(not(feature = "redis"))]
-    let _ = u;
+    let _ = (u, permits);
     Ok(())
 }
 
