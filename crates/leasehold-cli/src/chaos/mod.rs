@@ -23,6 +23,7 @@
 mod faults;
 mod holder;
 mod http;
+mod permits;
 mod report;
 mod timeline;
 mod topology;
@@ -30,6 +31,7 @@ mod unknown;
 
 use holder::Holder;
 pub use holder::worker_cmd;
+pub use permits::check_permits;
 pub use report::{Report, table, verdict};
 
 use std::io::Write as _;
@@ -65,60 +67,6 @@ pub struct Settings {
     /// of a new one: the idle holders and the successor share it, since a second locker on
     /// one SQLite file in one process breaks the first's file locks (see CHAOS.md).
     pub locker: Option<Locker>,
-}
-
-/// `--permits N`: refuses (exit 64, the store's own error) a store that cannot hold a
-/// semaphore, or N other than the one live slots of [`KEY`] were granted for, by taking
-/// and releasing one permit before any trial. Other failures are left to the trials. The
-/// locker is the one the trials use.
-pub async fn check_permits(
-    url: &StoreUrl,
-    n: u32,
-    ttl: Duration,
-) -> Result<Locker, crate::exit::Exit> {
-    let locker = connect(url).await.map_err(|e| {
-        crate::exit::Exit::fail(crate::exit::code::UNAVAILABLE, format!("chaos: {e}"))
-    })?;
-    match locker.acquire_permit(KEY, n, ttl).await {
-        Ok(p) => {
-            let _ = p.release().await;
-            Ok(locker)
-        }
-        Err(e @ (Error::Unsupported { .. } | Error::InvalidInput(_))) => {
-            let mut x = crate::exit::Exit::from(e);
-            x.msg = x.msg.map(|m| format!("chaos: --permits {n}: {m}"));
-            Err(x)
-        }
-        Err(_) => Ok(locker),
-    }
-}
-
-/// The idle holders of a `--permits N` trial: N-1 permits of [`KEY`], auto-renewed, each
-/// with an owner of its own, on the successor's locker (whose one-shot tries and waits skip
-/// the slots it holds at once: `HeldByThisLocker`). They take all N and give back
-/// slot 0, so the only free slot, the frozen holder's and then its successor's, is `KEY#0`
-/// in every trial: the resource is guarded by that one slot key and checks its fences.
-async fn idle_permits(
-    s: &Settings,
-    idle: &Locker,
-    n: u32,
-) -> Result<Vec<leasehold::Permit>, String> {
-    let mut held = Vec::new();
-    for _ in 0..n {
-        let p = idle
-            .acquire_permit(KEY, n, s.ttl)
-            .auto_renew(true)
-            .wait(Wait::For(s.ttl * 20 + Duration::from_secs(5)))
-            .await
-            .map_err(|e| format!("an idle permit holder: {e}"))?;
-        held.push(p);
-    }
-    // Given back only once all are held, so that no later acquire here takes slot 0 again.
-    if let Some(i) = held.iter().position(|p| p.slot() == 0) {
-        let released = held.swap_remove(i).release().await;
-        let _ = released.map_err(|e| format!("an idle permit holder's release: {e}"))?;
-    }
-    Ok(held)
 }
 
 /// The resource chaos writes to, on the user's own store where it can hold one (so its final
@@ -281,7 +229,7 @@ async fn stalled_trial(
     };
     let holder_spec = if in_tx { format!("{}{spec}", holder::TX) } else { spec.to_owned() };
     let idle_held = match s.permits {
-        Some(p) => idle_permits(s, locker, p).await?,
+        Some(p) => permits::idle(s, locker, p).await?,
         None => Vec::new(),
     };
     let mut holder = Holder::spawn(s, &holder_url, &holder_spec, fenced).await?;
@@ -324,16 +272,7 @@ async fn stalled_trial(
         Ok(l) => {
             let slot = s.permits.map(|_| l.key().as_str().to_owned());
             if let Some(got) = &slot {
-                // The idle holders keep every other slot: the successor's must be the frozen
-                // holder's, or more than N permits were held at once.
-                let frozen = holder.events.iter().find(|e| e.what == "acquire");
-                let frozen = frozen.and_then(|e| e.detail.clone()).unwrap_or_default();
-                if *got != frozen {
-                    return Err(format!(
-                        "the successor got slot {got} while the frozen holder held {frozen:?} \
-                         and the idle holders the others: more than the permits at once"
-                    ));
-                }
+                permits::same_slot(got, &holder.events)?;
             }
             events.push(ev("successor", "acquire", Some(l.fence().get()), slot));
             (Some(l.fence().get()), Some(l))
@@ -488,7 +427,7 @@ impl std::fmt::Display for Scenario {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         use clap::ValueEnum;
         match self.to_possible_value() {
-            Some(v) => f.write_str(v.get_name()),
+            Some(v) => f.pad(v.get_name()),
             None => write!(f, "{self:?}"),
         }
     }
