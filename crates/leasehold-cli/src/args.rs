@@ -384,6 +384,12 @@ pub(crate) enum Cmd {
         /// Directory for report.json and timeline.svg.
         #[arg(long, default_value = "leasehold-chaos", value_name = "DIR")]
         out: PathBuf,
+        /// stalled-holder on a semaphore of N permits: the frozen holder and its successor
+        /// take permits of KEY while N-1 idle holders keep the other slots, so the successor
+        /// gets the frozen holder's slot (KEY#SLOT, fenced per slot) once it expires.
+        /// Exit 64 on a store that cannot hold semaphores. Default: the plain mutex.
+        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=256))]
+        permits: Option<u32>,
     },
     /// Print a shell completion script (e.g. `leasehold completions bash >
     /// ~/.local/share/bash-completion/completions/leasehold`).
@@ -410,6 +416,9 @@ pub(crate) enum Cmd {
         ttl_ms: u64,
         #[arg(long)]
         fenced: u8,
+        /// Take one of N permits of KEY instead of KEY itself (0: the mutex).
+        #[arg(long, default_value_t = 0)]
+        permits: u32,
     },
     /// (internal) The supervisor `run` puts between itself and the command.
     #[command(hide = true)]

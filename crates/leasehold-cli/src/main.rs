@@ -100,7 +100,7 @@ fn clap_exit(e: clap::Error) -> u8 {
 
 async fn chaos_cmd(
     opt: StoreOpt,
-    (scenario, topology): (chaos::Scenario, Option<String>),
+    (scenario, topology, permits): (chaos::Scenario, Option<String>, Option<u32>),
     (trials, control_trials): (usize, usize),
     ttl: Duration,
     out: std::path::PathBuf,
@@ -108,10 +108,29 @@ async fn chaos_cmd(
     if trials == 0 || ttl.is_zero() {
         return Err(Exit::fail(code::USAGE, "--trials and --ttl must be positive"));
     }
+    if permits.is_some() && (scenario != chaos::Scenario::StalledHolder || topology.is_some()) {
+        return Err(Exit::fail(
+            code::USAGE,
+            "--permits runs the stalled-holder scenario on the --store URL only",
+        ));
+    }
     let url = store::resolve(&opt)?.url;
+    let locker = match permits {
+        Some(n) => Some(chaos::check_permits(&url, n, ttl).await?),
+        None => None,
+    };
     let out2 = out.clone();
-    let settings =
-        chaos::Settings { url, scenario, trials, control_trials, ttl, out: out2, topology };
+    let settings = chaos::Settings {
+        url,
+        scenario,
+        trials,
+        control_trials,
+        ttl,
+        out: out2,
+        topology,
+        permits,
+        locker,
+    };
     let report = chaos::run(settings)
         .await
         .map_err(|e| Exit::fail(code::UNAVAILABLE, format!("chaos: {e}")))?;
@@ -190,11 +209,13 @@ async fn dispatch(cmd: Cmd) -> Exit {
         Cmd::Size { store, timeout, duration, job, json } => {
             size::size(store, timeout, duration, job, json).await
         }
-        Cmd::Chaos { store, scenario, topology, trials, control_trials, ttl, out } => {
+        Cmd::Chaos { store, scenario, topology, trials, control_trials, ttl, out, permits } => {
             let control = control_trials.unwrap_or(trials);
-            chaos_cmd(store, (scenario, topology), (trials, control), ttl, out).await
+            chaos_cmd(store, (scenario, topology, permits), (trials, control), ttl, out).await
         }
-        Cmd::ChaosWorker { key, ttl_ms, fenced } => chaos::worker_cmd(&key, ttl_ms, fenced).await,
+        Cmd::ChaosWorker { key, ttl_ms, fenced, permits } => {
+            chaos::worker_cmd(&key, ttl_ms, fenced, permits).await
+        }
         Cmd::FenceProxy { store, timeout, key, listen, upstream } => {
             proxy::fence_proxy(store, timeout, key, listen, upstream).await
         }

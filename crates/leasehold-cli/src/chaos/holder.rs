@@ -23,6 +23,7 @@ pub async fn worker_cmd(
     key: &str,
     ttl_ms: u64,
     fenced: u8,
+    permits: u32,
 ) -> Result<crate::exit::Exit, crate::exit::Exit> {
     let var = |name: &str| {
         std::env::var(name).map_err(|_| {
@@ -31,14 +32,23 @@ pub async fn worker_cmd(
     };
     let (url, spec) = (var(crate::store::ENV_STORE)?, var(ENV_RESOURCE)?);
     let ttl = Duration::from_millis(ttl_ms);
-    Ok(crate::exit::Exit::ok(worker(&url, key, ttl, &spec, fenced == 1).await as u8))
+    let code = worker(&url, (key, permits), ttl, &spec, fenced == 1).await;
+    Ok(crate::exit::Exit::ok(code as u8))
 }
 
 /// The worker side (`leasehold chaos-worker`): hold the key, claim, write, say `ready`, and on
 /// `write` write again; every step is printed as `event …` lines with monotonic timestamps.
 /// With a resource spec `tx:SPEC` (stalled-holder-tx) the write before `ready` stays open,
-/// uncommitted, in its checked transaction, and `write` commits it.
-pub async fn worker(url: &str, key: &str, ttl: Duration, spec: &str, fenced: bool) -> i32 {
+/// uncommitted, in its checked transaction, and `write` commits it. With `permits` N > 0 it
+/// holds one of N permits of `key` instead, a slot `KEY#i` with that slot's own fence (the
+/// `acquire` event names the slot key).
+pub async fn worker(
+    url: &str,
+    (key, permits): (&str, u32),
+    ttl: Duration,
+    spec: &str,
+    fenced: bool,
+) -> i32 {
     let (in_tx, spec) = match spec.strip_prefix(TX) {
         Some(rest) => (true, rest),
         None => (false, spec),
@@ -58,7 +68,16 @@ pub async fn worker(url: &str, key: &str, ttl: Duration, spec: &str, fenced: boo
             return 69;
         }
     };
-    let lease = match locker.acquire(key, ttl).auto_renew(true).wait(Wait::For(ttl * 20)).await {
+    let got = match permits {
+        0 => locker.acquire(key, ttl).auto_renew(true).wait(Wait::For(ttl * 20)).await,
+        n => locker
+            .acquire_permit(key, n, ttl)
+            .auto_renew(true)
+            .wait(Wait::For(ttl * 20))
+            .await
+            .map(leasehold::Permit::into_lease),
+    };
+    let lease = match got {
         Ok(l) => l,
         Err(err) => {
             out(format!("error {err}"));
@@ -75,7 +94,8 @@ pub async fn worker(url: &str, key: &str, ttl: Duration, spec: &str, fenced: boo
         leasehold::fence::Fencing::new(lease.key().clone(), lease.fence(), lease.owner())
     };
     let fence = fencing.token().get();
-    out(e("acquire", fence, ""));
+    let slot = if permits > 0 { lease.key().as_str() } else { "" };
+    out(e("acquire", fence, slot));
     {
         let lost = lease.lost();
         tokio::spawn(async move {
@@ -90,7 +110,7 @@ pub async fn worker(url: &str, key: &str, ttl: Duration, spec: &str, fenced: boo
         match res.claim(&fencing).await {
             Ok(()) => out(e("claim", fence, "")),
             Err(err) => {
-                out(format!("error claim: {err}"));
+                out(format!("error claim as {}: {err}", lease.key().as_str()));
                 return 70;
             }
         }
@@ -213,6 +233,7 @@ impl Holder {
             .envs(super::topology::worker_env())
             .arg(format!("--ttl-ms={}", s.ttl.as_millis()))
             .arg(format!("--fenced={}", u8::from(fenced)))
+            .arg(format!("--permits={}", s.permits.unwrap_or(0)))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())

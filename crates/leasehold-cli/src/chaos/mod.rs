@@ -23,6 +23,7 @@
 mod faults;
 mod holder;
 mod http;
+mod permits;
 mod report;
 mod timeline;
 mod topology;
@@ -30,6 +31,7 @@ mod unknown;
 
 use holder::Holder;
 pub use holder::worker_cmd;
+pub use permits::check_permits;
 pub use report::{Report, table, verdict};
 
 use std::io::Write as _;
@@ -58,6 +60,13 @@ pub struct Settings {
     pub out: PathBuf,
     /// `--topology`: a private deployment of several servers ([`topology`]).
     pub topology: Option<String>,
+    /// `--permits N` (stalled-holder): the holder and its successor take permits of a
+    /// semaphore of N on [`KEY`], the other N-1 held by idle holders for the whole trial.
+    pub permits: Option<u32>,
+    /// A locker already open on `url` (the `--permits` check's), used by the trials instead
+    /// of a new one: the idle holders and the successor share it, since a second locker on
+    /// one SQLite file in one process breaks the first's file locks (see CHAOS.md).
+    pub locker: Option<Locker>,
 }
 
 /// The resource chaos writes to, on the user's own store where it can hold one (so its final
@@ -219,6 +228,10 @@ async fn stalled_trial(
         None => s.url.clone(),
     };
     let holder_spec = if in_tx { format!("{}{spec}", holder::TX) } else { spec.to_owned() };
+    let idle_held = match s.permits {
+        Some(p) => permits::idle(s, locker, p).await?,
+        None => Vec::new(),
+    };
     let mut holder = Holder::spawn(s, &holder_url, &holder_spec, fenced).await?;
     let ready = holder.line(s.ttl * 20 + Duration::from_secs(20)).await?;
     let holder_fence: u64 = ready
@@ -246,11 +259,22 @@ async fn stalled_trial(
     // holder's lease, on etcd/ZooKeeper once its session expired; stores whose session is a
     // connection (PostgreSQL/MySQL session locks, flock) keep it for a frozen process.
     let wait = s.ttl * 4 + session_timeout(&s.url).mul_f64(1.5) + Duration::from_secs(3);
-    let succ = locker.acquire(KEY, s.ttl * 10).wait(Wait::For(wait)).await;
+    let succ = match s.permits {
+        None => locker.acquire(KEY, s.ttl * 10).wait(Wait::For(wait)).await,
+        Some(p) => locker
+            .acquire_permit(KEY, p, s.ttl * 10)
+            .wait(Wait::For(wait))
+            .await
+            .map(leasehold::Permit::into_lease),
+    };
     let mut unknown = false;
     let (successor_fence, lease) = match succ {
         Ok(l) => {
-            events.push(ev("successor", "acquire", Some(l.fence().get()), None));
+            let slot = s.permits.map(|_| l.key().as_str().to_owned());
+            if let Some(got) = &slot {
+                permits::same_slot(got, &holder.events)?;
+            }
+            events.push(ev("successor", "acquire", Some(l.fence().get()), slot));
             (Some(l.fence().get()), Some(l))
         }
         Err(Error::Busy { .. }) => {
@@ -337,6 +361,11 @@ async fn stalled_trial(
         p.set(leasehold_harness::proxy::Fault::Reset);
     }
     holder.finish().await;
+    for p in idle_held {
+        if let Err(e) = p.release().await {
+            events.push(ev("chaos", "idle-release", None, Some(e.to_string())));
+        }
+    }
     events.append(&mut holder.events);
     events.sort_by_key(|e| e.t_ns);
     let mut t = Trial::checked(arm, n, holder_fence, successor_fence, said, final_value, events);
@@ -398,7 +427,7 @@ impl std::fmt::Display for Scenario {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         use clap::ValueEnum;
         match self.to_possible_value() {
-            Some(v) => f.write_str(v.get_name()),
+            Some(v) => f.pad(v.get_name()),
             None => write!(f, "{self:?}"),
         }
     }
@@ -436,6 +465,7 @@ pub async fn run(s: Settings) -> Result<Report, String> {
         resource: outline.resource,
         setup: outline.setup,
         key: KEY,
+        permits: s.permits,
         topology: s.topology.clone(),
         arms,
         trials,
@@ -455,7 +485,10 @@ fn progress(s: &Settings, arm: &str, n: usize, count: usize) {
 
 /// `stalled-holder` and `partition`, on the user's store.
 async fn holder_trials(s: &Settings) -> Result<(Vec<Trial>, Outline), String> {
-    let locker = connect(&s.url).await?;
+    let locker = match &s.locker {
+        Some(l) => l.clone(),
+        None => connect(&s.url).await?,
+    };
     // stalled-holder-http: the upstream and its proxy live as long as the trials.
     let setup = match s.scenario {
         Scenario::StalledHolderHttp => Some(http::start(&s.url, &s.out).await?),
@@ -489,7 +522,7 @@ async fn holder_trials(s: &Settings) -> Result<(Vec<Trial>, Outline), String> {
             trials.push(t);
         }
     }
-    let removed = match remove_resource(&s.url, &spec).await {
+    let removed = match remove_resource(&s.url, &spec, s.permits).await {
         Ok(()) => "; removed from the store at the end (final values are in the trials)",
         Err(e) => {
             eprintln!("\nchaos: warning: could not remove the resource from the store: {e}");
@@ -510,10 +543,10 @@ async fn holder_trials(s: &Settings) -> Result<(Vec<Trial>, Outline), String> {
 }
 
 /// Leaves nothing of the trials on the user's store: the resource's value and fence rows
-/// or keys, and on Redis the lock key's fence counter and release tombstone (keys only chaos
-/// uses; fences stay clock-backed, so a later run's still grow). Lease-table rows of the lock key stay, as
-/// for any released key.
-async fn remove_resource(u: &StoreUrl, spec: &str) -> Result<(), String> {
+/// or keys, and on Redis the lock key's (and a semaphore's slots') fence counters and the
+/// release tombstone (keys only chaos uses; fences stay clock-backed, so a later run's still
+/// grow). Lease-table rows of the lock key stay, as for any released key.
+async fn remove_resource(u: &StoreUrl, spec: &str, permits: Option<u32>) -> Result<(), String> {
     if let http::Res::Harness(mut r) = http::open(spec).await {
         r.remove().await?;
     }
@@ -525,15 +558,18 @@ async fn remove_resource(u: &StoreUrl, spec: &str) -> Result<(), String> {
         let client = redis::Client::open(base).map_err(|e| e.to_string())?;
         let mut conn =
             client.get_multiplexed_async_connection().await.map_err(|e| e.to_string())?;
+        // A semaphore's slots KEY#i each have a counter of their own.
+        let slots = (0..permits.unwrap_or(0)).map(|i| format!("{prefix}{{{KEY}#{i}}}:fence"));
         redis::cmd("DEL")
             .arg(format!("{prefix}{{{KEY}}}:fence"))
             .arg(format!("{prefix}{{{KEY}}}:released-by"))
+            .arg(slots.collect::<Vec<_>>())
             .query_async::<i64>(&mut conn)
             .await
             .map_err(|e| e.to_string())?;
     }
     #[cfg(not(feature = "redis"))]
-    let _ = u;
+    let _ = (u, permits);
     Ok(())
 }
 

@@ -19,6 +19,8 @@ pub struct Report {
     /// How the store was set up and failed, when the tool started it.
     pub setup: Option<String>,
     pub key: &'static str,
+    /// `--permits N`: the trials took permits of a semaphore of N on `key`.
+    pub permits: Option<u32>,
     /// `--topology`, when the run had one.
     pub topology: Option<String>,
     pub arms: Vec<Arm>,
@@ -32,6 +34,14 @@ pub fn table(r: &Report) -> String {
         "store {} ({}) · scenario {scenario} · ttl {} ms · resource: {}\n",
         r.store, r.backend, r.ttl_ms, r.resource
     );
+    if let Some(n) = r.permits {
+        out.push_str(&format!(
+            "permits: a semaphore of {n} on {} ({} idle holders keep the other slots; the \
+             resource fences per slot)\n",
+            r.key,
+            n - 1
+        ));
+    }
     if let Some(setup) = &r.setup {
         out.push_str(&format!("setup: {setup}\n"));
     }

@@ -152,6 +152,8 @@ pub(super) async fn run(s: &Settings, name: &str) -> Result<(Vec<Trial>, Outline
         ttl: s.ttl,
         out: s.out.clone(),
         topology: s.topology.clone(),
+        permits: None,
+        locker: None,
     };
     let partitioned = matches!(name, "zk-ensemble" | "redlock5");
     let (trials, guarantees, mut setup) = if t.scenario == super::Scenario::Partition && partitioned
