@@ -52,3 +52,47 @@ fn bench_redis_measures_every_baseline() {
     }
     assert!(m["redis_benchmark"]["ops_per_s_median"].as_f64().unwrap() > 0.0, "{m}");
 }
+
+/// `--scenario primitives`: on sqlite (which holds all three) a row each for the mutex, the
+/// permit and the reader, and both ratios; on the file store (no semaphores) the permit has
+/// no row, is listed as skipped with the store's reason, and has no ratio. No timing asserted.
+#[test]
+fn bench_primitives_rows_and_refusals() {
+    let e = Env::new();
+    let bench = |store: &str| -> serde_json::Value {
+        let o = Command::new(BIN)
+            .args(["bench", "--json", "--store", store, "--runs", "1"])
+            .args(["--duration", "150ms", "--scenario", "primitives"])
+            .output()
+            .unwrap();
+        assert_eq!(code(&o), 0, "{}", stderr(&o));
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        v["scenarios"]["primitives"].clone()
+    };
+    let rows = |p: &serde_json::Value| -> Vec<String> {
+        let rows = p["contenders"].as_array().unwrap();
+        for c in rows {
+            assert!(c["ops_per_s_median"].as_f64().unwrap() > 0.0, "{c}");
+        }
+        rows.iter().map(|c| c["contender"].as_str().unwrap().to_owned()).collect()
+    };
+    let s = bench(&e.store());
+    let names = rows(&s);
+    assert_eq!(names.len(), 3, "{names:?}");
+    assert!(names[1].contains("semaphore") && names[2].contains("reader"), "{names:?}");
+    assert!(s["skipped"].as_array().unwrap().is_empty(), "{s}");
+    for k in ["permit_time_per_cycle_vs_mutex", "reader_time_per_cycle_vs_mutex"] {
+        assert!(s[k].as_f64().unwrap() > 0.0, "{k}: {s}");
+    }
+
+    let f = bench(&format!("file://{}/locks", e.dir.path().display()));
+    let names = rows(&f);
+    assert_eq!(names.len(), 2, "{names:?}");
+    assert!(names.iter().all(|n| !n.contains("semaphore")), "{names:?}");
+    let skipped = f["skipped"].as_array().unwrap();
+    assert_eq!(skipped.len(), 1, "{f}");
+    assert!(skipped[0]["primitive"].as_str().unwrap().contains("semaphore"), "{f}");
+    assert!(skipped[0]["reason"].as_str().unwrap().contains("semaphore"), "{f}");
+    assert!(f.get("permit_time_per_cycle_vs_mutex").is_none(), "{f}");
+    assert!(f["reader_time_per_cycle_vs_mutex"].as_f64().unwrap() > 0.0, "{f}");
+}

@@ -25,6 +25,7 @@ mod mysql;
 mod off;
 #[cfg(feature = "postgres")]
 mod postgres;
+mod primitives;
 #[cfg(feature = "redis")]
 mod redis;
 mod report;
@@ -78,6 +79,9 @@ pub enum Scenario {
     ManyKeys,
     /// `--leases` leases held with auto-renew on one connection.
     HoldMany,
+    /// One task: the mutex, a permit of a semaphore of 3 and a reader, each acquire +
+    /// release of a free key, interleaved in the same run.
+    Primitives,
     /// All of the above.
     All,
 }
@@ -280,11 +284,16 @@ pub async fn run(s: Settings) -> BenchResult<Report> {
         if scheme == Scheme::Etcd { Some(EtcdRaw::connect(s.url.expose()).await?) } else { None };
     let all = s.scenario == Scenario::All;
     let want = |sc: Scenario| all || s.scenario == sc;
-    let scenarios: Vec<Scenario> =
-        [Scenario::Uncontended, Scenario::Handoff, Scenario::ManyKeys, Scenario::HoldMany]
-            .into_iter()
-            .filter(|sc| want(*sc))
-            .collect();
+    let scenarios: Vec<Scenario> = [
+        Scenario::Uncontended,
+        Scenario::Handoff,
+        Scenario::ManyKeys,
+        Scenario::HoldMany,
+        Scenario::Primitives,
+    ]
+    .into_iter()
+    .filter(|sc| want(*sc))
+    .collect();
     let progress = Progress::new((scenarios.len() * s.runs) as u64);
     let mut report = Report {
         store: s.url.to_string(),
@@ -335,6 +344,9 @@ pub async fn run(s: Settings) -> BenchResult<Report> {
             Scenario::HoldMany => {
                 ran.hold_many =
                     Some(hold_many::hold_many(&s, &locker, redis_side.as_ref(), &progress).await?);
+            }
+            Scenario::Primitives => {
+                ran.primitives = Some(primitives::primitives(&s, &locker, &progress).await?);
             }
             Scenario::All => unreachable!("expanded above"),
         }

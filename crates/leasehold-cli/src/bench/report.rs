@@ -40,6 +40,8 @@ pub struct Scenarios {
     #[serde(rename = "many-keys", skip_serializing_if = "Option::is_none")]
     pub many_keys: Option<ManyKeys>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    pub primitives: Option<Primitives>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub uncontended: Option<Uncontended>,
 }
 
@@ -50,6 +52,7 @@ pub enum Ran<'a> {
     Handoff(&'a Handoff),
     HoldMany(&'a HoldMany),
     ManyKeys(&'a ManyKeys),
+    Primitives(&'a Primitives),
     Uncontended(&'a Uncontended),
 }
 
@@ -60,6 +63,7 @@ impl Scenarios {
             self.handoff.as_ref().map(Ran::Handoff),
             self.hold_many.as_ref().map(Ran::HoldMany),
             self.many_keys.as_ref().map(Ran::ManyKeys),
+            self.primitives.as_ref().map(Ran::Primitives),
             self.uncontended.as_ref().map(Ran::Uncontended),
         ]
         .into_iter()
@@ -75,6 +79,7 @@ impl<'a> Ran<'a> {
             Ran::Handoff(_) => "handoff",
             Ran::HoldMany(_) => "hold-many",
             Ran::ManyKeys(_) => "many-keys",
+            Ran::Primitives(_) => "primitives",
             Ran::Uncontended(_) => "uncontended",
         }
     }
@@ -85,6 +90,7 @@ impl<'a> Ran<'a> {
             Ran::Handoff(s) => &s.what,
             Ran::HoldMany(s) => &s.what,
             Ran::ManyKeys(s) => &s.what,
+            Ran::Primitives(s) => s.what,
             Ran::Uncontended(s) => s.what,
         }
     }
@@ -95,6 +101,7 @@ impl<'a> Ran<'a> {
             Ran::Handoff(s) => &s.contenders,
             Ran::HoldMany(_) => &[],
             Ran::ManyKeys(s) => &s.contenders,
+            Ran::Primitives(s) => &s.contenders,
             Ran::Uncontended(s) => &s.contenders,
         }
     }
@@ -200,6 +207,32 @@ pub struct Ratio {
     pub baseline: &'static str,
     pub median: f64,
     pub per_run: Vec<f64>,
+}
+
+/// `primitives`: the mutex, a semaphore's permit and a reader on the same store, one task.
+#[derive(Debug, Serialize)]
+pub struct Primitives {
+    pub what: &'static str,
+    pub contenders: Vec<Row>,
+    /// The primitives the store refused, with its reason (no row for them).
+    pub skipped: Vec<Skipped>,
+    /// A permit's time per cycle over the mutex's: the median of the per-run ratios.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub permit_time_per_cycle_vs_mutex: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub per_run_ratios_permit: Option<Vec<f64>>,
+    /// A reader's time per cycle over the mutex's: the median of the per-run ratios.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reader_time_per_cycle_vs_mutex: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub per_run_ratios_reader: Option<Vec<f64>>,
+}
+
+/// A primitive the store refused, and the store's words.
+#[derive(Debug, Serialize)]
+pub struct Skipped {
+    pub primitive: &'static str,
+    pub reason: String,
 }
 
 /// `handoff`: tasks contending for one key.

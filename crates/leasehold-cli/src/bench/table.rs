@@ -2,7 +2,7 @@
 
 use serde::Serialize;
 
-use super::report::{HoldRun, ManyKeys, Percentiles, Ran, Report, Row, Uncontended};
+use super::report::{HoldRun, ManyKeys, Percentiles, Primitives, Ran, Report, Row, Uncontended};
 
 /// A figure as the JSON spells it (`6129.0`, `[1.1,1.2]`, `null`), so the table and
 /// `bench.json` never disagree.
@@ -40,6 +40,7 @@ pub fn table(r: &Report) -> String {
                 ratio(&mut out, "leasehold handoffs/s ÷ peer's", h.leasehold_handoffs_vs_peer)
             }
             Ran::ManyKeys(m) => many_keys(&mut out, m),
+            Ran::Primitives(pr) => primitives(&mut out, pr),
             Ran::HoldMany(h) => {
                 for (i, run) in h.runs.iter().enumerate() {
                     hold_run(&mut out, i + 1, run);
@@ -113,6 +114,27 @@ fn uncontended(out: &mut String, u: &Uncontended) {
             j(&t.leasehold_evalsha),
             j(&t.raw_set)
         ));
+    }
+}
+
+fn primitives(out: &mut String, p: &Primitives) {
+    for sk in &p.skipped {
+        out.push_str(&format!(
+            "  {}: skipped, the store refuses it: {}\n",
+            sk.primitive, sk.reason
+        ));
+    }
+    for (label, median, runs) in [
+        ("permit", p.permit_time_per_cycle_vs_mutex, &p.per_run_ratios_permit),
+        ("reader", p.reader_time_per_cycle_vs_mutex, &p.per_run_ratios_reader),
+    ] {
+        if let (Some(m), Some(runs)) = (median, runs) {
+            out.push_str(&format!(
+                "  → {label} time per cycle ÷ mutex's, median of per-run ratios: {} (per run {})\n",
+                j(&m),
+                j(runs)
+            ));
+        }
     }
 }
 
