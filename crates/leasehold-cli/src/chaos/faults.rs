@@ -147,6 +147,33 @@ pub(super) async fn trial(
     // Long enough for any expiry of the holder's grant to pass, and for a restarted store to
     // take requests again.
     let wait = expiry * 2 + s.ttl * 2 + Duration::from_secs(2);
+    let (successor_fence, final_value, said) =
+        successor_round(&locker, &mut res, &mut holder, s, wait, fenced, holder_fence, &mut events)
+            .await;
+    holder.finish().await;
+    events.append(&mut holder.events);
+    events.sort_by_key(|e: &Event| e.t_ns);
+    drop(private);
+    let t = Trial::checked(arm, n, holder_fence, successor_fence, said, final_value, events);
+    Ok((t, guarantees))
+}
+
+/// The successor's side of a fault trial once the holder has been cut off or its store has
+/// failed: it waits up to `wait` for the key, claims and writes if it got it; the holder is
+/// told to write; the successor writes once more, or, refused while the holder held on, takes
+/// the key after the holder's release. Answers the successor's fence, the resource's final
+/// value and what the holder said.
+#[allow(clippy::too_many_arguments)]
+pub(super) async fn successor_round(
+    locker: &Locker,
+    res: &mut http::Res,
+    holder: &mut Holder,
+    s: &Settings,
+    wait: Duration,
+    fenced: bool,
+    holder_fence: u64,
+    events: &mut Vec<Event>,
+) -> (Option<u64>, Option<String>, String) {
     let mut lease = None;
     match locker.acquire(KEY, s.ttl * 10).wait(Wait::For(wait)).await {
         Ok(l) => {
@@ -159,7 +186,7 @@ pub(super) async fn trial(
     // writes again.
     events.push(ev("chaos", "resume", Some(holder_fence), Some("holder writes".into())));
     if let Some(l) = &lease {
-        successor_claim_and_write(&mut res, l, fenced, &mut events).await;
+        successor_claim_and_write(res, l, fenced, events).await;
     }
     let _ = holder.stdin.write_all(b"write\n").await;
     let said =
@@ -167,9 +194,9 @@ pub(super) async fn trial(
     if let Some(l) = &lease {
         // The successor goes on working after the holder's late write.
         tokio::time::sleep(s.ttl / 4).await;
-        events.push(successor_write(&mut res, &l.fencing(), fenced).await);
+        events.push(successor_write(res, &l.fencing(), fenced).await);
     } else {
-        // Refused while the holder lived: it releases after its write; then the successor must
+        // Refused while the holder lived (or kept its majority): it releases after its write; then the successor must
         // get the key, with a larger fence.
         match locker.acquire(KEY, s.ttl * 10).wait(Wait::For(wait)).await {
             Ok(l) => {
@@ -179,7 +206,7 @@ pub(super) async fn trial(
                     Some(l.fence().get()),
                     Some("after the holder's release".into()),
                 ));
-                successor_claim_and_write(&mut res, &l, fenced, &mut events).await;
+                successor_claim_and_write(res, &l, fenced, events).await;
                 lease = Some(l);
             }
             Err(e) => events.push(ev("successor", "error", None, Some(e.to_string()))),
@@ -191,12 +218,7 @@ pub(super) async fn trial(
         let r = l.release().await;
         events.push(ev("successor", "release", successor_fence, Some(format!("{r:?}"))));
     }
-    holder.finish().await;
-    events.append(&mut holder.events);
-    events.sort_by_key(|e: &Event| e.t_ns);
-    drop(private);
-    let t = Trial::checked(arm, n, holder_fence, successor_fence, said, final_value, events);
-    Ok((t, guarantees))
+    (successor_fence, final_value, said)
 }
 
 /// Connects the successor, retrying while the store recovers (a restarted server not yet

@@ -6,14 +6,11 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use leasehold::Wait;
 use leasehold_harness::proxy::{Fault, FaultProxy};
 use leasehold_harness::servers::{RedlockSet, ZkEnsemble};
-use tokio::io::AsyncWriteExt;
 
 use super::super::{
-    Event, Holder, KEY, Settings, Trial, ev, faults, fresh_sqlite, http, progress, session_timeout,
-    successor_claim_and_write, successor_write,
+    Event, Holder, Settings, Trial, ev, faults, fresh_sqlite, http, progress, session_timeout,
 };
 
 /// Runs the partition trials on `name`; the trials, the backend's guarantees and the setup.
@@ -118,47 +115,17 @@ async fn trial(
     let guarantees = locker.guarantees();
     let mut res = http::open(&spec).await;
     let wait = s.ttl * 4 + session_timeout(&s.url).mul_f64(1.5) + Duration::from_secs(3);
-    let mut lease = None;
-    match locker.acquire(KEY, s.ttl * 10).wait(Wait::For(wait)).await {
-        Ok(l) => {
-            events.push(ev("successor", "acquire", Some(l.fence().get()), None));
-            lease = Some(l);
-        }
-        Err(e) => events.push(ev("successor", "refused", None, Some(e.to_string()))),
-    }
-    events.push(ev("chaos", "resume", Some(holder_fence), Some("holder writes".into())));
-    if let Some(l) = &lease {
-        successor_claim_and_write(&mut res, l, fenced, &mut events).await;
-    }
-    let _ = holder.stdin.write_all(b"write\n").await;
-    let said =
-        holder.line(Duration::from_secs(30)).await.unwrap_or_else(|e| format!("no answer: {e}"));
-    if let Some(l) = &lease {
-        tokio::time::sleep(s.ttl / 4).await;
-        events.push(successor_write(&mut res, &l.fencing(), fenced).await);
-    } else {
-        // Refused while the holder kept its majority: it releases after its write; then the
-        // successor must get the key, with a larger fence.
-        match locker.acquire(KEY, s.ttl * 10).wait(Wait::For(wait)).await {
-            Ok(l) => {
-                events.push(ev(
-                    "successor",
-                    "acquire",
-                    Some(l.fence().get()),
-                    Some("after the holder's release".into()),
-                ));
-                successor_claim_and_write(&mut res, &l, fenced, &mut events).await;
-                lease = Some(l);
-            }
-            Err(e) => events.push(ev("successor", "error", None, Some(e.to_string()))),
-        }
-    }
-    let successor_fence = lease.as_ref().map(|l| l.fence().get());
-    let final_value = res.read().await;
-    if let Some(l) = lease {
-        let r = l.release().await;
-        events.push(ev("successor", "release", successor_fence, Some(format!("{r:?}"))));
-    }
+    let (successor_fence, final_value, said) = faults::successor_round(
+        &locker,
+        &mut res,
+        &mut holder,
+        s,
+        wait,
+        fenced,
+        holder_fence,
+        &mut events,
+    )
+    .await;
     for p in &proxies {
         p.set(Fault::Reset);
     }
