@@ -26,6 +26,8 @@
 //! [`Error::Unavailable`].
 
 mod boot;
+mod path;
+use path::usable;
 mod doorbell;
 mod shared;
 mod wait;
@@ -185,7 +187,23 @@ impl SqliteStore {
             conn.execute_batch(shared::SCHEMA)?;
             add_info_column(&conn)
         };
-        setup().sql().map_err(|e| cannot("initialise", e))?;
+        // Two processes setting up one new file can both hold a read lock and both ask to
+        // write (WAL mode, the schema): SQLite answers one of them "busy" at once, without
+        // its busy handler, to break that deadlock. Try again until the connect bound.
+        let until = std::time::Instant::now() + limits.connect;
+        loop {
+            match setup() {
+                Err(rusqlite::Error::SqliteFailure(e, _))
+                    if matches!(
+                        e.code,
+                        rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked
+                    ) && std::time::Instant::now() < until =>
+                {
+                    std::thread::sleep(std::time::Duration::from_millis(5));
+                }
+                r => break r.sql().map_err(|e| cannot("initialise", e))?,
+            }
+        }
         let boot = boot::boot_id()?;
         // Rows from earlier boots are dead; dropping them keeps `status` cheap.
         conn.execute_batch(&format!(
@@ -478,21 +496,6 @@ pub(crate) const STORE: super::Descriptor = super::Descriptor {
     },
 };
 
-/// Whether this process may read and write the database at `path`, or create it: the OS's
-/// answer, without opening the file (see `open_blocking`).
-fn usable(path: &Path) -> std::io::Result<()> {
-    use nix::unistd::{AccessFlags, access};
-    let denied = |e: nix::errno::Errno| std::io::Error::from_raw_os_error(e as i32);
-    match std::fs::metadata(path) {
-        Ok(m) if m.is_dir() => Err(std::io::Error::from(std::io::ErrorKind::IsADirectory)),
-        Ok(_) => access(path, AccessFlags::R_OK | AccessFlags::W_OK).map_err(denied),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
-            access(dir, AccessFlags::W_OK | AccessFlags::X_OK).map_err(denied)
-        }
-        Err(e) => Err(e),
-    }
-}
 #[cfg(test)]
 mod tests {
     use super::*;
