@@ -7,6 +7,9 @@ use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
 
+/// Where `lh-worker` finds its store URL.
+pub const STORE_ENV: &str = "LH_WORKER_STORE";
+
 use leasehold::{Error, Locker, Wait};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
@@ -24,9 +27,11 @@ pub struct Proc {
 
 impl Proc {
     /// Starts `program args…` with piped stdin/stdout.
-    pub fn spawn(program: &Path, args: &[&str]) -> Proc {
+    pub fn spawn(program: &Path, store: &str, args: &[&str]) -> Proc {
         let mut child = Command::new(program)
             .args(args)
+            // The store URL may hold a password: the environment, never argv (`ps`).
+            .env(STORE_ENV, store)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .kill_on_drop(true)
@@ -110,19 +115,8 @@ fn spawn_holder(
     let fenced = if fenced { "1" } else { "0" };
     Proc::spawn(
         worker,
-        &[
-            "hold",
-            "--store",
-            url,
-            "--key",
-            key,
-            "--ttl-ms",
-            &ttl,
-            "--resource",
-            resource,
-            "--fenced",
-            fenced,
-        ],
+        url,
+        &["hold", "--key", key, "--ttl-ms", &ttl, "--resource", resource, "--fenced", fenced],
     )
 }
 
@@ -163,10 +157,9 @@ pub async fn multi_process_mutex(url: &str, worker: &Path, procs: usize, iters: 
             let hist = dir.path().join(format!("p{i}.hist"));
             Proc::spawn(
                 worker,
+                url,
                 &[
                     "mutex",
-                    "--store",
-                    url,
                     "--key",
                     &key,
                     "--iters",
@@ -207,10 +200,9 @@ pub async fn multi_process_permits(
             let who = format!("p{i}");
             Proc::spawn(
                 worker,
+                url,
                 &[
                     "permit",
-                    "--store",
-                    url,
                     "--key",
                     &key,
                     "--permits",

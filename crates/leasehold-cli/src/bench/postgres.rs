@@ -75,7 +75,13 @@ impl PgSide {
         let chan = leasehold::backends::postgres::tools::lease_statements("postgres://x/y")
             .map(|s| s.channel)
             .unwrap_or_default();
-        let out = tokio::process::Command::new("pgbench")
+        // The password goes to pgbench through its environment, never its argv (`ps`).
+        let (url, password) = without_password(&self.url);
+        let mut pgbench = tokio::process::Command::new("pgbench");
+        if let Some(pw) = password {
+            pgbench.env("PGPASSWORD", pw);
+        }
+        let out = pgbench
             // As leasehold's session connections are set up (SessionStatements::setup); the
             // lease-table statements run with the server's defaults, as leasehold's do.
             .env("PGOPTIONS", if self.session { "-c synchronous_commit=off" } else { "" })
@@ -87,7 +93,7 @@ impl PgSide {
             .args(["-D", &format!("info={}", leasehold::HolderInfo::this_process().encode())])
             .arg("-f")
             .arg(&file)
-            .arg(&self.url)
+            .arg(&url)
             .output()
             .await
             .map_err(|e| {
@@ -155,5 +161,29 @@ impl Contender for PgRaw {
         } else {
             Err("raw unlock found the lock not ours".into())
         }
+    }
+}
+
+/// `url` without the password of its user part, and that password (percent-decoding left to
+/// libpq's environment, which takes it as written: a bench URL's password is plain).
+fn without_password(url: &str) -> (String, Option<String>) {
+    let Some((scheme, rest)) = url.split_once("://") else { return (url.to_owned(), None) };
+    let auth_end = rest.find(['/', '?']).unwrap_or(rest.len());
+    let Some(at) = rest[..auth_end].rfind('@') else { return (url.to_owned(), None) };
+    let Some((user, pw)) = rest[..at].split_once(':') else { return (url.to_owned(), None) };
+    (format!("{scheme}://{user}{}", &rest[at..]), Some(pw.to_owned()))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_password_leaves_the_url() {
+        let (u, pw) = super::without_password("postgres://app:s3cret@db:5432/x?sslmode=off");
+        assert_eq!(
+            (u.as_str(), pw.as_deref()),
+            ("postgres://app@db:5432/x?sslmode=off", Some("s3cret"))
+        );
+        let (u, pw) = super::without_password("postgres://app@db/x");
+        assert_eq!((u.as_str(), pw), ("postgres://app@db/x", None));
     }
 }

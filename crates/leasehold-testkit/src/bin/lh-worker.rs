@@ -1,10 +1,12 @@
 //! Worker process for leasehold's process-level tests. Not a user tool.
 //!
 //! ```text
-//! lh-worker mutex --store URL --key K --iters N --history FILE --counter FILE
-//! lh-worker hold  --store URL --key K --ttl-ms N --resource sqlite:PATH|redis://… --fenced 0|1
-//! lh-worker permit --store URL --key K --permits N --iters I --dir DIR --who NAME
+//! lh-worker mutex --key K --iters N --history FILE --counter FILE
+//! lh-worker hold  --key K --ttl-ms N --resource sqlite:PATH|redis://… --fenced 0|1
+//! lh-worker permit --key K --permits N --iters I --dir DIR --who NAME
 //! ```
+//!
+//! The store URL comes from `$LH_WORKER_STORE` (never argv, where `ps` shows it).
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -39,7 +41,9 @@ async fn run() -> Res<()> {
         }
     }
     let opt = |k: &str| opts.get(k).cloned().ok_or_else(|| format!("--{k} missing"));
-    let locker = Locker::connect(&opt("store")?).await?;
+    let store = std::env::var(leasehold_testkit::process::STORE_ENV)
+        .map_err(|_| format!("${} is not set", leasehold_testkit::process::STORE_ENV))?;
+    let locker = Locker::connect(&store).await?;
     match cmd.as_str() {
         "mutex" => {
             mutex(&locker, &opt("key")?, opt("iters")?.parse()?, &opt("history")?, &opt("counter")?)
