@@ -341,16 +341,21 @@ fn chaos_failover() {
         assert_eq!(arm(&r, "unfenced")["stale_effects_accepted"], 1, "{r}");
     }
 
-    let (code, r) = chaos_report("etcd://127.0.0.1:1?ttl=1s", "failover", 1, 1);
+    // A 3 s session outlasts the election (250 ms timeout) even on a loaded machine; with 1 s
+    // an election slowed by load could outlast the holder's local deadline.
+    let (code, r) = chaos_report("etcd://127.0.0.1:1?ttl=3s", "failover", 1, 1);
     assert_eq!(code, 0, "{r}");
     assert_fenced_trials_clean(&r);
     for name in ["fenced", "unfenced"] {
         let a = arm(&r, name);
         assert_eq!(a["successor_acquired"], 1, "{r}");
+        // What etcd promises: a second holder never while the first still believes it
+        // holds. If the election outlasts the session anyway, the holder hears lost() first
+        // and only the unfenced control's late write may then land.
         assert_eq!(a["lost_after_successor_grant"], 0, "{r}");
         assert_eq!(a["fences_out_of_order"], 0, "{r}");
-        assert_eq!(a["stale_effects_accepted"], 0, "{r}");
     }
+    assert_eq!(arm(&r, "fenced")["stale_effects_accepted"], 0, "{r}");
     let (code, _) = chaos_report_err("zk://127.0.0.1:1", "failover");
     assert_eq!(code, 69);
 }

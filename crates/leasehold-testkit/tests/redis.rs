@@ -335,6 +335,35 @@ async fn frozen_store_fails_fast_once_lost() {
     proxy.set(Fault::Reset); // the background release fails at once; the test ends
 }
 
+/// A release that gets no answer is an unknown outcome, unless the lease was lost while it
+/// waited (a holder thawed past its lease): then the answer is known, "may have overlapped".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_unanswered_past_the_deadline_says_may_have_overlapped() {
+    use leasehold_testkit::proxy::{Fault, FaultProxy};
+    let server = RedisServer::start();
+    let proxy =
+        FaultProxy::start(format!("127.0.0.1:{}", server.port()).parse().unwrap()).await.unwrap();
+    let l = Locker::connect(&format!("redis://{}", proxy.addr()))
+        .await
+        .unwrap()
+        .with_op_timeout(Duration::from_secs(1));
+    let long = l.acquire("long", Duration::from_secs(30)).await.unwrap();
+    let short = l
+        .acquire("short", Duration::from_millis(1200))
+        .margin(Duration::from_millis(300))
+        .await
+        .unwrap();
+    assert!(short.admit());
+    proxy.set(Fault::Blackhole);
+    // The short lease's deadline (about 0.9 s) passes while its release waits out the 1 s
+    // op timeout; the long one's does not.
+    let r = short.release().await;
+    assert!(matches!(r, Ok(leasehold::Released::MayHaveOverlapped)), "{r:?}");
+    let r = long.release().await;
+    assert!(matches!(r, Err(Error::UnknownOutcome(_))), "{r:?}");
+    proxy.set(Fault::Reset);
+}
+
 /// Fail open only on an outage: a missing or wrong password, a database index the server lacks
 /// and an ACL user without the permissions the store needs are configuration errors (never
 /// retried, never "unavailable"), while a closed port is an outage.

@@ -216,7 +216,8 @@ impl Lease {
     /// store that may be gone: the owner-checked release is sent in the background (so a
     /// store that comes back frees the key; [`crate::Locker::close`] waits for it). Otherwise
     /// a release whose answer does not come within the op timeout is
-    /// [`Error::UnknownOutcome`]: the store's expiry or session end frees the key.
+    /// [`Error::UnknownOutcome`] (the store's expiry or session end frees the key), or
+    /// `MayHaveOverlapped` if the lease was lost while it waited.
     pub async fn release(mut self) -> Result<Released> {
         // No renewal starts from here on; but `done` is set only once the answer is in: a
         // release whose future is dropped mid-request falls back to Drop's background release.
@@ -233,12 +234,18 @@ impl Lease {
         let call = tracing::Instrument::instrument(s.store.release(s.id.key(), &owner), span);
         let res = tokio::time::timeout(s.op_timeout, call).await;
         self.done = true;
-        if res.is_err() {
+        // A release that got no answer from a lease that was lost meanwhile (its session
+        // ended or its deadline passed while the request waited, as for a holder thawed after
+        // a freeze) is not an unknown: the grant is gone or going by the store's own expiry,
+        // and the section may have overlapped, which is what the answer says.
+        let lost_meanwhile = res.is_err() && s.lost_now().is_some();
+        if res.is_err() && !lost_meanwhile {
             s.tel.count(crate::telemetry::UNKNOWN, s.id.key(), Some(("op", "release")));
         }
         s.mark_lost(LostReason::Released);
         self.leave_local();
         match res {
+            Err(_) if lost_meanwhile => Ok(Released::MayHaveOverlapped),
             Err(_) => Err(Error::UnknownOutcome(format!(
                 "release of {:?} got no answer within {:?}; the store's expiry or session end \
                  will free it",
