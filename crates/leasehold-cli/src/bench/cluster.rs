@@ -3,7 +3,11 @@
 //! each (alternating order per run), the server time per cycle on each master (`INFO
 //! commandstats` of the requests leasehold sends, before and after), how bench-style key
 //! names spread over the masters, and `redis-benchmark` (`--cluster` on the cluster) for the
-//! raw rate.
+//! raw rate. The baseline for what leasehold adds: raw redis-rs sending leasehold's own grant
+//! and release scripts, uncontended, on one server's connection and on redis-rs's cluster
+//! connection, in the same runs: a cluster node runs the same script slower than a plain
+//! server, and redis-rs's cluster routing costs its own, so leasehold's share is its ratio
+//! over the raw client's.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -12,7 +16,7 @@ use serde::Serialize;
 
 use super::handoff::handoff_run;
 use super::many_keys::many;
-use super::redis::{command_stats, redis_benchmark_rps};
+use super::redis::{Raw, command_stats, redis_benchmark_rps};
 use super::{
     BenchResult, LEASEHOLD_REQUESTS, Leasehold, Progress, RunResult, Settings, cycles, median,
     round_to, unique,
@@ -55,6 +59,8 @@ pub struct ScenarioRow {
     pub cluster_us_per_cycle: BTreeMap<String, f64>,
     /// Share of the script calls each master served (medians over runs).
     pub cycle_share: BTreeMap<String, f64>,
+    /// Script calls per cycle (median over runs): single, cluster. Above 2, waiters retried.
+    pub scripts_per_cycle: (f64, f64),
 }
 
 /// One side: a locker and the nodes whose statistics count.
@@ -148,10 +154,20 @@ pub(super) async fn compare(
         },
         Side { locker: super::connect(&s.url).await?, nodes: cluster_nodes },
     ];
-    let names = ["uncontended", "handoff", "many-keys"];
+    let names = ["uncontended", "handoff", "many-keys", "uncontended, raw redis-rs"];
+    let raw_single = Raw::on(sides[0].nodes[0].1.clone(), true, "PUBLISH");
+    let cluster_conn = ::redis::cluster::ClusterClient::new(
+        seed_list.iter().map(|h| format!("redis://{auth}{h}")).collect::<Vec<_>>(),
+    )
+    .map_err(|e| format!("cluster client: {e}"))?
+    .get_async_connection()
+    .await
+    .map_err(|e| format!("cluster connection: {e}"))?;
+    let raw_cluster = Raw::on(cluster_conn, true, "SPUBLISH");
     // [scenario][side] → per run (cycles/s, per node (µs, script calls))
     type Sample = (f64, u64, Vec<(u64, u64)>);
-    let mut samples: Vec<[Vec<Sample>; 2]> = (0..3).map(|_| [Vec::new(), Vec::new()]).collect();
+    let mut samples: Vec<[Vec<Sample>; 2]> =
+        (0..names.len()).map(|_| [Vec::new(), Vec::new()]).collect();
     let mut rb = [Vec::new(), Vec::new()];
     for run in 0..s.runs {
         p.step(format!("cluster vs single run {}/{}", run + 1, s.runs));
@@ -161,10 +177,14 @@ pub(super) async fn compare(
                 let sd = &sides[side];
                 let lh = Leasehold(sd.locker.clone());
                 let before = sd.stats().await?;
-                let r: RunResult = match sc {
-                    0 => cycles(&lh, &unique("u"), s.duration).await?,
-                    1 => handoff_run(&lh, &unique("h"), s.tasks, s.duration).await?,
-                    _ => many(&lh, 64, s.duration).await?,
+                // The raw client names keys as the store does (default prefix, key in braces).
+                let raw_key = format!("leasehold:{{{}}}", unique("r"));
+                let r: RunResult = match (sc, side) {
+                    (0, _) => cycles(&lh, &unique("u"), s.duration).await?,
+                    (1, _) => handoff_run(&lh, &unique("h"), s.tasks, s.duration).await?,
+                    (2, _) => many(&lh, 64, s.duration).await?,
+                    (_, 0) => cycles(&raw_single, &raw_key, s.duration).await?,
+                    _ => cycles(&raw_cluster, &raw_key, s.duration).await?,
                 };
                 let after = sd.stats().await?;
                 let rate = r.ops as f64 / r.elapsed.as_secs_f64();
@@ -206,6 +226,15 @@ pub(super) async fn compare(
                 .collect()
         };
         let (single_r, cluster_r) = (rates(0), rates(1));
+        let scripts_per_cycle = |side: usize| -> f64 {
+            let v = slot[side]
+                .iter()
+                .map(|(_, ops, nodes)| {
+                    nodes.iter().map(|n| n.1).sum::<u64>() as f64 / (*ops).max(1) as f64
+                })
+                .collect();
+            round_to(median(v), 2)
+        };
         let mut cluster_us = BTreeMap::new();
         let mut cycle_share = BTreeMap::new();
         for (i, (addr, _)) in sides[1].nodes.iter().enumerate() {
@@ -226,6 +255,7 @@ pub(super) async fn compare(
             single_us_per_cycle: round_to(median(per_cycle(0, 0)), 2),
             cluster_us_per_cycle: cluster_us,
             cycle_share,
+            scripts_per_cycle: (scripts_per_cycle(0), scripts_per_cycle(1)),
         });
     }
     let key_share_per_master = spread(&sides[1], &ms).await?;
@@ -280,14 +310,27 @@ pub fn table(c: &Comparison) -> String {
     );
     for r in &c.scenarios {
         out.push_str(&format!(
-            "\n[{}]\n  single  cycles/s {:?}  µs/cycle {}\n  cluster cycles/s {:?}  µs/cycle per master {:?}  share of script calls {:?}\n  → cluster ÷ single cycles/s: {}\n",
+            "\n[{}]\n  single  cycles/s {:?}  µs/cycle {}  scripts/cycle {}\n  cluster cycles/s {:?}  µs/cycle per master {:?}  share of script calls {:?}  scripts/cycle {}\n  → cluster ÷ single cycles/s: {}\n",
             r.name,
             r.single_cycles_per_s,
             r.single_us_per_cycle,
+            r.scripts_per_cycle.0,
             r.cluster_cycles_per_s,
             r.cluster_us_per_cycle,
             r.cycle_share,
+            r.scripts_per_cycle.1,
             r.ratio
+        ));
+    }
+    if let (Some(lh), Some(raw)) = (c.scenarios.first(), c.scenarios.get(3)) {
+        let us = |r: &ScenarioRow| {
+            let v: Vec<f64> = r.cluster_us_per_cycle.values().copied().collect();
+            median(v) / r.single_us_per_cycle
+        };
+        out.push_str(&format!(
+            "\nuncontended, leasehold's cluster ÷ single over raw redis-rs's: cycles/s {}, server µs per cycle {}\n",
+            round_to(lh.ratio / raw.ratio, 3),
+            round_to(us(lh) / us(raw), 3)
         ));
     }
     out.push_str(&format!(

@@ -114,31 +114,45 @@ pub(super) async fn command_stats(
 /// `fenced`, the two scripts leasehold sends instead, with the same keys and arguments: the
 /// grant (SET NX PX, the holder info, the fence counter) and the release (compare-and-delete
 /// of lease and holder info, its tombstone, PUBLISH), so the pairing isolates what the client side costs.
+/// `C` is the connection: one server's, or redis-rs's cluster connection (routed by key slot).
 #[derive(Clone)]
-pub(super) struct Raw {
-    conn: ::redis::aio::ConnectionManager,
+pub(super) struct Raw<C = ::redis::aio::ConnectionManager> {
+    conn: C,
     fenced: bool,
     grant: Arc<::redis::Script>,
     release: Arc<::redis::Script>,
     /// The holder info line a locker keeps beside each grant (fenced mode sends it too).
     info: String,
+    /// The release's publishing command (`SPUBLISH` on a cluster, as the store sends).
+    publish: &'static str,
 }
 
 impl Raw {
     pub(super) fn new(r: &RedisSide, fenced: bool) -> Self {
+        Raw::on(r.conn.clone(), fenced, "PUBLISH")
+    }
+}
+
+impl<C> Raw<C> {
+    /// On connection `conn`, releases publishing with `publish`.
+    pub(super) fn on(conn: C, fenced: bool, publish: &'static str) -> Self {
         // leasehold's own script texts, so the pairing stays exact if they change.
         let (lh_grant, lh_release) = leasehold::backends::redis::tools::scripts();
         Raw {
-            conn: r.conn.clone(),
+            conn,
             fenced,
             grant: Arc::new(::redis::Script::new(lh_grant)),
             release: Arc::new(::redis::Script::new(if fenced { lh_release } else { RAW_RELEASE })),
             info: leasehold::HolderInfo::this_process().encode(),
+            publish,
         }
     }
 }
 
-impl Contender for Raw {
+impl<C> Contender for Raw<C>
+where
+    C: ::redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
+{
     type Guard = (String, String);
     async fn acquire(&self, key: &str, _wait: Duration) -> BenchResult<Option<Self::Guard>> {
         let mut c = self.conn.clone();
@@ -168,7 +182,7 @@ impl Contender for Raw {
         let mut c = self.conn.clone();
         let mut inv = self.release.prepare_invoke();
         if self.fenced {
-            leasehold::backends::redis::tools::release_args(&mut inv, &key, &owner);
+            leasehold::backends::redis::tools::release_args(&mut inv, &key, &owner, self.publish);
         } else {
             inv.key(&key).arg(&owner);
         }

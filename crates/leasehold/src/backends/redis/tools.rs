@@ -25,12 +25,12 @@ pub fn grant_args(
     inv.arg(owner).arg(ttl_ms).arg(info);
 }
 
-/// The release's keys and arguments as a `redis://` store sends them (its tombstone living
-/// the default op timeout).
-pub fn release_args(inv: &mut ScriptInvocation<'_>, lease: &str, owner: &str) {
+/// The release's keys and arguments as a store sends them (its tombstone living the default
+/// op timeout), waking waiters with `publish`: `PUBLISH`, or `SPUBLISH` on a cluster.
+pub fn release_args(inv: &mut ScriptInvocation<'_>, lease: &str, owner: &str, publish: &str) {
     inv.key(lease).key(format!("{lease}:holder")).key(format!("{lease}:released-by"));
     let tombstone_ms = crate::DEFAULT_OP_TIMEOUT.as_millis() as u64;
-    inv.arg(owner).arg(format!("{lease}:released")).arg(tombstone_ms).arg("PUBLISH");
+    inv.arg(owner).arg(format!("{lease}:released")).arg(tombstone_ms).arg(publish);
 }
 
 /// The Lua source of a reader's grant (`KEYS`: lease, fence counter, readers, intents;
