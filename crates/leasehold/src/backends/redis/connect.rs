@@ -51,6 +51,12 @@ fn refuses_service(e: &RedisError) -> bool {
     ) || matches!(e.code(), Some("BUSY" | "MISCONF"))
 }
 
+/// What an ACL user needs (README.md's "Redis" section, checked by the testkit's
+/// `redis_acl` test): the requests a locker sends and the commands its scripts call (on a
+/// cluster `SPUBLISH`/`SSUBSCRIBE` instead of `PUBLISH`/`SUBSCRIBE`, and `CLUSTER`).
+pub(crate) const ACL_COMMANDS: &str = "EVALSHA, SCRIPT|LOAD, GET, SET, DEL, INCR, PTTL, \
+    PEXPIRE, TIME, HGET, HGETALL, HSET, HDEL, SCAN, PUBLISH and SUBSCRIBE";
+
 /// Why the server refused this client's configuration, if it did: a password or user, a
 /// database index, an ACL permission, or (`rediss://`) the TLS handshake.
 fn refusal(e: &RedisError) -> Option<String> {
@@ -68,10 +74,15 @@ fn refusal(e: &RedisError) -> Option<String> {
                 .into(),
         );
     }
-    if e.kind() == ErrorKind::Server(ServerErrorKind::NoPerm) || e.code() == Some("NOPERM") {
+    // A command a script calls is checked too, and refused as a plain error.
+    let in_script = text.contains("The user executing the script can't");
+    if e.kind() == ErrorKind::Server(ServerErrorKind::NoPerm)
+        || e.code() == Some("NOPERM")
+        || in_script
+    {
         return Some(format!(
-            "the server's ACL refuses this user ({text}); it needs EVALSHA, SCRIPT, GET, \
-             PTTL, SCAN, PUBLISH and SUBSCRIBE on the store's keys and channels"
+            "the server's ACL refuses this user ({text}); it needs {ACL_COMMANDS} on the \
+             store's keys and channels (PREFIX*)"
         ));
     }
     if text.contains("DB index is out of range") || text.contains("refused to switch database") {
