@@ -45,6 +45,11 @@ fn step(name: &'static str) -> impl FnOnce(leasehold::Error) -> String {
     move |e| format!("{name} (config: {}): {e}", e.is_config())
 }
 
+/// A release that found the grant still ours.
+fn clean(r: leasehold::Released, name: &str) -> Result<(), String> {
+    r.is_clean().then_some(()).ok_or_else(|| format!("{name}: not ours any more"))
+}
+
 /// What a locker does, each step bounded; the first failure, named. `job`'s fence counter is
 /// set above the clock first (8e15 µs, the year 2223, below
 /// `MAX_FENCE`), so its grant takes the `counter + 1` branch of the fence rule.
@@ -72,23 +77,23 @@ async fn exercise(server: &RedisServer, url: &str, run: usize) -> Result<(), Str
     };
     tokio::time::sleep(Duration::from_millis(200)).await;
     let t = std::time::Instant::now();
-    a.release().await.map_err(step("release"))?;
+    clean(a.release().await.map_err(step("release"))?, "release")?;
     let b = waiter.await.unwrap().map_err(step("waiting acquire"))?;
     // Woken by the release's message, not by the waiter's poll of the holder's 30 s PTTL.
     if t.elapsed() > Duration::from_secs(2) {
         return Err(format!("the waiter was not woken by the release ({:?})", t.elapsed()));
     }
-    b.release().await.map_err(step("release"))?;
+    clean(b.release().await.map_err(step("release"))?, "release")?;
     let r1 = l.acquire_shared(&doc, ttl).await.map_err(step("reader"))?;
     let r2 = l.acquire_shared(&doc, ttl).await.map_err(step("reader"))?;
     r1.renew().await.map_err(step("reader renew"))?;
-    r1.release().await.map_err(step("reader release"))?;
-    r2.release().await.map_err(step("reader release"))?;
+    clean(r1.release().await.map_err(step("reader release"))?, "reader release")?;
+    clean(r2.release().await.map_err(step("reader release"))?, "reader release")?;
     let w = l.acquire(&doc, ttl).await.map_err(step("writer"))?;
-    w.release().await.map_err(step("writer release"))?;
+    clean(w.release().await.map_err(step("writer release"))?, "writer release")?;
     let p = l.acquire_permit(&pool, 2, ttl).await.map_err(step("permit"))?;
     p.renew().await.map_err(step("permit renew"))?;
-    p.release().await.map_err(step("permit release"))?;
+    clean(p.release().await.map_err(step("permit release"))?, "permit release")?;
     Ok(())
 }
 
