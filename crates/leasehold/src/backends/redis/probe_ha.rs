@@ -201,7 +201,7 @@ pub(crate) async fn sentinel(url: &str, r: &mut Probe) -> std::result::Result<()
     let mut quorums = Vec::new();
     for s in &u.sentinels {
         let read = async {
-            let client = ::redis::Client::open(format!("redis://{s}"))?;
+            let client = ::redis::Client::open(u.sentinel_url(s))?;
             let mut c = client.get_multiplexed_async_connection().await?;
             let master: Vec<String> =
                 ::redis::cmd("SENTINEL").arg("MASTER").arg(&u.service).query_async(&mut c).await?;

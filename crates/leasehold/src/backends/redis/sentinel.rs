@@ -1,11 +1,13 @@
-//! `redis-sentinel://[user:pass@]S1:P1[,S2:P2…]/SERVICE[?db=N&prefix=P&wait_replicas=N&wait_timeout=DUR]`:
+//! `redis-sentinel://[user:pass@]S1:P1[,S2:P2…]/SERVICE[?db=N&prefix=P&sentinel_auth=url&wait_replicas=N&wait_timeout=DUR]`:
 //! leases on the primary a set of Redis Sentinels names for `SERVICE`.
 //!
 //! The primary is asked of the sentinels in turn (`SENTINEL GET-MASTER-ADDR-BY-NAME`), the
 //! first that answers decides, and the node it names must say `master` to `ROLE` before it is
 //! used (a sentinel that has not seen a failover yet names a node that is a replica now: the
-//! next sentinel is asked, then all of them again, within the connect limit). The password
-//! and database in the URL are the data nodes'; the sentinels are asked without one.
+//! next sentinel is asked, then all of them again, within the connect limit). The user,
+//! password and database in the URL are the data nodes'; the sentinels are asked without a
+//! password, or with the URL's user and password given `sentinel_auth=url` (sentinels with
+//! `requirepass`). A sentinel that refuses is [`Error::Config`], naming the option.
 //!
 //! The primary is found again after a failover: on a request that finds it gone or
 //! read-only (a connection refused or broken, `READONLY`), which is then retried once on the
@@ -42,6 +44,7 @@ crate::url::option_keys! {
     pub(crate) enum SentinelOption {
         Db = "db",
         Prefix = "prefix",
+        SentinelAuth = "sentinel_auth",
         WaitReplicas = "wait_replicas",
         WaitTimeout = "wait_timeout",
     }
@@ -55,11 +58,18 @@ pub(crate) struct SentinelUrl {
     pub service: String,
     /// `user:pass@` (or empty), for the data nodes.
     pub auth: String,
+    /// `user:pass@` for the sentinels: empty unless `sentinel_auth=url`.
+    pub sentinel_auth: String,
     pub db: u32,
     pub opts: Options,
 }
 
 impl SentinelUrl {
+    /// The `redis://` URL of the sentinel at `addr`.
+    pub fn sentinel_url(&self, addr: &str) -> String {
+        format!("redis://{}{addr}", self.sentinel_auth)
+    }
+
     /// The `redis://` URL of the data node at `addr`.
     pub fn node_url(&self, addr: &str) -> String {
         format!("redis://{}{addr}/{}", self.auth, self.db)
@@ -70,6 +80,7 @@ impl SentinelUrl {
 pub(crate) fn parse_url(url: &str) -> Result<SentinelUrl> {
     let (base, opts) = crate::url::options::<SentinelOption>(url)?;
     let mut db = 0u32;
+    let mut sentinel_auth = false;
     // The options redis:// shares, checked by its own parser.
     let mut shared = Vec::new();
     for crate::url::Opt { key, value, text } in opts {
@@ -79,6 +90,16 @@ pub(crate) fn parse_url(url: &str) -> Result<SentinelUrl> {
                     .parse()
                     .map_err(|_| Error::invalid(format!("db={value:?} is not a database index")))?
             }
+            SentinelOption::SentinelAuth => match value {
+                "url" => sentinel_auth = true,
+                "none" => sentinel_auth = false,
+                _ => {
+                    return Err(Error::invalid(format!(
+                        "sentinel_auth={value:?}: \"url\" (the URL's user and password go to \
+                         the sentinels too) or \"none\""
+                    )));
+                }
+            },
             _ => shared.push(text),
         }
     }
@@ -107,16 +128,46 @@ pub(crate) fn parse_url(url: &str) -> Result<SentinelUrl> {
         }
         sentinels.push(h.to_owned());
     }
-    Ok(SentinelUrl { sentinels, service: service.to_owned(), auth, db, opts: o })
+    if sentinel_auth && auth.is_empty() {
+        return Err(Error::invalid("sentinel_auth=url, but the URL has no user or password"));
+    }
+    let sentinel_auth = if sentinel_auth { auth.clone() } else { String::new() };
+    Ok(SentinelUrl { sentinels, service: service.to_owned(), auth, sentinel_auth, db, opts: o })
+}
+
+/// Why a sentinel did not name a primary.
+pub(super) enum Unanswered {
+    /// It refused this client's password (or lack of one): a configuration error.
+    Refused(String),
+    /// Anything else: ask the next.
+    Other(String),
+}
+
+/// A sentinel's refusal of this client's authentication, as a configuration message.
+fn refused(u: &SentinelUrl, sentinel: &str, e: &redis::RedisError) -> Option<String> {
+    let noauth = e.code() == Some("NOAUTH");
+    let wrong = e.kind() == redis::ErrorKind::AuthenticationFailed || e.code() == Some("WRONGPASS");
+    if noauth && u.sentinel_auth.is_empty() {
+        Some(format!(
+            "sentinel {sentinel} requires a password (NOAUTH): add sentinel_auth=url to send \
+             the URL's user and password to the sentinels too"
+        ))
+    } else if noauth || wrong {
+        Some(format!("sentinel {sentinel} refused the URL's user or password ({e})"))
+    } else {
+        None
+    }
 }
 
 /// Asks one sentinel for the service's primary (`host:port`), within `limit`.
 pub(super) async fn ask_sentinel(
+    u: &SentinelUrl,
     sentinel: &str,
-    service: &str,
     limit: Duration,
-) -> std::result::Result<String, String> {
-    let client = redis::Client::open(format!("redis://{sentinel}")).map_err(|e| e.to_string())?;
+) -> std::result::Result<String, Unanswered> {
+    let service = &u.service;
+    let client = redis::Client::open(u.sentinel_url(sentinel))
+        .map_err(|e| Unanswered::Other(e.to_string()))?;
     let ask = async {
         let mut c = client.get_multiplexed_async_connection().await?;
         redis::cmd("SENTINEL")
@@ -127,9 +178,16 @@ pub(super) async fn ask_sentinel(
     };
     match tokio::time::timeout(limit, ask).await {
         Ok(Ok(Some((h, p)))) => Ok(format!("{h}:{p}")),
-        Ok(Ok(None)) => Err(format!("sentinel {sentinel} does not monitor {service:?}")),
-        Ok(Err(e)) => Err(format!("sentinel {sentinel}: {e}")),
-        Err(_) => Err(format!("sentinel {sentinel}: no answer within {limit:?}")),
+        Ok(Ok(None)) => {
+            Err(Unanswered::Other(format!("sentinel {sentinel} does not monitor {service:?}")))
+        }
+        Ok(Err(e)) => Err(match refused(u, sentinel, &e) {
+            Some(why) => Unanswered::Refused(why),
+            None => Unanswered::Other(format!("sentinel {sentinel}: {e}")),
+        }),
+        Err(_) => {
+            Err(Unanswered::Other(format!("sentinel {sentinel}: no answer within {limit:?}")))
+        }
     }
 }
 
@@ -184,9 +242,10 @@ impl Shared {
         loop {
             for s in &self.url.sentinels {
                 let left = deadline.saturating_duration_since(Instant::now());
-                let addr = match ask_sentinel(s, &self.url.service, left).await {
+                let addr = match ask_sentinel(&self.url, s, left).await {
                     Ok(a) => a,
-                    Err(e) => {
+                    Err(Unanswered::Refused(why)) => return Err(Error::config(why, None)),
+                    Err(Unanswered::Other(e)) => {
                         why.push(e);
                         continue;
                     }
@@ -305,13 +364,13 @@ async fn listen_switches(shared: Weak<Shared>) {
     loop {
         let Some((sentinel, service, limit)) = shared.upgrade().map(|s| {
             let n = s.url.sentinels.len();
-            (s.url.sentinels[i % n].clone(), s.url.service.clone(), s.limits.connect)
+            (s.url.sentinel_url(&s.url.sentinels[i % n]), s.url.service.clone(), s.limits.connect)
         }) else {
             return;
         };
         i += 1;
         let sub = async {
-            let client = redis::Client::open(format!("redis://{sentinel}")).ok()?;
+            let client = redis::Client::open(sentinel.as_str()).ok()?;
             let mut ps = client.get_async_pubsub().await.ok()?;
             ps.subscribe("+switch-master").await.ok()?;
             Some(ps)
@@ -525,6 +584,9 @@ mod tests {
         assert_eq!(u.opts.wait_replicas, Some((1, Duration::from_millis(100))));
         assert_eq!(u.node_url("10.0.0.1:6379"), "redis://u:PW@10.0.0.1:6379/3");
         assert_eq!(parse_url("redis-sentinel://a:1/s").unwrap().node_url("h:1"), "redis://h:1/0");
+        assert_eq!(u.sentinel_url("a:1"), "redis://a:1", "sentinels get no password by default");
+        let u = parse_url("redis-sentinel://u:PW@a:1/svc?sentinel_auth=url").unwrap();
+        assert_eq!(u.sentinel_url("a:1"), "redis://u:PW@a:1");
         for (url, named) in [
             ("redis-sentinel://a:1", "no service name"),
             ("redis-sentinel://a:1/", "no service name"),
@@ -533,6 +595,8 @@ mod tests {
             ("redis-sentinel://a:1/s?prefix={p}", "prefix"),
             ("redis-sentinel://a:1/s?wait_timeout=5", "wait_timeout"),
             ("redis-sentinel://a:1/s?tls_ca=/x", "valid options: db, prefix"),
+            ("redis-sentinel://a:1/s?sentinel_auth=url", "no user or password"),
+            ("redis-sentinel://:p@a:1/s?sentinel_auth=yes", "sentinel_auth="),
         ] {
             let m = parse_url(url).unwrap_err().to_string();
             assert!(m.contains(named), "{url}: {m}");
