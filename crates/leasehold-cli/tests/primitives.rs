@@ -1,11 +1,11 @@
 //! `run --permits N`, `run --shared` and `run KEY1 KEY2 …` as a new user meets them, on the
-//! embedded store and on a private Redis: real processes, each logging when its command
-//! starts and ends.
+//! embedded store and on a private Redis (and the first two through a private Redis Cluster
+//! and a Sentinel set): real processes, each logging when its command starts and ends.
 
 mod common;
 
 use common::*;
-use leasehold_testkit::servers::RedisServer;
+use leasehold_testkit::servers::{RedisCluster, RedisServer, SentinelSet};
 use std::process::{Child, Output, Stdio};
 use std::time::Duration;
 
@@ -24,6 +24,10 @@ impl On {
     fn redis() -> On {
         let server = RedisServer::start();
         On { e: Env::new(), url: server.url(), _redis: Some(server) }
+    }
+    /// A fresh environment (its own log) on a store that lives elsewhere.
+    fn at(url: String) -> On {
+        On { e: Env::new(), url, _redis: None }
     }
     fn path(&self, name: &str) -> std::path::PathBuf {
         self.e.path(name)
@@ -195,6 +199,23 @@ fn readers_and_writer(e: &On) {
     assert!(get("late").1 >= w.2, "the reader after the writer waited for it: {iv:?}");
     let shared = e.run(&["run", "-s", "doc", "--", "sh", "-c", "echo m=$LEASEHOLD_MODE"]);
     assert_eq!(field(&stdout(&shared), "m"), "shared");
+}
+
+/// Permits and readers through a Redis Cluster URL: a semaphore's slots share its hash tag,
+/// a key's readers its, and waiters wake by the slot's shard channel.
+#[test]
+fn permits_and_readers_through_a_cluster_url() {
+    let cluster = RedisCluster::start();
+    six_permit_runs(&On::at(cluster.url("")));
+    readers_and_writer(&On::at(cluster.url("")));
+}
+
+/// Permits and readers through a Sentinel URL, on the primary the sentinels name.
+#[test]
+fn permits_and_readers_through_a_sentinel_url() {
+    let set = SentinelSet::start();
+    six_permit_runs(&On::at(set.url("")));
+    readers_and_writer(&On::at(set.url("")));
 }
 
 /// `run a b`, `run b a` and `run b` started together, five times over: all finish, and the

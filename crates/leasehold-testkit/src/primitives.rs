@@ -213,12 +213,16 @@ pub async fn readers_overlap_writers_exclude(l: &Locker) {
 /// A waiting writer is granted within the bound while readers keep coming (each new reader
 /// overlaps the last), on a store with writer preference; then the readers resume. Without
 /// writer preference (`flock`), the writer waiting behind the stream is granted as soon as
-/// the stream stops.
+/// the stream stops. With it, first the direct check: a reader asking after a writer began
+/// to wait is not granted before that writer ([`late_reader_waits_for_the_writer`]).
 pub async fn writer_not_starved(l: &Locker) {
     if !shared(l) {
         return assert_shared_refused(l).await;
     }
     let preference = l.guarantees().primitives.writer_preference;
+    if preference {
+        late_reader_waits_for_the_writer(l).await;
+    }
     let key = unique_key("starve");
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let reads = Arc::new(AtomicUsize::new(0));
@@ -286,6 +290,61 @@ pub async fn writer_not_starved(l: &Locker) {
     for r in readers {
         within("readers", BOUND, r).await.unwrap();
     }
+}
+
+/// Writer preference, directly, independent of how fast the store grants: a reader holds, a
+/// writer waits; once the writer's wait is known to the store, a reader's one-shot attempt is
+/// refused, and a reader that then waits is granted only after the writer's grant (and
+/// release), with a larger fence. A store that lets a reader in beside the holding readers
+/// while a writer waits fails at the one-shot attempt, however its timing goes.
+async fn late_reader_waits_for_the_writer(l: &Locker) {
+    let key = unique_key("late-reader");
+    let first = other(l).acquire_shared(&key, LONG).await.unwrap();
+    let w = other(l);
+    let (wk, wait) = (key.clone(), Wait::For(BOUND));
+    let writer = tokio::spawn(async move {
+        let g = w.acquire(&wk, LONG).wait(wait).await;
+        (g, w)
+    });
+    // The writer's first refused attempt tells the store it waits; until then a reader may
+    // still get in (and is let go at once). Polled, so a slow store is not a failure, and a
+    // store that never holds readers back is.
+    let late = other(l);
+    within("a reader refused while a writer waits", Duration::from_secs(10), async {
+        loop {
+            match late.acquire_shared(&key, LONG).await {
+                Err(Error::Busy { .. }) => break,
+                Ok(r) => {
+                    assert!(r.release().await.unwrap().is_clean());
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+                Err(e) => panic!("a reader's attempt while a writer waits: {e:?}"),
+            }
+        }
+    })
+    .await;
+    assert!(!writer.is_finished(), "the writer was granted beside a reader");
+    let (lk, wait) = (key.clone(), Wait::For(BOUND));
+    let reader = tokio::spawn(async move {
+        let r = late.acquire_shared(&lk, LONG).wait(wait).await;
+        (r.map(|r| (r, Instant::now())), late)
+    });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(!reader.is_finished(), "a reader asking after a waiting writer got in first");
+    assert!(first.release().await.unwrap().is_clean());
+    let (g, _w) = within("the waiting writer", BOUND, writer).await.unwrap();
+    let g = g.expect("the writer, once the first reader left");
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(!reader.is_finished(), "a reader beside the writer");
+    let (fence, released) = (g.fence(), Instant::now());
+    assert!(g.release().await.unwrap().is_clean());
+    let (r, _late) = within("the late reader", BOUND, reader).await.unwrap();
+    let (r, got) = r.expect("the late reader, once the writer left");
+    assert!(got >= released, "the late reader was granted before the writer left");
+    if l.guarantees().primitives.shared_fence {
+        assert_fence_after(l, fence, r.fence());
+    }
+    assert!(r.release().await.unwrap().is_clean());
 }
 
 /// A reader's lost() fires by its local deadline; the key is free for a writer afterwards.

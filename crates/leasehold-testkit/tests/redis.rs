@@ -40,6 +40,43 @@ async fn key_layout_is_inspectable() {
     assert!(b.release().await.unwrap().is_clean());
 }
 
+/// A semaphore's slot as an operator sees it: `PREFIX{SEM}#I` (with `:fence` and `:holder`
+/// after it) in the semaphore's hash tag, and the permit record `PREFIX{SEM}:permits`; a
+/// reader's marker and hash under the key's lease name. A plain lock on `SEM#I` is that slot
+/// (the same key), and a plain key with `#` that is no slot's keeps the plain form.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn semaphore_and_reader_key_layout() {
+    let server = RedisServer::start();
+    let l = Locker::connect(&format!("{}?prefix=app:", server.url())).await.unwrap();
+    let p = l.acquire_permit("pool", 3, Duration::from_secs(30)).await.unwrap();
+    let lease = format!("app:{{pool}}#{}", p.slot());
+    assert_eq!(server.cli(&["GET", &lease]), p.owner().to_string());
+    assert_eq!(server.cli(&["GET", &format!("{lease}:fence")]), p.fence().to_string());
+    assert!(!server.cli(&["GET", &format!("{lease}:holder")]).is_empty());
+    let n = server.cli(&["HGET", "app:{pool}:permits", &format!("{lease}|{}", p.owner())]);
+    assert_eq!(n, "3");
+    let slot_key = p.key().as_str().to_owned();
+    let plain =
+        leasehold_testkit::conformance::other(&l).acquire(&slot_key, Duration::from_secs(30));
+    let plain = plain.await;
+    assert!(matches!(plain, Err(Error::Busy { .. })), "{slot_key} is the slot: {plain:?}");
+    let h = l.holders(Some(&slot_key)).await.unwrap();
+    assert_eq!((h.len(), h[0].fence), (1, Some(p.fence())), "{h:?}");
+    assert!(p.release().await.unwrap().is_clean());
+    assert_eq!(server.cli(&["EXISTS", &lease]), "0");
+
+    let odd = l.acquire("job#x", Duration::from_secs(30)).await.unwrap();
+    assert_eq!(server.cli(&["GET", "app:{job#x}"]), odd.owner().to_string());
+    let r = l.acquire_shared("doc", Duration::from_secs(30)).await.unwrap();
+    assert_eq!(server.cli(&["GET", "app:{doc}"]), "readers");
+    let entry = server.cli(&["HGET", "app:{doc}:readers", &r.owner().to_string()]);
+    assert_eq!(entry.split(' ').nth(1), Some(r.fence().to_string().as_str()), "{entry}");
+    let all = l.holders(None).await.unwrap();
+    assert_eq!(all.len(), 2, "{all:?}");
+    assert!(r.release().await.unwrap().is_clean());
+    assert!(odd.release().await.unwrap().is_clean());
+}
+
 /// Fenced scripts: claims are owner- and key-bound, effects run only for the current claim,
 /// and fences compare as exact decimals (no float rounding above 2^53).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

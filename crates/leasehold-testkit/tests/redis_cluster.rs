@@ -1,18 +1,20 @@
-//! The conformance suite, the process-level scenarios, and a failover and a slot migration
-//! during a held lease, on a private Redis Cluster (3 masters, 3 replicas) per test.
+//! The conformance and primitives suites, the process-level scenarios (permits too), and a
+//! failover and a slot migration during a held lease, on a private Redis Cluster (3
+//! masters, 3 replicas) per test.
 
 use std::time::{Duration, Instant};
 
 use leasehold::{Locker, Wait};
+use leasehold_testkit::conformance::other;
 use leasehold_testkit::servers::{RedisCluster, RedisServer};
 use leasehold_testkit::{conformance_suite, primitives_suite, redis_cluster_fixture};
 
 conformance_suite!(redis_cluster_fixture());
-// Semaphores and readers refused (Error::Unsupported); several keys held.
 primitives_suite!(redis_cluster_fixture());
 
 leasehold_testkit::process_suite! {
     mutex { multi_process_mutual_exclusion: redis_cluster_fixture() }
+    permits { multi_process_permits: redis_cluster_fixture() }
     stalled redis_cluster_fixture(), resource |_| {
         let resource = RedisServer::start();
         let url = resource.url();
@@ -154,3 +156,94 @@ async fn status_reads_every_master_and_brace_keys_share_a_slot() {
         assert!(lease.release().await.unwrap().is_clean());
     }
 }
+
+/// A semaphore's slot keys lie in the slot of its permit record, a reader's keys in the slot
+/// of the key's lease (by the cluster's own `CLUSTER KEYSLOT`), also for keys with braces;
+/// `status` lists the permits and the readers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn semaphore_and_reader_keys_keep_to_one_slot() {
+    let cluster = blocking(RedisCluster::start).await;
+    let l = Locker::connect(&cluster.url("?prefix=app:")).await.unwrap();
+    let a = l.acquire_permit("pool", 2, LONG).await.unwrap();
+    let b = other(&l).acquire_permit("pool", 2, LONG).await.unwrap();
+    let record = "app:{pool}:permits";
+    let tag = cluster.slot_of(record).unwrap();
+    let master = cluster.master_of(record).unwrap().port;
+    for p in [&a, &b] {
+        let lease = format!("app:{{pool}}#{}", p.slot());
+        for name in [lease.clone(), format!("{lease}:fence"), format!("{lease}:holder")] {
+            assert_eq!(cluster.slot_of(&name), Some(tag), "{name} beside {record}");
+        }
+        assert_eq!(cluster.cli(master, &["GET", &lease]), p.owner().to_string());
+        let n = cluster.cli(master, &["HGET", record, &format!("{lease}|{}", p.owner())]);
+        assert_eq!(n, "2", "the slot's permit count");
+    }
+    let braces = l.acquire_permit("}x{", 1, LONG).await.unwrap();
+    let r1 = l.acquire_shared("doc", LONG).await.unwrap();
+    let r2 = other(&l).acquire_shared("doc", LONG).await.unwrap();
+    let doc = cluster.slot_of("app:{doc}").unwrap();
+    for name in ["app:{doc}:readers", "app:{doc}:fence", "app:{doc}:intents"] {
+        assert_eq!(cluster.slot_of(name), Some(doc), "{name}");
+    }
+    let doc_master = cluster.master_of("app:{doc}").unwrap().port;
+    assert_eq!(cluster.cli(doc_master, &["GET", "app:{doc}"]), "readers");
+    let all = l.holders(None).await.unwrap();
+    let keys: Vec<&str> = all.iter().map(|h| h.key.as_str()).collect();
+    assert_eq!(all.len(), 5, "two permits, one of }}x{{, two readers: {all:?}");
+    assert!(keys.contains(&"}x{#0") && keys.contains(&a.key().as_str()), "{keys:?}");
+    let readers = all.iter().filter(|h| h.mode == leasehold::Mode::Shared).count();
+    assert_eq!(readers, 2, "{all:?}");
+    for p in [a, b, braces] {
+        assert!(p.release().await.unwrap().is_clean());
+    }
+    for r in [r1, r2] {
+        assert!(r.release().await.unwrap().is_clean());
+    }
+    assert!(l.holders(None).await.unwrap().is_empty());
+}
+
+/// A waiting reader and a waiting permit subscribe to their key's shard channel on the master
+/// of its slot (a slot's channel in the semaphore's slot), and the release wakes them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiting_readers_and_permits_use_the_shard_channel() {
+    let cluster = blocking(RedisCluster::start).await;
+    let l = Locker::connect(&cluster.url("")).await.unwrap();
+    let writer = l.acquire("doc", LONG).await.unwrap();
+    let permit = l.acquire_permit("pool", 1, LONG).await.unwrap();
+    let (o1, o2) = (other(&l), other(&l));
+    let wait = Wait::For(Duration::from_secs(30));
+    let reader = tokio::spawn(async move {
+        let r = o1.acquire_shared("doc", LONG).wait(wait).await;
+        (r, Instant::now(), o1)
+    });
+    let next = tokio::spawn(async move {
+        let p = o2.acquire_permit("pool", 1, LONG).wait(wait).await;
+        (p, Instant::now(), o2)
+    });
+    for (lease, channel) in [
+        ("leasehold:{doc}", "leasehold:{doc}:released"),
+        ("leasehold:{pool}#0", "leasehold:{pool}#0:released"),
+    ] {
+        assert_eq!(cluster.slot_of(lease), cluster.slot_of(channel));
+        let master = cluster.master_of(lease).unwrap().port;
+        let start = Instant::now();
+        while cluster.cli(master, &["PUBSUB", "SHARDNUMSUB", channel]).lines().nth(1) != Some("1") {
+            assert!(start.elapsed() < Duration::from_secs(10), "no SSUBSCRIBE to {channel}");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+    let released = Instant::now();
+    assert!(writer.release().await.unwrap().is_clean());
+    assert!(permit.release().await.unwrap().is_clean());
+    let (r, r_at, _o1) = tokio::time::timeout(BOUND, reader).await.unwrap().unwrap();
+    let (p, p_at, _o2) = tokio::time::timeout(BOUND, next).await.unwrap().unwrap();
+    let (r, p) = (r.expect("the reader"), p.expect("the permit"));
+    for at in [r_at, p_at] {
+        assert!(at - released < Duration::from_secs(5), "handoff took {:?}", at - released);
+    }
+    assert!(r.release().await.unwrap().is_clean());
+    assert!(p.release().await.unwrap().is_clean());
+}
+
+const LONG: Duration = Duration::from_secs(30);
+const BOUND: Duration = Duration::from_secs(20);

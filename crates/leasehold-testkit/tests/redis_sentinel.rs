@@ -1,5 +1,6 @@
-//! The conformance suite, the process-level scenarios, and failovers, on a private Sentinel
-//! deployment (a primary, a replica, three sentinels) per test.
+//! The conformance and primitives suites, the process-level scenarios (permits too), and
+//! failovers, on a private Sentinel deployment (a primary, a replica, three sentinels) per
+//! test.
 
 use std::time::{Duration, Instant};
 
@@ -8,10 +9,10 @@ use leasehold_testkit::servers::{RedisServer, SentinelSet};
 use leasehold_testkit::{conformance_suite, primitives_suite, redis_sentinel_fixture};
 
 conformance_suite!(redis_sentinel_fixture());
-// Semaphores and readers refused (Error::Unsupported); several keys held.
 primitives_suite!(redis_sentinel_fixture());
 
 leasehold_testkit::process_suite! {
+    permits { multi_process_permits: redis_sentinel_fixture() }
     stalled redis_sentinel_fixture(), resource |_| {
         let resource = RedisServer::start();
         let url = resource.url();
@@ -120,4 +121,52 @@ async fn waiter_is_woken_on_release_before_and_after_a_failover() {
         }
     }
     drop(set);
+}
+
+/// A permit and two readers held through `SENTINEL FAILOVER`: their renewals and releases
+/// reach the new primary (the demoted one answers READONLY and is left), a writer waiting
+/// there is granted once the readers are gone, with a larger fence than theirs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn permits_and_readers_follow_a_failover() {
+    let set = blocking(SentinelSet::start).await;
+    let url = set.url("");
+    let l = Locker::connect(&url).await.unwrap();
+    let long = Duration::from_secs(30);
+    let p = l.acquire_permit("pool", 2, long).auto_renew(false).await.unwrap();
+    let r1 = l.acquire_shared("doc", long).auto_renew(false).await.unwrap();
+    let r2 = l.acquire_shared("doc", long).auto_renew(false).await.unwrap();
+    assert_eq!(set.primary.cli(&["WAIT", "1", "5000"]), "1");
+    let set = blocking(move || {
+        set.failover().expect("SENTINEL FAILOVER");
+        set
+    })
+    .await;
+    let start = Instant::now();
+    while !set.primary.cli(&["ROLE"]).starts_with("slave") {
+        assert!(start.elapsed() < Duration::from_secs(20), "the old primary was never demoted");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    p.renew().await.expect("a permit's renewal on the new primary");
+    r1.renew().await.expect("a reader's renewal on the new primary");
+    let slot = format!("leasehold:{{pool}}#{}", p.slot());
+    assert_eq!(set.replica.cli(&["GET", &slot]), p.owner().to_string());
+    assert_eq!(set.replica.cli(&["GET", "leasehold:{doc}"]), "readers");
+    let held = l.holders(None).await.unwrap();
+    assert_eq!(held.len(), 3, "the permit and two readers, read on the new primary: {held:?}");
+    let w = leasehold_testkit::conformance::other(&l);
+    let writer = tokio::spawn(async move {
+        let g = w.acquire("doc", long).wait(Wait::For(Duration::from_secs(20))).await;
+        (g, w)
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!writer.is_finished(), "the writer waits for the readers");
+    let last = r2.fence().max(r1.fence());
+    assert!(p.release().await.unwrap().is_clean());
+    for r in [r1, r2] {
+        assert!(r.release().await.unwrap().is_clean());
+    }
+    let (g, _w) = tokio::time::timeout(Duration::from_secs(25), writer).await.unwrap().unwrap();
+    let g = g.expect("the writer, once the readers left");
+    assert!(g.fence() > last, "{} after the readers' {last}", g.fence());
+    assert!(g.release().await.unwrap().is_clean());
 }

@@ -3,9 +3,11 @@
 //! which follows `MOVED`/`ASK` and refreshes its slot map after a failover or a slot
 //! migration, so the grant, renewals and release of a held lease still reach its key).
 //!
-//! Same keys, scripts and fences as `redis://` ([`super`]): the lease, its counter and its
-//! holder info share a hash tag, so each script touches one slot (a key with `{` or `}` is
-//! tagged on its hash: `Names` in `scripts.rs`). A retried grant meets its own lease and
+//! Same keys, scripts and fences as `redis://` ([`super`]), semaphores' and readers' too
+//! (`prims.rs`): the lease, its counter and its holder info share a hash tag, a reader's
+//! and a writer intent's keys share KEY's, a semaphore slot's keys and the permit record
+//! share the semaphore's, so each script touches one slot (a key with `{` or `}` is tagged on
+//! its hash: `Names` in `scripts.rs`). A retried grant meets its own lease and
 //! answers its fence, a retried release its own tombstone and answers released
 //! (`scripts.rs`). The release publishes on the key's shard channel (`SPUBLISH`), and
 //! waiters subscribe to it with `SSUBSCRIBE` on the master of the slot (`shard_sub.rs`).
@@ -26,14 +28,15 @@ use redis::cluster_async::ClusterConnection;
 use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
 use redis::{Script, Value};
 
+use super::prims::{Intents, On};
 use super::scripts::{FORGET, GRANT, RELEASE, RENEW_MANY, key_slot};
 use super::shard_sub::ShardSubscriber;
 use super::status::parse_holder;
 use super::{Names, RENEW_CHUNK, redis_err, ttl_ms};
+use crate::Holder;
 use crate::backends::Limits;
 use crate::store::{AcquireRequest, Attempt, Grant, RenewItem, Watch};
 use crate::{Error, FenceRepeat, FenceToken, Guarantees, Key, LockKind, OwnerToken, Result, Store};
-use crate::{Holder, HolderInfo};
 
 const BACKEND: &str = "redis-cluster";
 
@@ -113,7 +116,6 @@ pub(super) fn builder(seeds: &[String], limits: Limits) -> ClusterClientBuilder 
 pub struct RedisClusterStore {
     conn: ClusterConnection,
     names: Names,
-    grant: Arc<Script>,
     renew_many: Arc<Script>,
     release: Arc<Script>,
     read: Arc<Script>,
@@ -181,7 +183,6 @@ impl RedisClusterStore {
         Ok(RedisClusterStore {
             conn,
             names: Names::cluster(u.prefix),
-            grant,
             renew_many,
             release,
             read: Arc::new(Script::new(READ)),
@@ -223,10 +224,10 @@ impl RedisClusterStore {
         }
     }
 
-    /// The holder of one lease name, read by one script (one command: redis-rs follows
-    /// `MOVED` and `ASK` for it, which it does not for a pipeline, and a half-moved slot
-    /// answers `TRYAGAIN` until its keys are together).
-    async fn holder(&self, lk: &str) -> Result<Option<Holder>> {
+    /// The holder of one lease name, or its readers, read by one script each (one command:
+    /// redis-rs follows `MOVED` and `ASK` for it, which it does not for a pipeline, and a
+    /// half-moved slot answers `TRYAGAIN` until its keys are together).
+    async fn holder(&self, lk: &str) -> Result<Vec<Holder>> {
         let mut c = self.conn.clone();
         let vals: Vec<Value> = self
             .read
@@ -236,7 +237,17 @@ impl RedisClusterStore {
             .invoke_async(&mut c)
             .await
             .map_err(|e| redis_err(BACKEND, "status", e))?;
-        Ok(parse_holder(&self.names, lk, &vals, true))
+        let marker: Option<String> =
+            vals.first().and_then(|v| redis::from_redis_value(v.clone()).ok()).flatten();
+        match (marker.as_deref(), self.names.key_of(lk)) {
+            (Some("readers"), Some(k)) => self.on().readers_of(&k).await,
+            _ => Ok(parse_holder(&self.names, lk, &vals, true).into_iter().collect()),
+        }
+    }
+
+    /// The grant scripts on the cluster connection (routed by each call's first key).
+    fn on(&self) -> On<'_, ClusterConnection> {
+        On { conn: self.conn.clone(), names: &self.names, backend: BACKEND, publish: "SPUBLISH" }
     }
 }
 
@@ -275,34 +286,25 @@ impl Store for RedisClusterStore {
                       re-subscribed after MOVED or a failover, a poll every second in case a \
                       message was lost; else the holder's PTTL",
             primitives: crate::Primitives {
-                note: "the mutex and several keys (one after another, sorted); semaphores are \
-                       refused (a semaphore's slots KEY#i and its permit record lie in other \
-                       hash tags, on other masters), and readers in this version",
-                ..crate::Primitives::MUTEX
+                note: "semaphores (a slot's keys carry the semaphore's hash tag: the permit \
+                       check and the grant are one script on its slot's master), fenced \
+                       readers with writer preference (their keys share KEY's tag), several \
+                       keys (one after another, sorted, each on its own master)",
+                ..crate::Primitives::ALL
             },
         }
     }
 
     async fn try_acquire(&self, req: &AcquireRequest<'_>) -> Result<Attempt> {
         let sent = Instant::now();
-        let mut c = self.conn.clone();
-        let mut inv = self.grant.prepare_invoke();
-        inv.key(self.names.lease(req.key))
-            .key(self.names.fence(req.key))
-            .key(self.names.holder(req.key));
-        let line = req.info.map(HolderInfo::encode).unwrap_or_default();
-        inv.arg(&req.owner.hex()[..]).arg(ttl_ms(req.ttl)).arg(line);
-        let (ok, n): (i64, i64) =
-            inv.invoke_async(&mut c).await.map_err(|e| redis_err(BACKEND, "acquire", e))?;
-        Ok(if ok == 1 {
-            Attempt::Granted(Grant::new(FenceToken::new(n as u64), sent))
-        } else {
-            Attempt::Busy { holder_expires_in: (n >= 0).then(|| Duration::from_millis(n as u64)) }
+        Ok(match self.on().grant(req).await? {
+            Ok(fence) => Attempt::Granted(Grant::new(FenceToken::new(fence), sent)),
+            Err(pttl) => Attempt::Busy { holder_expires_in: pttl },
         })
     }
 
     async fn acquire(&self, req: &AcquireRequest<'_>, until: Option<Instant>) -> Result<Attempt> {
-        crate::store::acquire_watching(self, req, until, || self.watch(req.key)).await
+        super::prims::acquire(self, req, until).await
     }
 
     async fn renew(&self, key: &Key, owner: &OwnerToken, ttl: Duration) -> Result<bool> {
@@ -364,7 +366,7 @@ impl Store for RedisClusterStore {
         let names = match key {
             Some(k) => vec![self.names.lease(k)],
             None => {
-                let pattern = format!("{}{{*}}", super::glob_escape(&self.names.prefix));
+                let pattern = self.names.lease_pattern();
                 let mut all = Vec::new();
                 for (host, port) in self.masters().await? {
                     all.extend(self.scan(&host, port, &pattern).await?);
@@ -397,9 +399,16 @@ impl Store for RedisClusterStore {
     }
 }
 
-impl RedisClusterStore {
-    async fn watch(&self, key: &Key) -> Result<Box<dyn Watch>> {
+#[async_trait]
+impl Intents for RedisClusterStore {
+    async fn watch_key(&self, key: &Key) -> Result<Box<dyn Watch>> {
         Ok(Box::new(self.sub.watch(self.names.channel(key)).await?))
+    }
+    async fn note_intent(&self, req: &AcquireRequest<'_>, left: Option<Duration>) -> Result<bool> {
+        self.on().note_intent(req, left).await
+    }
+    async fn clear_intent(&self, key: &Key, owner: &OwnerToken) -> Result<()> {
+        self.on().clear_intent(key, owner).await
     }
 }
 

@@ -17,7 +17,9 @@
 //!   so a retry of that release (its reply lost) reports it clean (`RELEASE` in `scripts.rs`);
 //! - channel `leasehold:{KEY}:released`: a release publishes here, waking waiters.
 //!
-//! The keys share the `{KEY}` hash tag, so they live in one cluster slot.
+//! The keys share the `{KEY}` hash tag, so they live in one cluster slot. The readers' and
+//! semaphores' keys are in `prims.rs`; a semaphore's slot `SEM#I` is named
+//! `leasehold:{SEM}#I…`, in its semaphore's tag (`Names` in `scripts.rs`).
 //!
 //! Connecting is bounded by the connect limit ([`crate::Locker::connect_within`]), once, on a
 //! first connection where a wrong password (`WRONGPASS`, `NOAUTH`), a database index the
@@ -282,6 +284,11 @@ impl Node {
     ) -> Result<Vec<Holder>> {
         Ok(self.holders_and_readers(names, key, fenced).await?.0)
     }
+
+    /// The grant scripts (the mutex's, readers', slots') on this node's connection.
+    fn on<'a>(&self, names: &'a Names, backend: &'static str) -> prims::On<'a, ConnectionManager> {
+        prims::On { conn: self.conn.clone(), names, backend, publish: "PUBLISH" }
+    }
 }
 
 /// The client for a store URL (`tls_ca`: the PEM CA a `rediss://` server's certificate is
@@ -328,6 +335,10 @@ fn glob_escape(s: &str) -> String {
     }
     o
 }
+
+/// What the forms that run the primitives' scripts on one node per key hold (`prims.rs`).
+const PRIMITIVES_NOTE: &str = "semaphores (permit count checked in the slot's grant script), \
+                               fenced readers with writer preference, several keys";
 
 /// The single-server Redis lease store.
 #[derive(Debug, Clone)]
@@ -385,22 +396,13 @@ impl Store for RedisStore {
             holders_know_info: true,
             waiting: "pub/sub message on release (one waiter woken per process), else the \
                       holder's PTTL",
-            primitives: crate::Primitives {
-                note: "semaphores (permit count checked in the slot's grant script), fenced \
-                       readers with writer preference, several keys; one server (not Cluster)",
-                ..crate::Primitives::ALL
-            },
+            primitives: crate::Primitives { note: PRIMITIVES_NOTE, ..crate::Primitives::ALL },
         }
     }
 
     async fn try_acquire(&self, req: &AcquireRequest<'_>) -> Result<Attempt> {
         let sent = Instant::now();
-        let answer = match (req.mode, req.slot) {
-            (crate::Mode::Shared, _) => self.grant_shared(req).await?,
-            (_, Some(slot)) => self.grant_slot(req, slot).await?,
-            _ => self.node.grant(&self.names, req.key, req.owner, req.ttl, req.info).await?,
-        };
-        match answer {
+        match self.node.on(&self.names, "redis").grant(req).await? {
             Ok(fence) => {
                 if let Some((n, t)) = self.wait_replicas {
                     let acked = self.node.wait_replicas(n, t).await?;
@@ -421,13 +423,7 @@ impl Store for RedisStore {
     }
 
     async fn acquire(&self, req: &AcquireRequest<'_>, until: Option<Instant>) -> Result<Attempt> {
-        match until {
-            // A waiting writer records its intent, so new readers wait behind it.
-            Some(u) if req.mode == crate::Mode::Exclusive && req.slot.is_none() => {
-                self.acquire_as_writer(req, u).await
-            }
-            _ => crate::store::acquire_watching(self, req, until, || self.watch(req.key)).await,
-        }
+        prims::acquire(self, req, until).await
     }
 
     async fn renew(&self, key: &Key, owner: &OwnerToken, ttl: Duration) -> Result<bool> {
@@ -448,14 +444,7 @@ impl Store for RedisStore {
     }
 
     async fn holders(&self, key: Option<&Key>) -> Result<Vec<Holder>> {
-        let (mut out, read) = self.node.holders_and_readers(&self.names, key, true).await?;
-        for k in read {
-            for (owner, left, fence, info) in self.reader_rows(&k).await? {
-                let h = Holder::new(k.clone(), owner, Some(FenceToken::new(fence)), Some(left));
-                out.push(h.with_info(info).with_mode(crate::Mode::Shared));
-            }
-        }
-        Ok(out)
+        self.node.holders_with_readers(&self.names, key, "redis").await
     }
 
     async fn forget(&self, key: &Key) -> Result<()> {
@@ -471,10 +460,16 @@ impl Store for RedisStore {
     }
 }
 
-impl RedisStore {
-    /// Subscribes to changes of `key` (a release, an expiry), for [`crate::store::acquire_watching`].
-    pub(crate) async fn watch(&self, key: &Key) -> Result<Box<dyn Watch>> {
+#[async_trait]
+impl prims::Intents for RedisStore {
+    async fn watch_key(&self, key: &Key) -> Result<Box<dyn Watch>> {
         Ok(Box::new(self.node.sub.watch(self.names.channel(key)).await?))
+    }
+    async fn note_intent(&self, req: &AcquireRequest<'_>, left: Option<Duration>) -> Result<bool> {
+        self.node.on(&self.names, "redis").note_intent(req, left).await
+    }
+    async fn clear_intent(&self, key: &Key, owner: &OwnerToken) -> Result<()> {
+        self.node.on(&self.names, "redis").clear_intent(key, owner).await
     }
 }
 

@@ -1,5 +1,8 @@
-//! Semaphores and readers on one Redis server (`docs/design.md` §9): Lua scripts beside the
-//! mutex's (`scripts.rs`), on the same key names.
+//! Semaphores and readers on Redis (`docs/design.md` §8): Lua scripts beside the mutex's
+//! (`scripts.rs`), on the same key names, sent by every form that runs scripts on one node
+//! per key: one server, the Sentinel form's primary (found again, and a demoted node
+//! refused, as for the mutex) and a cluster (each call's keys share one hash tag, so one
+//! slot, on that slot's master). Redlock does not hold them.
 //!
 //! - Readers: `PREFIX{KEY}:readers`, a hash `owner → "expires_ms fence info"` (expiry by the
 //!   server's TIME, per reader), and the lease key `PREFIX{KEY}` itself set to `readers`
@@ -12,23 +15,28 @@
 //!   refused while another owner's intent lives. The writer's release (also a cancelled
 //!   wait's cleanup) or the end of its wait removes it; a granted writer keeps it until its
 //!   release, when it is harmless (the writer excludes readers anyway).
-//! - Semaphores: `PREFIX{KEY}:permits`, a hash `"<slot lease name>|owner" → N` of each slot
-//!   granted, checked and written by the slot's grant around the mutex's grant script (the
-//!   very same Lua), so two callers naming different N for one semaphore are refused.
-//!   Entries whose slot is no longer held by that owner are pruned as they are met. The
-//!   slots' keys (`KEY#i`) lie in other hash tags than `KEY`: one server only (Cluster and
-//!   Redlock do not hold semaphores in this version).
+//! - Semaphores: slot I of SEM is the key `SEM#I`, named `PREFIX{SEM}#I` (with `:fence`,
+//!   `:holder` … after it), and `PREFIX{SEM}:permits` is a hash `"<slot lease name>|owner" →
+//!   N` of each slot granted, checked and written by the slot's grant around the mutex's
+//!   grant script (the very same Lua), so two callers naming different N for one semaphore
+//!   are refused. Entries whose slot is no longer held by that owner are pruned as they are
+//!   met. Every name of a slot has SEM's hash tag ([`Names`]), so the script touches one
+//!   cluster slot.
+//!
+//! On a cluster the wake-ups (a release, a withdrawn intent) are published on the key's
+//! shard channel (`SPUBLISH`), which its waiters subscribe to (`shard_sub.rs`).
 
 use std::sync::LazyLock;
-use std::time::Duration;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
 
+use async_trait::async_trait;
 use redis::Script;
+use redis::aio::ConnectionLike;
 
-use super::{Names, RedisStore, redis_err, ttl_ms};
-use crate::HolderInfo;
-use crate::store::AcquireRequest;
-use crate::store::SlotOf;
-use crate::{Error, Key, OwnerToken, Result};
+use super::{Names, redis_err, ttl_ms};
+use crate::store::{AcquireRequest, Attempt, SlotOf, Watch};
+use crate::{Error, FenceToken, Holder, HolderInfo, Key, Mode, OwnerToken, Result, Store};
 
 /// A reader's grant. `KEYS`: lease, fence counter, readers, intents; `ARGV`: owner, ttl ms,
 /// info line. `{1, fence}`, or `{0, ms}` to wait (a writer holds, or another waits).
@@ -94,10 +102,10 @@ end
 return 1";
 
 /// Withdraws an intent, and wakes the readers it held back. `KEYS`: intents; `ARGV`: owner,
-/// the release channel.
+/// the release channel, the publishing command (`SPUBLISH` on a cluster).
 const CLEAR_INTENT: &str = r"
 if redis.call('HDEL', KEYS[1], ARGV[1]) == 1 then
-  redis.call('PUBLISH', ARGV[2], '1')
+  redis.call(ARGV[3], ARGV[2], '1')
   return 1
 end
 return 0";
@@ -131,9 +139,27 @@ return r";
 static SHARED: LazyLock<Script> = LazyLock::new(|| Script::new(GRANT_SHARED));
 static NOTE: LazyLock<Script> = LazyLock::new(|| Script::new(NOTE_INTENT));
 static CLEAR: LazyLock<Script> = LazyLock::new(|| Script::new(CLEAR_INTENT));
+static PLAIN: LazyLock<Script> = LazyLock::new(|| Script::new(super::GRANT));
 /// The mutex's grant script, wrapped by the permit check and record.
 static SLOT: LazyLock<Script> =
     LazyLock::new(|| Script::new(&format!("{SLOT_PROLOGUE}{}{SLOT_EPILOGUE}", super::GRANT)));
+
+/// A key's live readers, `{owner, ms left, "expires_ms fence info"}` flat. `KEYS`: readers.
+const READERS: &str = r"
+local t = redis.call('TIME')
+local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local out = {}
+local rs = redis.call('HGETALL', KEYS[1])
+for i = 1, #rs, 2 do
+  local e = tonumber(string.match(rs[i + 1], '^(%d+)'))
+  if e and e > now_ms then
+    out[#out + 1] = rs[i]
+    out[#out + 1] = tostring(e - now_ms)
+    out[#out + 1] = rs[i + 1]
+  end
+end
+return out";
+static READ_READERS: LazyLock<Script> = LazyLock::new(|| Script::new(READERS));
 
 impl Names {
     pub(super) fn readers(&self, key: &Key) -> String {
@@ -141,9 +167,6 @@ impl Names {
     }
     pub(super) fn intents(&self, key: &Key) -> String {
         format!("{}:intents", self.lease(key))
-    }
-    fn permits(&self, key: &Key) -> String {
-        format!("{}:permits", self.lease(key))
     }
 }
 
@@ -154,11 +177,44 @@ fn answer((ok, n): (i64, i64)) -> Answer {
     if ok == 1 { Ok(n as u64) } else { Err((n >= 0).then(|| Duration::from_millis(n as u64))) }
 }
 
-impl RedisStore {
+/// The scripts of every grant, on a connection that routes a script to the node holding its
+/// first key (a connection manager to one server or to the primary, a cluster connection).
+pub(super) struct On<'a, C> {
+    pub conn: C,
+    pub names: &'a Names,
+    /// For errors.
+    pub backend: &'static str,
+    /// `PUBLISH`, or `SPUBLISH` on a cluster.
+    pub publish: &'static str,
+}
+
+impl<C: ConnectionLike + Clone + Send> On<'_, C> {
+    /// Any fenced grant attempt: a reader's, a semaphore slot's, or the plain exclusive one.
+    pub async fn grant(&self, req: &AcquireRequest<'_>) -> Result<Answer> {
+        match (req.mode, req.slot) {
+            (Mode::Shared, _) => self.grant_shared(req).await,
+            (_, Some(slot)) => self.grant_slot(req, slot).await,
+            _ => {
+                let (n, k) = (self.names, req.key);
+                let line = req.info.map(HolderInfo::encode).unwrap_or_default();
+                let r: (i64, i64) = PLAIN
+                    .key(n.lease(k))
+                    .key(n.fence(k))
+                    .key(n.holder(k))
+                    .arg(&req.owner.hex()[..])
+                    .arg(ttl_ms(req.ttl))
+                    .arg(line)
+                    .invoke_async(&mut self.conn.clone())
+                    .await
+                    .map_err(|e| redis_err(self.backend, "acquire", e))?;
+                Ok(answer(r))
+            }
+        }
+    }
+
     /// A reader's grant attempt.
-    pub(super) async fn grant_shared(&self, req: &AcquireRequest<'_>) -> Result<Answer> {
-        let (n, k) = (&self.names, req.key);
-        let mut c = self.node.conn.clone();
+    async fn grant_shared(&self, req: &AcquireRequest<'_>) -> Result<Answer> {
+        let (n, k) = (self.names, req.key);
         let line = req.info.map(HolderInfo::encode).unwrap_or_default();
         let r: (i64, i64) = SHARED
             .key(n.lease(k))
@@ -168,21 +224,26 @@ impl RedisStore {
             .arg(&req.owner.hex()[..])
             .arg(ttl_ms(req.ttl))
             .arg(line)
-            .invoke_async(&mut c)
+            .invoke_async(&mut self.conn.clone())
             .await
-            .map_err(|e| redis_err("redis", "shared acquire", e))?;
+            .map_err(|e| redis_err(self.backend, "shared acquire", e))?;
         Ok(answer(r))
     }
 
     /// A semaphore slot's grant attempt: the mutex's grant, with the permit count checked
-    /// and recorded in the same script.
-    pub(super) async fn grant_slot(
-        &self,
-        req: &AcquireRequest<'_>,
-        slot: SlotOf<'_>,
-    ) -> Result<Answer> {
-        let (n, k) = (&self.names, req.key);
-        let mut c = self.node.conn.clone();
+    /// and recorded in the same script. The slot's key must be `SEM#I` for the slot's
+    /// semaphore and index (so its names share the permit record's hash tag); the locker
+    /// always asks so, and anything else is refused as [`Error::InvalidInput`].
+    async fn grant_slot(&self, req: &AcquireRequest<'_>, slot: SlotOf<'_>) -> Result<Answer> {
+        let (n, k) = (self.names, req.key);
+        if k.as_str() != crate::mode::slot_key(slot.semaphore.as_str(), slot.index) {
+            return Err(Error::invalid(format!(
+                "{:?} is not slot {} of semaphore {:?}",
+                k.as_str(),
+                slot.index,
+                slot.semaphore.as_str()
+            )));
+        }
         let line = req.info.map(HolderInfo::encode).unwrap_or_default();
         let (ok, v): (i64, i64) = SLOT
             .key(n.lease(k))
@@ -193,9 +254,9 @@ impl RedisStore {
             .arg(ttl_ms(req.ttl))
             .arg(line)
             .arg(slot.permits)
-            .invoke_async(&mut c)
+            .invoke_async(&mut self.conn.clone())
             .await
-            .map_err(|e| redis_err("redis", "semaphore acquire", e))?;
+            .map_err(|e| redis_err(self.backend, "semaphore acquire", e))?;
         if ok == 2 {
             return Err(Error::invalid(format!(
                 "semaphore {:?} is held with {v} permits; this request named {}",
@@ -208,95 +269,111 @@ impl RedisStore {
 
     /// Records a refused writer's intent, for the holders' time left plus its own ttl, if
     /// readers hold the key; whether it did.
-    pub(super) async fn note_intent(
+    pub async fn note_intent(
         &self,
         req: &AcquireRequest<'_>,
         left: Option<Duration>,
     ) -> Result<bool> {
         let hold = left.unwrap_or(req.ttl) + req.ttl;
-        let mut c = self.node.conn.clone();
         let noted: i64 = NOTE
             .key(self.names.intents(req.key))
             .key(self.names.lease(req.key))
             .arg(&req.owner.hex()[..])
             .arg(ttl_ms(hold))
-            .invoke_async(&mut c)
+            .invoke_async(&mut self.conn.clone())
             .await
-            .map_err(|e| redis_err("redis", "writer intent", e))?;
+            .map_err(|e| redis_err(self.backend, "writer intent", e))?;
         Ok(noted == 1)
     }
 
     /// Withdraws `owner`'s intent on `key` (waking the readers it held back).
-    pub(super) async fn clear_intent(&self, key: &Key, owner: &OwnerToken) -> Result<()> {
-        let mut c = self.node.conn.clone();
+    pub async fn clear_intent(&self, key: &Key, owner: &OwnerToken) -> Result<()> {
         let _: i64 = CLEAR
             .key(self.names.intents(key))
             .arg(&owner.hex()[..])
             .arg(self.names.channel(key))
-            .invoke_async(&mut c)
+            .arg(self.publish)
+            .invoke_async(&mut self.conn.clone())
             .await
-            .map_err(|e| redis_err("redis", "writer intent", e))?;
+            .map_err(|e| redis_err(self.backend, "writer intent", e))?;
         Ok(())
     }
 
-    /// A waiting writer: attempts that record its intent when readers refuse it, and the
-    /// intent withdrawn when the wait runs out (a grant keeps it until its release).
-    pub(super) async fn acquire_as_writer(
-        &self,
-        req: &AcquireRequest<'_>,
-        until: std::time::Instant,
-    ) -> Result<crate::store::Attempt> {
-        use crate::store::Attempt;
-        let noted = std::sync::atomic::AtomicBool::new(false);
-        let r = crate::store::acquire_watching_with(
-            req,
-            Some(until),
-            || self.watch(req.key),
-            || async {
-                let a = crate::Store::try_acquire(self, req).await?;
-                if let Attempt::Busy { holder_expires_in } = &a
-                    && self.note_intent(req, *holder_expires_in).await?
-                {
-                    noted.store(true, std::sync::atomic::Ordering::Relaxed);
-                }
-                Ok(a)
-            },
-        )
-        .await;
-        // Granted, the intent stays until the release removes it (harmless meanwhile: the
-        // writer excludes readers anyway), so a handoff costs no extra round trip.
-        if noted.load(std::sync::atomic::Ordering::Relaxed) && matches!(r, Ok(Attempt::Busy { .. }))
-        {
-            self.clear_intent(req.key, req.owner).await?;
-        }
-        r
-    }
-
-    /// The readers of `key` (`(owner, expires ms left, fence, info)`), from the readers hash.
-    pub(super) async fn reader_rows(
-        &self,
-        key: &Key,
-    ) -> Result<Vec<(OwnerToken, Duration, u64, Option<HolderInfo>)>> {
-        let mut c = self.node.conn.clone();
-        let (time, all): ((u64, u64), Vec<(String, String)>) = redis::pipe()
-            .cmd("TIME")
-            .hgetall(self.names.readers(key))
-            .query_async(&mut c)
+    /// The live readers of `key` as holders, in fence order, from the readers hash.
+    pub async fn readers_of(&self, key: &Key) -> Result<Vec<Holder>> {
+        let flat: Vec<String> = READ_READERS
+            .key(self.names.readers(key))
+            .invoke_async(&mut self.conn.clone())
             .await
-            .map_err(|e| redis_err("redis", "status", e))?;
-        let now_ms = time.0 * 1000 + time.1 / 1000;
+            .map_err(|e| redis_err(self.backend, "status", e))?;
         let mut out = Vec::new();
-        for (owner, v) in all {
-            let mut parts = v.splitn(3, ' ');
-            let exp: u64 = parts.next().and_then(|e| e.parse().ok()).unwrap_or(0);
+        for r in flat.chunks_exact(3) {
+            let Ok(owner) = r[0].parse::<OwnerToken>() else { continue };
+            let left = Duration::from_millis(r[1].parse().unwrap_or(0));
+            let mut parts = r[2].splitn(3, ' ').skip(1);
             let fence: u64 = parts.next().and_then(|f| f.parse().ok()).unwrap_or(0);
             let info = parts.next().and_then(HolderInfo::decode);
-            let Ok(owner) = owner.parse::<OwnerToken>() else { continue };
-            if exp > now_ms {
-                out.push((owner, Duration::from_millis(exp - now_ms), fence, info));
-            }
+            let h = Holder::new(key.clone(), owner, Some(FenceToken::new(fence)), Some(left));
+            out.push(h.with_info(info).with_mode(Mode::Shared));
         }
-        out.sort_by_key(|r| r.2);
+        out.sort_by_key(|h| h.fence);
         Ok(out)
     }
+}
+
+/// A Redis form that holds readers: how its waiters are woken, and its writers' intents.
+#[async_trait]
+pub(super) trait Intents: Store {
+    /// Subscribes to changes of `key` (a release, an expiry, a withdrawn intent).
+    async fn watch_key(&self, key: &Key) -> Result<Box<dyn Watch>>;
+    /// [`On::note_intent`] on the node of `req`'s key.
+    async fn note_intent(&self, req: &AcquireRequest<'_>, left: Option<Duration>) -> Result<bool>;
+    /// [`On::clear_intent`] on the node of `key`.
+    async fn clear_intent(&self, key: &Key, owner: &OwnerToken) -> Result<()>;
+}
+
+/// `Store::acquire` of a Redis form: a waiting exclusive request (not a slot) is a writer
+/// that records its intent when readers refuse it; the rest wait by watching.
+pub(super) async fn acquire<S: Intents>(
+    s: &S,
+    req: &AcquireRequest<'_>,
+    until: Option<Instant>,
+) -> Result<Attempt> {
+    match until {
+        Some(u) if req.mode == Mode::Exclusive && req.slot.is_none() => {
+            acquire_as_writer(s, req, u).await
+        }
+        _ => crate::store::acquire_watching(s, req, until, || s.watch_key(req.key)).await,
+    }
+}
+
+/// A waiting writer: attempts that record its intent when readers refuse it, and the
+/// intent withdrawn when the wait runs out (a grant keeps it until its release).
+async fn acquire_as_writer<S: Intents>(
+    s: &S,
+    req: &AcquireRequest<'_>,
+    until: Instant,
+) -> Result<Attempt> {
+    let noted = AtomicBool::new(false);
+    let r = crate::store::acquire_watching_with(
+        req,
+        Some(until),
+        || s.watch_key(req.key),
+        || async {
+            let a = s.try_acquire(req).await?;
+            if let Attempt::Busy { holder_expires_in } = &a
+                && s.note_intent(req, *holder_expires_in).await?
+            {
+                noted.store(true, Ordering::Relaxed);
+            }
+            Ok(a)
+        },
+    )
+    .await;
+    // Granted, the intent stays until the release removes it (harmless meanwhile: the
+    // writer excludes readers anyway), so a handoff costs no extra round trip.
+    if noted.load(Ordering::Relaxed) && matches!(r, Ok(Attempt::Busy { .. })) {
+        s.clear_intent(req.key, req.owner).await?;
+    }
+    r
 }

@@ -169,13 +169,30 @@ return 0";
 
 /// Per-key names.
 ///
-/// On one server (and Redlock) they are `PREFIX{KEY}SUFFIX`. On a cluster
-/// ([`Names::cluster`]) a key containing `{` or `}` would let Redis pick a different hash tag
-/// for the lease than for its counter (Redis hashes the text between the first `{` and the
-/// first `}` after it, the whole name when that is empty: `PREFIX{}x}` and `PREFIX{}x}:fence`
-/// land in different slots). Such a key is named `PREFIX{#H}{KEY}SUFFIX` instead, `H` the
-/// 16 hex digits of the key's 64-bit FNV-1a hash: every name of the key has the tag `#H`, so
-/// one slot; a key without braces keeps `PREFIX{KEY}` (its own text is the tag).
+/// On one server, a Sentinel primary and Redlock they are `PREFIX{KEY}SUFFIX`. A semaphore's
+/// slot `SEM#I` (a key ending in `#` and decimal digits after a non-empty text, which is how
+/// [`crate::mode::slot_key`] names slot I of SEM) is `PREFIX{SEM}#ISUFFIX` instead, and the
+/// semaphore's permit record `PREFIX{SEM}:permits`: every name of a slot carries SEM's hash
+/// tag, so the slot's grant script, which reads and writes the record, touches one cluster
+/// slot. The form is decided from the key's text alone, because renew, release, `holders`
+/// and `forget` get nothing but the key; a slot's grant ([`crate::store::SlotOf`]) is checked
+/// to name the same key (`prims.rs`). A plain lock on a key `SEM#I` is the same grant as
+/// slot I of SEM on every store (the slot's key is an ordinary key), so it is named the same.
+///
+/// No two keys share a name: every name is `PREFIX{STEM}` + (`#DIGITS` for a slot) + a fixed
+/// suffix (none, or one of `:fence` `:holder` `:released` `:released-by` `:readers`
+/// `:intents` `:permits`, none of which ends another); a plain lease ends in `}`, a slot's
+/// in a digit, and a key ending in `#DIGITS` always takes the slot form, so the key is read
+/// back exactly ([`Names::key_of`], checked by naming the key again). A mutex key holding `#`
+/// (`a#b`, `#5`, `x}#1}`) that is not `TEXT#DIGITS` keeps the plain form.
+///
+/// On a cluster ([`Names::cluster`]) a key containing `{` or `}` would let Redis pick a
+/// different hash tag for the lease than for its counter (Redis hashes the text between the
+/// first `{` and the first `}` after it, the whole name when that is empty: `PREFIX{}x}` and
+/// `PREFIX{}x}:fence` land in different slots). Such a key is named `PREFIX{#H}{KEY}SUFFIX`
+/// instead (a slot whose SEM has braces `PREFIX{#H}{SEM}#ISUFFIX`), `H` the 16 hex digits of
+/// the 64-bit FNV-1a hash of KEY (of SEM for a slot): every name of the key has the tag `#H`,
+/// so one slot; a key without braces keeps `PREFIX{KEY}` (its own text is the tag).
 #[derive(Debug, Clone)]
 pub(crate) struct Names {
     pub(super) prefix: String,
@@ -224,32 +241,72 @@ impl Names {
     pub fn holder(&self, key: &Key) -> String {
         self.name(key, ":holder")
     }
-    /// `PREFIX{KEY}SUFFIX` (or `PREFIX{#H}{KEY}SUFFIX`), in one exact allocation (this runs
-    /// a few times per request).
+    /// The permit record of the semaphore `sem` (its slots are `sem#I`), in `sem`'s tag.
+    pub fn permits(&self, sem: &Key) -> String {
+        self.tagged(sem.as_str(), "", ":permits")
+    }
+    /// `SCAN MATCH` pattern of every lease name of this prefix: a plain lease ends in `}`, a
+    /// slot's in a digit, every other name in a letter.
+    pub fn lease_pattern(&self) -> String {
+        format!("{}{{*[}}0-9]", super::glob_escape(&self.prefix))
+    }
+    /// `PREFIX{KEY}SUFFIX`, `PREFIX{SEM}#ISUFFIX` for a slot (or either with `{#H}` before).
     fn name(&self, key: &Key, suffix: &str) -> String {
-        let k = key.as_str();
-        let tagged = self.hashed && k.contains(['{', '}']);
-        let extra = if tagged { 20 } else { 0 };
-        let mut s = String::with_capacity(self.prefix.len() + k.len() + 2 + suffix.len() + extra);
+        let (stem, slot) = split_slot(key.as_str());
+        self.tagged(stem, slot, suffix)
+    }
+    /// `PREFIX{STEM}SLOTSUFFIX` (or `PREFIX{#H}{STEM}SLOTSUFFIX`), in one exact allocation
+    /// (this runs a few times per request).
+    fn tagged(&self, stem: &str, slot: &str, suffix: &str) -> String {
+        let hashed = self.hashed && stem.contains(['{', '}']);
+        let extra = if hashed { 20 } else { 0 };
+        let len = self.prefix.len() + stem.len() + 2 + slot.len() + suffix.len() + extra;
+        let mut s = String::with_capacity(len);
         s.push_str(&self.prefix);
-        if tagged {
-            s.push_str(&format!("{{#{:016x}}}", fnv1a(k.as_bytes())));
+        if hashed {
+            s.push_str(&format!("{{#{:016x}}}", fnv1a(stem.as_bytes())));
         }
         s.push('{');
-        s.push_str(k);
+        s.push_str(stem);
         s.push('}');
+        s.push_str(slot);
         s.push_str(suffix);
         s
     }
+    /// The key whose lease is named `lease`, if one is (`None` for any other name).
     pub(super) fn key_of(&self, lease: &str) -> Option<Key> {
-        let inner = lease.strip_prefix(&self.prefix)?.strip_prefix('{')?.strip_suffix('}')?;
-        if !self.hashed || !inner.contains(['{', '}']) {
-            return Key::new(inner).ok();
+        let rest = lease.strip_prefix(&self.prefix)?;
+        // `{#H}` before the key's own braces, when a cluster tags the key on its hash.
+        let untagged = rest
+            .get(19..)
+            .filter(|_| self.hashed && rest.starts_with("{#") && rest.as_bytes()[18] == b'}');
+        [untagged, Some(rest)].into_iter().flatten().find_map(|r| {
+            let body = r.strip_prefix('{')?;
+            let text = match body.strip_suffix('}') {
+                Some(key) => key.to_owned(),
+                None => {
+                    let (stem, digits) = body.rsplit_once("}#")?;
+                    format!("{stem}#{digits}")
+                }
+            };
+            // Only a name this key is given: the form, the tag and its hash all match.
+            Key::new(text).ok().filter(|k| self.lease(k) == lease)
+        })
+    }
+}
+
+/// `(SEM, "#I")` for a slot's key `SEM#I` (I decimal digits, SEM not empty), else the key
+/// and `""`.
+fn split_slot(key: &str) -> (&str, &str) {
+    match key.rfind('#') {
+        Some(i)
+            if i > 0
+                && i + 1 < key.len()
+                && key.as_bytes()[i + 1..].iter().all(u8::is_ascii_digit) =>
+        {
+            key.split_at(i)
         }
-        // `#H}{KEY`: only the hash of KEY itself.
-        let (tag, key) = inner.strip_prefix('#')?.split_once("}{")?;
-        let ok = tag.len() == 16 && u64::from_str_radix(tag, 16).ok()? == fnv1a(key.as_bytes());
-        ok.then(|| Key::new(key).ok()).flatten().filter(|k| k.as_str().contains(['{', '}']))
+        _ => (key, ""),
     }
 }
 
@@ -306,5 +363,96 @@ mod tests {
         }
         assert_eq!(n.lease(&Key::new("plain").unwrap()), "leasehold:{plain}");
         assert_eq!(n.key_of("leasehold:{#0000000000000000}{a{b}"), None, "a forged hash");
+    }
+
+    /// Every name a key is given (the lease first), as a lock, a reader's key or a slot.
+    fn all_names(n: &Names, key: &Key) -> Vec<String> {
+        let mut v = vec![n.lease(key), n.fence(key), n.holder(key), n.channel(key)];
+        v.extend([n.released_by(key), n.readers(key), n.intents(key)]);
+        v
+    }
+
+    #[test]
+    fn a_slot_shares_its_semaphores_tag_on_every_form() {
+        for n in [Names::new("leasehold:".into()), Names::cluster("leasehold:".into())] {
+            for sem in ["pool", "a}b{c", "{x}", "q#1", "#", "x}#2", "p:permits"] {
+                let sem = Key::new(sem).unwrap();
+                let tag = key_slot(&n.permits(&sem));
+                for i in [0, 7, 255] {
+                    let slot = Key::new(crate::mode::slot_key(sem.as_str(), i)).unwrap();
+                    for name in all_names(&n, &slot) {
+                        if n.hashed || !sem.as_str().contains(['{', '}']) {
+                            assert_eq!(key_slot(&name), tag, "{name} beside {}", n.permits(&sem));
+                        }
+                    }
+                    assert_eq!(n.key_of(&n.lease(&slot)), Some(slot.clone()), "{slot}");
+                }
+            }
+            let pool = Key::new("pool").unwrap();
+            assert_eq!(n.lease(&Key::new("pool#3").unwrap()), "leasehold:{pool}#3");
+            assert_eq!(n.fence(&Key::new("pool#3").unwrap()), "leasehold:{pool}#3:fence");
+            assert_eq!(n.permits(&pool), "leasehold:{pool}:permits");
+            assert_eq!(n.permits(&Key::new("q#1").unwrap()), "leasehold:{q#1}:permits");
+            assert_eq!(n.lease(&Key::new("q#1#0").unwrap()), "leasehold:{q#1}#0");
+        }
+    }
+
+    #[test]
+    fn no_two_keys_share_a_name() {
+        // Plain keys holding `#` and `}` next to slots of semaphores they could be taken for.
+        let keys = [
+            "pool",
+            "pool#0",
+            "pool#00",
+            "pool#1",
+            "pool}#1",
+            "pool#1}",
+            "pool}#1}",
+            "pool#",
+            "#1",
+            "#",
+            "##1",
+            "pool#1#0",
+            "pool#1:fence",
+            "pool}#1:fence",
+            "pool#x",
+            "a}b#0",
+            "a}b}#0",
+            "{pool}#1",
+            "pool#0:permits",
+            "pool:permits",
+            "#0000}{z#1",
+        ];
+        for n in [Names::new("p:".into()), Names::cluster("p:".into())] {
+            let mut seen = std::collections::HashMap::new();
+            for k in keys {
+                let key = Key::new(k).unwrap();
+                // And its names as a semaphore.
+                for name in all_names(&n, &key).into_iter().chain([n.permits(&key)]) {
+                    if let Some(other) = seen.insert(name.clone(), k) {
+                        assert_eq!(other, k, "{k:?} and {other:?} are both named {name}");
+                    }
+                }
+                assert_eq!(n.key_of(&n.lease(&key)), Some(key.clone()), "{k}");
+                for other in all_names(&n, &key).iter().skip(1).chain([&n.permits(&key)]) {
+                    assert_eq!(n.key_of(other), None, "{other} is no lease");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn the_scan_pattern_matches_leases_only() {
+        // The glob Redis applies, for the names at hand: `PREFIX{` … then `}` or a digit.
+        let n = Names::new("p:".into());
+        let matches =
+            |s: &str| s.starts_with("p:{") && s.ends_with(|c: char| c == '}' || c.is_ascii_digit());
+        assert_eq!(n.lease_pattern(), "p:{*[}0-9]");
+        for k in ["pool", "pool#3", "a}b", "x#"] {
+            let key = Key::new(k).unwrap();
+            assert!(matches(&n.lease(&key)));
+            let others = all_names(&n, &key).into_iter().skip(1).chain([n.permits(&key)]);
+            assert!(others.into_iter().all(|o| !matches(&o)), "{k}");
+        }
     }
 }

@@ -16,8 +16,11 @@
 //! the grant nor the tombstone, which the failover can lose, is [`Error::UnknownOutcome`]); and
 //! when a sentinel announces `+switch-master` for the service, which also moves every
 //! waiter's subscription to the new primary. Grants, keys, scripts and fences are
-//! `redis://`'s ([`super`]); replication is asynchronous, so a failover can lose a grant and
-//! admit a second holder, with a larger fence under the clock assumption.
+//! `redis://`'s ([`super`]), semaphores' and readers' too (`prims.rs`: each of their
+//! requests goes to the primary in use and is retried there once, as the mutex's: a retried
+//! slot grant meets its own lease, a retried reader grant or intent is written again);
+//! replication is asynchronous, so a failover can lose a grant and admit a second holder,
+//! with a larger fence under the clock assumption.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
@@ -420,9 +423,10 @@ impl Store for RedisSentinelStore {
             holders_know_info: true,
             waiting: "pub/sub on the primary, moved to the new one on +switch-master, a poll \
                       every second; else the holder's PTTL",
-            // The readers' and slots' scripts run on one `RedisStore`'s connection, not yet
-            // through the primary this form finds again after a failover.
-            primitives: crate::Primitives::MUTEX,
+            primitives: crate::Primitives {
+                note: super::PRIMITIVES_NOTE,
+                ..crate::Primitives::ALL
+            },
         }
     }
 
@@ -432,7 +436,7 @@ impl Store for RedisSentinelStore {
         let wait = self.shared.url.opts.wait_replicas;
         let (r, _) = self
             .on_primary(|n| async move {
-                let r = n.grant(names, req.key, req.owner, req.ttl, req.info).await?;
+                let r = n.on(names, BACKEND).grant(req).await?;
                 if let (Ok(_), Some((want, t))) = (&r, wait) {
                     let acked = n.wait_replicas(want, t).await?;
                     if acked < want {
@@ -456,7 +460,7 @@ impl Store for RedisSentinelStore {
     }
 
     async fn acquire(&self, req: &AcquireRequest<'_>, until: Option<Instant>) -> Result<Attempt> {
-        crate::store::acquire_watching(self, req, until, || self.watch(req.key)).await
+        super::prims::acquire(self, req, until).await
     }
 
     async fn renew(&self, key: &Key, owner: &OwnerToken, ttl: Duration) -> Result<bool> {
@@ -486,7 +490,8 @@ impl Store for RedisSentinelStore {
 
     async fn holders(&self, key: Option<&Key>) -> Result<Vec<Holder>> {
         let names = &self.shared.names;
-        Ok(self.on_primary(|n| async move { n.holders(names, key, true).await }).await?.0)
+        let read = |n: Node| async move { n.holders_with_readers(names, key, BACKEND).await };
+        Ok(self.on_primary(read).await?.0)
     }
 
     async fn forget(&self, key: &Key) -> Result<()> {
@@ -504,8 +509,21 @@ impl Store for RedisSentinelStore {
     }
 }
 
-impl RedisSentinelStore {
-    async fn watch(&self, key: &Key) -> Result<Box<dyn Watch>> {
+#[async_trait]
+impl super::prims::Intents for RedisSentinelStore {
+    async fn note_intent(&self, req: &AcquireRequest<'_>, left: Option<Duration>) -> Result<bool> {
+        let names = &self.shared.names;
+        let note = |n: Node| async move { n.on(names, BACKEND).note_intent(req, left).await };
+        Ok(self.on_primary(note).await?.0)
+    }
+
+    async fn clear_intent(&self, key: &Key, owner: &OwnerToken) -> Result<()> {
+        let names = &self.shared.names;
+        let clear = |n: Node| async move { n.on(names, BACKEND).clear_intent(key, owner).await };
+        self.on_primary(clear).await.map(drop)
+    }
+
+    async fn watch_key(&self, key: &Key) -> Result<Box<dyn Watch>> {
         let mut w = SentinelWatch {
             shared: self.shared.clone(),
             channel: self.shared.names.channel(key),

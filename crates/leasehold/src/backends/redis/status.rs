@@ -1,11 +1,12 @@
-//! `status` on Redis: the holders of one key or of all (SCAN), and which keys readers hold;
-//! a holder read from its lease's keys (shared with the cluster form).
+//! `status` on Redis: the holders of one key or of all (SCAN of the lease names, plain and
+//! slots', [`Names::lease_pattern`]), and the readers of the keys readers hold; a holder read
+//! from its lease's keys (shared with the cluster form).
 
 use std::time::Duration;
 
 use redis::Value;
 
-use super::{Names, Node, glob_escape, redis_err};
+use super::{Names, Node, redis_err};
 use crate::{FenceToken, Key, OwnerToken, Result};
 use crate::{Holder, HolderInfo};
 
@@ -21,7 +22,7 @@ impl Node {
         let keys: Vec<String> = match key {
             Some(k) => vec![names.lease(k)],
             None => {
-                let pattern = format!("{}{{*}}", glob_escape(&names.prefix));
+                let pattern = names.lease_pattern();
                 let mut found = Vec::new();
                 let mut cursor = 0u64;
                 loop {
@@ -64,6 +65,22 @@ impl Node {
             }
         }
         Ok((out, read))
+    }
+
+    /// Every holder of a fenced form (one server, the Sentinel primary): the exclusive ones
+    /// and each reader of the keys readers hold.
+    pub(super) async fn holders_with_readers(
+        &self,
+        names: &Names,
+        key: Option<&Key>,
+        backend: &'static str,
+    ) -> Result<Vec<Holder>> {
+        let (mut out, read) = self.holders_and_readers(names, key, true).await?;
+        let on = self.on(names, backend);
+        for k in read {
+            out.extend(on.readers_of(&k).await?);
+        }
+        Ok(out)
     }
 }
 
