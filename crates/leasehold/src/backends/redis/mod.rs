@@ -44,6 +44,7 @@ mod pubsub;
 pub mod redlock;
 mod scripts;
 pub mod sentinel;
+mod sentinel_url;
 mod shard_sub;
 mod status;
 #[cfg(feature = "tools")]

@@ -196,7 +196,7 @@ fn flat(v: &[String]) -> BTreeMap<&str, &str> {
 }
 
 pub(crate) async fn sentinel(url: &str, r: &mut Probe) -> std::result::Result<(), String> {
-    let u = super::sentinel::parse_url(url).map_err(|e| e.to_string())?;
+    let u = super::sentinel_url::parse_url(url).map_err(|e| e.to_string())?;
     let mut primary = None;
     let mut quorums = Vec::new();
     for s in &u.sentinels {
