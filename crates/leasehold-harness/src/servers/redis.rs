@@ -202,6 +202,41 @@ impl RedisServer {
     }
 }
 
+/// Waits (bounded by `limit`) until the replica on port `replica` has applied everything the
+/// primary on `primary` had written when this was called: its `slave_repl_offset` reaches the
+/// primary's `master_repl_offset`. (`WAIT` cannot tell this from another connection: it
+/// waits only for the calling client's own writes, and answers at once for a client that
+/// wrote nothing.)
+pub(super) fn caught_up(primary: u16, replica: u16, limit: Duration) -> Result<(), String> {
+    let offset = |port: u16, field: &str| {
+        let out = Command::new(need("timeout"))
+            .arg("10")
+            .arg(need("redis-cli"))
+            .args(["-h", "127.0.0.1", "-p", &port.to_string(), "INFO", "replication"])
+            .stdin(Stdio::null())
+            .output()
+            .ok()?;
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        text.lines().find_map(|l| l.strip_prefix(field)?.trim().parse::<u64>().ok())
+    };
+    let want = offset(primary, "master_repl_offset:")
+        .ok_or_else(|| format!("no master_repl_offset from :{primary}"))?;
+    let deadline = Instant::now() + limit;
+    loop {
+        let got = offset(replica, "slave_repl_offset:");
+        if got.is_some_and(|o| o >= want) {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            return Err(format!(
+                "the replica :{replica} applied up to {got:?}, not the primary's {want}, within \
+                 {limit:?}"
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 /// In what a failover of a replicated Redis form reports, the promoted node had neither the
 /// holder's lease nor its fence: the holder's grant was lost with the old primary.
 pub const GRANT_LOST: &str = "the holder's grant was lost";
@@ -382,9 +417,9 @@ impl FailingStore for Failing {
     }
     fn cut_replica(&mut self, _suffix: &str) -> Result<(), String> {
         let Some(replica) = &self.replica else { return Ok(()) };
-        let acked = self.primary.cli(&["WAIT", "1", "2000"]) == "1";
+        let applied = caught_up(self.primary.port(), replica.port(), Duration::from_secs(5));
         replica.detach();
-        if acked { Ok(()) } else { Err("the replica never acknowledged the warm-up grant".into()) }
+        applied.map_err(|e| format!("the replica never applied the warm-up grant: {e}"))
     }
     fn fail_over(&mut self, suffix: &str) -> (String, String) {
         let Some(replica) = &self.replica else {

@@ -2,7 +2,7 @@
 //! the master of a key's slot found, killed, and its replica's promotion awaited; `CLUSTER
 //! FAILOVER` (or `TAKEOVER`) on demand; a replica frozen and cut off its master.
 
-use super::redis::{lease_names, promoted_read, read_keys};
+use super::redis::{caught_up, lease_names, promoted_read, read_keys};
 use super::*;
 
 /// How long a cluster gets to come up (every slot covered, every replica linked).
@@ -372,7 +372,7 @@ struct Cut {
 pub(super) fn plan() -> Plan {
     Plan {
         start: || Box::new(Failing { cluster: RedisCluster::start(), killed: None, cut: None }),
-        setup: "a private Redis Cluster (3 masters, 3 replicas, cluster-node-timeout 1000 ms, no persistence), fresh for each trial; an earlier grant replicated (WAIT 1), then, once the holder had connected and just before its grant, the replica of the key's master was frozen (SIGSTOP) and its replication link closed (CLIENT KILL TYPE replica): the lag asynchronous replication allows, made certain; after the holder's first write the master was killed (-9), the replica resumed and promoted at once (CLUSTER FAILOVER TAKEOVER), and what it held of the key read before any successor; holder and successor know every node as a seed",
+        setup: "a private Redis Cluster (3 masters, 3 replicas, cluster-node-timeout 1000 ms, no persistence), fresh for each trial; an earlier grant replicated (the replica's offset reached the master's), then, once the holder had connected and just before its grant, the replica of the key's master was frozen (SIGSTOP) and its replication link closed (CLIENT KILL TYPE replica): the lag asynchronous replication allows, made certain; after the holder's first write the master was killed (-9), the replica resumed and promoted at once (CLUSTER FAILOVER TAKEOVER), and what it held of the key read before any successor; holder and successor know every node as a seed",
     }
 }
 
@@ -401,9 +401,8 @@ impl FailingStore for Failing {
     fn cut_replica(&mut self, suffix: &str) -> Result<(), String> {
         let (lease, fence) = lease_names(query(suffix), CHAOS_KEY);
         let (master, replica) = self.cluster.master_and_replica(&lease)?;
-        if cli(master, &["WAIT", "1", "2000"]) != "1" {
-            return Err("the replica never acknowledged the warm-up grant".into());
-        }
+        caught_up(master, replica, Duration::from_secs(5))
+            .map_err(|e| format!("the replica never applied the warm-up grant: {e}"))?;
         let at_cut = read_keys(master, "0", &[&fence], Duration::from_secs(5))?;
         let fence_at_cut = at_cut.into_iter().flatten().next().ok_or("no fence counter")?;
         self.cluster.freeze_and_cut(master, replica)?;

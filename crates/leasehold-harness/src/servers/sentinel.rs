@@ -2,7 +2,7 @@
 //! (quorum 2, `down-after-milliseconds` 500, `failover-timeout` 2000); the primary killed and
 //! the sentinels' promotion awaited, or `SENTINEL FAILOVER` on demand.
 
-use super::redis::{db_of, lease_names, promoted_read, read_keys};
+use super::redis::{caught_up, db_of, lease_names, promoted_read, read_keys};
 use super::*;
 
 /// The service name the sentinels monitor.
@@ -156,15 +156,15 @@ impl SentinelSet {
 
     /// `SENTINEL FAILOVER` on sentinel 1, asked again while it refuses (a replica just
     /// resumed is still down in its eyes until it answers a ping: no replica fit to promote;
-    /// or the sentinels' own failover is under way), until that sentinel names the replica
-    /// this set started with and the replica says it is the master (the other sentinels
-    /// learn of it later). Bounded by `limit`.
-    pub fn force_failover(&self, limit: Duration) -> Result<(), String> {
+    /// or the sentinels' own failover is under way), until that sentinel names `to` (this
+    /// set's primary or replica) and `to` says it is the master (the other sentinels learn of
+    /// it later). Bounded by `limit`.
+    pub fn force_failover(&self, to: &RedisServer, limit: Duration) -> Result<(), String> {
         let deadline = Instant::now() + limit;
-        let want = self.replica.port();
+        let want = to.port();
         let mut started = false;
         loop {
-            let master = self.replica.cli(&["ROLE"]).starts_with("master");
+            let master = to.cli(&["ROLE"]).starts_with("master");
             if master && self.primary_port(0) == Some(want) {
                 return Ok(());
             }
@@ -178,6 +178,37 @@ impl SentinelSet {
                 ));
             }
             std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Waits (bounded by `limit`) until `replica` streams from `primary` (the primary lists it
+    /// online) and every sentinel lists it as a replica that is not down: what a failover
+    /// back to it needs, e.g. after the sentinels demoted an old primary.
+    pub fn wait_replica(
+        &self,
+        replica: &RedisServer,
+        primary: &RedisServer,
+        limit: Duration,
+    ) -> Result<(), String> {
+        let deadline = Instant::now() + limit;
+        let online = format!("port={},state=online", replica.port());
+        let me = replica.port().to_string();
+        loop {
+            let streams = primary.cli(&["INFO", "replication"]).contains(&online);
+            let listed = self.sentinels.iter().all(|s| {
+                let r = sentinel_cli(s.port, &["SENTINEL", "REPLICAS", SERVICE]);
+                r.lines().any(|l| l == me) && !r.contains("s_down")
+            });
+            if streams && listed {
+                return Ok(());
+            }
+            if Instant::now() > deadline {
+                return Err(format!(
+                    ":{me} was not a replica of :{} in every sentinel's eyes within {limit:?}",
+                    primary.port()
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(100));
         }
     }
 
@@ -208,7 +239,7 @@ pub(super) struct Failing {
 pub(super) fn plan() -> Plan {
     Plan {
         start: || Box::new(Failing { set: SentinelSet::start(), cut: None }),
-        setup: "a private Sentinel deployment (a primary, a replica, three sentinels: quorum 2, down-after 500 ms), fresh for each trial; an earlier grant replicated (WAIT 1), then, once the holder had connected and just before its grant, the replica was frozen (SIGSTOP) and its replication link closed (CLIENT KILL TYPE replica): the lag asynchronous replication allows, made certain; after the holder's first write the primary was killed (-9), the replica resumed and promoted at once (SENTINEL FAILOVER), and what it held of the key read before any successor; holder and successor use the same redis-sentinel:// URL, which finds the new primary",
+        setup: "a private Sentinel deployment (a primary, a replica, three sentinels: quorum 2, down-after 500 ms), fresh for each trial; an earlier grant replicated (the replica's offset reached the primary's), then, once the holder had connected and just before its grant, the replica was frozen (SIGSTOP) and its replication link closed (CLIENT KILL TYPE replica): the lag asynchronous replication allows, made certain; after the holder's first write the primary was killed (-9), the replica resumed and promoted at once (SENTINEL FAILOVER), and what it held of the key read before any successor; holder and successor use the same redis-sentinel:// URL, which finds the new primary",
     }
 }
 
@@ -235,9 +266,8 @@ impl FailingStore for Failing {
         let (lease, fence) = lease_names(query(suffix), CHAOS_KEY);
         let db = db_of(query(suffix)).to_owned();
         let p = &self.set.primary;
-        if p.cli(&["WAIT", "1", "2000"]) != "1" {
-            return Err("the replica never acknowledged the warm-up grant".into());
-        }
+        caught_up(p.port(), self.set.replica.port(), Duration::from_secs(5))
+            .map_err(|e| format!("the replica never applied the warm-up grant: {e}"))?;
         let at_cut = read_keys(p.port(), &db, &[&fence], Duration::from_secs(5))?;
         let at_cut = at_cut.into_iter().flatten().next().ok_or("no fence counter")?;
         p.freeze_and_cut(&self.set.replica)?;
@@ -251,7 +281,7 @@ impl FailingStore for Failing {
                 self.set.kill_primary();
                 self.set.replica.cont();
                 let start = Instant::now();
-                match self.set.force_failover(Duration::from_secs(30)) {
+                match self.set.force_failover(&self.set.replica, Duration::from_secs(30)) {
                     Ok(()) => {
                         let took = start.elapsed().as_millis();
                         let port = self.set.replica.port();
