@@ -366,8 +366,10 @@ pub(crate) enum Cmd {
         /// Instead of the --store URL's kind, a private deployment this tool starts for every
         /// trial: zk-ensemble (3 ZooKeeper nodes: failover, store-kill, partition), pg-sync
         /// (PostgreSQL with a synchronous standby: failover), redlock5 (5 Redis instances:
-        /// store-kill, partition of a minority) or redlock5-majority (store-kill until a
-        /// majority has forgotten). A --store URL of the same kind gives its options.
+        /// store-kill, partition of a minority), redlock5-majority (store-kill until a
+        /// majority has forgotten), redis-cluster or redis-sentinel (failover losing the
+        /// holder's grant: the replica cut off before it, then promoted; use --ttl 5s / 10s).
+        /// A --store URL of the same kind gives its options.
         #[arg(long, value_name = "NAME")]
         topology: Option<String>,
         /// Trials with fencing.
@@ -419,6 +421,9 @@ pub(crate) enum Cmd {
         /// Take one of N permits of KEY instead of KEY itself (0: the mutex).
         #[arg(long, default_value_t = 0)]
         permits: u32,
+        /// 1: say `connected` once the store is open and acquire only on `go` from stdin.
+        #[arg(long, default_value_t = 0)]
+        gate: u8,
     },
     /// (internal) The supervisor `run` puts between itself and the command.
     #[command(hide = true)]

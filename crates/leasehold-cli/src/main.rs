@@ -213,8 +213,8 @@ async fn dispatch(cmd: Cmd) -> Exit {
             let control = control_trials.unwrap_or(trials);
             chaos_cmd(store, (scenario, topology, permits), (trials, control), ttl, out).await
         }
-        Cmd::ChaosWorker { key, ttl_ms, fenced, permits } => {
-            chaos::worker_cmd(&key, ttl_ms, fenced, permits).await
+        Cmd::ChaosWorker { key, ttl_ms, fenced, permits, gate } => {
+            chaos::worker_cmd(&key, ttl_ms, fenced, permits, gate).await
         }
         Cmd::FenceProxy { store, timeout, key, listen, upstream } => {
             proxy::fence_proxy(store, timeout, key, listen, upstream).await

@@ -8,6 +8,8 @@
 //! - [`process`]: scenarios that need several OS processes (mutual exclusion across
 //!   processes, the stalled holder) driven through the `lh-worker` binary, with
 //!   SIGSTOP/SIGCONT fault injection.
+//! - [`torture`]: several worker processes loop acquire → fenced effect → release while the
+//!   test fails the store over, and the history is checked (the resource's commit order).
 //! - [`history`], [`proxy`], [`servers`]: re-exported from `leasehold-harness`, the
 //!   publishable crate the CLI's tools use (the recorder and checker, the TCP fault proxy,
 //!   private store servers).
@@ -17,6 +19,7 @@ pub mod conformance;
 pub mod counted;
 pub mod primitives;
 pub mod process;
+pub mod torture;
 
 pub use leasehold_harness::{history, proxy, servers};
 

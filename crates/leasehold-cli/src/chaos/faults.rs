@@ -10,7 +10,9 @@
 //! - `failover`: Redis: a primary and a replica; the replica stops replicating just before
 //!   the holder's grant (the lag asynchronous replication always allows), the primary is
 //!   killed and the replica promoted; the successor talks to the promoted replica, as a
-//!   Sentinel-routed client would. etcd: three members; the leader is killed.
+//!   Sentinel-routed client would. etcd: three members; the leader is killed. The Redis
+//!   Cluster and Sentinel topologies cut their replica off (frozen) once the holder has
+//!   connected, just before its grant.
 //!
 //! When the successor is refused while the holder lives, it tries again after the holder's
 //! release, so every trial also checks that fences kept increasing across the failure.
@@ -88,24 +90,35 @@ pub(super) async fn trial(
     let mut private: Box<dyn FailingStore> = blocking(plan.start).await?;
     // The private server's URL: a new one, parsed where it is made.
     let holder_url = leasehold::StoreUrl::parse(&private.url(&tail)).map_err(|e| e.to_string())?;
-    if private.replicated() {
+    let mut events = Vec::new();
+    let (replicated, gated) = (private.replicated(), private.cut_after_connect());
+    if replicated {
         // An earlier grant (which also creates a lease table) reaches the replica, so it has a
         // fence counter; then it stops following before the holder's grant.
         let warm = super::connect(&holder_url).await?;
         let l = warm.acquire(KEY, s.ttl).await.map_err(|e| format!("warm-up grant: {e}"))?;
         let _ = l.release().await;
         drop(warm);
-        let (p, cut) = blocking(move || {
-            let cut = private.cut_replica();
-            (private, cut)
-        })
-        .await?;
-        private = p;
-        cut?;
+        if !gated {
+            private = cut(private, &tail, &mut events).await?;
+        }
     }
     fresh_sqlite(&s.out);
     let spec = format!("sqlite:{}", s.out.join("resource.db").display());
-    let mut holder = Holder::spawn(s, &holder_url, &spec, fenced).await?;
+    let mut holder = if replicated && gated {
+        // Once the holder's store is open (a cluster client asks every node, and would wait
+        // for a frozen one), just before its grant.
+        let mut h = Holder::spawn_gated(s, &holder_url, &spec, fenced).await?;
+        let said = h.line(Duration::from_secs(30)).await?;
+        if said != "connected" {
+            return Err(format!("the holder said {said:?}"));
+        }
+        private = cut(private, &tail, &mut events).await?;
+        h.go().await?;
+        h
+    } else {
+        Holder::spawn(s, &holder_url, &spec, fenced).await?
+    };
     let ready = holder.line(s.ttl * 20 + Duration::from_secs(20)).await?;
     let holder_fence: u64 = ready
         .strip_prefix("ready ")
@@ -113,7 +126,6 @@ pub(super) async fn trial(
         .ok_or_else(|| format!("the holder said {ready:?}"))?;
     // How long the store's own expiry of the holder can take.
     let expiry = s.ttl.max(session_timeout(&holder_url));
-    let mut events = Vec::new();
     let successor_url = if failover {
         events.push(ev("chaos", "pause", Some(holder_fence), Some("primary lost".into())));
         let tail2 = tail.clone();
@@ -156,6 +168,23 @@ pub(super) async fn trial(
     drop(private);
     let t = Trial::checked(arm, n, holder_fence, successor_fence, said, final_value, events);
     Ok((t, guarantees))
+}
+
+/// Cuts the private store's replica off ([`FailingStore::cut_replica`]), off the runtime.
+async fn cut(
+    mut private: Box<dyn FailingStore>,
+    tail: &str,
+    events: &mut Vec<Event>,
+) -> Result<Box<dyn FailingStore>, String> {
+    let tail = tail.to_owned();
+    let (private, cut) = blocking(move || {
+        let cut = private.cut_replica(&tail);
+        (private, cut)
+    })
+    .await?;
+    cut?;
+    events.push(ev("chaos", "cut", None, Some("the replica stopped following".into())));
+    Ok(private)
 }
 
 /// The successor's side of a fault trial once the holder has been cut off or its store has

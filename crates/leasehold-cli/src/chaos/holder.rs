@@ -24,6 +24,7 @@ pub async fn worker_cmd(
     ttl_ms: u64,
     fenced: u8,
     permits: u32,
+    gate: u8,
 ) -> Result<crate::exit::Exit, crate::exit::Exit> {
     let var = |name: &str| {
         std::env::var(name).map_err(|_| {
@@ -32,7 +33,7 @@ pub async fn worker_cmd(
     };
     let (url, spec) = (var(crate::store::ENV_STORE)?, var(ENV_RESOURCE)?);
     let ttl = Duration::from_millis(ttl_ms);
-    let code = worker(&url, (key, permits), ttl, &spec, fenced == 1).await;
+    let code = worker(&url, (key, permits), ttl, &spec, (fenced == 1, gate == 1)).await;
     Ok(crate::exit::Exit::ok(code as u8))
 }
 
@@ -41,13 +42,14 @@ pub async fn worker_cmd(
 /// With a resource spec `tx:SPEC` (stalled-holder-tx) the write before `ready` stays open,
 /// uncommitted, in its checked transaction, and `write` commits it. With `permits` N > 0 it
 /// holds one of N permits of `key` instead, a slot `KEY#i` with that slot's own fence (the
-/// `acquire` event names the slot key).
+/// `acquire` event names the slot key). With `gated` it says `connected` once its store is
+/// open and acquires only on `go` (the tool cuts a replica off in between).
 pub async fn worker(
     url: &str,
     (key, permits): (&str, u32),
     ttl: Duration,
     spec: &str,
-    fenced: bool,
+    (fenced, gated): (bool, bool),
 ) -> i32 {
     let (in_tx, spec) = match spec.strip_prefix(TX) {
         Some(rest) => (true, rest),
@@ -68,12 +70,26 @@ pub async fn worker(
             return 69;
         }
     };
+    let mut stdin = BufReader::new(tokio::io::stdin()).lines();
+    if gated {
+        out("connected".into());
+        loop {
+            match stdin.next_line().await {
+                Ok(Some(l)) if l == "go" => break,
+                Ok(Some(_)) => continue,
+                _ => return 0,
+            }
+        }
+    }
+    // A gated holder asks once: its trial left the key free, and a waiter's subscription
+    // would open new connections (to every node of a cluster, the frozen replica among them).
+    let wait = if gated { Wait::No } else { Wait::For(ttl * 20) };
     let got = match permits {
-        0 => locker.acquire(key, ttl).auto_renew(true).wait(Wait::For(ttl * 20)).await,
+        0 => locker.acquire(key, ttl).auto_renew(true).wait(wait).await,
         n => locker
             .acquire_permit(key, n, ttl)
             .auto_renew(true)
-            .wait(Wait::For(ttl * 20))
+            .wait(wait)
             .await
             .map(leasehold::Permit::into_lease),
     };
@@ -116,14 +132,13 @@ pub async fn worker(
         }
     }
     if in_tx {
-        return in_transaction(res, fenced.then_some(&fencing), fence, lease, &out).await;
+        return in_transaction(res, fenced.then_some(&fencing), fence, lease, &out, stdin).await;
     }
     match res.write(fenced.then_some(&fencing), "holder").await {
         Ok(()) => out(e("effect", fence, "accepted")),
         Err(err) => out(e("effect", fence, &format!("rejected {err}"))),
     }
     out(format!("ready {fence}"));
-    let mut stdin = BufReader::new(tokio::io::stdin()).lines();
     // Polled while it waits: the instant admit() turns false (a partition's first sign).
     let mut admitted = true;
     loop {
@@ -170,6 +185,7 @@ async fn in_transaction(
     fence: u64,
     lease: leasehold::Lease,
     out: &impl Fn(String),
+    mut stdin: tokio::io::Lines<BufReader<tokio::io::Stdin>>,
 ) -> i32 {
     let e = |what: &str, detail: &str| format!("event {} {what} {fence} {detail}", monotonic_ns());
     let super::http::Res::Harness(r) = &mut res else {
@@ -185,7 +201,6 @@ async fn in_transaction(
     };
     out(e("in-transaction", ""));
     out(format!("ready {fence}"));
-    let mut stdin = BufReader::new(tokio::io::stdin()).lines();
     while let Ok(Some(line)) = stdin.next_line().await {
         if line == "write" {
             break;
@@ -221,6 +236,33 @@ impl Holder {
         spec: &str,
         fenced: bool,
     ) -> Result<Holder, String> {
+        Self::start(s, url, spec, fenced, false).await
+    }
+
+    /// A holder that says `connected` once its store is open and acquires only when sent
+    /// `go` ([`Holder::go`]).
+    pub(super) async fn spawn_gated(
+        s: &Settings,
+        url: &leasehold::StoreUrl,
+        spec: &str,
+        fenced: bool,
+    ) -> Result<Holder, String> {
+        Self::start(s, url, spec, fenced, true).await
+    }
+
+    /// Lets a gated holder acquire.
+    pub(super) async fn go(&mut self) -> Result<(), String> {
+        use tokio::io::AsyncWriteExt as _;
+        self.stdin.write_all(b"go\n").await.map_err(|e| format!("the holder's stdin: {e}"))
+    }
+
+    async fn start(
+        s: &Settings,
+        url: &leasehold::StoreUrl,
+        spec: &str,
+        fenced: bool,
+        gated: bool,
+    ) -> Result<Holder, String> {
         let exe = std::env::current_exe().map_err(|e| e.to_string())?;
         let mut child = tokio::process::Command::new(exe)
             .arg("chaos-worker")
@@ -234,6 +276,7 @@ impl Holder {
             .arg(format!("--ttl-ms={}", s.ttl.as_millis()))
             .arg(format!("--fenced={}", u8::from(fenced)))
             .arg(format!("--permits={}", s.permits.unwrap_or(0)))
+            .arg(format!("--gate={}", u8::from(gated)))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())

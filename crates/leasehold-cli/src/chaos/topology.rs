@@ -14,10 +14,22 @@
 //!   Both arms get fences from an external source (a file in `--out`, `max(last + 1, clock
 //!   µs)` under `flock`), which the resource checks in the fenced arm.
 //!
-//! - `redis-cluster`: `failover` kills the master of the key's slot mid-hold; its replica
-//!   takes over. `redis-sentinel`: `failover` kills the primary; the sentinels promote the
-//!   replica. Both replicate asynchronously, so a second holder is allowed (with a larger
-//!   fence): the general verdict applies, never a stale effect or a locked-out successor.
+//! - `redis-cluster` and `redis-sentinel`: `failover` loses the holder's grant on purpose,
+//!   the hazard asynchronous replication allows. After a warm-up grant has replicated and
+//!   once the holder has connected, just before its grant, the replica (of the key's master;
+//!   of the primary) is frozen (SIGSTOP) and its replication link closed (`CLIENT KILL TYPE
+//!   replica`), so the grant cannot reach it; after the holder's first write the master or
+//!   primary is killed (-9), the replica resumed and promoted at once (`CLUSTER FAILOVER
+//!   TAKEOVER`; `SENTINEL FAILOVER`), and what it holds of the key is read before any
+//!   successor (the failover event says [`servers::GRANT_LOST`] when neither the lease nor
+//!   the holder's fence is there; the setup line counts those trials). The successor, through
+//!   the same `redis-cluster://` / `redis-sentinel://` URL, is granted the key while the
+//!   holder still believes it holds it (a lease long enough that its first renewal, at a
+//!   third of it, comes after the successor's grant: `--ttl 5s` on the cluster, `--ttl 10s`
+//!   with sentinels, whose promotion takes about a second). A second holder is allowed here;
+//!   the general verdict is what must hold: its fence (the promoted node's clock) is larger,
+//!   so the resource refuses the stale holder (no stale effect, no locked-out successor),
+//!   and the unfenced control shows the stale write accepted.
 //!
 //! Read strictly, beyond the general verdict: where the topology promises one holder (every
 //! one but `redlock5-majority`), a holder whose `lost()` came after the successor's grant
@@ -178,6 +190,22 @@ pub(super) async fn run(s: &Settings, name: &str) -> Result<(Vec<Trial>, Outline
     if name == "pg-sync" {
         setup.push_str(&format!("; {}", doctor_on_sync_pair().await?));
     }
+    if matches!(name, "redis-cluster" | "redis-sentinel") {
+        let lost = trials
+            .iter()
+            .filter(|t| {
+                t.events.iter().any(|e| {
+                    e.what == "failover"
+                        && e.detail.as_deref().is_some_and(|d| d.contains(servers::GRANT_LOST))
+                })
+            })
+            .count();
+        setup.push_str(&format!(
+            "; read on the promoted node before the successor: {} in {lost} of {} trials",
+            servers::GRANT_LOST,
+            trials.len()
+        ));
+    }
     if scheme == "redlock" {
         setup.push_str(&format!(
             "; fences from an external source (the file {}: max(last + 1, clock µs) under \
@@ -226,9 +254,9 @@ async fn doctor_on_sync_pair() -> Result<String, String> {
 /// one holder through the failure, no holder may learn of its loss after the successor's
 /// grant.
 pub fn verdict(name: &str, arms: &[leasehold_harness::history::chaos::Arm]) -> Result<(), String> {
-    // Asynchronous replication (a Redis Cluster master or a Sentinel primary lost) may
-    // admit a second holder: only the general verdict applies (no stale effect accepted, no
-    // locked-out successor).
+    // Asynchronous replication (a Redis Cluster master or a Sentinel primary lost, with the
+    // holder's grant, on purpose) admits a second holder: only the general verdict applies
+    // (no stale effect accepted, no locked-out successor, fences in order).
     if matches!(name, "redlock5-majority" | "redis-cluster" | "redis-sentinel") {
         return Ok(());
     }

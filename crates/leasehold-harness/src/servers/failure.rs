@@ -17,13 +17,23 @@ pub trait FailingStore: Send {
     fn replicated(&self) -> bool {
         false
     }
-    /// After a warm-up grant: lets the replica take it, then stops it following, so that it
-    /// misses what comes next. An error when the replica never got the warm-up grant.
-    fn cut_replica(&mut self) -> Result<(), String> {
+    /// Whether [`FailingStore::cut_replica`] must wait until the holder's store is open (a
+    /// replica frozen by the cut would hold up a cluster client connecting to every node);
+    /// otherwise the replica is cut before the holder starts.
+    fn cut_after_connect(&self) -> bool {
+        false
+    }
+    /// After a warm-up grant and before the holder's grant: lets the replica take the
+    /// warm-up grant, then stops it following, so that it misses what comes next (`suffix`
+    /// as for [`FailingStore::url`], for the names of the key). An error when the replica
+    /// never got the warm-up grant or could not be cut off.
+    fn cut_replica(&mut self, _suffix: &str) -> Result<(), String> {
         Ok(())
     }
-    /// Loses the primary (and promotes what takes over). Returns what happened and the URL to
-    /// use after it.
+    /// Loses the primary (and promotes what takes over). Returns what happened (for a Redis
+    /// form cut off by [`FailingStore::cut_replica`], what the promoted node holds of the key
+    /// before any successor: [`super::GRANT_LOST`] when the holder's grant is not there) and
+    /// the URL to use after it.
     fn fail_over(&mut self, suffix: &str) -> (String, String) {
         ("no failover for this store".into(), self.url(suffix))
     }

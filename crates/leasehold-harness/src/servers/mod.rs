@@ -20,7 +20,7 @@ pub use failure::{FailingStore, Plan, plan};
 pub use mysql::MyServer;
 pub use pg_sync::{PgSyncPair, SYNC_NAME};
 pub use postgres::PgServer;
-pub use redis::RedisServer;
+pub use redis::{GRANT_LOST, RedisServer};
 pub use redis_cluster::{ClusterNode, RedisCluster, cluster_port};
 pub use redlock_set::RedlockSet;
 pub use sentinel::{SERVICE, SentinelSet};

@@ -271,7 +271,7 @@ impl FailingStore for Failing {
     fn replicated(&self) -> bool {
         self.standby.is_some()
     }
-    fn cut_replica(&mut self) -> Result<(), String> {
+    fn cut_replica(&mut self, _suffix: &str) -> Result<(), String> {
         if let Some(standby) = &self.standby {
             standby.catch_up(&self.primary);
             standby.detach();

@@ -185,6 +185,139 @@ impl RedisServer {
     pub fn promote(&self) {
         self.cli(&["REPLICAOF", "NO", "ONE"]);
     }
+
+    /// Freezes `replica` (SIGSTOP), then closes this primary's replication links (`CLIENT
+    /// KILL TYPE replica`): nothing written here from now on reaches it, since the link is
+    /// gone before anything more is sent and a frozen replica cannot open another. Resume it
+    /// only once this primary is dead, or it reconnects and catches up from the backlog. An
+    /// error (the replica resumed) when no link was closed.
+    pub fn freeze_and_cut(&self, replica: &RedisServer) -> Result<(), String> {
+        replica.stop();
+        let said = self.cli(&["CLIENT", "KILL", "TYPE", "replica"]);
+        if said.parse::<u32>().is_ok_and(|n| n >= 1) {
+            return Ok(());
+        }
+        replica.cont();
+        Err(format!("CLIENT KILL TYPE replica on :{} said {said:?}", self.port))
+    }
+}
+
+/// Waits (bounded by `limit`) until the replica on port `replica` has applied everything the
+/// primary on `primary` had written when this was called: its `slave_repl_offset` reaches the
+/// primary's `master_repl_offset`. (`WAIT` cannot tell this from another connection: it
+/// waits only for the calling client's own writes, and answers at once for a client that
+/// wrote nothing.)
+pub(super) fn caught_up(primary: u16, replica: u16, limit: Duration) -> Result<(), String> {
+    let offset = |port: u16, field: &str| {
+        let out = Command::new(need("timeout"))
+            .arg("10")
+            .arg(need("redis-cli"))
+            .args(["-h", "127.0.0.1", "-p", &port.to_string(), "INFO", "replication"])
+            .stdin(Stdio::null())
+            .output()
+            .ok()?;
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        text.lines().find_map(|l| l.strip_prefix(field)?.trim().parse::<u64>().ok())
+    };
+    let want = offset(primary, "master_repl_offset:")
+        .ok_or_else(|| format!("no master_repl_offset from :{primary}"))?;
+    let deadline = Instant::now() + limit;
+    loop {
+        let got = offset(replica, "slave_repl_offset:");
+        if got.is_some_and(|o| o >= want) {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            return Err(format!(
+                "the replica :{replica} applied up to {got:?}, not the primary's {want}, within \
+                 {limit:?}"
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// In what a failover of a replicated Redis form reports, the promoted node had neither the
+/// holder's lease nor its fence: the holder's grant was lost with the old primary.
+pub const GRANT_LOST: &str = "the holder's grant was lost";
+
+/// The lease and fence-counter names of `key` on a Redis form (`PREFIX{KEY}`,
+/// `PREFIX{KEY}:fence`), the prefix from `suffix`'s options.
+pub(super) fn lease_names(suffix: &str, key: &str) -> (String, String) {
+    let prefix =
+        suffix.split(['?', '&']).find_map(|p| p.strip_prefix("prefix=")).unwrap_or("leasehold:");
+    let lease = format!("{prefix}{{{key}}}");
+    let fence = format!("{lease}:fence");
+    (lease, fence)
+}
+
+/// The database a `suffix`'s `db=N` option names ("0" without one).
+pub(super) fn db_of(suffix: &str) -> &str {
+    suffix.split(['?', '&']).find_map(|p| p.strip_prefix("db=")).unwrap_or("0")
+}
+
+/// What a promoted node's lease value and fence counter say, against the counter its primary
+/// had when the replica was cut off: [`GRANT_LOST`] when there is no lease and the counter is
+/// the one from before the cut (the holder's grant, made after it, never arrived).
+pub(super) fn promoted_read(read: Result<Vec<Option<String>>, String>, at_cut: &str) -> String {
+    match read.as_deref() {
+        Ok([None, Some(fence)]) if fence == at_cut => format!(
+            "{GRANT_LOST}: the promoted node had no lease on the key and the fence counter it \
+             had at the cut ({fence})"
+        ),
+        Ok(v) => format!(
+            "the promoted node had (lease, fence counter) {v:?} (the counter at the cut: \
+             {at_cut}): the holder's grant may have reached it"
+        ),
+        Err(e) => format!("the promoted node could not be read: {e}"),
+    }
+}
+
+/// `MGET NAMES…` (names of one slot) on the node at `port`, database `db`, asked again while
+/// it answers an error (a node just promoted may refuse for a moment), bounded by `limit`:
+/// each value, `None` for a missing key.
+pub(super) fn read_keys(
+    port: u16,
+    db: &str,
+    names: &[&str],
+    limit: Duration,
+) -> Result<Vec<Option<String>>, String> {
+    let deadline = Instant::now() + limit;
+    loop {
+        // `--no-raw`: a missing key reads `(nil)`, a value is quoted, an error says so.
+        let out = Command::new(need("timeout"))
+            .arg("10")
+            .arg(need("redis-cli"))
+            .args(["--no-raw", "-h", "127.0.0.1", "-p", &port.to_string(), "-n", db, "MGET"])
+            .args(names)
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|e| format!("redis-cli: {e}"))?;
+        let text = String::from_utf8_lossy(&out.stdout);
+        let values: Result<Vec<Option<String>>, String> = text
+            .lines()
+            .map(|l| {
+                let v = l.split_once(") ").filter(|(n, _)| n.trim().parse::<u32>().is_ok());
+                let v = v.map_or(l, |(_, v)| v).trim();
+                match v {
+                    "(nil)" => Ok(None),
+                    _ if v.starts_with('"') && v.ends_with('"') && v.len() >= 2 => {
+                        Ok(Some(v[1..v.len() - 1].to_owned()))
+                    }
+                    _ => Err(v.to_owned()),
+                }
+            })
+            .collect();
+        let last = match values {
+            Ok(v) if out.status.success() && v.len() == names.len() => return Ok(v),
+            Ok(v) => format!("{v:?} ({})", out.status),
+            Err(e) => e,
+        };
+        if Instant::now() > deadline {
+            return Err(format!("MGET on :{port} answered {last:?} for {limit:?}"));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }
 
 /// A CA and a server certificate for 127.0.0.1 signed by it, made with `openssl`.
@@ -282,11 +415,11 @@ impl FailingStore for Failing {
     fn replicated(&self) -> bool {
         self.replica.is_some()
     }
-    fn cut_replica(&mut self) -> Result<(), String> {
+    fn cut_replica(&mut self, _suffix: &str) -> Result<(), String> {
         let Some(replica) = &self.replica else { return Ok(()) };
-        let acked = self.primary.cli(&["WAIT", "1", "2000"]) == "1";
+        let applied = caught_up(self.primary.port(), replica.port(), Duration::from_secs(5));
         replica.detach();
-        if acked { Ok(()) } else { Err("the replica never acknowledged the warm-up grant".into()) }
+        applied.map_err(|e| format!("the replica never applied the warm-up grant: {e}"))
     }
     fn fail_over(&mut self, suffix: &str) -> (String, String) {
         let Some(replica) = &self.replica else {

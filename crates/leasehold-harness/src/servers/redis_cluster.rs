@@ -1,17 +1,20 @@
 //! A private Redis Cluster of three masters and three replicas on loopback, killed on drop:
 //! the master of a key's slot found, killed, and its replica's promotion awaited; `CLUSTER
-//! FAILOVER` on demand.
+//! FAILOVER` (or `TAKEOVER`) on demand; a replica frozen and cut off its master.
 
+use super::redis::{caught_up, lease_names, promoted_read, read_keys};
 use super::*;
 
 /// How long a cluster gets to come up (every slot covered, every replica linked).
 const UP: Duration = Duration::from_secs(60);
 
-/// One node: its port (its bus is port + 10000), its directory, its process.
+/// One node: its port (its bus is port + 10000), its directory, its process, whether it is
+/// frozen (SIGSTOP: asked nothing until resumed, a request would wait for it).
 struct Node {
     port: u16,
     dir: std::path::PathBuf,
     child: Option<Child>,
+    stopped: bool,
 }
 
 /// A private Redis Cluster (`--cluster-enabled yes`, `cluster-node-timeout` 1000 ms, no
@@ -68,7 +71,7 @@ impl RedisCluster {
             .map(|i| {
                 let d = dir.path().join(format!("node{i}"));
                 std::fs::create_dir_all(&d).unwrap();
-                Node { port: cluster_port(), dir: d, child: None }
+                Node { port: cluster_port(), dir: d, child: None, stopped: false }
             })
             .collect();
         let mut c = RedisCluster { _dir: dir, nodes };
@@ -134,8 +137,7 @@ impl RedisCluster {
     }
 
     fn healthy(&self) -> bool {
-        let running: Vec<u16> =
-            self.nodes.iter().filter(|n| n.child.is_some()).map(|n| n.port).collect();
+        let running: Vec<u16> = self.live().map(|n| n.port).collect();
         let all_ok = running.iter().all(|&p| {
             let info = cli(p, &["CLUSTER", "INFO"]);
             info.contains("cluster_state:ok") && info.contains("cluster_slots_ok:16384")
@@ -159,9 +161,14 @@ impl RedisCluster {
             && nodes.iter().filter(|n| n.master && !n.slots.is_empty()).all(|m| replicas(&m.id))
     }
 
-    /// `CLUSTER NODES` as read from the first running node.
+    /// The nodes running and not frozen.
+    fn live(&self) -> impl Iterator<Item = &Node> {
+        self.nodes.iter().filter(|n| n.child.is_some() && !n.stopped)
+    }
+
+    /// `CLUSTER NODES` as read from the first running node that is not frozen.
     pub fn cluster_nodes(&self) -> Vec<ClusterNode> {
-        let Some(p) = self.nodes.iter().find(|n| n.child.is_some()).map(|n| n.port) else {
+        let Some(p) = self.live().next().map(|n| n.port) else {
             return Vec::new();
         };
         cli(p, &["CLUSTER", "NODES"]).lines().filter_map(parse_node).collect()
@@ -185,7 +192,7 @@ impl RedisCluster {
 
     /// The slot of `key` (`CLUSTER KEYSLOT`).
     pub fn slot_of(&self, key: &str) -> Option<u16> {
-        let p = self.nodes.iter().find(|n| n.child.is_some())?.port;
+        let p = self.live().next()?.port;
         cli(p, &["CLUSTER", "KEYSLOT", key]).parse().ok()
     }
 
@@ -226,17 +233,63 @@ impl RedisCluster {
     /// `CLUSTER FAILOVER` on a replica of `key`'s master, waiting (bounded) until it is the
     /// master of the slot; the new master's port.
     pub fn failover(&self, key: &str) -> Result<u16, String> {
+        let (m, r) = self.master_and_replica(key)?;
+        let said = cli(r, &["CLUSTER", "FAILOVER"]);
+        if said != "OK" {
+            return Err(format!("CLUSTER FAILOVER said {said:?}"));
+        }
+        self.wait_promoted(key, m, Duration::from_secs(30))
+    }
+
+    /// The ports of the master of `key`'s slot and of its replica (linked, not failing).
+    pub fn master_and_replica(&self, key: &str) -> Result<(u16, u16), String> {
         let m = self.master_of(key).ok_or_else(|| format!("no master serves {key:?}"))?;
         let r = self
             .cluster_nodes()
             .into_iter()
             .find(|r| r.master_id.as_deref() == Some(m.id.as_str()) && !r.failing)
             .ok_or("the master has no replica")?;
-        let said = cli(r.port, &["CLUSTER", "FAILOVER"]);
-        if said != "OK" {
-            return Err(format!("CLUSTER FAILOVER said {said:?}"));
+        Ok((m.port, r.port))
+    }
+
+    /// Freezes the replica `replica` (SIGSTOP), then closes the replication link of its master
+    /// `master` (`CLIENT KILL TYPE replica`): nothing the master takes from now on reaches
+    /// the replica, since the link is gone before anything more is sent and a frozen replica
+    /// cannot open another. Resume it ([`RedisCluster::resume`]) only once the master is
+    /// dead, or it reconnects and catches up. An error (the replica resumed) when no link was
+    /// closed. While it is frozen this handle asks it nothing; a cluster client that connects
+    /// meanwhile would wait for it.
+    pub fn freeze_and_cut(&mut self, master: u16, replica: u16) -> Result<(), String> {
+        let i = self.index(replica)?;
+        self.signal(i, Signal::SIGSTOP)?;
+        self.nodes[i].stopped = true;
+        let said = cli(master, &["CLIENT", "KILL", "TYPE", "replica"]);
+        if said.parse::<u32>().is_ok_and(|n| n >= 1) {
+            return Ok(());
         }
-        self.wait_promoted(key, m.port, Duration::from_secs(30))
+        self.resume(replica)?;
+        Err(format!("CLIENT KILL TYPE replica on :{master} said {said:?}"))
+    }
+
+    /// Resumes a node frozen by [`RedisCluster::freeze_and_cut`] (SIGCONT).
+    pub fn resume(&mut self, port: u16) -> Result<(), String> {
+        let i = self.index(port)?;
+        self.signal(i, Signal::SIGCONT)?;
+        self.nodes[i].stopped = false;
+        Ok(())
+    }
+
+    fn signal(&self, i: usize, sig: Signal) -> Result<(), String> {
+        let c = self.nodes[i].child.as_ref().ok_or("the node is not running")?;
+        kill(Pid::from_raw(c.id() as i32), sig).map_err(|e| format!("{sig}: {e}"))
+    }
+
+    /// Kills (-9) the node on `port`.
+    pub fn kill_node(&mut self, port: u16) -> Result<(), String> {
+        let i = self.index(port)?;
+        kill9_child(&mut self.nodes[i].child);
+        self.nodes[i].stopped = false;
+        Ok(())
     }
 
     /// Moves the slot of `key` (a key name, e.g. `leasehold:{k}`) to another master by hand,
@@ -294,36 +347,32 @@ impl RedisCluster {
     }
 }
 
-/// The lease name chaos's key has on the store (`PREFIX{KEY}`), the prefix from `suffix`'s
-/// options.
-fn lease_name(suffix: &str, key: &str) -> String {
-    let prefix =
-        suffix.split(['?', '&']).find_map(|p| p.strip_prefix("prefix=")).unwrap_or("leasehold:");
-    format!("{prefix}{{{key}}}")
-}
-
 /// The cluster as a failing store for chaos's `failover` on topology `redis-cluster`: the
-/// master of the key's slot killed mid-hold, its replica taking over; holder and successor
-/// know every node as a seed.
+/// replica of the key's master frozen and cut off just before the holder's grant, the master
+/// killed (-9), the replica resumed and promoted at once (`CLUSTER FAILOVER TAKEOVER`), so the
+/// holder's grant is lost, as asynchronous replication allows; holder and successor know
+/// every node as a seed.
 pub(super) struct Failing {
     cluster: RedisCluster,
-    key: &'static str,
     killed: Option<u16>,
-    suffix: String,
+    cut: Option<Cut>,
 }
 
-/// `failover` (and `store-kill`) on a fresh 3 + 3 cluster, for the lease of `key`.
+/// A replica cut off its master by [`FailingStore::cut_replica`]: the two ports, the key's
+/// lease and fence-counter names, and the master's counter at the cut.
+struct Cut {
+    master: u16,
+    replica: u16,
+    lease: String,
+    fence: String,
+    fence_at_cut: String,
+}
+
+/// `failover` on a fresh 3 + 3 cluster, for the lease of [`CHAOS_KEY`].
 pub(super) fn plan() -> Plan {
     Plan {
-        start: || {
-            Box::new(Failing {
-                cluster: RedisCluster::start(),
-                key: CHAOS_KEY,
-                killed: None,
-                suffix: String::new(),
-            })
-        },
-        setup: "a private Redis Cluster (3 masters, 3 replicas, cluster-node-timeout 1000 ms, no persistence), fresh for each trial; the master of the key's slot was killed (-9) during the hold and its replica took over (asynchronous replication: the replica may or may not have the holder's grant); holder and successor know every node as a seed",
+        start: || Box::new(Failing { cluster: RedisCluster::start(), killed: None, cut: None }),
+        setup: "a private Redis Cluster (3 masters, 3 replicas, cluster-node-timeout 1000 ms, no persistence), fresh for each trial; an earlier grant replicated (the replica's offset reached the master's), then, once the holder had connected and just before its grant, the replica of the key's master was frozen (SIGSTOP) and its replication link closed (CLIENT KILL TYPE replica): the lag asynchronous replication allows, made certain; after the holder's first write the master was killed (-9), the replica resumed and promoted at once (CLUSTER FAILOVER TAKEOVER), and what it held of the key read before any successor; holder and successor know every node as a seed",
     }
 }
 
@@ -335,27 +384,65 @@ impl FailingStore for Failing {
         self.cluster.url(query(suffix))
     }
     fn kill9(&mut self) {
-        let name = lease_name(&self.suffix, self.key);
-        self.killed = self.cluster.kill_master_of(&name).ok();
+        let (lease, _) = lease_names("", CHAOS_KEY);
+        self.killed = self.cluster.kill_master_of(&lease).ok();
     }
     fn restart(&mut self) {
         if let Some(p) = self.killed.take() {
             let _ = self.cluster.restart(p);
         }
     }
+    fn replicated(&self) -> bool {
+        true
+    }
+    fn cut_after_connect(&self) -> bool {
+        true
+    }
+    fn cut_replica(&mut self, suffix: &str) -> Result<(), String> {
+        let (lease, fence) = lease_names(query(suffix), CHAOS_KEY);
+        let (master, replica) = self.cluster.master_and_replica(&lease)?;
+        caught_up(master, replica, Duration::from_secs(5))
+            .map_err(|e| format!("the replica never applied the warm-up grant: {e}"))?;
+        let at_cut = read_keys(master, "0", &[&fence], Duration::from_secs(5))?;
+        let fence_at_cut = at_cut.into_iter().flatten().next().ok_or("no fence counter")?;
+        self.cluster.freeze_and_cut(master, replica)?;
+        self.cut = Some(Cut { master, replica, lease, fence, fence_at_cut });
+        Ok(())
+    }
     fn fail_over(&mut self, suffix: &str) -> (String, String) {
-        self.suffix = suffix.to_owned();
-        let name = lease_name(suffix, self.key);
-        let what = match self.cluster.kill_master_of(&name) {
-            Ok(old) => match self.cluster.wait_promoted(&name, old, Duration::from_secs(30)) {
-                Ok(new) => format!(
-                    "master :{old} of the key's slot killed (-9); its replica :{new} took over"
-                ),
-                Err(e) => format!("master :{old} killed; {e}"),
-            },
-            Err(e) => format!("no failover: {e}"),
+        let what = match self.cut.take() {
+            Some(cut) => self.take_over(&cut).unwrap_or_else(|e| {
+                format!("master :{} killed, replica :{}: {e}", cut.master, cut.replica)
+            }),
+            None => "no failover: the replica was never cut off".into(),
         };
         (what, self.url(suffix))
+    }
+}
+
+impl Failing {
+    /// Kills the cut-off replica's master, resumes the replica and promotes it; what it holds
+    /// of the key once it masters the slot.
+    fn take_over(&mut self, cut: &Cut) -> Result<String, String> {
+        self.cluster.kill_node(cut.master)?;
+        self.killed = Some(cut.master);
+        self.cluster.resume(cut.replica)?;
+        let start = Instant::now();
+        let said = cli(cut.replica, &["CLUSTER", "FAILOVER", "TAKEOVER"]);
+        if said != "OK" {
+            return Err(format!("CLUSTER FAILOVER TAKEOVER said {said:?}"));
+        }
+        let new = self.cluster.wait_promoted(&cut.lease, cut.master, Duration::from_secs(30))?;
+        let took = start.elapsed().as_millis();
+        let read = read_keys(new, "0", &[&cut.lease, &cut.fence], Duration::from_secs(10));
+        Ok(format!(
+            "replica :{} of the key's master :{} frozen and cut off just before the holder's \
+             grant; the master killed (-9), the replica resumed and promoted (CLUSTER FAILOVER \
+             TAKEOVER; :{new} masters the slot {took} ms later); {}",
+            cut.replica,
+            cut.master,
+            promoted_read(read, &cut.fence_at_cut)
+        ))
     }
 }
 

@@ -2,6 +2,7 @@
 //! (quorum 2, `down-after-milliseconds` 500, `failover-timeout` 2000); the primary killed and
 //! the sentinels' promotion awaited, or `SENTINEL FAILOVER` on demand.
 
+use super::redis::{caught_up, db_of, lease_names, promoted_read, read_keys};
 use super::*;
 
 /// The service name the sentinels monitor.
@@ -153,6 +154,64 @@ impl SentinelSet {
         }
     }
 
+    /// `SENTINEL FAILOVER` on sentinel 1, asked again while it refuses (a replica just
+    /// resumed is still down in its eyes until it answers a ping: no replica fit to promote;
+    /// or the sentinels' own failover is under way), until that sentinel names `to` (this
+    /// set's primary or replica) and `to` says it is the master (the other sentinels learn of
+    /// it later). Bounded by `limit`.
+    pub fn force_failover(&self, to: &RedisServer, limit: Duration) -> Result<(), String> {
+        let deadline = Instant::now() + limit;
+        let want = to.port();
+        let mut started = false;
+        loop {
+            let master = to.cli(&["ROLE"]).starts_with("master");
+            if master && self.primary_port(0) == Some(want) {
+                return Ok(());
+            }
+            if !started {
+                started = self.sentinel_cli(0, &["SENTINEL", "FAILOVER", SERVICE]) == "OK";
+            }
+            if Instant::now() > deadline {
+                return Err(format!(
+                    "sentinel 1 did not promote :{want} within {limit:?} (SENTINEL FAILOVER {})",
+                    if started { "accepted" } else { "refused throughout" }
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Waits (bounded by `limit`) until `replica` streams from `primary` (the primary lists it
+    /// online) and every sentinel lists it as a replica that is not down: what a failover
+    /// back to it needs, e.g. after the sentinels demoted an old primary.
+    pub fn wait_replica(
+        &self,
+        replica: &RedisServer,
+        primary: &RedisServer,
+        limit: Duration,
+    ) -> Result<(), String> {
+        let deadline = Instant::now() + limit;
+        let online = format!("port={},state=online", replica.port());
+        let me = replica.port().to_string();
+        loop {
+            let streams = primary.cli(&["INFO", "replication"]).contains(&online);
+            let listed = self.sentinels.iter().all(|s| {
+                let r = sentinel_cli(s.port, &["SENTINEL", "REPLICAS", SERVICE]);
+                r.lines().any(|l| l == me) && !r.contains("s_down")
+            });
+            if streams && listed {
+                return Ok(());
+            }
+            if Instant::now() > deadline {
+                return Err(format!(
+                    ":{me} was not a replica of :{} in every sentinel's eyes within {limit:?}",
+                    primary.port()
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
     /// `SENTINEL FAILOVER` (no agreement needed), then waits for the promotion of the replica
     /// this set started with (so: once, from the starting roles).
     pub fn failover(&self) -> Result<(), String> {
@@ -165,19 +224,27 @@ impl SentinelSet {
 }
 
 /// The set as a failing store for chaos's `failover` on topology `redis-sentinel`: the
-/// primary killed mid-hold, the sentinels promoting the replica; holder and successor use
-/// the same `redis-sentinel://` URL.
+/// replica frozen and cut off just before the holder's grant, the primary killed (-9), the
+/// replica resumed and promoted at once (`SENTINEL FAILOVER`), so the holder's grant is lost,
+/// as asynchronous replication allows; holder and successor use the same
+/// `redis-sentinel://` URL.
 pub(super) struct Failing {
     set: SentinelSet,
+    /// At the cut: the key's lease and fence-counter names, the database, the primary's
+    /// counter.
+    cut: Option<(String, String, String, String)>,
 }
 
 /// `failover` on a fresh primary, replica and three sentinels.
 pub(super) fn plan() -> Plan {
     Plan {
-        start: || Box::new(Failing { set: SentinelSet::start() }),
-        setup: "a private Sentinel deployment (a primary, a replica, three sentinels: quorum 2, down-after 500 ms), fresh for each trial; the primary was killed (-9) during the hold and the sentinels promoted the replica (asynchronous replication: it may or may not have the holder's grant); holder and successor use the same redis-sentinel:// URL, which finds the new primary",
+        start: || Box::new(Failing { set: SentinelSet::start(), cut: None }),
+        setup: "a private Sentinel deployment (a primary, a replica, three sentinels: quorum 2, down-after 500 ms), fresh for each trial; an earlier grant replicated (the replica's offset reached the primary's), then, once the holder had connected and just before its grant, the replica was frozen (SIGSTOP) and its replication link closed (CLIENT KILL TYPE replica): the lag asynchronous replication allows, made certain; after the holder's first write the primary was killed (-9), the replica resumed and promoted at once (SENTINEL FAILOVER), and what it held of the key read before any successor; holder and successor use the same redis-sentinel:// URL, which finds the new primary",
     }
 }
+
+/// The key chaos holds (`leasehold chaos`'s `KEY`).
+const CHAOS_KEY: &str = super::redis_cluster::CHAOS_KEY;
 
 impl FailingStore for Failing {
     fn url(&self, suffix: &str) -> String {
@@ -189,15 +256,47 @@ impl FailingStore for Failing {
     fn restart(&mut self) {
         self.set.primary.restart();
     }
+    fn replicated(&self) -> bool {
+        true
+    }
+    fn cut_after_connect(&self) -> bool {
+        true
+    }
+    fn cut_replica(&mut self, suffix: &str) -> Result<(), String> {
+        let (lease, fence) = lease_names(query(suffix), CHAOS_KEY);
+        let db = db_of(query(suffix)).to_owned();
+        let p = &self.set.primary;
+        caught_up(p.port(), self.set.replica.port(), Duration::from_secs(5))
+            .map_err(|e| format!("the replica never applied the warm-up grant: {e}"))?;
+        let at_cut = read_keys(p.port(), &db, &[&fence], Duration::from_secs(5))?;
+        let at_cut = at_cut.into_iter().flatten().next().ok_or("no fence counter")?;
+        p.freeze_and_cut(&self.set.replica)?;
+        self.cut = Some((lease, fence, db, at_cut));
+        Ok(())
+    }
     fn fail_over(&mut self, suffix: &str) -> (String, String) {
-        self.set.kill_primary();
-        let what = match self.set.wait_promoted(Duration::from_secs(30)) {
-            Ok(()) => format!(
-                "primary :{} killed (-9); the sentinels promoted :{}",
-                self.set.primary.port(),
-                self.set.replica.port()
-            ),
-            Err(e) => format!("primary killed; {e}"),
+        let (primary, replica) = (self.set.primary.port(), self.set.replica.port());
+        let what = match self.cut.take() {
+            Some((lease, fence, db, at_cut)) => {
+                self.set.kill_primary();
+                self.set.replica.cont();
+                let start = Instant::now();
+                match self.set.force_failover(&self.set.replica, Duration::from_secs(30)) {
+                    Ok(()) => {
+                        let took = start.elapsed().as_millis();
+                        let port = self.set.replica.port();
+                        let read = read_keys(port, &db, &[&lease, &fence], Duration::from_secs(10));
+                        format!(
+                            "replica :{replica} frozen and cut off just before the holder's \
+                             grant; the primary :{primary} killed (-9), the replica resumed and \
+                             promoted (SENTINEL FAILOVER; primary {took} ms later); {}",
+                            promoted_read(read, &at_cut)
+                        )
+                    }
+                    Err(e) => format!("primary :{primary} killed, replica :{replica}: {e}"),
+                }
+            }
+            None => "no failover: the replica was never cut off".into(),
         };
         (what, self.url(suffix))
     }

@@ -39,9 +39,11 @@ pub fn topology(name: &str, scenario: &str) -> Result<Plan, String> {
                 "zk-ensemble" => "failover, store-kill (the leader killed), partition",
                 "pg-sync" => "failover (the primary killed, the synchronous standby promoted)",
                 "redis-cluster" =>
-                    "failover (the master of the key's slot killed, its replica \
-                                    promoted)",
-                "redis-sentinel" => "failover (the primary killed, the sentinels promote)",
+                    "failover (the replica cut off before the holder's grant, the master of \
+                     the key's slot killed, the replica promoted)",
+                "redis-sentinel" =>
+                    "failover (the replica cut off before the holder's grant, the primary \
+                     killed, the replica promoted)",
                 "redlock5" =>
                     "store-kill (a minority killed, restarted empty), partition (a \
                                minority cut off)",

@@ -4,6 +4,7 @@
 //! lh-worker mutex --key K --iters N --history FILE --counter FILE
 //! lh-worker hold  --key K --ttl-ms N --resource sqlite:PATH|redis://… --fenced 0|1
 //! lh-worker permit --key K --permits N --iters I --dir DIR --who NAME
+//! lh-worker fenced --key K --ttl-ms N --resource PATH --history FILE --who NAME
 //! ```
 //!
 //! The store URL comes from `$LH_WORKER_STORE` (never argv, where `ps` shows it).
@@ -62,6 +63,12 @@ async fn run() -> Res<()> {
         "permit" => {
             let (n, iters) = (opt("permits")?.parse()?, opt("iters")?.parse()?);
             permit(&locker, &opt("key")?, n, iters, Path::new(&opt("dir")?), &opt("who")?).await
+        }
+        "fenced" => {
+            let ttl = Duration::from_millis(opt("ttl-ms")?.parse()?);
+            let (resource, history) = (opt("resource")?, opt("history")?);
+            let files = (Path::new(&resource), Path::new(&history));
+            fenced(&locker, &opt("key")?, ttl, files, &opt("who")?).await
         }
         other => Err(format!("unknown command {other}").into()),
     }
@@ -161,5 +168,93 @@ async fn hold(
         Ok(ours) => println!("released {}", ours.is_clean()),
         Err(e) => println!("release failed: {e}"),
     }
+    Ok(())
+}
+
+/// `fenced`: until `stop` on stdin, acquire (auto-renewed) → two fenced effects on the shared
+/// resource ([`torture::effect`]) → release, recording each hold in the history file.
+/// Presents its fence as a holder that cannot see its lease would, so what refuses a stale
+/// effect is the resource's check. `hold F` on stdin: the first hold whose fence is above F
+/// pauses after its first effect, saying `paused FENCE`, until `go` (at most 60 s). Failed
+/// acquires (a failover under way), unknown outcomes, refused effects, losses and releases
+/// that found the grant gone are counted, never fatal; the last line is `done COUNTS`.
+async fn fenced(
+    locker: &Locker,
+    key: &str,
+    ttl: Duration,
+    (resource, history): (&Path, &Path),
+    who: &str,
+) -> Res<()> {
+    use leasehold_testkit::torture;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    let mut rec = Recorder::create(history)?;
+    let mut db = torture::open(resource)?;
+    let (stop_tx, mut stop) = tokio::sync::watch::channel(false);
+    let hold_above = Arc::new(AtomicU64::new(u64::MAX));
+    let go = Arc::new(tokio::sync::Notify::new());
+    {
+        let (hold_above, go) = (hold_above.clone(), go.clone());
+        tokio::spawn(async move {
+            let mut stdin = tokio::io::BufReader::new(tokio::io::stdin()).lines();
+            while let Ok(Some(line)) = stdin.next_line().await {
+                match line.split_once(' ') {
+                    Some(("hold", f)) => hold_above.store(f.parse().unwrap_or(0), Ordering::SeqCst),
+                    _ if line == "go" => go.notify_one(),
+                    _ if line == "stop" => break,
+                    _ => {}
+                }
+            }
+            let _ = stop_tx.send(true);
+        });
+    }
+    let mut n = torture::Counts::default();
+    while !*stop.borrow() {
+        let acquire =
+            locker.acquire(key, ttl).auto_renew(true).wait(Wait::For(Duration::from_secs(20)));
+        let got = tokio::select! {
+            got = acquire => got,
+            _ = stop.changed() => break,
+        };
+        let lease = match got {
+            Ok(l) => l,
+            Err(leasehold::Error::UnknownOutcome(_)) => {
+                n.unknown += 1;
+                continue;
+            }
+            Err(_) => {
+                n.acquire_errors += 1;
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let fence = lease.fence().get();
+        rec.enter(fence)?;
+        n.holds += 1;
+        let fencing =
+            leasehold::fence::Fencing::new(lease.key().clone(), lease.fence(), lease.owner());
+        for i in 0..2 {
+            match torture::effect(&mut db, &fencing, who) {
+                Ok(()) => n.effects += 1,
+                Err(leasehold::Error::StaleFence { .. }) => n.refused += 1,
+                Err(e) => return Err(format!("the resource failed: {e}").into()),
+            }
+            if i == 0 && fence > hold_above.load(Ordering::SeqCst) {
+                hold_above.store(u64::MAX, Ordering::SeqCst);
+                println!("paused {fence}");
+                let _ = tokio::time::timeout(Duration::from_secs(60), go.notified()).await;
+            } else if i == 0 {
+                tokio::time::sleep(Duration::from_millis(2)).await;
+            }
+        }
+        rec.exit(fence)?;
+        n.lost += u64::from(lease.is_lost());
+        match lease.release().await {
+            Ok(r) => n.overlapped += u64::from(r.may_have_overlapped()),
+            Err(leasehold::Error::UnknownOutcome(_)) => n.unknown += 1,
+            Err(_) => n.release_errors += 1,
+        }
+    }
+    println!("done {n}");
     Ok(())
 }
