@@ -35,7 +35,7 @@ async fn sentinel_failover_then_a_new_grant_through_the_same_url() {
     let held = l.acquire("job", Duration::from_secs(30)).auto_renew(false).await.unwrap();
     let first = held.fence();
     // The replica has the grant before the failover (SENTINEL FAILOVER waits for it too).
-    assert_eq!(set.primary.cli(&["WAIT", "1", "5000"]), "1");
+    set.primary.wait_applied_by(&set.replica);
     let set = blocking(move || {
         set.failover().expect("SENTINEL FAILOVER");
         set
@@ -70,7 +70,7 @@ async fn primary_killed_then_grants_on_the_promoted_replica() {
     let warm = l.acquire("k", Duration::from_secs(30)).await.unwrap();
     let fence = warm.fence();
     assert!(warm.release().await.unwrap().is_clean());
-    assert_eq!(set.primary.cli(&["WAIT", "1", "5000"]), "1");
+    set.primary.wait_applied_by(&set.replica);
     let set = blocking(move || {
         let mut set = set;
         set.kill_primary();
@@ -116,7 +116,7 @@ async fn waiter_is_woken_on_release_before_and_after_a_failover() {
         assert!(got - released < Duration::from_secs(5), "round {round}: {:?}", got - released);
         assert!(b.release().await.unwrap().is_clean());
         if round == 0 {
-            assert_eq!(set.primary.cli(&["WAIT", "1", "5000"]), "1");
+            set.primary.wait_applied_by(&set.replica);
             set.failover().expect("SENTINEL FAILOVER");
         }
     }
@@ -135,7 +135,7 @@ async fn permits_and_readers_follow_a_failover() {
     let p = l.acquire_permit("pool", 2, long).auto_renew(false).await.unwrap();
     let r1 = l.acquire_shared("doc", long).auto_renew(false).await.unwrap();
     let r2 = l.acquire_shared("doc", long).auto_renew(false).await.unwrap();
-    assert_eq!(set.primary.cli(&["WAIT", "1", "5000"]), "1");
+    set.primary.wait_applied_by(&set.replica);
     let set = blocking(move || {
         set.failover().expect("SENTINEL FAILOVER");
         set

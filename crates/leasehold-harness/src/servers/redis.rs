@@ -159,6 +159,12 @@ impl RedisServer {
         String::from_utf8_lossy(&out.stdout).trim().to_string()
     }
 
+    /// Waits (bounded by 10 s; panics past it) until `replica` has applied everything this
+    /// server had written when called: what `WAIT` from another connection cannot tell.
+    pub fn wait_applied_by(&self, replica: &RedisServer) {
+        caught_up(self.port, replica.port, Duration::from_secs(10)).expect("replica caught up");
+    }
+
     /// Makes this server a replica of `primary` and waits until the link is up.
     pub fn replicate(&self, primary: &RedisServer) {
         self.cli(&["REPLICAOF", "127.0.0.1", &primary.port.to_string()]);
