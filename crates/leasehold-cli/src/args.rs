@@ -299,11 +299,13 @@ pub(crate) enum Cmd {
     ///
     /// Scenarios: uncontended (one task, acquire + release), handoff (--tasks contenders on
     /// one key), many-keys (64 tasks, own keys, one connection), hold-many (--leases leases
-    /// with auto-renew). On redis:// the baselines are the raw redis-rs client doing the same
-    /// round trips, redis-benchmark, and (built with --features peers) the rslock crate; on
-    /// postgres:// pgbench running leasehold's own statements; on mysql:// the raw
-    /// mysql_async client sending them; on etcd:// leasehold's raw etcd gRPC client sending them and etcd's
-    /// own Lock RPC (the etcdctl lock recipe).
+    /// with auto-renew), primitives (mutex, semaphore permit, reader). On redis:// the
+    /// baselines are the raw redis-rs client doing the same round trips, redis-benchmark, and
+    /// (built with --features peers) the rslock crate, and (built with --features
+    /// peer-distributed-lock) the distributed-lock-redis crate's mutex, reader and semaphore
+    /// in the primitives scenario; on postgres:// pgbench running leasehold's own statements;
+    /// on mysql:// the raw mysql_async client sending them; on etcd:// leasehold's raw etcd
+    /// gRPC client sending them and etcd's own Lock RPC (the etcdctl lock recipe).
     Bench {
         #[command(flatten)]
         store: StoreOpt,

@@ -96,3 +96,71 @@ fn bench_primitives_rows_and_refusals() {
     assert!(f.get("permit_time_per_cycle_vs_mutex").is_none(), "{f}");
     assert!(f["reader_time_per_cycle_vs_mutex"].as_f64().unwrap() > 0.0, "{f}");
 }
+
+/// Built with `peer-distributed-lock`, `--scenario primitives` on a private Redis also runs
+/// the distributed-lock-redis crate's mutex, semaphore and reader in the same run: a row each
+/// with completed cycles and the client requests the server counted, and one "leasehold ÷
+/// peer" ratio per primitive, in the JSON and in the table. No timing is asserted.
+#[cfg(feature = "peer-distributed-lock")]
+#[test]
+fn bench_primitives_distributed_lock_peer() {
+    let redis = leasehold_testkit::servers::RedisServer::start();
+    let out = tempfile::tempdir().unwrap();
+    let o = Command::new(BIN)
+        .args(["bench", "--store", &redis.url(), "--runs", "1", "--duration", "150ms"])
+        .args(["--scenario", "primitives", "--out"])
+        .arg(out.path())
+        .output()
+        .unwrap();
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let table = String::from_utf8_lossy(&o.stdout);
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.path().join("bench.json")).unwrap())
+            .unwrap();
+    let p = &v["scenarios"]["primitives"];
+    assert_eq!(p["peer"], "distributed-lock-redis 0.2", "{p}");
+    let rows = p["contenders"].as_array().unwrap();
+    assert_eq!(rows.len(), 6, "{p}");
+    for c in rows {
+        assert!(c["ops_per_s_median"].as_f64().unwrap() > 0.0, "{c}");
+        assert!(c["store_commands_per_acquisition"].as_f64().unwrap() > 0.0, "{c}");
+    }
+    let peer_rows: Vec<&str> = rows
+        .iter()
+        .map(|c| c["contender"].as_str().unwrap())
+        .filter(|n| n.starts_with("distributed-lock-redis 0.2 "))
+        .collect();
+    assert_eq!(peer_rows.len(), 3, "{peer_rows:?}");
+    for (prim, word) in [
+        ("mutex", "mutex"),
+        ("semaphore (3 permits)", "semaphore"),
+        ("reader (shared grant)", "reader"),
+    ] {
+        assert!(peer_rows.iter().any(|n| n.contains(word)), "{word}: {peer_rows:?}");
+        let r = p["leasehold_time_per_cycle_vs_peer"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["baseline"] == prim)
+            .unwrap_or_else(|| panic!("no ratio for {prim}: {p}"));
+        assert!(r["median"].as_f64().unwrap() > 0.0, "{r}");
+        assert_eq!(r["per_run"].as_array().unwrap().len(), 1, "{r}");
+        // Paired right: leasehold's time per cycle over the peer's is the peer's cycles/s over
+        // leasehold's (the rows' figures are rounded to whole cycles/s).
+        let run0 = |from: &str| {
+            let row = rows
+                .iter()
+                .find(|c| {
+                    let n = c["contender"].as_str().unwrap();
+                    n.starts_with(from) && n.contains(word)
+                })
+                .unwrap_or_else(|| panic!("no {from} {word} row: {p}"));
+            row["ops_per_s_runs"][0].as_f64().unwrap()
+        };
+        let want = run0("distributed-lock-redis") / run0("leasehold");
+        let got = r["per_run"][0].as_f64().unwrap();
+        assert!((got - want).abs() <= 0.01 * want + 0.002, "{prim}: {got} vs {want}: {p}");
+        let line = format!("→ leasehold {prim} time per cycle ÷ distributed-lock-redis 0.2's");
+        assert!(table.contains(&line), "{line}\n{table}");
+    }
+}

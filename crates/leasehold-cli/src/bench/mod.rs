@@ -15,6 +15,8 @@ use leasehold::{Locker, OwnerToken, Scheme, Wait};
 // stand-in that is never constructed (`off`), so the scenarios read the same in every build.
 #[cfg(feature = "redis")]
 mod cluster;
+#[cfg(feature = "peer-distributed-lock")]
+mod distributed_lock;
 #[cfg(feature = "etcd")]
 mod etcd;
 mod handoff;
@@ -32,10 +34,14 @@ mod report;
 mod table;
 mod uncontended;
 
+#[cfg(feature = "peer-distributed-lock")]
+use distributed_lock::Peer as DlPeer;
 #[cfg(feature = "etcd")]
 use etcd::{EtcdLockRpc, EtcdRaw};
 #[cfg(feature = "mysql")]
 use mysql::MyRaw;
+#[cfg(not(feature = "peer-distributed-lock"))]
+use off::DlPeer;
 #[cfg(not(feature = "mysql"))]
 use off::MyRaw;
 #[cfg(not(feature = "etcd"))]
@@ -346,7 +352,9 @@ pub async fn run(s: Settings) -> BenchResult<Report> {
                     Some(hold_many::hold_many(&s, &locker, redis_side.as_ref(), &progress).await?);
             }
             Scenario::Primitives => {
-                ran.primitives = Some(primitives::primitives(&s, &locker, &progress).await?);
+                ran.primitives = Some(
+                    primitives::primitives(&s, &locker, redis_side.as_ref(), &progress).await?,
+                );
             }
             Scenario::All => unreachable!("expanded above"),
         }

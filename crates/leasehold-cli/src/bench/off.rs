@@ -21,6 +21,8 @@ macro_rules! never {
     )*};
 }
 never!(RedisSide, Raw, PgSide, PgRaw, MyRaw, EtcdRaw, EtcdLockRpc);
+// The primitives scenario's peer crate (feature `peer-distributed-lock`).
+never!(DlPeer);
 
 fn not_built<T>(store: &str) -> BenchResult<T> {
     Err(format!("this leasehold was built without the {store} feature"))

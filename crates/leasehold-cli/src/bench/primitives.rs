@@ -1,10 +1,14 @@
 //! One task on one store: the mutex, a permit of a 3-permit semaphore and a reader, each an
 //! acquire + release of a free key, interleaved in the same run; a primitive the store
-//! refuses is skipped with the store's reason.
+//! refuses is skipped with the store's reason. Built with `peer-distributed-lock`, on
+//! redis:// the `distributed-lock-redis` crate's three take turns in the same slices, and
+//! each leasehold primitive's time per cycle is paired with the peer's.
 
+#[cfg(feature = "peer-distributed-lock")]
+use super::distributed_lock as dl;
 use super::{
-    BenchResult, Contender, Leasehold, Progress, RunResult, SLICES, Settings, TTL, Tally, cycles,
-    median, per_run_ratios, report, unique,
+    BenchResult, Contender, DlPeer, LEASEHOLD_REQUESTS, Leasehold, Progress, RedisSide, RunResult,
+    SLICES, Settings, TTL, Tally, cycles, median, per_run_ratios, report, unique,
 };
 use leasehold::{Locker, Wait};
 use std::time::Duration;
@@ -98,32 +102,165 @@ impl Prim {
             Prim::Reader => format!("{key}:rw"),
         }
     }
+}
 
-    async fn cycles(self, locker: &Locker, key: &str, d: Duration) -> BenchResult<RunResult> {
-        let key = self.key(key);
-        match self {
-            Prim::Mutex => cycles(&Leasehold(locker.clone()), &key, d).await,
-            Prim::Permit => cycles(&PermitOf(locker.clone()), &key, d).await,
-            Prim::Reader => cycles(&Reader(locker.clone()), &key, d).await,
+/// Who runs a primitive: leasehold, or the peer crate.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Side {
+    Leasehold,
+    /// `distributed-lock-redis` (built with `peer-distributed-lock`, on redis:// only).
+    Peer,
+}
+
+/// One contender of this scenario.
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct Who {
+    prim: Prim,
+    side: Side,
+}
+
+impl Who {
+    fn label(self) -> String {
+        match self.side {
+            Side::Leasehold => self.prim.label().to_owned(),
+            Side::Peer => peer_label(self.prim),
         }
     }
+
+    /// The requests this contender's client sends, by INFO commandstats name.
+    fn requests(self) -> &'static [&'static str] {
+        match self.side {
+            Side::Leasehold => LEASEHOLD_REQUESTS,
+            Side::Peer => peer_requests(self.prim),
+        }
+    }
+
+    /// Back-to-back cycles for `d` on this contender's own key of a run keyed `key`.
+    async fn cycles(
+        self,
+        locker: &Locker,
+        peer: Option<&DlPeer>,
+        key: &str,
+        d: Duration,
+    ) -> BenchResult<RunResult> {
+        let key = self.prim.key(key);
+        match self.side {
+            Side::Leasehold => match self.prim {
+                Prim::Mutex => cycles(&Leasehold(locker.clone()), &key, d).await,
+                Prim::Permit => cycles(&PermitOf(locker.clone()), &key, d).await,
+                Prim::Reader => cycles(&Reader(locker.clone()), &key, d).await,
+            },
+            Side::Peer => peer_cycles(self.prim, peer, &format!("{key}:dl"), d).await,
+        }
+    }
+
+    /// [`Self::cycles`], with the client requests the server counted meanwhile when the
+    /// store is one Redis server.
+    async fn counted(
+        self,
+        locker: &Locker,
+        peer: Option<&DlPeer>,
+        redis: Option<&RedisSide>,
+        key: &str,
+        d: Duration,
+    ) -> BenchResult<RunResult> {
+        let Some(r) = redis else { return self.cycles(locker, peer, key, d).await };
+        let (mut res, (calls, _)) =
+            r.timed(self.requests(), self.cycles(locker, peer, key, d)).await?;
+        res.commands = Some(calls);
+        Ok(res)
+    }
+}
+
+/// The peer's row label for `prim`: what its calls send per cycle (read from its source).
+fn peer_label(prim: Prim) -> String {
+    match prim {
+        Prim::Mutex => format!(
+            "{PEER} mutex: create_lock + try_acquire (SET NX PX) + release (EVAL compare-and-delete)"
+        ),
+        Prim::Permit => format!(
+            "{PEER} semaphore of {PERMITS}: create_semaphore + try_acquire (EVAL: ZREMRANGEBYSCORE, ZCARD, ZADD) + release (EVAL ZREM)"
+        ),
+        Prim::Reader => format!(
+            "{PEER} reader: create_reader_writer_lock + try_acquire_read (EXISTS, SADD, PTTL, PEXPIRE) + release (SREM)"
+        ),
+    }
+}
+
+/// What the peer's client sends for `prim`, by INFO commandstats name (a script's own calls
+/// are counted under their names, so only the client's requests are listed).
+fn peer_requests(prim: Prim) -> &'static [&'static str] {
+    match prim {
+        Prim::Mutex => &["set", "eval", "evalsha"],
+        Prim::Permit => &["eval", "evalsha"],
+        Prim::Reader => &["exists", "sadd", "pttl", "pexpire", "srem", "sismember"],
+    }
+}
+
+#[cfg(feature = "peer-distributed-lock")]
+async fn peer_cycles(
+    prim: Prim,
+    peer: Option<&DlPeer>,
+    key: &str,
+    d: Duration,
+) -> BenchResult<RunResult> {
+    let peer = peer.ok_or("no distributed-lock peer on this store")?;
+    match prim {
+        Prim::Mutex => cycles(&peer.mutex(), key, d).await,
+        Prim::Permit => cycles(&peer.permit(PERMITS), key, d).await,
+        Prim::Reader => cycles(&peer.reader(), key, d).await,
+    }
+}
+
+// Without the feature no peer contender is ever made (`DlPeer` is uninhabited).
+#[cfg(not(feature = "peer-distributed-lock"))]
+async fn peer_cycles(
+    _: Prim,
+    peer: Option<&DlPeer>,
+    _: &str,
+    _: Duration,
+) -> BenchResult<RunResult> {
+    match peer {
+        Some(p) => match *p {},
+        None => Err("this leasehold was built without the peer-distributed-lock feature".into()),
+    }
+}
+
+/// The peer crate on this store, when built in and the store is one Redis server.
+async fn peer_of(redis: Option<&RedisSide>) -> BenchResult<Option<DlPeer>> {
+    #[cfg(feature = "peer-distributed-lock")]
+    if let Some(r) = redis {
+        return Ok(Some(dl::Peer::connect(&r.url).await?));
+    }
+    let _ = redis;
+    Ok(None)
 }
 
 pub(super) async fn primitives(
     s: &Settings,
     locker: &Locker,
+    redis: Option<&RedisSide>,
     p: &Progress,
 ) -> BenchResult<report::Primitives> {
+    let peer = peer_of(redis).await?;
     // Warm up each primitive once; the store's refusal (`Unsupported`) skips it.
     let warm = Duration::from_millis(200);
     let (mut ran, mut skipped) = (Vec::new(), Vec::new());
     for prim in Prim::ALL {
-        match prim.cycles(locker, &unique("warm"), warm).await {
-            Ok(_) => ran.push(prim),
+        let who = Who { prim, side: Side::Leasehold };
+        match who.cycles(locker, None, &unique("warm"), warm).await {
+            Ok(_) => ran.push(who),
             Err(e) if prim != Prim::Mutex && refused(locker, prim) => {
                 skipped.push(report::Skipped { primitive: prim.name(), reason: e })
             }
             Err(e) => return Err(e),
+        }
+    }
+    if peer.is_some() {
+        for prim in Prim::ALL {
+            let who = Who { prim, side: Side::Peer };
+            who.cycles(locker, peer.as_ref(), &unique("warm"), warm).await?;
+            ran.push(who);
         }
     }
     let mut tallies: Vec<Tally> = ran.iter().map(|_| Tally::default()).collect();
@@ -137,30 +274,48 @@ pub(super) async fn primitives(
         for i in 0..SLICES as usize {
             for turn in 0..n {
                 let who = (turn + i + run) % n;
-                acc[who].merge(ran[who].cycles(locker, &key, slice).await?);
+                let res = ran[who].counted(locker, peer.as_ref(), redis, &key, slice).await?;
+                acc[who].merge(res);
             }
         }
         for (t, r) in tallies.iter_mut().zip(acc) {
             t.add(r);
         }
     }
-    let mutex = &tallies[0];
+    let tally = |prim: Prim, side: Side| {
+        ran.iter().position(|w| *w == Who { prim, side }).map(|i| &tallies[i])
+    };
+    let mutex = tally(Prim::Mutex, Side::Leasehold).expect("the mutex always runs");
     let ratio = |prim: Prim| {
-        let t = &tallies[ran.iter().position(|p| *p == prim)?];
+        let t = tally(prim, Side::Leasehold)?;
         let per_run = per_run_ratios(&mutex.per_run, &t.per_run);
         Some((median(per_run.clone()), per_run))
     };
     let (permit, reader) = (ratio(Prim::Permit), ratio(Prim::Reader));
+    // leasehold's time per cycle over the peer's, primitive by primitive, run by run.
+    let vs_peer = Prim::ALL
+        .into_iter()
+        .filter_map(|prim| {
+            let (lh, peer) = (tally(prim, Side::Leasehold)?, tally(prim, Side::Peer)?);
+            let per_run = per_run_ratios(&peer.per_run, &lh.per_run);
+            Some(report::Ratio { baseline: prim.name(), median: median(per_run.clone()), per_run })
+        })
+        .collect();
     Ok(report::Primitives {
         what: "one task: mutex, a permit of a semaphore of 3, a reader, each acquire + release of a free key, interleaved in the same run",
-        contenders: ran.iter().zip(&tallies).map(|(p, t)| t.row(p.label())).collect(),
+        contenders: ran.iter().zip(&tallies).map(|(w, t)| t.row(&w.label())).collect(),
         skipped,
         permit_time_per_cycle_vs_mutex: permit.as_ref().map(|r| r.0),
         per_run_ratios_permit: permit.map(|r| r.1),
         reader_time_per_cycle_vs_mutex: reader.as_ref().map(|r| r.0),
         per_run_ratios_reader: reader.map(|r| r.1),
+        peer: peer.is_some().then_some(PEER),
+        leasehold_time_per_cycle_vs_peer: vs_peer,
     })
 }
+
+/// The peer's name in the report.
+const PEER: &str = "distributed-lock-redis 0.2";
 
 /// Whether the store says it cannot hold `prim` (its guarantees), so that its error is its
 /// refusal rather than a failure.

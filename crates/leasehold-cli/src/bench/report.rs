@@ -226,6 +226,14 @@ pub struct Primitives {
     pub reader_time_per_cycle_vs_mutex: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub per_run_ratios_reader: Option<Vec<f64>>,
+    /// The peer crate measured in the same runs (built with `peer-distributed-lock`, on
+    /// redis://), if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub peer: Option<&'static str>,
+    /// Per primitive (`baseline` names it), leasehold's time per cycle over the peer's: the
+    /// median of the per-run ratios, and those ratios. Empty without a peer.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub leasehold_time_per_cycle_vs_peer: Vec<Ratio>,
 }
 
 /// A primitive the store refused, and the store's words.

@@ -136,6 +136,16 @@ fn primitives(out: &mut String, p: &Primitives) {
             ));
         }
     }
+    if let Some(peer) = p.peer {
+        for r in &p.leasehold_time_per_cycle_vs_peer {
+            out.push_str(&format!(
+                "  → leasehold {} time per cycle ÷ {peer}'s, median of per-run ratios: {} (per run {})\n",
+                r.baseline,
+                j(&r.median),
+                j(&r.per_run)
+            ));
+        }
+    }
 }
 
 fn many_keys(out: &mut String, m: &ManyKeys) {
