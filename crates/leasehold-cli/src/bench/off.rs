@@ -29,7 +29,7 @@ fn not_built<T>(store: &str) -> BenchResult<T> {
 }
 
 impl RedisSide {
-    pub(super) async fn connect(_: &str) -> BenchResult<Self> {
+    pub(super) async fn connect(_: &leasehold::StoreUrl) -> BenchResult<Self> {
         not_built("redis")
     }
     pub(super) async fn calls(&self, _: &[&str]) -> BenchResult<u64> {

@@ -35,11 +35,14 @@
 //! one but `redlock5-majority`), a holder whose `lost()` came after the successor's grant
 //! fails the run, whatever the backend's `Guarantees` allow in general.
 
+#[cfg(feature = "redis")]
 use std::io::{Read as _, Seek as _, Write as _};
 use std::path::PathBuf;
 use std::sync::OnceLock;
 
-use leasehold::{FenceRepeat, FenceToken, Key, Locker};
+use leasehold::Locker;
+#[cfg(feature = "redis")]
+use leasehold::{FenceRepeat, FenceToken, Key};
 use leasehold_harness::servers;
 
 use super::{Outline, Settings, Trial, faults, progress};
