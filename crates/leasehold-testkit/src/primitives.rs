@@ -214,7 +214,7 @@ pub async fn readers_overlap_writers_exclude(l: &Locker) {
 /// overlaps the last), on a store with writer preference; then the readers resume. Without
 /// writer preference (`flock`), the writer waiting behind the stream is granted as soon as
 /// the stream stops. With it, first the direct check: a reader asking after a writer began
-/// to wait is not granted before that writer ([`late_reader_waits_for_the_writer`]).
+/// to wait is not granted before that writer (`late_reader_waits_for_the_writer`).
 pub async fn writer_not_starved(l: &Locker) {
     if !shared(l) {
         return assert_shared_refused(l).await;

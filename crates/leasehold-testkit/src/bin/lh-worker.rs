@@ -172,7 +172,7 @@ async fn hold(
 }
 
 /// `fenced`: until `stop` on stdin, acquire (auto-renewed) → two fenced effects on the shared
-/// resource ([`torture::effect`]) → release, recording each hold in the history file.
+/// resource ([`leasehold_testkit::torture::effect`]) → release, recording each hold in the history file.
 /// Presents its fence as a holder that cannot see its lease would, so what refuses a stale
 /// effect is the resource's check. `hold F` on stdin: the first hold whose fence is above F
 /// pauses after its first effect, saying `paused FENCE`, until `go` (at most 60 s). Failed
