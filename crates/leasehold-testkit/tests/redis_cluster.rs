@@ -247,3 +247,42 @@ async fn waiting_readers_and_permits_use_the_shard_channel() {
 
 const LONG: Duration = Duration::from_secs(30);
 const BOUND: Duration = Duration::from_secs(20);
+
+/// A hot key's handoffs keep its shard subscription: 20 handoffs between two lockers, back
+/// to back, subscribe its channel once (or twice, had a pause outlasted the 1 s linger), not
+/// once per handoff; and the subscription is dropped once the key stays idle.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hot_keys_subscription_lingers_between_handoffs() {
+    let cluster = blocking(RedisCluster::start).await;
+    let l = Locker::connect(&cluster.url("")).await.unwrap();
+    let o = other(&l);
+    let master = cluster.master_of("leasehold:{hot}").unwrap().port;
+    let subscribes = || -> u64 {
+        let stats = cluster.cli(master, &["INFO", "commandstats"]);
+        stats
+            .lines()
+            .find_map(|l| l.strip_prefix("cmdstat_ssubscribe:calls="))
+            .and_then(|v| v.split(',').next()?.parse().ok())
+            .unwrap_or(0)
+    };
+    let before = subscribes();
+    let mut held = l.acquire("hot", LONG).await.unwrap();
+    for round in 0..20 {
+        let waiter = if round % 2 == 0 { o.clone() } else { l.clone() };
+        let next = tokio::spawn(async move {
+            waiter.acquire("hot", LONG).wait(Wait::For(Duration::from_secs(10))).await
+        });
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        assert!(held.release().await.unwrap().is_clean());
+        held = tokio::time::timeout(BOUND, next).await.unwrap().unwrap().expect("handoff");
+    }
+    assert!(held.release().await.unwrap().is_clean());
+    let n = subscribes() - before;
+    assert!((1..=2).contains(&n), "{n} SSUBSCRIBEs for 20 handoffs");
+    let channel = "leasehold:{hot}:released";
+    let start = Instant::now();
+    while cluster.cli(master, &["PUBSUB", "SHARDNUMSUB", channel]).lines().nth(1) != Some("0") {
+        assert!(start.elapsed() < Duration::from_secs(10), "the idle subscription stayed");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}

@@ -24,6 +24,22 @@ async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> 
     tokio::task::spawn_blocking(f).await.expect("launcher")
 }
 
+/// `SENTINEL FAILOVER`, then waits (20 s at most) until the sentinels have turned the old
+/// primary into a replica (it answers READONLY then).
+async fn fail_over_and_demote(set: SentinelSet) -> SentinelSet {
+    let set = blocking(move || {
+        set.failover().expect("SENTINEL FAILOVER");
+        set
+    })
+    .await;
+    let start = Instant::now();
+    while !set.primary.cli(&["ROLE"]).starts_with("slave") {
+        assert!(start.elapsed() < Duration::from_secs(20), "the old primary was never demoted");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    set
+}
+
 /// `SENTINEL FAILOVER` during a hold: the held lease's renewal and release reach the new
 /// primary (the old one, demoted, answers READONLY), and a new grant through the same URL
 /// has a larger fence.
@@ -36,17 +52,7 @@ async fn sentinel_failover_then_a_new_grant_through_the_same_url() {
     let first = held.fence();
     // The replica has the grant before the failover (SENTINEL FAILOVER waits for it too).
     set.primary.wait_applied_by(&set.replica);
-    let set = blocking(move || {
-        set.failover().expect("SENTINEL FAILOVER");
-        set
-    })
-    .await;
-    // The sentinels turn the old primary into a replica (it answers READONLY then).
-    let start = Instant::now();
-    while !set.primary.cli(&["ROLE"]).starts_with("slave") {
-        assert!(start.elapsed() < Duration::from_secs(20), "the old primary was never demoted");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let set = fail_over_and_demote(set).await;
     held.renew().await.expect("renewal on the new primary");
     assert_eq!(set.replica.cli(&["GET", "leasehold:{job}"]), held.owner().to_string());
     assert!(held.release().await.unwrap().is_clean(), "release on the new primary");
@@ -136,16 +142,7 @@ async fn permits_and_readers_follow_a_failover() {
     let r1 = l.acquire_shared("doc", long).auto_renew(false).await.unwrap();
     let r2 = l.acquire_shared("doc", long).auto_renew(false).await.unwrap();
     set.primary.wait_applied_by(&set.replica);
-    let set = blocking(move || {
-        set.failover().expect("SENTINEL FAILOVER");
-        set
-    })
-    .await;
-    let start = Instant::now();
-    while !set.primary.cli(&["ROLE"]).starts_with("slave") {
-        assert!(start.elapsed() < Duration::from_secs(20), "the old primary was never demoted");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let set = fail_over_and_demote(set).await;
     p.renew().await.expect("a permit's renewal on the new primary");
     r1.renew().await.expect("a reader's renewal on the new primary");
     let slot = format!("leasehold:{{pool}}#{}", p.slot());

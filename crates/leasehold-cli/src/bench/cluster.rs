@@ -59,6 +59,10 @@ pub struct ScenarioRow {
     pub cluster_us_per_cycle: BTreeMap<String, f64>,
     /// Share of the script calls each master served (medians over runs).
     pub cycle_share: BTreeMap<String, f64>,
+    /// Server µs per cycle over every master together (their µs over the run's cycles),
+    /// median over runs: what a cycle costs the cluster wherever its key lives (each run's
+    /// key may land on another master, so per-master medians can miss it).
+    pub cluster_us_per_cycle_all: f64,
     /// Script calls per cycle (median over runs): single, cluster. Above 2, waiters retried.
     pub scripts_per_cycle: (f64, f64),
 }
@@ -226,6 +230,12 @@ pub(super) async fn compare(
                 .collect()
         };
         let (single_r, cluster_r) = (rates(0), rates(1));
+        let all_us = slot[1]
+            .iter()
+            .map(|(_, ops, nodes)| {
+                nodes.iter().map(|n| n.0).sum::<u64>() as f64 / (*ops).max(1) as f64
+            })
+            .collect();
         let scripts_per_cycle = |side: usize| -> f64 {
             let v = slot[side]
                 .iter()
@@ -254,6 +264,7 @@ pub(super) async fn compare(
             cluster_cycles_per_s: cluster_r.iter().map(|x| x.round()).collect(),
             single_us_per_cycle: round_to(median(per_cycle(0, 0)), 2),
             cluster_us_per_cycle: cluster_us,
+            cluster_us_per_cycle_all: round_to(median(all_us), 2),
             cycle_share,
             scripts_per_cycle: (scripts_per_cycle(0), scripts_per_cycle(1)),
         });
@@ -310,12 +321,13 @@ pub fn table(c: &Comparison) -> String {
     );
     for r in &c.scenarios {
         out.push_str(&format!(
-            "\n[{}]\n  single  cycles/s {:?}  µs/cycle {}  scripts/cycle {}\n  cluster cycles/s {:?}  µs/cycle per master {:?}  share of script calls {:?}  scripts/cycle {}\n  → cluster ÷ single cycles/s: {}\n",
+            "\n[{}]\n  single  cycles/s {:?}  µs/cycle {}  scripts/cycle {}\n  cluster cycles/s {:?}  µs/cycle {} (all masters), per master {:?}  share of script calls {:?}  scripts/cycle {}\n  → cluster ÷ single cycles/s: {}\n",
             r.name,
             r.single_cycles_per_s,
             r.single_us_per_cycle,
             r.scripts_per_cycle.0,
             r.cluster_cycles_per_s,
+            r.cluster_us_per_cycle_all,
             r.cluster_us_per_cycle,
             r.cycle_share,
             r.scripts_per_cycle.1,
@@ -323,10 +335,7 @@ pub fn table(c: &Comparison) -> String {
         ));
     }
     if let (Some(lh), Some(raw)) = (c.scenarios.first(), c.scenarios.get(3)) {
-        let us = |r: &ScenarioRow| {
-            let v: Vec<f64> = r.cluster_us_per_cycle.values().copied().collect();
-            median(v) / r.single_us_per_cycle
-        };
+        let us = |r: &ScenarioRow| r.cluster_us_per_cycle_all / r.single_us_per_cycle;
         out.push_str(&format!(
             "\nuncontended, leasehold's cluster ÷ single over raw redis-rs's: cycles/s {}, server µs per cycle {}\n",
             round_to(lh.ratio / raw.ratio, 3),

@@ -2,7 +2,9 @@
 //! master of each key's slot, through one RESP3 cluster connection of its own whose
 //! subscriptions redis-rs tracks and sends again after a reconnect, a `MOVED` or a failover
 //! (to the node that serves the slot then). A message lost in such a move costs a waiter at
-//! most [`POLL`]: every wait also ends then, and the waiter asks the store again.
+//! most [`POLL`]: every wait also ends then, and the waiter asks the store again. An idle
+//! subscription lingers for [`LINGER`], as on one server (`pubsub.rs`), so a hot key's
+//! handoffs do not pay an SSUBSCRIBE and an SUNSUBSCRIBE each.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -21,8 +23,21 @@ use crate::{Error, Result};
 /// The longest a waiter waits without asking the store again.
 pub(super) const POLL: Duration = Duration::from_secs(1);
 
-/// Channel name → its waiters' notify and how many they are.
-type Channels = Arc<Mutex<HashMap<String, (Arc<Notify>, usize)>>>;
+/// How long an idle subscription stays.
+const LINGER: Duration = Duration::from_secs(1);
+
+/// One subscribed channel.
+struct Channel {
+    notify: Arc<Notify>,
+    waiters: usize,
+    /// When `waiters` last dropped to zero.
+    idle_since: Instant,
+    /// A sweeper task is pending for this channel.
+    sweeping: bool,
+}
+
+/// Channel name → its waiters.
+type Channels = Arc<Mutex<HashMap<String, Channel>>>;
 
 /// The sharded subscriber of one cluster store.
 pub(crate) struct ShardSubscriber {
@@ -34,7 +49,7 @@ pub(crate) struct ShardSubscriber {
     conn: tokio::sync::Mutex<Option<ClusterConnection>>,
 }
 
-fn lock(c: &Channels) -> std::sync::MutexGuard<'_, HashMap<String, (Arc<Notify>, usize)>> {
+fn lock(c: &Channels) -> std::sync::MutexGuard<'_, HashMap<String, Channel>> {
     c.lock().unwrap_or_else(|p| p.into_inner())
 }
 
@@ -64,20 +79,20 @@ impl ShardSubscriber {
             let map = lock(&channels);
             match info.kind {
                 PushKind::SMessage => {
-                    if let Some((n, _)) = channel_of(&info).and_then(|c| map.get(&c)) {
-                        n.notify_one();
+                    if let Some(c) = channel_of(&info).and_then(|c| map.get(&c)) {
+                        c.notify.notify_one();
                     }
                 }
                 // Moved (the server unsubscribed us when the slot left its node) or
                 // subscribed again after a move: a release may have been missed meanwhile.
                 PushKind::SUnsubscribe | PushKind::SSubscribe => {
-                    if let Some((n, _)) = channel_of(&info).and_then(|c| map.get(&c)) {
-                        n.notify_waiters();
+                    if let Some(c) = channel_of(&info).and_then(|c| map.get(&c)) {
+                        c.notify.notify_waiters();
                     }
                 }
                 PushKind::Disconnection => {
-                    for (n, _) in map.values() {
-                        n.notify_waiters();
+                    for c in map.values() {
+                        c.notify.notify_waiters();
                     }
                 }
                 _ => {}
@@ -106,57 +121,94 @@ impl ShardSubscriber {
         let (notify, fresh) = {
             let mut map = lock(&self.channels);
             let fresh = !map.contains_key(&channel);
-            let e = map.entry(channel.clone()).or_insert_with(|| (Arc::new(Notify::new()), 0));
-            e.1 += 1;
-            (e.0.clone(), fresh)
+            let e = map.entry(channel.clone()).or_insert_with(|| Channel {
+                notify: Arc::new(Notify::new()),
+                waiters: 0,
+                idle_since: Instant::now(),
+                sweeping: false,
+            });
+            e.waiters += 1;
+            (e.notify.clone(), fresh)
         };
         let w = ShardWatch { notify, channel: channel.clone(), sub: self.clone() };
         if fresh {
-            if guard.is_none() {
-                *guard = Some(self.connect().await?);
-            }
-            let conn = guard.as_mut().expect("just set");
-            if let Err(e) = conn.ssubscribe(&channel).await {
-                return Err(redis_err("redis-cluster", "SSUBSCRIBE", e));
+            let subscribed = async {
+                if guard.is_none() {
+                    *guard = Some(self.connect().await?);
+                }
+                let conn = guard.as_mut().expect("just set");
+                conn.ssubscribe(&channel)
+                    .await
+                    .map_err(|e| redis_err("redis-cluster", "SSUBSCRIBE", e))
+            };
+            if let Err(e) = subscribed.await {
+                // Not subscribed: no entry may linger as if it were (a fresh channel has no
+                // other waiter, since they all pass the lock held here).
+                lock(&self.channels).remove(&channel);
+                return Err(e);
             }
         }
         Ok(w)
     }
 
-    /// One waiter fewer on `channel`; the last one's leaving unsubscribes it (decided under
-    /// the subscription lock, so a waiter arriving meanwhile keeps it).
+    /// One waiter fewer on `channel`. The subscription lingers for [`LINGER`] after its last
+    /// waiter leaves; a sweeper unsubscribes it then, unless a waiter came back.
     fn forget(self: &Arc<Self>, channel: &str) {
-        let last = {
+        let sweep = {
             let mut map = lock(&self.channels);
             match map.get_mut(channel) {
                 Some(e) => {
-                    e.1 = e.1.saturating_sub(1);
-                    e.1 == 0
+                    e.waiters = e.waiters.saturating_sub(1);
+                    if e.waiters == 0 {
+                        e.idle_since = Instant::now();
+                    }
+                    let start = e.waiters == 0 && !e.sweeping;
+                    e.sweeping |= start;
+                    start
                 }
                 None => false,
             }
         };
-        let Ok(rt) = tokio::runtime::Handle::try_current() else { return };
-        if last {
-            let (me, channel) = (Arc::downgrade(self), channel.to_owned());
-            rt.spawn(async move {
-                let Some(me) = me.upgrade() else { return };
-                let mut guard = me.conn.lock().await;
-                {
-                    let mut map = lock(&me.channels);
-                    if map.get(&channel).is_none_or(|e| e.1 > 0) {
-                        return;
-                    }
-                    map.remove(&channel);
-                }
-                if let Some(c) = guard.as_mut() {
-                    let bounded = tokio::time::timeout(me.limits.op, c.sunsubscribe(&channel));
-                    if !matches!(bounded.await, Ok(Ok(()))) {
-                        *guard = None; // a fresh connection has no stale subscriptions
-                    }
-                }
-            });
+        if sweep && let Ok(rt) = tokio::runtime::Handle::try_current() {
+            rt.spawn(sweep_channel(Arc::downgrade(self), channel.to_owned()));
         }
+    }
+}
+
+/// Unsubscribes `channel` once it has had no waiter for [`LINGER`] in a row (decided under
+/// the subscription lock, so a waiter arriving meanwhile keeps it).
+async fn sweep_channel(sub: std::sync::Weak<ShardSubscriber>, channel: String) {
+    loop {
+        let due = {
+            let Some(me) = sub.upgrade() else { return };
+            let map = lock(&me.channels);
+            match map.get(&channel) {
+                Some(e) => e.idle_since + LINGER,
+                None => return,
+            }
+        };
+        tokio::time::sleep_until(due.into()).await;
+        let Some(me) = sub.upgrade() else { return };
+        let mut guard = me.conn.lock().await;
+        {
+            let mut map = lock(&me.channels);
+            let Some(e) = map.get_mut(&channel) else { return };
+            if e.waiters > 0 {
+                e.sweeping = false; // the next drop to zero starts a new sweeper
+                return;
+            }
+            if e.idle_since.elapsed() < LINGER {
+                continue; // used again meanwhile: look later
+            }
+            map.remove(&channel);
+        }
+        if let Some(c) = guard.as_mut() {
+            let bounded = tokio::time::timeout(me.limits.op, c.sunsubscribe(&channel));
+            if !matches!(bounded.await, Ok(Ok(()))) {
+                *guard = None; // a fresh connection has no stale subscriptions
+            }
+        }
+        return;
     }
 }
 
