@@ -234,18 +234,24 @@ impl Lease {
         let call = tracing::Instrument::instrument(s.store.release(s.id.key(), &owner), span);
         let res = tokio::time::timeout(s.op_timeout, call).await;
         self.done = true;
-        // A release that got no answer from a lease that was lost meanwhile (its session
-        // ended or its deadline passed while the request waited, as for a holder thawed after
-        // a freeze) is not an unknown: the grant is gone or going by the store's own expiry,
-        // and the section may have overlapped, which is what the answer says.
-        let lost_meanwhile = res.is_err() && s.lost_now().is_some();
+        // A release that got no answer (a timeout, or the store unreachable) from a lease
+        // that was lost meanwhile (its session ended or its deadline passed while the
+        // request waited, as for a holder thawed after a freeze) is not an unknown: the grant
+        // is gone or going by the store's own expiry, and the section may have overlapped,
+        // which is what the answer says.
+        let unanswered = match &res {
+            Err(_) => true,
+            Ok(Err(e)) => e.is_unavailable() || matches!(e, Error::UnknownOutcome(_)),
+            Ok(Ok(_)) => false,
+        };
+        let lost_meanwhile = unanswered && s.lost_now().is_some();
         if res.is_err() && !lost_meanwhile {
             s.tel.count(crate::telemetry::UNKNOWN, s.id.key(), Some(("op", "release")));
         }
         s.mark_lost(LostReason::Released);
         self.leave_local();
         match res {
-            Err(_) if lost_meanwhile => Ok(Released::MayHaveOverlapped),
+            _ if lost_meanwhile => Ok(Released::MayHaveOverlapped),
             Err(_) => Err(Error::UnknownOutcome(format!(
                 "release of {:?} got no answer within {:?}; the store's expiry or session end \
                  will free it",

@@ -36,6 +36,7 @@
 
 pub mod cluster;
 mod connect;
+mod linger;
 mod options;
 mod prims;
 mod probe;
@@ -55,8 +56,7 @@ pub(crate) use pubsub::{SubWatch, Subscriber};
 use scripts::{FORGET, GRANT, RELEASE, RENEW_MANY};
 pub(crate) use scripts::{GRANT_NO_FENCE, Names};
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;

@@ -1,7 +1,8 @@
 //! Release notifications over Redis pub/sub: one subscriber connection per server, waiters
-//! of a key queued on one `Notify`, idle subscriptions dropped after a linger.
+//! of a key queued on one `Notify`, idle subscriptions dropped after a linger (`linger.rs`).
 
 use super::*;
+use crate::backends::redis::linger::{Channels, Lingering, Settled, start_sweeper};
 
 /// Release notifications: one pub/sub connection per server, shared by every waiter of the
 /// store. Waiters of one key in this process queue on one `Notify`, and a release wakes one
@@ -13,31 +14,13 @@ pub(crate) struct Subscriber {
     channels: Channels,
 }
 
-/// Channel name → (waiters' notify, number of waiters).
-type Channels = Arc<Mutex<HashMap<String, Channel>>>;
-
-/// One subscribed channel.
-#[derive(Debug)]
-struct Channel {
-    notify: Arc<Notify>,
-    waiters: usize,
-    /// When `waiters` last dropped to zero.
-    idle_since: Instant,
-    /// A sweeper task is pending for this channel.
-    sweeping: bool,
-}
-
 impl Subscriber {
     pub(super) fn new(client: redis::Client) -> Arc<Self> {
         Arc::new(Subscriber {
             client,
             sink: tokio::sync::Mutex::new(None),
-            channels: Arc::default(),
+            channels: Channels::default(),
         })
-    }
-
-    fn channels(&self) -> std::sync::MutexGuard<'_, HashMap<String, Channel>> {
-        self.channels.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Connects if needed (resubscribing every channel in use) and returns the sink.
@@ -52,23 +35,17 @@ impl Subscriber {
                 .await
                 .map_err(|e| redis_err("redis", "pub/sub connect", e))?;
             let (mut sink, mut stream) = ps.split();
-            let names: Vec<String> = self.channels().keys().cloned().collect();
+            let names = self.channels.names();
             if !names.is_empty() {
                 sink.subscribe(&names).await.map_err(|e| redis_err("redis", "subscribe", e))?;
             }
             let channels = self.channels.clone();
             tokio::spawn(async move {
                 while let Some(msg) = stream.next().await {
-                    let map = channels.lock().unwrap_or_else(|p| p.into_inner());
-                    if let Some(c) = map.get(msg.get_channel_name()) {
-                        c.notify.notify_one();
-                    }
+                    channels.notify_one(msg.get_channel_name());
                 }
                 // Connection gone: wake everyone (they may have missed a release).
-                for c in channels.lock().unwrap_or_else(|p| p.into_inner()).values() {
-                    c.notify.notify_waiters();
-                    c.notify.notify_one();
-                }
+                channels.wake_all();
             });
             **guard = Some(sink);
         }
@@ -79,19 +56,7 @@ impl Subscriber {
     /// cannot miss a release.
     pub async fn watch(self: &Arc<Self>, channel: String) -> Result<SubWatch> {
         let mut guard = self.sink.lock().await;
-        let (notify, fresh) = {
-            let mut map = self.channels();
-            // A lingering entry (no waiters) is still subscribed: only a new one needs SUBSCRIBE.
-            let fresh = !map.contains_key(&channel);
-            let e = map.entry(channel.clone()).or_insert_with(|| Channel {
-                notify: Arc::new(Notify::new()),
-                waiters: 0,
-                idle_since: Instant::now(),
-                sweeping: false,
-            });
-            e.waiters += 1;
-            (e.notify.clone(), fresh)
-        };
+        let (notify, fresh) = self.channels.join(&channel);
         let had_conn = guard.is_some();
         let r = async {
             let sink = self.sink(&mut guard).await?;
@@ -110,69 +75,33 @@ impl Subscriber {
         Ok(SubWatch { notify, channel, sub: self.clone() })
     }
 
-    /// One waiter fewer on `channel`. The subscription lingers for [`LINGER`] after its last
-    /// waiter leaves, so keys with steady contention do not pay SUBSCRIBE + UNSUBSCRIBE on
-    /// every handoff.
+    /// One waiter fewer on `channel`. The subscription lingers (`linger.rs`), so keys with
+    /// steady contention do not pay SUBSCRIBE + UNSUBSCRIBE on every handoff.
     fn forget(self: &Arc<Self>, channel: &str) {
-        let sweep = {
-            let mut map = self.channels();
-            match map.get_mut(channel) {
-                Some(e) => {
-                    e.waiters = e.waiters.saturating_sub(1);
-                    if e.waiters == 0 {
-                        e.idle_since = Instant::now();
-                    }
-                    let start = e.waiters == 0 && !e.sweeping;
-                    e.sweeping |= start;
-                    start
-                }
-                None => false,
-            }
-        };
-        if sweep && let Ok(rt) = tokio::runtime::Handle::try_current() {
-            rt.spawn(sweep_channel(Arc::downgrade(self), channel.to_owned()));
-        }
+        let start = self.channels.leave(channel);
+        start_sweeper(self, channel, start);
     }
 }
 
-/// Unsubscribes `channel` once it has had no waiter for [`LINGER`] in a row.
-async fn sweep_channel(sub: std::sync::Weak<Subscriber>, channel: String) {
-    loop {
-        let due = {
-            let Some(me) = sub.upgrade() else { return };
-            let map = me.channels();
-            match map.get(&channel) {
-                Some(e) => e.idle_since + LINGER,
-                None => return,
-            }
-        };
-        tokio::time::sleep_until(due.into()).await;
-        let Some(me) = sub.upgrade() else { return };
+#[async_trait]
+impl Lingering for Subscriber {
+    fn channels(&self) -> &Channels {
+        &self.channels
+    }
+
+    async fn unsubscribe_if_idle(&self, channel: &str) -> Settled {
         // Decided under the sink lock: a watcher that came back meanwhile wins.
-        let mut guard = me.sink.lock().await;
-        {
-            let mut map = me.channels();
-            let Some(e) = map.get_mut(&channel) else { return };
-            if e.waiters > 0 {
-                e.sweeping = false; // the next drop to zero starts a new sweeper
-                return;
-            }
-            if e.idle_since.elapsed() < LINGER {
-                continue; // used again meanwhile: look later
-            }
-            map.remove(&channel);
-        }
-        if let Some(sink) = guard.as_mut()
-            && sink.unsubscribe(&channel).await.is_err()
+        let mut guard = self.sink.lock().await;
+        let settled = self.channels.settle(channel);
+        if settled == Settled::Removed
+            && let Some(sink) = guard.as_mut()
+            && sink.unsubscribe(channel).await.is_err()
         {
             *guard = None;
         }
-        return;
+        settled
     }
 }
-
-/// How long an idle subscription stays.
-const LINGER: Duration = Duration::from_secs(1);
 
 /// A subscription held by one waiter.
 pub(crate) struct SubWatch {
