@@ -107,7 +107,8 @@ fn bench_primitives_distributed_lock_peer() {
     let redis = leasehold_testkit::servers::RedisServer::start();
     let out = tempfile::tempdir().unwrap();
     let o = Command::new(BIN)
-        .args(["bench", "--store", &redis.url(), "--runs", "1", "--duration", "150ms"])
+        .env("LEASEHOLD_STORE", &redis.url())
+        .args(["bench", "--runs", "1", "--duration", "150ms"])
         .args(["--scenario", "primitives", "--out"])
         .arg(out.path())
         .output()

@@ -250,7 +250,8 @@ fn chaos_report_at(
     ttl: &str,
 ) -> (i32, serde_json::Value) {
     let o = Command::new(BIN)
-        .args(["chaos", "--store", store, "--scenario", scenario, "--ttl", ttl])
+        .env("LEASEHOLD_STORE", store)
+        .args(["chaos", "--scenario", scenario, "--ttl", ttl])
         .args(["--trials", &trials.to_string(), "--control-trials", &control.to_string()])
         .arg("--out")
         .arg(out)
@@ -388,7 +389,8 @@ fn chaos_failover() {
 
 fn chaos_report_err(store: &str, scenario: &str) -> (i32, String) {
     let o = Command::new(BIN)
-        .args(["chaos", "--store", store, "--scenario", scenario, "--out"])
+        .env("LEASEHOLD_STORE", store)
+        .args(["chaos", "--scenario", scenario, "--out"])
         .arg(tempfile::tempdir().unwrap().path())
         .output()
         .unwrap();

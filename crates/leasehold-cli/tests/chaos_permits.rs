@@ -14,7 +14,8 @@ use std::process::Command;
 fn permits_run(store: &str, n: u32) -> serde_json::Value {
     let out = tempfile::tempdir().unwrap();
     let o = Command::new(BIN)
-        .args(["chaos", "--store", store, "--scenario", "stalled-holder"])
+        .env("LEASEHOLD_STORE", store)
+        .args(["chaos", "--scenario", "stalled-holder"])
         .args(["--permits", &n.to_string(), "--trials", "3", "--control-trials", "2"])
         .args(["--ttl", "300ms", "--out"])
         .arg(out.path())
@@ -71,7 +72,8 @@ fn chaos_permits_refused_where_the_store_cannot() {
     let d = tempfile::tempdir().unwrap();
     let out = tempfile::tempdir().unwrap();
     let o = Command::new(BIN)
-        .args(["chaos", "--store", &format!("file://{}", d.path().display())])
+        .env("LEASEHOLD_STORE", format!("file://{}", d.path().display()))
+        .args(["chaos"])
         .args(["--scenario", "stalled-holder", "--permits", "3", "--trials", "1", "--out"])
         .arg(out.path())
         .output()
@@ -81,7 +83,8 @@ fn chaos_permits_refused_where_the_store_cannot() {
     assert!(!out.path().join("report.json").exists());
     // --permits belongs to stalled-holder on the --store URL only.
     let o = Command::new(BIN)
-        .args(["chaos", "--store", &format!("sqlite://{}/l.db", d.path().display())])
+        .env("LEASEHOLD_STORE", format!("sqlite://{}/l.db", d.path().display()))
+        .args(["chaos"])
         .args(["--scenario", "partition", "--permits", "3", "--out"])
         .arg(out.path())
         .output()

@@ -11,7 +11,11 @@ use std::process::Command;
 use std::time::Duration;
 
 fn busy_elsewhere(url: &str, key: &str, fence: leasehold::FenceToken) {
-    let o = Command::new(BIN).args(["run", "--store", url, key, "--", "true"]).output().unwrap();
+    let o = Command::new(BIN)
+        .env("LEASEHOLD_STORE", url)
+        .args(["run", key, "--", "true"])
+        .output()
+        .unwrap();
     assert_eq!(code(&o), 75, "{key} (fence {fence}) granted to another process: {}", stderr(&o));
 }
 
