@@ -78,7 +78,9 @@ pub(crate) fn extract(lang: Lang, tree: &Tree, src: &str) -> FileIr {
         let func = stack.last().map_or(0, |s| s.0);
         let kind = n.kind();
         let mut descend = true;
-        if n.is_named() && !n.is_extra() {
+        // Comments are extras; so is a Ruby heredoc's body, which is code.
+        let comment = n.is_extra() && kind.contains("comment");
+        if n.is_named() && !comment {
             if spec.funcs.contains(&kind) {
                 col.funcs.push((n, Some(func)));
                 stack.push((col.funcs.len() - 1, n.end_byte()));
@@ -113,8 +115,8 @@ pub(crate) fn extract(lang: Lang, tree: &Tree, src: &str) -> FileIr {
                 col.idents.push(Ident { func, byte: n.start_byte(), name });
                 descend = false;
             }
-        } else if n.is_extra() {
-            descend = false; // comments
+        } else if comment {
+            descend = false;
         }
         if descend && cur.goto_first_child() {
             continue;
@@ -136,18 +138,18 @@ pub(crate) fn extract(lang: Lang, tree: &Tree, src: &str) -> FileIr {
         } else {
             langs::func_parts(&spec, *n, src)
         };
-        ir.funcs.push(Func { name, span: span(*n, src), params, parent: *parent });
+        ir.funcs.push(Func { name, params, parent: *parent });
     }
     let call_ids: HashMap<usize, usize> =
         col.calls.iter().enumerate().map(|(i, (n, _))| (n.id(), i)).collect();
     let b = Builder { spec: &spec, src, call_ids: &call_ids };
 
     // Handlers first: calls record which handlers protect them.
-    for (n, func) in &col.tries {
-        b.try_handlers(*n, *func, &mut ir.handlers);
+    for (n, _) in &col.tries {
+        b.try_handlers(*n, &mut ir.handlers);
     }
-    for (n, func) in &col.ifs {
-        b.if_handlers(*n, *func, &mut ir.handlers);
+    for (n, _) in &col.ifs {
+        b.if_handlers(*n, &mut ir.handlers);
     }
 
     for (n, func) in &col.calls {
@@ -477,8 +479,7 @@ impl Builder<'_> {
         let mut chain = Vec::new();
         let mut tried = false;
         let mut cur = call;
-        loop {
-            let Some(p) = cur.parent() else { break };
+        while let Some(p) = cur.parent() {
             if self.spec.transparent.contains(&p.kind()) {
                 tried |= p.kind() == "try_expression";
                 cur = p;
@@ -551,10 +552,11 @@ impl Builder<'_> {
         if self.spec.lang == Lang::Rust && k == "block" {
             return (Use::Returned, false);
         }
-        if self.spec.lang == Lang::Go && matches!(k, "expression_list") {
-            if let Some(pp) = p.parent() {
-                return self.use_in(pp, p);
-            }
+        if self.spec.lang == Lang::Go
+            && matches!(k, "expression_list")
+            && let Some(pp) = p.parent()
+        {
+            return self.use_in(pp, p);
         }
         if self.spec.lang == Lang::Python && k == "pattern_list" {
             return (Use::Other, false);
@@ -609,10 +611,10 @@ impl Builder<'_> {
         if self.spec.returns.contains(&k) {
             return (Use::Returned, false);
         }
-        if matches!(k, "expression_list") {
-            if let Some(pp) = p.parent() {
-                return self.use_in(pp, p);
-            }
+        if matches!(k, "expression_list")
+            && let Some(pp) = p.parent()
+        {
+            return self.use_in(pp, p);
         }
         (Use::Other, false)
     }
@@ -677,7 +679,7 @@ impl Builder<'_> {
         None
     }
 
-    fn try_handlers(&self, n: Node<'_>, func: FuncId, out: &mut Vec<Handler>) {
+    fn try_handlers(&self, n: Node<'_>, out: &mut Vec<Handler>) {
         let k = n.kind();
         let mut c = n.walk();
         let kids: Vec<Node<'_>> = n.named_children(&mut c).collect();
@@ -709,7 +711,6 @@ impl Builder<'_> {
                 })
                 .unwrap_or(cl);
             out.push(Handler {
-                func,
                 span: span(cl, self.src),
                 protects,
                 outcome: self.outcome(body),
@@ -720,7 +721,7 @@ impl Builder<'_> {
 
     /// Go's `if err != nil { … }` after (or around) a call; Rust's `if let Err(…) = …` and
     /// `match … { Err(…) => … }`.
-    fn if_handlers(&self, n: Node<'_>, func: FuncId, out: &mut Vec<Handler>) {
+    fn if_handlers(&self, n: Node<'_>, out: &mut Vec<Handler>) {
         match (self.spec.lang, n.kind()) {
             (Lang::Go, "if_statement") => {
                 let Some(cond) = n.child_by_field_name("condition") else { return };
@@ -737,7 +738,6 @@ impl Builder<'_> {
                 };
                 let Some(body) = n.child_by_field_name("consequence") else { return };
                 out.push(Handler {
-                    func,
                     span: span(n, self.src),
                     protects,
                     outcome: self.outcome(body),
@@ -756,7 +756,6 @@ impl Builder<'_> {
                 let Some(v) = cond.child_by_field_name("value") else { return };
                 let Some(body) = n.child_by_field_name("consequence") else { return };
                 out.push(Handler {
-                    func,
                     span: span(n, self.src),
                     protects: self.protected_value(n, v),
                     outcome: self.outcome(body),
@@ -774,7 +773,6 @@ impl Builder<'_> {
                     }
                     let Some(val) = arm.child_by_field_name("value") else { continue };
                     out.push(Handler {
-                        func,
                         span: span(arm, self.src),
                         protects: self.protected_value(n, v),
                         outcome: self.outcome(val),
@@ -933,6 +931,11 @@ impl Builder<'_> {
 /// A returned value: false-like is a refusal, true-like a grant, anything else a check.
 fn literal_outcome(v: &str) -> Outcome {
     let v = v.trim().trim_start_matches('(').trim_end_matches(')');
+    // Go's several results: the first says whether it acquired.
+    let v = match v.split_once(',') {
+        Some((first, _)) if !v.starts_with("ok(") && !v.starts_with("some(") => first.trim(),
+        _ => v,
+    };
     match v {
         "true" | "true, nil" | "ok(true)" | "some(true)" => Outcome::Grants,
         "" | "false" | "none" | "null" | "nil" | "0" | "-1" | "false, nil" | "nil, nil"

@@ -45,12 +45,6 @@ pub(crate) struct Expr {
     pub words: Vec<String>,
 }
 
-impl Expr {
-    pub fn has_word(&self, w: &str) -> bool {
-        self.words.iter().any(|x| x == w)
-    }
-}
-
 /// One argument.
 #[derive(Debug, Clone)]
 pub(crate) struct Arg {
@@ -105,7 +99,6 @@ pub(crate) struct Call {
 #[derive(Debug, Clone)]
 pub(crate) struct Func {
     pub name: String,
-    pub span: Span,
     pub params: Vec<String>,
     pub parent: Option<FuncId>,
 }
@@ -152,7 +145,6 @@ pub(crate) enum Outcome {
 /// `unwrap_or(false)` / `if let Err` / `let _ =`.
 #[derive(Debug, Clone)]
 pub(crate) struct Handler {
-    pub func: FuncId,
     /// Where it is reported (the clause's first line).
     pub span: Span,
     /// The bytes it protects.
@@ -220,16 +212,9 @@ impl FileIr {
         let mut f = Some(func);
         while let Some(id) = f {
             if !field {
-                let hit = self
-                    .assigns
-                    .iter()
-                    .filter(|a| {
-                        a.func == id
-                            && a.name == name
-                            && !a.field
-                            && a.value.span.start_byte < before
-                    })
-                    .last();
+                let hit = self.assigns.iter().rfind(|a| {
+                    a.func == id && a.name == name && !a.field && a.value.span.start_byte < before
+                });
                 if let Some(a) = hit {
                     return Some(&a.value);
                 }

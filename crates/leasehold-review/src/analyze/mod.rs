@@ -76,8 +76,3 @@ pub(crate) fn file(path: &Path, lang: Lang, src: &str) -> FileReview {
     out.inventory = r.inventory;
     out
 }
-
-/// Whether `src` would be parsed (for the walker's counts).
-pub(crate) fn parses(src: &str) -> bool {
-    may_lock(src)
-}

@@ -396,6 +396,20 @@ fn sql_ops(ir: &FileIr) -> Vec<Op> {
     for s in &ir.strings {
         let Some(q) = sql::analyze(&s.text) else { continue };
         let call = match (s.call, &s.assigned_to) {
+            // `conn.execute(text("SELECT …"))`: the call that runs what the builder made.
+            (Some(c), _)
+                if matches!(
+                    normalize(&ir.calls[c].name).as_str(),
+                    "text" | "raw" | "literal" | "sqltext" | "rawsql"
+                ) =>
+            {
+                Some(
+                    ir.calls
+                        .iter()
+                        .position(|o| o.args.iter().any(|a| a.expr.kind == Kind::Call(c)))
+                        .unwrap_or(c),
+                )
+            }
             (Some(c), _) => Some(c),
             // A query held in a constant: the calls that pass it.
             (None, Some(name)) => {

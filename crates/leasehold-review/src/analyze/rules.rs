@@ -103,15 +103,23 @@ impl Ctx<'_> {
         if self.known_key(func, k, keys) || names_lock(self.ir, func, k) {
             return true;
         }
-        // Inside a release/renew helper, its parameter or field is the lock's key.
-        let fname = self.func_name(func);
-        let helper = lockish(fname) || {
+        // Inside a release/renew helper (or a closure in one), its parameter or field is the
+        // lock's key.
+        let mut f = Some(func);
+        for _ in 0..3 {
+            let Some(id) = f else { break };
+            let fname = self.func_name(id);
             let n = normalize(fname);
-            ["release", "unlock", "renew", "extend", "refresh", "heartbeat", "keepalive"]
-                .iter()
-                .any(|w| n.contains(w))
-        };
-        helper && matches!(&k.kind, Kind::Name(_) | Kind::Field(_))
+            let helper = lockish(fname)
+                || ["release", "unlock", "renew", "extend", "refresh", "heartbeat", "keepalive"]
+                    .iter()
+                    .any(|w| n.contains(w));
+            if helper && matches!(&k.kind, Kind::Name(_) | Kind::Field(_)) {
+                return true;
+            }
+            f = self.ir.funcs[id].parent;
+        }
+        false
     }
 
     fn forced(&self, func: FuncId) -> bool {
@@ -408,7 +416,7 @@ pub(crate) fn run(cx: &Ctx<'_>) -> Out {
         }
     }
 
-    findings.sort_by(|a, b| (a.span, a.rule).cmp(&(b.span, b.rule)));
+    findings.sort_by_key(|a| (a.span, a.rule));
     findings.dedup_by(|a, b| a.span == b.span && a.rule == b.rule);
     let inventory = inventory(cx, &findings, &keys);
     Out { findings, inventory }
@@ -511,7 +519,15 @@ fn unchecked(cx: &Ctx<'_>, call: CallId) -> Option<String> {
     }
     match &c.used {
         Use::Discarded => Some(String::new()),
-        Use::Bound(names) => {
+        Use::Bound(names) => bound_unread(cx, c, names),
+        _ => None,
+    }
+}
+
+/// Why a bound reply counts as unread, or None.
+fn bound_unread(cx: &Ctx<'_>, c: &super::ir::Call, names: &[String]) -> Option<String> {
+    {
+        {
             let value = names.first()?;
             if value == "{destructured}" {
                 let any = names[1..].iter().any(|n| cx.ir.read_after(c.func, n, c.span.end_byte));
@@ -531,7 +547,6 @@ fn unchecked(cx: &Ctx<'_>, call: CallId) -> Option<String> {
             }
             None
         }
-        _ => None,
     }
 }
 
@@ -607,11 +622,7 @@ fn sql_unchecked(cx: &Ctx<'_>, call: CallId) -> Option<String> {
         Use::Discarded if !fetched_later || chain.iter().any(|n| FETCH.contains(&n.as_str())) => {
             Some(" (nothing reads the row it returns)".to_owned())
         }
-        Use::Bound(names) => {
-            let v = names.first()?.trim_start_matches("mut ").trim().to_owned();
-            (v == "_" || !cx.ir.read_after(c.func, &v, c.span.end_byte))
-                .then(|| format!(" (`{v}` is never read)"))
-        }
+        Use::Bound(names) => bound_unread(cx, c, names),
         _ => None,
     }
 }
@@ -722,7 +733,7 @@ fn in_transaction(cx: &Ctx<'_>, del: &Op) -> bool {
         cx.ops.iter().any(|o| {
             &o.kind == k
                 && cx.ir.calls[o.call].func == c.func
-                && cx.ir.calls[o.call].span.start_byte < c.span.start_byte
+                && cx.ir.calls[o.call].span.start_byte <= c.span.start_byte
         })
     };
     before(&OpKind::Watch) && before(&OpKind::Multi)
