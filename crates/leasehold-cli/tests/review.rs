@@ -24,7 +24,7 @@ const RULES: [&str; 9] = [
 ];
 
 /// SETNX with no expiry: an error-level finding once the analysis runs.
-const SETNX: &str = "import redis\nr = redis.Redis()\nr.setnx('lock:job', '1')\n";
+const SETNX: &str = "import redis, secrets\nr = redis.Redis()\nok = r.setnx('lock:job', secrets.token_hex(16)); print(ok)\n";
 const CLEAN: &str = "import os\nprint(os.getcwd())\n";
 
 fn review(dir: &Path, args: &[&str]) -> Output {
@@ -89,7 +89,7 @@ fn setnx_without_expiry_is_an_error_and_exits_1() {
     let text = out(&o);
     assert!(text.contains("error[nx-without-expiry]"), "{text}");
     assert!(text.contains(" --> job.py:3:"), "{text}");
-    assert!(text.contains("3 | r.setnx('lock:job', '1')"), "{text}");
+    assert!(text.contains("3 | ok = r.setnx('lock:job', secrets.token_hex(16)); print(ok)"), "{text}");
     assert!(text.contains("^^^"), "{text}");
     assert!(text.contains("= fix: "), "{text}");
     assert!(text.contains("1 error, "), "{text}");
@@ -135,13 +135,13 @@ fn sarif_result_points_at_the_setnx() {
 /// Needs the analysis.
 #[test]
 fn a_suppression_comment_is_honoured() {
-    let suppressed = "import redis\nr = redis.Redis()\n\
+    let suppressed = "import redis, secrets\nr = redis.Redis()\n\
         # leasehold: ignore[nx-without-expiry] the key is removed by the deploy script\n\
-        r.setnx('lock:job', '1')\n";
-    let same_line = "import redis\nr = redis.Redis()\n\
-        r.setnx('lock:job', '1')  # leasehold: ignore[nx-without-expiry] test fixture\n";
-    let no_reason = "import redis\nr = redis.Redis()\n\
-        r.setnx('lock:job', '1')  # leasehold: ignore[nx-without-expiry]\n";
+        ok = r.setnx('lock:job', secrets.token_hex(16)); print(ok)\n";
+    let same_line = "import redis, secrets\nr = redis.Redis()\n\
+        ok = r.setnx('lock:job', secrets.token_hex(16)); print(ok)  # leasehold: ignore[nx-without-expiry] test fixture\n";
+    let no_reason = "import redis, secrets\nr = redis.Redis()\n\
+        ok = r.setnx('lock:job', secrets.token_hex(16)); print(ok)  # leasehold: ignore[nx-without-expiry]\n";
     let d = tree(&[("a.py", suppressed.as_bytes()), ("b.py", same_line.as_bytes())]);
     let o = review(d.path(), &[]);
     assert_eq!(code(&o), 0, "{}", out(&o));

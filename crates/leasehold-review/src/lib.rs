@@ -16,7 +16,7 @@
 //! ```
 #![deny(missing_docs)]
 
-mod analyze;
+pub(crate) mod analyze;
 mod lang;
 pub mod render;
 mod report;

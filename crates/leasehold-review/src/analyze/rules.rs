@@ -832,7 +832,7 @@ fn call_write(c: &super::ir::Call) -> Option<&'static str> {
                 matches!(w.as_str(), "methodpost" | "methodput" | "methodpatch" | "methoddelete")
             })
         });
-        let what = match n.as_str() {
+        match n.as_str() {
             _ if method_arg => Some("an HTTP write"),
             "postforobject" | "postforentity" | "postforlocation" => Some("an HTTP write"),
             "post" | "put" | "patch"
@@ -850,8 +850,7 @@ fn call_write(c: &super::ir::Call) -> Option<&'static str> {
             "save" | "saveandflush" | "persist" | "executeupdate" | "updateall" | "insertone"
             | "updateone" | "replaceone" | "bulkwrite" | "upsert" => Some("a database write"),
             _ => None,
-        };
-        what
+        }
     }
 }
 

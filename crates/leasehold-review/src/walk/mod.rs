@@ -146,9 +146,9 @@ fn one_file(path: &Path, lang: Lang, opts: &Options, review_file: &ReviewFn<'_>)
             ..FileReview::default()
         }
     });
-    // Until the analysis says whether it parsed the file (it may skip files with no
-    // lock-related text), every file handed to it counts as parsed.
-    Done { review, read: true, parsed: true, lines, bytes }
+    // A file with no lock-related text is read but not parsed (see `analyze::may_lock`).
+    let parsed = crate::analyze::may_lock(&text);
+    Done { review, read: true, parsed, lines, bytes }
 }
 
 fn sort(r: &mut Report) {
