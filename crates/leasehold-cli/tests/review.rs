@@ -89,7 +89,10 @@ fn setnx_without_expiry_is_an_error_and_exits_1() {
     let text = out(&o);
     assert!(text.contains("error[nx-without-expiry]"), "{text}");
     assert!(text.contains(" --> job.py:3:"), "{text}");
-    assert!(text.contains("3 | ok = r.setnx('lock:job', secrets.token_hex(16)); print(ok)"), "{text}");
+    assert!(
+        text.contains("3 | ok = r.setnx('lock:job', secrets.token_hex(16)); print(ok)"),
+        "{text}"
+    );
     assert!(text.contains("^^^"), "{text}");
     assert!(text.contains("= fix: "), "{text}");
     assert!(text.contains("1 error, "), "{text}");

@@ -107,12 +107,13 @@ pub(crate) fn extract(lang: Lang, tree: &Tree, src: &str) -> FileIr {
             if spec.calls.contains(&kind) {
                 col.calls.push((n, func));
             }
-            if spec.strings.contains(&kind) {
-                let inner_of_concat =
-                    ancestors.last().is_some_and(|p| p.kind() == "concatenated_string");
-                if !inner_of_concat {
-                    col.strings.push((n, func));
-                }
+            // A literal split over `+` (Java, JavaScript, Go, Python, Ruby) or `.` (PHP) is
+            // one string: Redisson's scripts are written so.
+            let in_concat = ancestors
+                .last()
+                .is_some_and(|p| p.kind() == "concatenated_string" || is_concat(&spec, *p, src, 0));
+            if !in_concat && (spec.strings.contains(&kind) || is_concat(&spec, n, src, 0)) {
+                col.strings.push((n, func));
             }
             if spec.assigns.contains(&kind) {
                 col.assigns.push((n, func));
@@ -159,7 +160,12 @@ pub(crate) fn extract(lang: Lang, tree: &Tree, src: &str) -> FileIr {
         } else {
             langs::func_parts(&spec, *n, src)
         };
-        ir.funcs.push(Func { name, params, parent: *parent });
+        ir.funcs.push(Func {
+            name,
+            range: (n.start_byte(), n.end_byte()),
+            params,
+            parent: *parent,
+        });
     }
     let call_ids: HashMap<usize, usize> =
         col.calls.iter().enumerate().map(|(i, (n, _))| (n.id(), i)).collect();
@@ -187,6 +193,7 @@ pub(crate) fn extract(lang: Lang, tree: &Tree, src: &str) -> FileIr {
                 used: Use::Other,
                 unit_typed: false,
                 tried: false,
+                in_return: false,
                 handlers: Vec::new(),
             });
             continue;
@@ -220,6 +227,7 @@ pub(crate) fn extract(lang: Lang, tree: &Tree, src: &str) -> FileIr {
             used,
             unit_typed,
             tried,
+            in_return: b.reaches_return(top),
             handlers,
         });
     }
@@ -304,6 +312,26 @@ fn borrow(n: Node<'_>, src: &str, ancestors: &[Node<'_>]) -> Option<Borrow> {
     }
 }
 
+/// Whether `n` joins string literals only, with `+` (or PHP's `.`).
+fn is_concat(spec: &Spec, n: Node<'_>, src: &str, depth: usize) -> bool {
+    if depth > 64 || !matches!(n.kind(), "binary_expression" | "binary_operator" | "binary") {
+        return false;
+    }
+    let op = n.child_by_field_name("operator").map(|o| node_text(o, src));
+    if !matches!(op, Some("+" | ".")) {
+        return false;
+    }
+    let side = |f: &str| {
+        n.child_by_field_name(f).is_some_and(|x| {
+            spec.strings.contains(&x.kind())
+                || is_concat(spec, x, src, depth + 1)
+                || (x.kind() == "parenthesized_expression"
+                    && x.named_child(0).is_some_and(|y| spec.strings.contains(&y.kind())))
+        })
+    };
+    side("left") && side("right")
+}
+
 fn is_unit_turbofish(t: &str) -> bool {
     let t: String = t.chars().filter(|c| !c.is_whitespace()).collect();
     t == "<()>" || t.ends_with(",()>")
@@ -325,6 +353,27 @@ struct Builder<'a, 't> {
 impl<'t> Builder<'_, 't> {
     fn up(&self, n: Node<'t>) -> Option<Node<'t>> {
         self.parents.get(&n.id()).copied()
+    }
+
+    /// Whether `n`'s value flows into a `return` within a few enclosing expressions.
+    fn reaches_return(&self, n: Node<'t>) -> bool {
+        let mut cur = n;
+        for _ in 0..8 {
+            let Some(p) = self.up(cur) else { return false };
+            let k = p.kind();
+            if self.spec.returns.contains(&k) {
+                return true;
+            }
+            if self.spec.expr_stmts.contains(&k)
+                || self.spec.blocks.contains(&k)
+                || self.spec.assigns.contains(&k)
+                || self.spec.funcs.contains(&k)
+            {
+                return false;
+            }
+            cur = p;
+        }
+        false
     }
 
     fn text(&self, n: Node<'t>) -> &str {
@@ -442,6 +491,16 @@ impl<'t> Builder<'_, 't> {
     /// The literal text of a string node: its content fragments joined, `{}` for each
     /// interpolated part; escapes kept as written except `\n`, `\t` and quotes.
     fn string_text(&self, n: Node<'t>) -> String {
+        if is_concat(self.spec, n, self.src, 0) {
+            let side =
+                |f: &str| n.child_by_field_name(f).map(|x| self.string_text(x)).unwrap_or_default();
+            return side("left") + &side("right");
+        }
+        if n.kind() == "parenthesized_expression"
+            && let Some(x) = n.named_child(0)
+        {
+            return self.string_text(x);
+        }
         let mut out = String::new();
         let mut cur = n.walk();
         let mut any = false;
@@ -874,6 +933,8 @@ impl<'t> Builder<'_, 't> {
     /// What a handler's body does: propagate, refuse, grant, or fall through.
     fn outcome(&self, body: Node<'t>) -> Outcome {
         let mut first_return: Option<Node<'t>> = None;
+        // `acquired = False` in the handler: the answer it leaves for the code after.
+        let mut assigned: Option<Outcome> = None;
         let mut jumps = false;
         let mut stack = vec![body];
         while let Some(x) = stack.pop() {
@@ -896,6 +957,17 @@ impl<'t> Builder<'_, 't> {
                 | "next"
                 | "break" => jumps = true,
                 _ => {}
+            }
+            if self.spec.assigns.contains(&k) && assigned.is_none() {
+                let t = self.text(x).to_ascii_lowercase();
+                if let Some((_, v)) = t.rsplit_once('=') {
+                    let v = v.trim().trim_end_matches(';');
+                    // `held = true` then on into the work is failing open, not a misread.
+                    assigned = match v {
+                        "false" | "none" | "nil" | "null" => Some(Outcome::Refuses),
+                        _ => None,
+                    };
+                }
             }
             if self.spec.returns.contains(&k) {
                 let v = self
@@ -967,7 +1039,7 @@ impl<'t> Builder<'_, 't> {
                 return literal_outcome(&t);
             }
         }
-        Outcome::FallsThrough
+        assigned.unwrap_or(Outcome::FallsThrough)
     }
 }
 

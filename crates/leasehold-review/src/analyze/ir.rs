@@ -93,6 +93,9 @@ pub(crate) struct Call {
     pub unit_typed: bool,
     /// An error from the call is propagated with `?` (Rust).
     pub tried: bool,
+    /// Its value reaches a `return`, directly or through a comparison or a call
+    /// (`return "OK".equals(jedis.set(…))`).
+    pub in_return: bool,
     /// The handlers whose protected block holds this call, innermost first.
     pub handlers: Vec<usize>,
 }
@@ -101,6 +104,8 @@ pub(crate) struct Call {
 #[derive(Debug, Clone)]
 pub(crate) struct Func {
     pub name: String,
+    /// Its bytes.
+    pub range: (usize, usize),
     pub params: Vec<String>,
     pub parent: Option<FuncId>,
 }

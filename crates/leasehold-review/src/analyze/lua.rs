@@ -78,7 +78,20 @@ pub(crate) fn analyze(src: &str) -> Option<Script> {
             argv && stored
         })
         .collect();
+    // `if redis.call('exists', KEYS[1]) == 0 then … pexpire`: the key is created by this
+    // script, so its expiry is part of the acquire, not a renewal.
+    let absent_checks: Vec<&Node<'_>> = conditions
+        .iter()
+        .filter(|c| {
+            let t: String = text(**c).split_whitespace().collect();
+            (t.contains("exists") && (t.contains("==0") || t.contains("==false")))
+                || t.starts_with("notredis.call")
+                || t.contains("setnx")
+        })
+        .collect();
     let mut out = Script::default();
+    let mut acquired_at: Option<usize> = None;
+    calls.sort_by_key(|c| c.start_byte());
     for call in calls {
         let Some(args) = call.child_by_field_name("arguments") else { continue };
         let mut c = args.walk();
@@ -97,13 +110,22 @@ pub(crate) fn analyze(src: &str) -> Option<Script> {
                 }
             }
             "expire" | "pexpire" | "expireat" | "pexpireat" => {
+                let creating = absent_checks.iter().any(|c| c.start_byte() < call.start_byte())
+                    || acquired_at.is_some_and(|a| a < call.start_byte());
                 if checked {
                     out.checked_renew = true
-                } else {
+                } else if !creating {
                     out.unchecked_renew = true
                 }
             }
-            "set" if rest.contains("'nx'") || rest.contains("\"nx\"") => out.acquires = true,
+            "set" if rest.contains("'nx'") || rest.contains("\"nx\"") => {
+                out.acquires = true;
+                acquired_at.get_or_insert(call.start_byte());
+            }
+            "setnx" | "hsetnx" => {
+                out.acquires = true;
+                acquired_at.get_or_insert(call.start_byte());
+            }
             "set" if rest.contains("'xx'") || rest.contains("\"xx\"") => {
                 if checked {
                     out.checked_renew = true

@@ -255,6 +255,14 @@ fn method_op(lang: Lang, ir: &FileIr, id: CallId, lname: &str) -> Option<Op> {
                 return None;
             }
             let w = opt_words(2);
+            // `set(name, value, nx=nx)`: a wrapper passing its caller's flag on, not a lock.
+            let passed_on = c.args.iter().any(|a| {
+                a.name.as_deref().is_some_and(|n| n.eq_ignore_ascii_case("nx"))
+                    && !matches!(a.expr.kind, Kind::Bool(true) | Kind::Num(_) | Kind::Str(_))
+            });
+            if passed_on {
+                return None;
+            }
             if w.iter().any(|x| x == "nx") {
                 Some(mk(OpKind::Acquire, arg(0), arg(1), expiry_in(&w)))
             } else if w.iter().any(|x| x == "xx") {
@@ -330,7 +338,7 @@ fn method_op(lang: Lang, ir: &FileIr, id: CallId, lname: &str) -> Option<Op> {
             value: None,
             expiry: None,
         }),
-        "trylock" | "tryacquire" => Some(Op {
+        "trylock" => Some(Op {
             kind: OpKind::TryLock,
             call: id,
             store: Store::Other,
@@ -400,8 +408,11 @@ fn sql_ops(ir: &FileIr) -> Vec<Op> {
             (Some(c), _)
                 if matches!(
                     normalize(&ir.calls[c].name).as_str(),
-                    "text" | "raw" | "literal" | "sqltext" | "rawsql"
-                ) =>
+                    "text" | "raw" | "literal" | "sqltext" | "rawsql" | "sql"
+                ) && ir
+                    .calls
+                    .iter()
+                    .any(|o| o.args.iter().any(|a| a.expr.kind == Kind::Call(c))) =>
             {
                 Some(
                     ir.calls

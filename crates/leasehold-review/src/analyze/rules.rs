@@ -153,7 +153,7 @@ pub(crate) fn run(cx: &Ctx<'_>) -> Out {
     let mut acquire_wrappers: HashMap<String, CallId> = HashMap::new();
     for op in cx.ops.iter().filter(|o| Ctx::is_acquire(o)) {
         let c = &ir.calls[op.call];
-        if c.used == Use::Returned && c.func != 0 {
+        if (c.used == Use::Returned || c.in_return || returned_later(cx, c)) && c.func != 0 {
             let name = cx.func_name(c.func).to_owned();
             if !name.is_empty() {
                 acquire_wrappers.insert(name, op.call);
@@ -297,7 +297,11 @@ pub(crate) fn run(cx: &Ctx<'_>) -> Out {
             })
             || lockish(cx.func_name(lit.func))
             || lit.call.is_some_and(|c| ir.calls[c].args.iter().any(|a| lockish(&a.expr.text)));
-        if !related || cx.forced(lit.func) {
+        let forced_name = lit.assigned_to.as_deref().is_some_and(|n| {
+            let n = normalize(n);
+            n.contains("force") || n.starts_with("reset") || n.contains("breaklock")
+        });
+        if !related || cx.forced(lit.func) || forced_name {
             continue;
         }
         if s.unchecked_del {
@@ -343,25 +347,31 @@ pub(crate) fn run(cx: &Ctx<'_>) -> Out {
             let cleans_up = ir.calls.iter().any(|x| {
                 x.span.start_byte >= hd.span.start_byte
                     && x.span.end_byte <= hd.span.end_byte
-                    && matches!(
-                        normalize(&x.name).as_str(),
-                        "release"
-                            | "unlock"
-                            | "del"
-                            | "delete"
-                            | "unlink"
-                            | "eval"
-                            | "evalsha"
-                            | "cleanup"
-                            | "releaselock"
-                    )
+                    && (normalize(&x.name).contains("unlock")
+                        || normalize(&x.name).contains("release"))
+                    || x.span.start_byte >= hd.span.start_byte
+                        && x.span.end_byte <= hd.span.end_byte
+                        && matches!(
+                            normalize(&x.name).as_str(),
+                            "release"
+                                | "unlock"
+                                | "del"
+                                | "delete"
+                                | "unlink"
+                                | "eval"
+                                | "evalsha"
+                                | "cleanup"
+                                | "releaselock"
+                        )
             });
             match hd.outcome {
-                Outcome::Refuses if !cleans_up => findings.push(cx.finding(
-                    Rule::TimeoutMisread,
-                    hd.span,
-                    " (the handler answers 'not acquired')",
-                )),
+                Outcome::Refuses if !cleans_up && !cleaned_by_caller(cx, c.func) => {
+                    findings.push(cx.finding(
+                        Rule::TimeoutMisread,
+                        hd.span,
+                        " (the handler answers 'not acquired')",
+                    ))
+                }
                 Outcome::Grants => findings.push(cx.finding(
                     Rule::TimeoutMisread,
                     hd.span,
@@ -543,7 +553,7 @@ fn bound_unread(cx: &Ctx<'_>, c: &super::ir::Call, names: &[String]) -> Option<S
                 return Some(String::new());
             }
             let v = value.trim_start_matches("mut ").trim();
-            if !cx.ir.read_after(c.func, v, c.span.end_byte) {
+            if !read_anywhere(cx, c, v) {
                 return Some(format!(" (`{v}` is never read)"));
             }
             if only_null_checked(cx, c.func, v, c.span.end_byte) {
@@ -554,6 +564,56 @@ fn bound_unread(cx: &Ctx<'_>, c: &super::ir::Call, names: &[String]) -> Option<S
             None
         }
     }
+}
+
+/// Whether `v` is read anywhere in the call's function other than where it is written: a
+/// loop reads what the last turn bound (`while (ttl != null) { ttl = tryAcquire(); }`).
+fn read_anywhere(cx: &Ctx<'_>, c: &super::ir::Call, v: &str) -> bool {
+    cx.ir.occurrences(v).any(|i| {
+        cx.ir.within(i.func, c.func)
+            && !(c.span.start_byte <= i.byte && i.byte < c.span.end_byte)
+            && !is_write(cx.src, i.byte + v.len())
+    })
+}
+
+/// Whether the name ending at `end` is assigned to, not read (`x =`, `x :=`, `x, err :=`).
+fn is_write(src: &str, end: usize) -> bool {
+    let rest = src.get(end..).unwrap_or("").trim_start();
+    let line = rest.lines().next().unwrap_or("");
+    (rest.starts_with('=') && !rest.starts_with("==") && !rest.starts_with("=>"))
+        || rest.starts_with(":=")
+        || (rest.starts_with(',') && line.split('(').next().unwrap_or("").contains('='))
+}
+
+/// Whether the name an acquire's reply is bound to is returned (`const reply = …; return
+/// reply === 'OK'`).
+fn returned_later(cx: &Ctx<'_>, c: &super::ir::Call) -> bool {
+    let Use::Bound(names) = &c.used else { return false };
+    let Some(v) = names.first() else { return false };
+    cx.ir.occurrences(v).any(|i| {
+        i.byte > c.span.end_byte && cx.ir.within(i.func, c.func) && {
+            let line_start = cx.src[..i.byte].rfind('\n').map_or(0, |p| p + 1);
+            cx.src[line_start..i.byte].trim_start().starts_with("return")
+        }
+    })
+}
+
+/// Whether a function whose acquire answers 'not acquired' on an error is called only from
+/// code that releases on failure (Redlock's quorum loop unlocks every instance).
+fn cleaned_by_caller(cx: &Ctx<'_>, f: FuncId) -> bool {
+    let name = cx.func_name(f);
+    if name.is_empty() || f == 0 {
+        return false;
+    }
+    cx.ir.calls_named(name).any(|(_, call)| {
+        let g = call.func;
+        cx.ir.calls.iter().any(|x| {
+            cx.ir.within(x.func, g) && {
+                let n = normalize(&x.name);
+                n.contains("unlock") || n.contains("release")
+            }
+        })
+    })
 }
 
 /// Whether every read of `v` after `after` is a null check (`v != null`, `v is not None`).
@@ -636,6 +696,8 @@ fn sql_unchecked(cx: &Ctx<'_>, call: CallId) -> Option<String> {
 fn pooled(cx: &Ctx<'_>, call: CallId) -> Option<String> {
     let c = &cx.ir.calls[call];
     let poolish = |t: &str| -> bool {
+        let t = t.replace(" as any", "").replace(" as unknown", "");
+        let t = t.trim_matches(['(', ')']);
         let last = t
             .rsplit(['.', ':', '>', '&', '*', ' ', '(', ')'])
             .find(|s| !s.is_empty())
@@ -652,6 +714,7 @@ fn pooled(cx: &Ctx<'_>, call: CallId) -> Option<String> {
                     | "sequelize"
                     | "prisma"
                     | "database"
+                    | "datasource"
             )
             || (matches!(cx.lang, Lang::Go | Lang::JavaScript | Lang::TypeScript | Lang::Tsx)
                 && last == "db")
