@@ -345,24 +345,15 @@ pub(crate) fn run(cx: &Ctx<'_>) -> Out {
         {
             let hd = &ir.handlers[*h];
             let cleans_up = ir.calls.iter().any(|x| {
+                let n = normalize(&x.name);
                 x.span.start_byte >= hd.span.start_byte
                     && x.span.end_byte <= hd.span.end_byte
-                    && (normalize(&x.name).contains("unlock")
-                        || normalize(&x.name).contains("release"))
-                    || x.span.start_byte >= hd.span.start_byte
-                        && x.span.end_byte <= hd.span.end_byte
-                        && matches!(
-                            normalize(&x.name).as_str(),
-                            "release"
-                                | "unlock"
-                                | "del"
-                                | "delete"
-                                | "unlink"
-                                | "eval"
-                                | "evalsha"
-                                | "cleanup"
-                                | "releaselock"
-                        )
+                    && (n.contains("unlock")
+                        || n.contains("release")
+                        || matches!(
+                            n.as_str(),
+                            "del" | "delete" | "unlink" | "eval" | "evalsha" | "cleanup"
+                        ))
             });
             match hd.outcome {
                 Outcome::Refuses if !cleans_up && !cleaned_by_caller(cx, c.func) => {
