@@ -14,7 +14,7 @@ Exit codes:
   0    success; for `run`, the command's own exit code (128+N if it died of signal N)
   64   invalid usage or input (bad key, ttl, duration, store URL, owner token; a --grace
        or --ttl that cannot fit the lease; --permits or --shared on a store that cannot
-       hold them, or --permits N naming another N than the runs holding KEY)
+       hold them, or together, or --permits N naming another N than the runs holding KEY)
   69   store unavailable (cannot connect, no answer within --timeout), or the outcome of a
        request is unknown; `run` never exits 69 once its command has started
   70   internal error; for `run`: its supervisor died (what the command started was killed)
@@ -149,8 +149,9 @@ pub(crate) struct RunOpt {
     /// Hold KEY as a reader (as flock -s): readers run together, a plain `run` of KEY is
     /// the writer and runs alone; a writer waiting keeps new readers out until it has run,
     /// where the store can (sqlite, redis). Exports LEASEHOLD_MODE=shared and the reader's
-    /// own fence. Exit 64 on a store that cannot hold readers.
-    #[arg(short = 's', long)]
+    /// own fence. Exit 64 on a store that cannot hold readers, and with --permits (a
+    /// semaphore has no readers).
+    #[arg(short = 's', long, conflicts_with = "permits")]
     pub shared: bool,
 }
 
@@ -404,7 +405,9 @@ pub(crate) enum Cmd {
     /// Print a man page (roff; `leasehold man run | man -l -`), or write one per command.
     Man {
         /// Write leasehold.1 and leasehold-COMMAND.1 for every command into DIR (e.g.
-        /// ~/.local/share/man/man1) instead of printing.
+        /// ~/.local/share/man/man1) instead of printing. man looks in man1/ under each
+        /// directory of `manpath`; a DIR it does not search gets a note on stderr. Pages are
+        /// ASCII (other characters as groff escapes).
         #[arg(long, value_name = "DIR")]
         dir: Option<PathBuf>,
         /// The command whose page to print (default: the top-level page).
