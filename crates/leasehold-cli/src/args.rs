@@ -104,8 +104,9 @@ pub(crate) enum IfUnavailable {
 /// What `run` does beyond the grant.
 #[derive(Args, Debug)]
 pub(crate) struct RunOpt {
-    /// Time between SIGTERM and SIGKILL when the lease runs out [default: 5s, or the most
-    /// that fits the ttl]. It must fit: SIGKILL lands before the store may grant the key to
+    /// Time between SIGTERM and SIGKILL when the lease runs out, when `run` itself gets
+    /// SIGTERM (as systemd's stop timeout), and for what the command leaves running at exit
+    /// [default: 5s, or the most that fits the ttl]. It must fit: SIGKILL lands before the store may grant the key to
     /// anyone else, so the local deadline is placed grace + slack (ttl/10, at most 2s) before
     /// the lease's end, and it must still leave two renewals (2·ttl/3) before it: grace ≤
     /// ttl·(1 − 0.01) − 2·ttl/3 − slack, else exit 64 with the arithmetic.

@@ -71,7 +71,9 @@ const SIGNALS: &str = r#".SH SIGNALS
 .TP
 \fBSIGINT\fR, \fBSIGTERM\fR, \fBSIGHUP\fR
 \fBleasehold run\fR passes them to the command's process group and goes on holding the key
-until the command ends.
+until the command ends. After SIGTERM, the command and every process it started get SIGKILL
+once \fB\-\-grace\fR has passed (as systemd stops a unit); a second SIGTERM does not
+postpone it.
 .TP
 Lease lost
 At the local deadline (no renewal confirmed) the command's processes get SIGTERM, then SIGKILL

@@ -75,3 +75,28 @@ fn man_pages_are_ascii_and_groff_reads_them_without_warnings() {
     let run = std::fs::read_to_string(dir.join("leasehold-run.1")).unwrap();
     assert!(run.contains("\\[u2264]"), "≤ as an escape");
 }
+
+/// A job that ignores SIGTERM: two SIGTERMs to `run` used to leave it holding the key for
+/// good. Now SIGKILL follows --grace after the first, and the key is released.
+#[test]
+fn sigterm_to_run_escalates_to_sigkill_after_grace() {
+    use nix::sys::signal::{Signal, kill};
+    use nix::unistd::Pid;
+    use std::time::{Duration, Instant};
+    let e = Env::new();
+    let job = "trap '' TERM; touch started; while :; do sleep 0.05; done";
+    let run = e.lh_spawn(&["run", "--grace", "700ms", "stubborn", "--", "sh", "-c", job]);
+    wait_for(&e.path("started"));
+    let pid = Pid::from_raw(run.id() as i32);
+    let sent = Instant::now();
+    kill(pid, Signal::SIGTERM).unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    kill(pid, Signal::SIGTERM).unwrap();
+    let o = wait_child(run, Duration::from_secs(15));
+    let took = sent.elapsed();
+    assert_eq!(code(&o), 128 + 9, "the job died of SIGKILL: {}", stderr(&o));
+    assert!(took >= Duration::from_millis(700), "SIGKILL before --grace: {took:?}");
+    assert!(took < Duration::from_secs(4), "a second SIGTERM postponed it: {took:?}");
+    assert!(stderr(&o).contains("after SIGTERM; SIGKILL"), "{}", stderr(&o));
+    assert_eq!(stdout(&e.lh_out(&["status", "--json", "stubborn"])).trim(), "[]", "released");
+}

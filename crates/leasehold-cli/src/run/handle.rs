@@ -23,6 +23,8 @@ pub(crate) enum Event {
     DeadlineTerm,
     /// … and SIGKILL, --grace after it.
     DeadlineKill,
+    /// The command outlived --grace after the SIGTERM `run` was sent; SIGKILL.
+    StopKill,
     /// The command (and all it started) ended: its exit code, or 128 + its signal.
     Ended(u8),
     /// The supervisor is gone without a word.
@@ -91,6 +93,12 @@ impl Supervisor {
         self.send(format!("signal {n}")).await;
     }
 
+    /// SIGTERM to the command's process group, and SIGKILL to everything it started
+    /// --grace after the first one (as systemd stops a unit).
+    pub async fn stop(&mut self) {
+        self.send("stop".into()).await;
+    }
+
     /// SIGTERM now, SIGKILL after --grace.
     pub async fn term(&mut self) {
         self.send("term".into()).await;
@@ -115,6 +123,7 @@ impl Supervisor {
             ("leftover", Some(n)) => Event::Leftover(n as usize),
             ("deadline-term", _) => Event::DeadlineTerm,
             ("deadline-kill", _) => Event::DeadlineKill,
+            ("stop-kill", _) => Event::StopKill,
             ("exited", Some(c)) => Event::Ended(c.clamp(0, 255) as u8),
             ("killed", Some(s)) => Event::Ended((128 + s).clamp(0, 255) as u8),
             _ => Event::Gone,

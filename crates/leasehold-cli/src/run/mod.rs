@@ -66,7 +66,10 @@ if the lease was lost meanwhile (or found not ours at release); a failed release
 warning, never 69. A command that exits 75, 69, 78 or 79 itself is passed through: tell them
 apart by leasehold's own `leasehold: ` line on stderr, or move the busy code with -E.
 
-SIGINT, SIGTERM and SIGHUP are passed to the command's process group. When stdin is a
+SIGINT, SIGTERM and SIGHUP are passed to the command's process group. SIGTERM stops the
+run, as systemd stops a unit: if the command and what it started are still running --grace
+after the first SIGTERM, they get SIGKILL (a second SIGTERM does not postpone it), and the
+key is released. SIGINT and SIGHUP are only passed on. When stdin is a
 terminal and `run` is in its foreground, the command's group becomes the terminal's
 foreground group (and gives it back at the end), so a command that reads the terminal is not
 stopped by SIGTTIN and Ctrl-C reaches it directly.
@@ -407,6 +410,11 @@ async fn watch(
                 Event::DeadlineKill => eprintln!(
                     "leasehold: the command outlived --grace {}; SIGKILL", dur::human(grace)
                 ),
+                Event::StopKill => eprintln!(
+                    "leasehold: the command outlived --grace {} after SIGTERM; SIGKILL to it \
+                     and every process it started",
+                    dur::human(grace)
+                ),
                 _ => {}
             },
             reason = &mut lost, if lost_reason.is_none() => {
@@ -439,7 +447,12 @@ async fn watch(
                     sent_deadline = now;
                 }
             }
-            n = signals.recv() => sup.signal(n).await,
+            // SIGTERM is a stop, as from systemd or kill(1): the command gets it, and
+            // SIGKILL --grace later, so a job that ignores it cannot keep the key.
+            n = signals.recv() => match n {
+                nix::libc::SIGTERM => sup.stop().await,
+                n => sup.signal(n).await,
+            },
         }
     }
 }

@@ -165,9 +165,12 @@ impl Sup {
         let (mut term_at, mut kill_at): (Option<i64>, Option<i64>) = (None, None);
         let mut termed = false;
         let mut leftover_kill_at: Option<i64> = None;
+        // SIGKILL `grace` after the first SIGTERM `run` was sent (systemd's stop): a later
+        // SIGTERM or deadline does not postpone it.
+        let mut stop_kill_at: Option<i64> = None;
         loop {
             let now = mono_ns();
-            let next = [term_at.filter(|_| !termed), kill_at, leftover_kill_at]
+            let next = [term_at.filter(|_| !termed), kill_at, leftover_kill_at, stop_kill_at]
                 .into_iter()
                 .flatten()
                 .min();
@@ -215,6 +218,10 @@ impl Sup {
                                 let _ = killpg(self.pgid, sig);
                             }
                         }
+                        (Some("stop"), _) => {
+                            let _ = killpg(self.pgid, Signal::SIGTERM);
+                            stop_kill_at.get_or_insert(mono_ns() + grace_ns);
+                        }
                         (Some("term"), _) if !termed => {
                             termed = true;
                             self.signal_all(Signal::SIGTERM);
@@ -235,6 +242,11 @@ impl Sup {
                 termed = true;
                 self.signal_all(Signal::SIGTERM);
                 self.tell("deadline-term");
+            }
+            if stop_kill_at.is_some_and(|t| now >= t) {
+                stop_kill_at = None;
+                self.tell("stop-kill");
+                self.kill_all();
             }
             if kill_at.is_some_and(|t| now >= t) {
                 kill_at = None;
