@@ -36,7 +36,8 @@ pub fn completions(shell: clap_complete::Shell) -> ExitCode {
 const ENVIRONMENT: &str = r#".SH ENVIRONMENT
 .TP
 \fBLEASEHOLD_STORE\fR
-The store URL when \fB\-\-store\fR and \fB\-\-store\-file\fR are not given.
+The store URL when \fB\-\-store\fR and \fB\-\-store\-file\fR are not given. Not passed
+to \fBleasehold run\fR's command (nor any other variable carrying the URL's password).
 .TP
 \fBLEASEHOLD_STORE_FILE\fR
 A file whose first line is the store URL (keep it mode 0600): keeps a password out of

@@ -100,3 +100,65 @@ fn sigterm_to_run_escalates_to_sigkill_after_grace() {
     assert!(stderr(&o).contains("after SIGTERM; SIGKILL"), "{}", stderr(&o));
     assert_eq!(stdout(&e.lh_out(&["status", "--json", "stubborn"])).trim(), "[]", "released");
 }
+
+/// A PostgreSQL URL of the test server with a password in it (the test server trusts, so
+/// any password connects).
+fn pg_with_password(schema: &str) -> (String, String) {
+    let base = leasehold_testkit::postgres_base();
+    let (scheme, rest) = base.split_once("://").unwrap();
+    let (userinfo, host) = rest.split_once('@').unwrap();
+    let (user, pw) = match userinfo.split_once(':') {
+        Some((u, p)) => (u.to_owned(), p.to_owned()),
+        None => (userinfo.to_owned(), "lh35-s3cret-pw".to_owned()),
+    };
+    (format!("{scheme}://{user}:{pw}@{host}?schema={schema}"), pw)
+}
+
+/// `env` inside the job: LEASEHOLD_STORE used to arrive there, password included. Now the
+/// job gets its grant and LEASEHOLD_STORE_ID (password redacted), and neither
+/// LEASEHOLD_STORE nor another variable carrying the same URL.
+#[test]
+fn the_job_gets_neither_the_store_url_nor_its_password() {
+    let schema = leasehold_testkit::PgSchema::new();
+    let (url, pw) = pg_with_password(&schema.name);
+    let e = Env::new();
+    let o = e
+        .cmd()
+        .env("LEASEHOLD_STORE", &url)
+        .env("APP_DB_URL", &url)
+        .args(["run", "envjob", "--", "sh", "-c", "env > env.txt"])
+        .output()
+        .unwrap();
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let env = std::fs::read_to_string(e.path("env.txt")).unwrap();
+    assert!(!env.contains(&pw), "the password reached the job:\n{env}");
+    assert!(!env.lines().any(|l| l.starts_with("LEASEHOLD_STORE=")), "{env}");
+    assert!(env.lines().any(|l| l.starts_with("LEASEHOLD_STORE_ID=postgres://")), "{env}");
+    assert!(env.lines().any(|l| l.starts_with("LEASEHOLD_FENCE=")), "{env}");
+    assert!(stderr(&o).contains("not passing APP_DB_URL"), "{}", stderr(&o));
+}
+
+/// A nested run finds no LEASEHOLD_STORE: rather than lock the per-user default store
+/// (excluding nothing), it says so (64); through LEASEHOLD_STORE_FILE, which is passed on,
+/// it runs under the parent's grant as before.
+#[test]
+fn a_nested_run_without_its_store_says_so_and_a_store_file_still_nests() {
+    let e = Env::new();
+    let nested = "\"$LH\" run --wait 5s job -- sh -c 'echo inner=$LEASEHOLD_FENCE'; echo code=$?";
+    let script = format!("echo outer=$LEASEHOLD_FENCE; {nested}");
+    let o = e.lh_out(&["run", "job", "--", "sh", "-c", &script]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    assert_eq!(field(&stdout(&o), "code"), "64", "{}", stderr(&o));
+    assert!(stderr(&o).contains("no store is given here"), "{}", stderr(&o));
+    std::fs::write(e.path("store.url"), e.store()).unwrap();
+    let o = e
+        .cmd()
+        .env("LEASEHOLD_STORE_FILE", e.path("store.url"))
+        .args(["run", "job", "--", "sh", "-c", &script])
+        .output()
+        .unwrap();
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let out = stdout(&o);
+    assert_eq!(field(&out, "code"), "0", "{}", stderr(&o));
+    assert_eq!(field(&out, "inner"), field(&out, "outer"), "{out}");
+}

@@ -38,10 +38,12 @@ pub(crate) struct Supervisor {
 }
 
 impl Supervisor {
-    /// Starts `leasehold supervise -- COMMAND` with `env` added to the command's environment.
+    /// Starts `leasehold supervise -- COMMAND` with `env` added to the command's environment
+    /// and the variables `withheld` removed from it (and from the supervisor's).
     pub fn spawn(
         command: &[OsString],
         env: &[(&str, String)],
+        withheld: &[OsString],
         grace: Duration,
     ) -> std::io::Result<Self> {
         let (ours, theirs) = std::os::unix::net::UnixStream::pair()?;
@@ -59,6 +61,9 @@ impl Supervisor {
             .arg("--")
             .args(command)
             .env(ENV_FD, fd.to_string());
+        for k in withheld {
+            cmd.env_remove(k);
+        }
         for (k, v) in env {
             cmd.env(k, v);
         }

@@ -31,7 +31,10 @@ pub(crate) const ABOUT: &str = "\
 Run CMD while holding KEY: flock(1) for a cluster.
 
 Exports LEASEHOLD_KEY, LEASEHOLD_FENCE and LEASEHOLD_OWNER to the command and renews the
-lease every ttl/3. The command runs in a process group of its own under a small supervisor
+lease every ttl/3. The command does not get LEASEHOLD_STORE (the URL, password included;
+LEASEHOLD_STORE_ID names the store, password redacted) nor any other variable carrying the
+store URL or its password (named on stderr); LEASEHOLD_STORE_FILE, a path, is passed on, so
+a nested run finds its store through it. The command runs in a process group of its own under a small supervisor
 (`leasehold supervise`) that holds a socket from `run`: if `run` dies for any reason (kill -9,
 the OOM killer), the supervisor SIGKILLs the command and every process it started at once.
 On Linux the supervisor is a child subreaper, so processes that left the group (setsid,
@@ -117,6 +120,71 @@ impl Signals {
     }
 }
 
+/// The variables the command does not get: `LEASEHOLD_STORE` (the store URL, password
+/// included: the job needs only its grant, and `LEASEHOLD_STORE_ID` names the store with the
+/// password redacted), and any other variable whose value carries the store URL or its
+/// password. Those others are named on stderr when the command starts ([`note_withheld`]):
+/// the job may have counted on them.
+fn withheld_env(raw: &str, vars: impl Iterator<Item = (OsString, OsString)>) -> Vec<OsString> {
+    let secrets = store_secrets(raw);
+    let mut out = Vec::new();
+    for (name, value) in vars {
+        if name == store::ENV_STORE {
+            out.push(name);
+            continue;
+        }
+        let v = value.to_string_lossy();
+        let carries = (!secrets.is_empty() && v.contains(raw))
+            || secrets.iter().any(|pw| {
+                v.contains(&format!(":{pw}@"))
+                    || v.contains(&format!("password={pw}"))
+                    || (pw.chars().count() >= 8 && v.contains(pw.as_str()))
+            });
+        if carries {
+            out.push(name);
+        }
+    }
+    out
+}
+
+/// Names the variables withheld beyond `LEASEHOLD_STORE` (which is documented), once the
+/// command is about to start.
+fn note_withheld(withheld: &[OsString]) {
+    let named: Vec<_> = withheld
+        .iter()
+        .filter(|n| *n != store::ENV_STORE)
+        .map(|n| n.to_string_lossy().into_owned())
+        .collect();
+    if !named.is_empty() {
+        eprintln!(
+            "leasehold: note: not passing {} to the command: it holds the store's password",
+            named.join(", ")
+        );
+    }
+}
+
+/// The passwords in a store URL: its userinfo's and a `password=` option's.
+fn store_secrets(raw: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    if let Some((_, rest)) = raw.split_once("://") {
+        let authority = &rest[..rest.find(['/', '?']).unwrap_or(rest.len())];
+        if let Some((userinfo, _)) = authority.rsplit_once('@')
+            && let Some((_, pw)) = userinfo.split_once(':')
+            && !pw.is_empty()
+        {
+            out.push(pw.to_owned());
+        }
+    }
+    if let Some(q) = raw.split_once('?').map(|(_, q)| q) {
+        for pair in q.split('&') {
+            if let Some(pw) = pair.strip_prefix("password=").filter(|p| !p.is_empty()) {
+                out.push(pw.to_owned());
+            }
+        }
+    }
+    out
+}
+
 /// The command line, for `status` (URL passwords redacted, cut by [`HolderInfo`]).
 fn command_line(command: &[OsString]) -> String {
     let words: Vec<String> = command
@@ -158,8 +226,22 @@ pub(crate) async fn run(
     }
     // Refused before any connection: nothing fits in it.
     grace::plan(ttl, opt.grace, LockKind::Session).map_err(usage)?;
-    let url = store::resolve(&store)?.url;
+    let resolved = store::resolve(&store)?;
+    let url = resolved.url;
     let store_id = url.to_string();
+    if resolved.default
+        && let Ok(parent) = std::env::var(ENV_STORE_ID)
+        && parent != store_id
+    {
+        // Nested in a run on another store, which did not pass LEASEHOLD_STORE on: locking
+        // the per-user default instead would exclude nothing.
+        return Err(usage(format!(
+            "nested in a run on {parent}, but no store is given here: `run` does not pass \
+             LEASEHOLD_STORE to its command (it may hold a password); give the store with \
+             --store-file or LEASEHOLD_STORE_FILE (passed on), or --store"
+        )));
+    }
+    let withheld = withheld_env(url.expose(), std::env::vars_os());
     let fail_open = |e: &Error| fails_open(e, opt.if_unavailable);
     let warn_open = |e: &Error| {
         eprintln!(
@@ -172,7 +254,7 @@ pub(crate) async fn run(
         Ok(l) => l.with_op_timeout(timeout).with_holder_info(Some(info)),
         Err(e) if fail_open(&e) => {
             warn_open(&e);
-            return Err(nested::exec(&command, None));
+            return Err(nested::exec(&command, None, &withheld));
         }
         Err(e) => return Err(e.into()),
     };
@@ -186,7 +268,7 @@ pub(crate) async fn run(
     match parent {
         Parent::None => {}
         // Nested in a run of the same key: the parent's grant covers this command.
-        Parent::Confirmed(fence) => return Err(nested::exec(&command, Some(fence))),
+        Parent::Confirmed(fence) => return Err(nested::exec(&command, Some(fence), &withheld)),
         Parent::Unconfirmable(e) => {
             return Err(Exit::fail(
                 busy_code,
@@ -228,7 +310,7 @@ pub(crate) async fn run(
             // The acquire's owner-checked cleanup is in flight; exec ends it, and the
             // store's expiry is the backstop.
             let _ = tokio::time::timeout(Duration::from_millis(200), locker.close()).await;
-            return Err(nested::exec(&command, None));
+            return Err(nested::exec(&command, None, &withheld));
         }
         Err(Error::Busy { .. }) if opt.conflict_exit_code.is_some() => {
             return Err(Exit::ok(busy_code));
@@ -267,7 +349,8 @@ pub(crate) async fn run(
     // Orphans of a killed supervisor come to this process, which then kills them.
     #[cfg(target_os = "linux")]
     let _ = nix::sys::prctl::set_child_subreaper(true);
-    let mut sup = match Supervisor::spawn(&command, &env, plan.grace) {
+    note_withheld(&withheld);
+    let mut sup = match Supervisor::spawn(&command, &env, &withheld, plan.grace) {
         Ok(s) => s,
         Err(e) => {
             let _ = lease.release().await;
@@ -486,6 +569,34 @@ mod tests {
             IfUnavailable::Run
         ));
         assert_eq!(Exit::from(config).code, code::CONFIG);
+    }
+
+    #[test]
+    fn the_job_gets_neither_leasehold_store_nor_a_copy_of_its_password() {
+        let vars = |pairs: &[(&str, &str)]| -> Vec<(OsString, OsString)> {
+            pairs.iter().map(|(k, v)| (OsString::from(k), OsString::from(v))).collect()
+        };
+        let raw = "redis://app:s3cretpass@db:6379/0";
+        let got = withheld_env(
+            raw,
+            vars(&[
+                ("LEASEHOLD_STORE", raw),
+                ("REDIS_URL", raw),
+                ("OTHER_URL", "postgres://u:s3cretpass@pg/app"),
+                ("PLAIN", "s3cretpass"),
+                ("HOME", "/root"),
+                ("LEASEHOLD_STORE_FILE", "/etc/leasehold/store.url"),
+            ])
+            .into_iter(),
+        );
+        let got: Vec<_> = got.iter().map(|n| n.to_string_lossy().into_owned()).collect();
+        assert_eq!(got, ["LEASEHOLD_STORE", "REDIS_URL", "OTHER_URL", "PLAIN"]);
+        // A URL without a password withholds only LEASEHOLD_STORE.
+        let raw = "sqlite:///var/lib/leasehold/l.db";
+        let got = withheld_env(raw, vars(&[("LEASEHOLD_STORE", raw), ("X", raw)]).into_iter());
+        assert_eq!(got, [OsString::from("LEASEHOLD_STORE")]);
+        assert_eq!(store_secrets("postgres://u@h/db?password=pw1&mode=session"), ["pw1"]);
+        assert_eq!(store_secrets("redis://:pw2@h:6379"), ["pw2"]);
     }
 
     #[test]
