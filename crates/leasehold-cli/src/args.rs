@@ -135,8 +135,12 @@ pub(crate) struct RunOpt {
     /// node-exporter's textfile collector (written atomically; every series has the label
     /// key=KEY, so two jobs' files side by side do not collide): acquire wait, hold time,
     /// renewals, losses, and leasehold_run_exit_code, leasehold_run_duration_seconds,
-    /// leasehold_run_last_success_timestamp_seconds (kept from the previous file when this
-    /// run failed).
+    /// leasehold_run_outcome{outcome} (1 for this run's: success, failed, skipped (busy
+    /// with -E), busy, lost, unavailable, config, unlocked (--if-unavailable run), nested,
+    /// error; 0 for the others), leasehold_run_last_outcome_timestamp_seconds{outcome}, and
+    /// leasehold_run_last_success_timestamp_seconds: the command's own success only (a skip,
+    /// a busy key, a lost lease or a failed job never moves it); the timestamps are kept
+    /// from the previous file.
     #[arg(long, value_name = "PATH")]
     pub metrics_file: Option<PathBuf>,
     /// Hold one of N permits of KEY (a semaphore, as consul lock -n): at most N runs hold

@@ -162,3 +162,63 @@ fn a_nested_run_without_its_store_says_so_and_a_store_file_still_nests() {
     assert_eq!(field(&out, "code"), "0", "{}", stderr(&o));
     assert_eq!(field(&out, "inner"), field(&out, "outer"), "{out}");
 }
+
+/// The value of `name` with `label` among its labels in a metrics file, if there is one.
+fn metric(text: &str, name: &str, label: &str) -> Option<f64> {
+    text.lines()
+        .filter(|l| l.strip_prefix(name).is_some_and(|r| r.starts_with('{')))
+        .find(|l| l.split_once('}').is_some_and(|(labels, _)| labels.contains(label)))
+        .and_then(|l| l.rsplit(' ').next()?.parse().ok())
+}
+
+/// Two hosts with `-E 0 --metrics-file`: the one that finds the key busy used to write exit
+/// code 0 and a fresh last success, so "no success in 25 h" never fired while the winner's
+/// job failed every night. Now skipped, busy, failed and success are distinct outcomes and
+/// only the command's own success moves the last success.
+#[test]
+fn metrics_tell_a_skip_a_busy_key_a_failure_and_a_success_apart() {
+    let e = Env::new();
+    let (a, b) = (e.path("a.prom"), e.path("b.prom"));
+    let (pa, pb) = (a.to_str().unwrap(), b.to_str().unwrap());
+    let read = |p: &std::path::Path| std::fs::read_to_string(p).unwrap();
+    const SUCCESS: &str = "leasehold_run_last_success_timestamp_seconds";
+    const OUTCOME: &str = "leasehold_run_outcome";
+    const LAST: &str = "leasehold_run_last_outcome_timestamp_seconds";
+    let hold = "touch started; while [ ! -e stop ]; do sleep 0.02; done; exit 3";
+    let winner =
+        e.lh_spawn(&["run", "-E", "0", "--metrics-file", pa, "job", "--", "sh", "-c", hold]);
+    wait_for(&e.path("started"));
+    let loser = e.lh_out(&["run", "-E", "0", "--metrics-file", pb, "job", "--", "touch", "ran"]);
+    assert_eq!((code(&loser), stderr(&loser).as_str()), (0, ""), "-E 0 is quiet");
+    let text = read(&b);
+    assert_eq!(metric(&text, OUTCOME, "outcome=\"skipped\""), Some(1.0), "{text}");
+    assert_eq!(metric(&text, OUTCOME, "outcome=\"success\""), Some(0.0), "{text}");
+    assert!(metric(&text, LAST, "outcome=\"skipped\"").is_some(), "{text}");
+    assert!(!text.contains(SUCCESS), "a skip recorded a success:\n{text}");
+    // Without -E, a busy key is its own outcome.
+    let busy = e.lh_out(&["run", "--metrics-file", pb, "job", "--", "touch", "ran"]);
+    assert_eq!(code(&busy), 75);
+    let text = read(&b);
+    assert_eq!(metric(&text, OUTCOME, "outcome=\"busy\""), Some(1.0), "{text}");
+    assert_eq!(metric(&text, OUTCOME, "outcome=\"skipped\""), Some(0.0), "{text}");
+    assert!(metric(&text, LAST, "outcome=\"skipped\"").is_some(), "kept from before: {text}");
+    assert!(!e.path("ran").exists());
+
+    std::fs::write(e.path("stop"), "").unwrap();
+    let o = wait_child(winner, std::time::Duration::from_secs(30));
+    assert_eq!(code(&o), 3, "{}", stderr(&o));
+    let text = read(&a);
+    assert_eq!(metric(&text, OUTCOME, "outcome=\"failed\""), Some(1.0), "{text}");
+    assert!(!text.contains(SUCCESS), "a failed job recorded a success:\n{text}");
+    // The command's own success, and only it, moves the last success.
+    let ok = e.lh_out(&["run", "-E", "0", "--metrics-file", pa, "job", "--", "true"]);
+    assert_eq!(code(&ok), 0, "{}", stderr(&ok));
+    let text = read(&a);
+    assert_eq!(metric(&text, OUTCOME, "outcome=\"success\""), Some(1.0), "{text}");
+    let success = metric(&text, "leasehold_run_last_success_timestamp_seconds", "key=");
+    assert!(success.is_some(), "{text}");
+    assert!(metric(&text, LAST, "outcome=\"failed\"").is_some(), "kept from before: {text}");
+    for want in ["# HELP leasehold_run_outcome ", "# TYPE leasehold_run_outcome gauge"] {
+        assert!(text.contains(want), "{want:?} not in {text}");
+    }
+}

@@ -20,6 +20,7 @@ use crate::exit::{Exit, code};
 use crate::status::escape;
 use crate::{dur, store};
 use handle::{Event, Supervisor};
+use metrics::Outcome;
 use nested::Parent;
 
 /// Which store a `run` holds its key on, exported to the command so that a nested `run` can
@@ -204,13 +205,31 @@ fn command_line(command: &[OsString]) -> String {
     words.join(" ")
 }
 
+/// Runs the command under the lease: how `run` exits, and the outcome for the metrics.
 pub(crate) async fn run(
+    store: StoreOpt,
+    timeout: TimeoutOpt,
+    grant: GrantOpt,
+    opt: &RunOpt,
+    keys: Vec<String>,
+    command: Vec<OsString>,
+) -> (Result<Exit, Exit>, Outcome) {
+    let mut said = None;
+    let r = run_under_lease(store, timeout, grant, opt, keys, command, &mut said).await;
+    let outcome = said.unwrap_or_else(|| Outcome::of(&r));
+    (r, outcome)
+}
+
+/// [`run`]; `said` is set where the exit code alone cannot tell the outcome (a busy key
+/// skipped with `-E N`, whatever N).
+async fn run_under_lease(
     store: StoreOpt,
     TimeoutOpt { timeout }: TimeoutOpt,
     GrantOpt { ttl, wait }: GrantOpt,
     opt: &RunOpt,
     keys: Vec<String>,
     command: Vec<OsString>,
+    said: &mut Option<Outcome>,
 ) -> Result<Exit, Exit> {
     let usage = |m: String| Exit::fail(code::USAGE, m);
     let key = keys.join(" ");
@@ -270,6 +289,7 @@ pub(crate) async fn run(
         // Nested in a run of the same key: the parent's grant covers this command.
         Parent::Confirmed(fence) => return Err(nested::exec(&command, Some(fence), &withheld)),
         Parent::Unconfirmable(e) => {
+            *said = Some(Outcome::Busy);
             return Err(Exit::fail(
                 busy_code,
                 format!(
@@ -313,9 +333,11 @@ pub(crate) async fn run(
             return Err(nested::exec(&command, None, &withheld));
         }
         Err(Error::Busy { .. }) if opt.conflict_exit_code.is_some() => {
+            *said = Some(Outcome::Skipped);
             return Err(Exit::ok(busy_code));
         }
         Err(Error::Busy { key: k } | Error::HeldByThisLocker { key: k, .. }) => {
+            *said = Some(Outcome::Busy);
             return Err(Exit::fail(busy_code, busy_line(&locker, k.as_str()).await));
         }
         Err(e) => return Err(e.into()),

@@ -78,7 +78,10 @@ pub(super) fn exec(command: &[OsString], under: Option<u64>, withheld: &[OsStrin
             cmd.env_remove(v);
         }
     }
-    metrics::flush_before_exec();
+    metrics::flush_before_exec(match under {
+        Some(_) => metrics::Outcome::Nested,
+        None => metrics::Outcome::Unlocked,
+    });
     let e = cmd.exec();
     let code = if e.kind() == std::io::ErrorKind::NotFound {
         code::NOT_FOUND
