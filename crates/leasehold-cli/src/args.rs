@@ -158,6 +158,13 @@ pub(crate) struct RunOpt {
     /// semaphore has no readers).
     #[arg(short = 's', long, conflicts_with = "permits")]
     pub shared: bool,
+    /// Record nothing about this holder beside the grant. By default `run` records its host,
+    /// pid, start time and command line (at most 256 bytes; arguments that look like secrets
+    /// redacted: URL userinfo, values of --password/-p/--token/--secret/--*key*-style flags
+    /// and of NAME=VALUE pairs with such names, Authorization headers) for `status` and a busy
+    /// run's message. Also LEASEHOLD_NO_HOLDER_INFO=1.
+    #[arg(long)]
+    pub no_holder_info: bool,
 }
 
 #[derive(Subcommand, Debug)]

@@ -56,6 +56,10 @@ the store (password redacted). A nested \fBleasehold run\fR of the same key on t
 runs under that grant. For a \fB\-\-permits\fR run the key is the slot's, \fIKEY\fR#\fISLOT\fR,
 with that slot's fence.
 .TP
+\fBLEASEHOLD_NO_HOLDER_INFO\fR
+Set (to anything but 0), \fBleasehold run\fR records no holder info (host, pid, command
+line) beside the grant, as \fB\-\-no\-holder\-info\fR.
+.TP
 \fBLEASEHOLD_SLOT\fR, \fBLEASEHOLD_PERMITS\fR
 Set by \fBleasehold run \-\-permits\fR \fIN\fR: the slot held (0 to \fIN\fR\-1) and \fIN\fR.
 .TP

@@ -222,3 +222,45 @@ fn metrics_tell_a_skip_a_busy_key_a_failure_and_a_success_apart() {
         assert!(text.contains(want), "{want:?} not in {text}");
     }
 }
+
+/// Holder info: secrets in the command line are redacted (not only URL passwords), and
+/// `--no-holder-info` or LEASEHOLD_NO_HOLDER_INFO records nothing beside the grant.
+#[test]
+fn holder_info_redacts_secrets_and_can_be_turned_off() {
+    let e = Env::new();
+    let hold = "touch started; while [ ! -e stop ]; do sleep 0.02; done";
+    let info = |extra: &[&str], env_off: bool| -> serde_json::Value {
+        let _ = std::fs::remove_file(e.path("started"));
+        let _ = std::fs::remove_file(e.path("stop"));
+        let mut args = vec!["run"];
+        args.extend_from_slice(extra);
+        args.extend_from_slice(&["held", "--", "sh", "-c", hold, "job"]);
+        args.extend_from_slice(&["--password=hunter2", "-p", "hunter3", "TOKEN=hunter4"]);
+        let mut cmd = e.lh(&args);
+        if env_off {
+            cmd.env("LEASEHOLD_NO_HOLDER_INFO", "1");
+        }
+        let run = cmd
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        wait_for(&e.path("started"));
+        let s = e.lh_out(&["status", "--json", "held"]);
+        let busy = e.lh_out(&["run", "held", "--", "true"]);
+        assert_eq!(code(&busy), 75);
+        assert!(!stderr(&busy).contains("hunter"), "{}", stderr(&busy));
+        std::fs::write(e.path("stop"), "").unwrap();
+        let o = wait_child(run, std::time::Duration::from_secs(30));
+        assert_eq!(code(&o), 0, "{}", stderr(&o));
+        let h: serde_json::Value = serde_json::from_slice(&s.stdout).unwrap();
+        h[0]["info"].clone()
+    };
+    let shown = info(&[], false);
+    let command = shown["command"].as_str().unwrap();
+    assert!(!command.contains("hunter"), "a secret in status: {command}");
+    assert!(command.contains("--password=***") && command.contains("TOKEN=***"), "{command}");
+    for off in [info(&["--no-holder-info"], false), info(&[], true)] {
+        assert!(off.is_null(), "holder info recorded though turned off: {off}");
+    }
+}

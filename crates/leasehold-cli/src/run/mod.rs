@@ -26,6 +26,8 @@ use nested::Parent;
 /// Which store a `run` holds its key on, exported to the command so that a nested `run` can
 /// tell its parent's store: the URL with any password redacted.
 pub(crate) const ENV_STORE_ID: &str = "LEASEHOLD_STORE_ID";
+/// Set (to anything but `0`), `run` records no holder info, as `--no-holder-info`.
+pub(crate) const ENV_NO_HOLDER_INFO: &str = "LEASEHOLD_NO_HOLDER_INFO";
 
 /// `run --help`.
 pub(crate) const ABOUT: &str = "\
@@ -86,6 +88,12 @@ Nested in a `run` of the same KEY on the same store (LEASEHOLD_KEY, LEASEHOLD_OW
 LEASEHOLD_STORE_ID in the environment, and the store confirming that grant), the command runs
 at once under the parent's grant, with the same fence, instead of waiting on its own parent.
 A nested run of another key acquires as usual.
+
+Holder info: beside every grant, where the store keeps it, `run` records its host, pid,
+start time and command line (256 bytes at most, arguments that look like secrets redacted:
+URL userinfo, --password/-p/--token/--secret/--*key* values, NAME=VALUE pairs with such
+names, Authorization headers), shown by `status` and a busy run's message to anyone who can
+read the store. --no-holder-info or LEASEHOLD_NO_HOLDER_INFO=1 records none.
 
 The default store is per user (see `leasehold --help`): another user's run of the same key
 does not exclude this one; set LEASEHOLD_STORE for one store per machine or cluster.";
@@ -186,13 +194,13 @@ fn store_secrets(raw: &str) -> Vec<String> {
     out
 }
 
-/// The command line, for `status` (URL passwords redacted, cut by [`HolderInfo`]).
+/// The command line, for `status` and a busy run's message: quoted as a shell would read
+/// it, with whatever looks like a secret redacted ([`redact_words`]); cut by [`HolderInfo`].
 fn command_line(command: &[OsString]) -> String {
-    let words: Vec<String> = command
-        .iter()
+    let args: Vec<String> = command.iter().map(|a| a.to_string_lossy().into_owned()).collect();
+    redact_words(&args)
+        .into_iter()
         .map(|a| {
-            let a = a.to_string_lossy();
-            let a = if a.contains("://") { leasehold::redact(&a) } else { a.into_owned() };
             if !a.is_empty()
                 && a.chars().all(|c| c.is_ascii_alphanumeric() || "-_./=:,@%+".contains(c))
             {
@@ -201,8 +209,119 @@ fn command_line(command: &[OsString]) -> String {
                 format!("'{}'", a.replace('\'', r"'\''"))
             }
         })
-        .collect();
-    words.join(" ")
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// Whether a flag's or a variable's name says its value is a secret (`--password`,
+/// `PGPASSWORD`, `api_key`, `--client-secret`, `token`, `-p` …). Errs towards hiding: a
+/// `--key` that names a file, or `-p` as a port, is hidden too.
+fn secret_name(name: &str) -> bool {
+    let n = name.trim_start_matches('-').to_ascii_lowercase();
+    n == "p"
+        || ["pass", "pwd", "secret", "token", "key", "auth", "cred", "cookie", "private"]
+            .iter()
+            .any(|w| n.contains(w))
+}
+
+/// The arguments with secrets replaced by `***`, word by word (a `sh -c` script is one
+/// argument of many words): values of secret-named `NAME=VALUE` pairs (also inside query
+/// strings), the value after a secret-named flag (`--password x`, `-p x`, also in the next
+/// argument), `-pVALUE` (mysql's form), URL userinfo (`https://user:***@`, `https://***@`),
+/// and what follows `Authorization:`, `Bearer` or `Basic`.
+fn redact_words(args: &[String]) -> Vec<String> {
+    let mut secret_next = false;
+    args.iter()
+        .map(|arg| {
+            let mut out = String::with_capacity(arg.len());
+            let mut rest = arg.as_str();
+            while !rest.is_empty() {
+                let ws = rest.len() - rest.trim_start().len();
+                out.push_str(&rest[..ws]);
+                rest = &rest[ws..];
+                let end = rest.find(char::is_whitespace).unwrap_or(rest.len());
+                let (word, tail) = rest.split_at(end);
+                rest = tail;
+                if word.is_empty() {
+                    continue;
+                }
+                let bare = word.trim_matches(['\'', '"']).to_ascii_lowercase();
+                let is_flag = word.starts_with('-') && word.len() > 1;
+                if bare == "bearer" || bare == "basic" {
+                    out.push_str(word);
+                    secret_next = true;
+                    continue;
+                }
+                if secret_next && !is_flag {
+                    secret_next = false;
+                    out.push_str("***");
+                    continue;
+                }
+                secret_next = false;
+                let redacted = redact_word(word);
+                if bare.ends_with("authorization:") || bare.ends_with("cookie:") {
+                    secret_next = true;
+                } else if is_flag && !word.contains('=') && secret_name(word) {
+                    secret_next = true;
+                }
+                out.push_str(&redacted);
+            }
+            out
+        })
+        .collect()
+}
+
+/// One word: `-pVALUE`, URL userinfo and secret-named `NAME=VALUE` pairs redacted.
+fn redact_word(word: &str) -> String {
+    if let Some(v) = word.strip_prefix("-p")
+        && !v.is_empty()
+        && !word.starts_with("--")
+    {
+        return "-p***".to_owned();
+    }
+    let mut w = word.to_owned();
+    // URL userinfo: everything between `://` and the `@` of the authority.
+    let mut from = 0;
+    while let Some(i) = w[from..].find("://").map(|i| from + i + 3) {
+        let auth_end = w[i..].find(['/', '?', '#', '\'', '"']).map_or(w.len(), |e| i + e);
+        if let Some(at) = w[i..auth_end].rfind('@').map(|a| i + a) {
+            let shown = match w[i..at].split_once(':') {
+                Some((user, _)) => format!("{user}:***"),
+                None => "***".to_owned(),
+            };
+            w.replace_range(i..at, &shown);
+            from = i + shown.len() + 1;
+        } else {
+            from = auth_end.min(w.len());
+        }
+    }
+    // NAME=VALUE, wherever it appears (a flag, a variable, a query string).
+    let mut out = String::with_capacity(w.len());
+    let mut rest = w.as_str();
+    while let Some(eq) = rest.find('=') {
+        let (head, after) = (&rest[..eq], &rest[eq + 1..]);
+        let name_start = head
+            .rfind(|c: char| !(c.is_ascii_alphanumeric() || "_-.".contains(c)))
+            .map_or(0, |i| i + 1);
+        out.push_str(head);
+        out.push('=');
+        let value_end = after.find(['&', ';', ',', '\'', '"']).unwrap_or(after.len());
+        if secret_name(&head[name_start..]) && value_end > 0 {
+            out.push_str("***");
+            rest = &after[value_end..];
+        } else {
+            rest = after;
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+/// Whether `run` records who holds the key (host, pid, command): not with
+/// `--no-holder-info` or `LEASEHOLD_NO_HOLDER_INFO` set (to anything but `0` or nothing).
+fn records_holder_info(opt: &RunOpt) -> bool {
+    let env_off = std::env::var(ENV_NO_HOLDER_INFO).is_ok_and(|v| !v.is_empty() && v != "0");
+    !opt.no_holder_info && !env_off
 }
 
 /// Runs the command under the lease: how `run` exits, and the outcome for the metrics.
@@ -268,9 +387,10 @@ async fn run_under_lease(
              on {key:?} (--if-unavailable run)"
         )
     };
-    let info = HolderInfo::this_process().with_command(command_line(&command));
+    let info = records_holder_info(opt)
+        .then(|| HolderInfo::this_process().with_command(command_line(&command)));
     let locker = match Locker::open(&url, timeout).await {
-        Ok(l) => l.with_op_timeout(timeout).with_holder_info(Some(info)),
+        Ok(l) => l.with_op_timeout(timeout).with_holder_info(info),
         Err(e) if fail_open(&e) => {
             warn_open(&e);
             return Err(nested::exec(&command, None, &withheld));
@@ -619,6 +739,45 @@ mod tests {
         assert_eq!(got, [OsString::from("LEASEHOLD_STORE")]);
         assert_eq!(store_secrets("postgres://u@h/db?password=pw1&mode=session"), ["pw1"]);
         assert_eq!(store_secrets("redis://:pw2@h:6379"), ["pw2"]);
+    }
+
+    fn line(args: &[&str]) -> String {
+        command_line(&args.iter().map(OsString::from).collect::<Vec<_>>())
+    }
+
+    #[test]
+    fn arguments_that_look_like_secrets_are_redacted() {
+        for (args, shown) in [
+            (&["mysqldump", "--password=hunter2", "db"][..], "mysqldump '--password=***' db"),
+            (&["mysqldump", "-phunter2", "db"], "mysqldump '-p***' db"),
+            (&["sshpass", "-p", "hunter2", "ssh", "h"], "sshpass -p '***' ssh h"),
+            (&["tool", "--api-key", "k1", "--verbose"], "tool --api-key '***' --verbose"),
+            (&["tool", "--client-secret", "s1"], "tool --client-secret '***'"),
+            (
+                &["env", "PGPASSWORD=pw", "AWS_SECRET_ACCESS_KEY=ak", "x"],
+                "env 'PGPASSWORD=***' 'AWS_SECRET_ACCESS_KEY=***' x",
+            ),
+            (&["curl", "https://api/x?token=t1&page=2"], "curl 'https://api/x?token=***&page=2'"),
+            (&["curl", "https://tok3n@github.com/o/r"], "curl 'https://***@github.com/o/r'"),
+            (&["git", "clone", "https://u:pw@h/r"], "git clone 'https://u:***@h/r'"),
+            (&["curl", "-H", "Authorization: Bearer abc"], "curl -H 'Authorization: Bearer ***'"),
+            (&["job", "key=v1", "secret=v2", "name=n"], "job 'key=***' 'secret=***' name=n"),
+        ] {
+            assert_eq!(line(args), shown, "{args:?}");
+        }
+        // Inside a script, word by word.
+        let l = line(&[
+            "sh",
+            "-c",
+            "mysql -u app --password s3cr3t -e 'select 1'; redis-cli -u redis://:pw9@h",
+        ]);
+        for secret in ["s3cr3t", "pw9"] {
+            assert!(!l.contains(secret), "{l}");
+        }
+        assert!(l.contains("mysql -u app --password ***"), "{l}");
+        // What is no secret stays.
+        assert_eq!(line(&["rsync", "-a", "/src/", "host:/dst/"]), "rsync -a /src/ host:/dst/");
+        assert_eq!(line(&["./nightly.sh", "--date=2026-01-01"]), "./nightly.sh --date=2026-01-01");
     }
 
     #[test]
