@@ -88,7 +88,8 @@ SIGKILL at once.
 .TP
 \fBleasehold run\fR killed
 Its supervisor SIGKILLs the command and every process it started (on Linux also those that
-left its process group) as soon as \fBrun\fR is gone, whatever killed it.
+left its process group) as soon as \fBrun\fR is gone, whatever killed it, then releases the
+key (owner\-checked), so the next holder need not wait for the ttl.
 "#;
 
 const EXIT_STATUS: &str = r#".SH EXIT STATUS

@@ -264,3 +264,32 @@ fn holder_info_redacts_secrets_and_can_be_turned_off() {
         assert!(off.is_null(), "holder info recorded though turned off: {off}");
     }
 }
+
+/// `kill -9` of `run`: the supervisor kills the command and, once it is gone, releases the
+/// key (owner-checked), so the next host starts at once as with flock instead of waiting out
+/// the TTL. The store URL reached the supervisor over its socket: neither its command line
+/// nor its environment (nor the job's) holds it.
+#[test]
+fn kill_9_of_run_frees_the_key_at_once() {
+    use nix::sys::signal::{Signal, kill};
+    use nix::unistd::Pid;
+    use std::time::{Duration, Instant};
+    let e = Env::new();
+    let job = "echo $PPID > sup.pid; touch started; sleep 100";
+    let mut run = e.lh_spawn(&["run", "--ttl", "10s", "job", "--", "sh", "-c", job]);
+    wait_for(&e.path("started"));
+    let sup = std::fs::read_to_string(e.path("sup.pid")).unwrap().trim().to_owned();
+    let cmdline = std::fs::read(format!("/proc/{sup}/cmdline")).unwrap();
+    assert!(String::from_utf8_lossy(&cmdline).starts_with("leasehold\0supervise"));
+    assert!(!String::from_utf8_lossy(&cmdline).contains(&e.store()), "URL in the cmdline");
+    let environ = std::fs::read(format!("/proc/{sup}/environ")).unwrap();
+    let environ = String::from_utf8_lossy(&environ);
+    assert!(!environ.split('\0').any(|v| v.starts_with("LEASEHOLD_STORE=")), "in its environ");
+    kill(Pid::from_raw(run.id() as i32), Signal::SIGKILL).unwrap();
+    let _ = run.wait();
+    let killed = Instant::now();
+    let next = e.lh_out(&["run", "--wait", "8s", "job", "--", "true"]);
+    let took = killed.elapsed();
+    assert_eq!(code(&next), 0, "{}", stderr(&next));
+    assert!(took < Duration::from_secs(3), "the next run waited {took:?} (ttl 10s)");
+}

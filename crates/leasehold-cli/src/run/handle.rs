@@ -93,6 +93,14 @@ impl Supervisor {
         self.send(format!("deadline {at}")).await;
     }
 
+    /// Gives the supervisor what it needs to release the grants, owner-checked, should `run`
+    /// die while the command runs (over the socket: never argv, never an environment).
+    pub async fn release_on_exit(&mut self, order: &super::supervise::ReleaseOrder) {
+        if let Ok(json) = serde_json::to_string(order) {
+            self.send(format!("release {json}")).await;
+        }
+    }
+
     /// Passes signal `n` to the command's process group.
     pub async fn signal(&mut self, n: i32) {
         self.send(format!("signal {n}")).await;

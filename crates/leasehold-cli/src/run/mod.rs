@@ -39,8 +39,10 @@ LEASEHOLD_STORE_ID names the store, password redacted) nor any other variable ca
 store URL or its password (named on stderr); LEASEHOLD_STORE_FILE, a path, is passed on, so
 a nested run finds its store through it. The command runs in a process group of its own under a small supervisor
 (`leasehold supervise`) that holds a socket from `run`: if `run` dies for any reason (kill -9,
-the OOM killer), the supervisor SIGKILLs the command and every process it started at once.
-On Linux the supervisor is a child subreaper, so processes that left the group (setsid,
+the OOM killer), the supervisor SIGKILLs the command and every process it started at once,
+and once they are gone releases the key (owner-checked), so the next holder starts at once
+as with flock rather than after the ttl (the store URL reaches it over that socket, never
+argv or the environment). On Linux the supervisor is a child subreaper, so processes that left the group (setsid,
 daemons) are found and killed too, and the command has PR_SET_PDEATHSIG=SIGKILL should the
 supervisor itself be killed. Other Unix systems get the process group only.
 
@@ -499,6 +501,19 @@ async fn run_under_lease(
             return Err(Exit::fail(code::SOFTWARE, format!("cannot start the supervisor: {e}")));
         }
     };
+    // Should `run` die while the command runs, the supervisor releases the key once the
+    // command is gone, so the next holder starts at once, as with flock. Session locks on
+    // file://, PostgreSQL and MySQL end with this process's connection anyway; etcd's and
+    // ZooKeeper's live on until their session times out, so they are released too.
+    let backend = locker.guarantees().backend;
+    if kind == LockKind::Lease || matches!(backend, "etcd" | "zookeeper") {
+        let order = supervise::ReleaseOrder {
+            url: url.expose().to_owned(),
+            timeout_ms: timeout.as_millis() as u64,
+            grants: lease.grants(),
+        };
+        sup.release_on_exit(&order).await;
+    }
     let prog = command[0].to_string_lossy().into_owned();
     match sup.next().await {
         Event::Started(_) => {}
