@@ -221,6 +221,32 @@ fn metrics_tell_a_skip_a_busy_key_a_failure_and_a_success_apart() {
     for want in ["# HELP leasehold_run_outcome ", "# TYPE leasehold_run_outcome gauge"] {
         assert!(text.contains(want), "{want:?} not in {text}");
     }
+    // Once per period: the job fails and keeps the key for --at-least; the host that finds
+    // it busy records a skip, and neither a success.
+    let (c, d) = (e.path("c.prom"), e.path("d.prom"));
+    let cron = |p: &std::path::Path, job: &str| {
+        let p = p.to_str().unwrap().to_owned();
+        e.lh_out(&[
+            "run",
+            "--at-least",
+            "5s",
+            "-E",
+            "0",
+            "--metrics-file",
+            &p,
+            "period",
+            "--",
+            "sh",
+            "-c",
+            job,
+        ])
+    };
+    assert_eq!(code(&cron(&c, "exit 5")), 5);
+    assert_eq!(code(&cron(&d, "exit 0")), 0);
+    let (tc, td) = (read(&c), read(&d));
+    assert_eq!(metric(&tc, OUTCOME, "outcome=\"failed\""), Some(1.0), "{tc}");
+    assert_eq!(metric(&td, OUTCOME, "outcome=\"skipped\""), Some(1.0), "{td}");
+    assert!(!tc.contains(SUCCESS) && !td.contains(SUCCESS), "{tc}\n{td}");
 }
 
 /// Holder info: secrets in the command line are redacted (not only URL passwords), and

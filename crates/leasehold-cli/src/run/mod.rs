@@ -256,7 +256,12 @@ fn redact_words(args: &[String]) -> Vec<String> {
                 }
                 if secret_next && !is_flag {
                     secret_next = false;
+                    // The quotes and `;` around it are the script's, not the secret.
+                    let head = word.len() - word.trim_start_matches(['\'', '"']).len();
+                    let tail = word.trim_end_matches(['\'', '"', ';', ')']).len().max(head);
+                    out.push_str(&word[..head]);
                     out.push_str("***");
+                    out.push_str(&word[tail..]);
                     continue;
                 }
                 secret_next = false;
@@ -790,6 +795,9 @@ mod tests {
             assert!(!l.contains(secret), "{l}");
         }
         assert!(l.contains("mysql -u app --password ***"), "{l}");
+        let l =
+            line(&["sh", "-c", "curl -H \"Authorization: Bearer t0k\" https://h; x --token 't1';"]);
+        assert!(l.ends_with(r#"Bearer ***" https://h; x --token '\''***'\'';'"#), "{l}");
         // What is no secret stays.
         assert_eq!(line(&["rsync", "-a", "/src/", "host:/dst/"]), "rsync -a /src/ host:/dst/");
         assert_eq!(line(&["./nightly.sh", "--date=2026-01-01"]), "./nightly.sh --date=2026-01-01");
