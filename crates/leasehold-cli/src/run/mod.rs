@@ -37,14 +37,17 @@ Exports LEASEHOLD_KEY, LEASEHOLD_FENCE and LEASEHOLD_OWNER to the command and re
 lease every ttl/3. The command does not get LEASEHOLD_STORE (the URL, password included;
 LEASEHOLD_STORE_ID names the store, password redacted) nor any other variable carrying the
 store URL or its password (named on stderr); LEASEHOLD_STORE_FILE, a path, is passed on, so
-a nested run finds its store through it. The command runs in a process group of its own under a small supervisor
+a nested run finds its store through it.
+
+The command runs in a process group of its own under a small supervisor
 (`leasehold supervise`) that holds a socket from `run`: if `run` dies for any reason (kill -9,
 the OOM killer), the supervisor SIGKILLs the command and every process it started at once,
 and once they are gone releases the key (owner-checked), so the next holder starts at once
 as with flock rather than after the ttl (the store URL reaches it over that socket, never
-argv or the environment). On Linux the supervisor is a child subreaper, so processes that left the group (setsid,
-daemons) are found and killed too, and the command has PR_SET_PDEATHSIG=SIGKILL should the
-supervisor itself be killed. Other Unix systems get the process group only.
+argv or the environment). On Linux the supervisor is a child subreaper, so processes that
+left the group (setsid, daemons) are found and killed too, and the command has
+PR_SET_PDEATHSIG=SIGKILL should the supervisor itself be killed. Other Unix systems get the
+process group only.
 
 More primitives, same lease protocol (every grant fenced, renewed, lost and killed alike):
   leasehold run --permits 3 KEY -- CMD   one of 3 permits (a semaphore, as consul lock -n):
