@@ -269,11 +269,11 @@ fn redact_words(args: &[String]) -> Vec<String> {
                 }
                 secret_next = false;
                 let redacted = redact_word(word);
-                if bare.ends_with("authorization:") || bare.ends_with("cookie:") {
-                    secret_next = true;
-                } else if is_flag && !word.contains('=') && secret_name(word) {
-                    secret_next = true;
-                }
+                // A header whose value is a credential, or a flag naming a secret whose value
+                // is the next word.
+                secret_next = bare.ends_with("authorization:")
+                    || bare.ends_with("cookie:")
+                    || (is_flag && !word.contains('=') && secret_name(word));
                 out.push_str(&redacted);
             }
             out

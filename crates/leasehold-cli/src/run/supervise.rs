@@ -35,8 +35,8 @@ pub(crate) const ENV_RUN_PID: &str = "LEASEHOLD_RUN_PID";
 
 /// What the supervisor releases, owner-checked, when `run` dies while the command runs: the
 /// store (its URL with the password: it comes over the socket, never argv or an environment)
-/// and each grant's key and owner token.
-#[derive(serde::Serialize, serde::Deserialize, Debug, Clone, PartialEq, Eq)]
+/// and each grant's key and owner token. No `Debug`: nothing may print it.
+#[derive(serde::Serialize, serde::Deserialize)]
 pub(crate) struct ReleaseOrder {
     pub url: String,
     pub timeout_ms: u64,
