@@ -14,7 +14,7 @@ Exit codes:
   0    success; for `run`, the command's own exit code (128+N if it died of signal N)
   64   invalid usage or input (bad key, ttl, duration, store URL, owner token; a --grace
        or --ttl that cannot fit the lease; --permits or --shared on a store that cannot
-       hold them, or --permits N naming another N than the runs holding KEY)
+       hold them, or together, or --permits N naming another N than the runs holding KEY)
   69   store unavailable (cannot connect, no answer within --timeout), or the outcome of a
        request is unknown; `run` never exits 69 once its command has started
   70   internal error; for `run`: its supervisor died (what the command started was killed)
@@ -104,8 +104,9 @@ pub(crate) enum IfUnavailable {
 /// What `run` does beyond the grant.
 #[derive(Args, Debug)]
 pub(crate) struct RunOpt {
-    /// Time between SIGTERM and SIGKILL when the lease runs out [default: 5s, or the most
-    /// that fits the ttl]. It must fit: SIGKILL lands before the store may grant the key to
+    /// Time between SIGTERM and SIGKILL when the lease runs out, when `run` itself gets
+    /// SIGTERM (as systemd's stop timeout), and for what the command leaves running at exit
+    /// [default: 5s, or the most that fits the ttl]. It must fit: SIGKILL lands before the store may grant the key to
     /// anyone else, so the local deadline is placed grace + slack (ttl/10, at most 2s) before
     /// the lease's end, and it must still leave two renewals (2·ttl/3) before it: grace ≤
     /// ttl·(1 − 0.01) − 2·ttl/3 − slack, else exit 64 with the arithmetic.
@@ -134,8 +135,12 @@ pub(crate) struct RunOpt {
     /// node-exporter's textfile collector (written atomically; every series has the label
     /// key=KEY, so two jobs' files side by side do not collide): acquire wait, hold time,
     /// renewals, losses, and leasehold_run_exit_code, leasehold_run_duration_seconds,
-    /// leasehold_run_last_success_timestamp_seconds (kept from the previous file when this
-    /// run failed).
+    /// leasehold_run_outcome{outcome} (1 for this run's: success, failed, skipped (busy
+    /// with -E), busy, lost, unavailable, config, unlocked (--if-unavailable run), nested,
+    /// error; 0 for the others), leasehold_run_last_outcome_timestamp_seconds{outcome}, and
+    /// leasehold_run_last_success_timestamp_seconds: the command's own success only (a skip,
+    /// a busy key, a lost lease or a failed job never moves it); the timestamps are kept
+    /// from the previous file.
     #[arg(long, value_name = "PATH")]
     pub metrics_file: Option<PathBuf>,
     /// Hold one of N permits of KEY (a semaphore, as consul lock -n): at most N runs hold
@@ -149,9 +154,17 @@ pub(crate) struct RunOpt {
     /// Hold KEY as a reader (as flock -s): readers run together, a plain `run` of KEY is
     /// the writer and runs alone; a writer waiting keeps new readers out until it has run,
     /// where the store can (sqlite, redis). Exports LEASEHOLD_MODE=shared and the reader's
-    /// own fence. Exit 64 on a store that cannot hold readers.
-    #[arg(short = 's', long)]
+    /// own fence. Exit 64 on a store that cannot hold readers, and with --permits (a
+    /// semaphore has no readers).
+    #[arg(short = 's', long, conflicts_with = "permits")]
     pub shared: bool,
+    /// Record nothing about this holder beside the grant. By default `run` records its host,
+    /// pid, start time and command line (at most 256 bytes; arguments that look like secrets
+    /// redacted: URL userinfo, values of --password/-p/--token/--secret/--*key*-style flags
+    /// and of NAME=VALUE pairs with such names, Authorization headers) for `status` and a busy
+    /// run's message. Also LEASEHOLD_NO_HOLDER_INFO=1.
+    #[arg(long)]
+    pub no_holder_info: bool,
 }
 
 #[derive(Subcommand, Debug)]
@@ -408,7 +421,9 @@ pub(crate) enum Cmd {
     /// Print a man page (roff; `leasehold man run | man -l -`), or write one per command.
     Man {
         /// Write leasehold.1 and leasehold-COMMAND.1 for every command into DIR (e.g.
-        /// ~/.local/share/man/man1) instead of printing.
+        /// ~/.local/share/man/man1) instead of printing. man looks in man1/ under each
+        /// directory of `manpath`; a DIR it does not search gets a note on stderr. Pages are
+        /// ASCII (other characters as groff escapes).
         #[arg(long, value_name = "DIR")]
         dir: Option<PathBuf>,
         /// The command whose page to print (default: the top-level page).

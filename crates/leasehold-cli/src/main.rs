@@ -194,8 +194,8 @@ async fn dispatch(cmd: Cmd) -> Exit {
         Cmd::Run { store, timeout, grant, opt, keys, command } => {
             run::metrics::install(opt.metrics_file.clone(), &keys.join(" "));
             let started = std::time::Instant::now();
-            let r = run::run(store, timeout, grant, &opt, keys, command).await;
-            run::metrics::flush(r.as_ref().map_or_else(|e| e.code, |e| e.code), started);
+            let (r, outcome) = run::run(store, timeout, grant, &opt, keys, command).await;
+            run::metrics::flush(outcome, r.as_ref().map_or_else(|e| e.code, |e| e.code), started);
             r
         }
         Cmd::Acquire { store, timeout, grant, json, key } => {

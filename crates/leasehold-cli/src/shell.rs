@@ -2,7 +2,7 @@
 //! they never drift from the commands; internal commands are left out of both.
 
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::CommandFactory;
@@ -36,7 +36,8 @@ pub fn completions(shell: clap_complete::Shell) -> ExitCode {
 const ENVIRONMENT: &str = r#".SH ENVIRONMENT
 .TP
 \fBLEASEHOLD_STORE\fR
-The store URL when \fB\-\-store\fR and \fB\-\-store\-file\fR are not given.
+The store URL when \fB\-\-store\fR and \fB\-\-store\-file\fR are not given. Not passed
+to \fBleasehold run\fR's command (nor any other variable carrying the URL's password).
 .TP
 \fBLEASEHOLD_STORE_FILE\fR
 A file whose first line is the store URL (keep it mode 0600): keeps a password out of
@@ -55,6 +56,10 @@ the store (password redacted). A nested \fBleasehold run\fR of the same key on t
 runs under that grant. For a \fB\-\-permits\fR run the key is the slot's, \fIKEY\fR#\fISLOT\fR,
 with that slot's fence.
 .TP
+\fBLEASEHOLD_NO_HOLDER_INFO\fR
+Set (to anything but 0), \fBleasehold run\fR records no holder info (host, pid, command
+line) beside the grant, as \fB\-\-no\-holder\-info\fR.
+.TP
 \fBLEASEHOLD_SLOT\fR, \fBLEASEHOLD_PERMITS\fR
 Set by \fBleasehold run \-\-permits\fR \fIN\fR: the slot held (0 to \fIN\fR\-1) and \fIN\fR.
 .TP
@@ -71,7 +76,9 @@ const SIGNALS: &str = r#".SH SIGNALS
 .TP
 \fBSIGINT\fR, \fBSIGTERM\fR, \fBSIGHUP\fR
 \fBleasehold run\fR passes them to the command's process group and goes on holding the key
-until the command ends.
+until the command ends. After SIGTERM, the command and every process it started get SIGKILL
+once \fB\-\-grace\fR has passed (as systemd stops a unit); a second SIGTERM does not
+postpone it.
 .TP
 Lease lost
 At the local deadline (no renewal confirmed) the command's processes get SIGTERM, then SIGKILL
@@ -81,7 +88,8 @@ SIGKILL at once.
 .TP
 \fBleasehold run\fR killed
 Its supervisor SIGKILLs the command and every process it started (on Linux also those that
-left its process group) as soon as \fBrun\fR is gone, whatever killed it.
+left its process group) as soon as \fBrun\fR is gone, whatever killed it, then releases the
+key (owner\-checked), so the next holder need not wait for the ttl.
 "#;
 
 const EXIT_STATUS: &str = r#".SH EXIT STATUS
@@ -134,7 +142,57 @@ fn page(cmd: clap::Command, out: &mut Vec<u8>) -> std::io::Result<()> {
     if has_version {
         man.render_version_section(out)?;
     }
+    let ascii = to_roff_ascii(&preformat_extra(&String::from_utf8_lossy(out)));
+    *out = ascii.into_bytes();
     Ok(())
+}
+
+/// The EXTRA section (the exit codes and the URL table of `--help`) as written, not filled:
+/// filled, its columns ran together and groff could not adjust the long lines.
+fn preformat_extra(page: &str) -> String {
+    const HEAD: &str = "\n.SH EXTRA\n";
+    let Some(start) = page.find(HEAD).map(|i| i + HEAD.len()) else { return page.to_owned() };
+    let end = page[start..].find("\n.SH ").map_or(page.len(), |i| start + i + 1);
+    format!("{}.nf\n{}.fi\n{}", &page[..start], &page[start..end], &page[end..])
+}
+
+/// The page with every non-ASCII character as groff's `\[uXXXX]` escape: raw UTF-8 makes
+/// groff warn ("invalid input character") and print garbage under `-Tascii`/`-Tlatin1`,
+/// while the escape is rendered by groff and mandoc alike.
+fn to_roff_ascii(page: &str) -> String {
+    let mut out = String::with_capacity(page.len());
+    for c in page.chars() {
+        if c.is_ascii() {
+            out.push(c);
+        } else {
+            out.push_str(&format!("\\[u{:04X}]", c as u32));
+        }
+    }
+    out
+}
+
+/// Whether `man` searches `dir`: it looks in `man1` under each directory of its path
+/// (`manpath`, else `$MANPATH`). `None` when that path cannot be told.
+fn searched_by_man(dir: &Path) -> (Option<bool>, String) {
+    let from_manpath = std::process::Command::new("manpath")
+        .arg("-q")
+        .stderr(std::process::Stdio::null())
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+        .filter(|p| !p.is_empty());
+    let Some(path) = from_manpath.or_else(|| std::env::var("MANPATH").ok()) else {
+        return (None, String::new());
+    };
+    let canon = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+    let here = canon(dir);
+    let searched = here.file_name().is_some_and(|n| n == "man1")
+        && path
+            .split(':')
+            .filter(|e| !e.is_empty())
+            .any(|e| here.parent().is_some_and(|parent| canon(Path::new(e)) == parent));
+    (Some(searched), path)
 }
 
 /// Prints the page of `command` (default: the top level), or writes every page to `dir`.
@@ -159,7 +217,17 @@ pub fn man(dir: Option<PathBuf>, command: Option<String>) -> ExitCode {
             if let Err(e) = page(cmd, &mut out).and_then(|()| std::fs::write(&path, out)) {
                 return fail(format!("cannot write {}: {e}", path.display()));
             }
-            println!("{}", path.display());
+            // A closed stdout (`| head`) is no reason to stop writing pages.
+            let _ = writeln!(std::io::stdout(), "{}", path.display());
+        }
+        if let (Some(false), path) = searched_by_man(&dir) {
+            let shown = dir.display();
+            eprintln!(
+                "leasehold: note: `man leasehold` will not find pages in {shown}: man looks in \
+                 man1/ under each directory of its path ({path}); write them to one (e.g. \
+                 --dir ~/.local/share/man/man1), add the parent of a man1 directory to MANPATH, \
+                 or read one with `man -l {shown}/leasehold-run.1`"
+            );
         }
         return ExitCode::SUCCESS;
     }

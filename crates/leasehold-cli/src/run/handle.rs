@@ -23,6 +23,8 @@ pub(crate) enum Event {
     DeadlineTerm,
     /// … and SIGKILL, --grace after it.
     DeadlineKill,
+    /// The command outlived --grace after the SIGTERM `run` was sent; SIGKILL.
+    StopKill,
     /// The command (and all it started) ended: its exit code, or 128 + its signal.
     Ended(u8),
     /// The supervisor is gone without a word.
@@ -36,10 +38,12 @@ pub(crate) struct Supervisor {
 }
 
 impl Supervisor {
-    /// Starts `leasehold supervise -- COMMAND` with `env` added to the command's environment.
+    /// Starts `leasehold supervise -- COMMAND` with `env` added to the command's environment
+    /// and the variables `withheld` removed from it (and from the supervisor's).
     pub fn spawn(
         command: &[OsString],
         env: &[(&str, String)],
+        withheld: &[OsString],
         grace: Duration,
     ) -> std::io::Result<Self> {
         let (ours, theirs) = std::os::unix::net::UnixStream::pair()?;
@@ -57,6 +61,9 @@ impl Supervisor {
             .arg("--")
             .args(command)
             .env(ENV_FD, fd.to_string());
+        for k in withheld {
+            cmd.env_remove(k);
+        }
         for (k, v) in env {
             cmd.env(k, v);
         }
@@ -86,9 +93,23 @@ impl Supervisor {
         self.send(format!("deadline {at}")).await;
     }
 
+    /// Gives the supervisor what it needs to release the grants, owner-checked, should `run`
+    /// die while the command runs (over the socket: never argv, never an environment).
+    pub async fn release_on_exit(&mut self, order: &super::supervise::ReleaseOrder) {
+        if let Ok(json) = serde_json::to_string(order) {
+            self.send(format!("release {json}")).await;
+        }
+    }
+
     /// Passes signal `n` to the command's process group.
     pub async fn signal(&mut self, n: i32) {
         self.send(format!("signal {n}")).await;
+    }
+
+    /// SIGTERM to the command's process group, and SIGKILL to everything it started
+    /// --grace after the first one (as systemd stops a unit).
+    pub async fn stop(&mut self) {
+        self.send("stop".into()).await;
     }
 
     /// SIGTERM now, SIGKILL after --grace.
@@ -115,6 +136,7 @@ impl Supervisor {
             ("leftover", Some(n)) => Event::Leftover(n as usize),
             ("deadline-term", _) => Event::DeadlineTerm,
             ("deadline-kill", _) => Event::DeadlineKill,
+            ("stop-kill", _) => Event::StopKill,
             ("exited", Some(c)) => Event::Ended(c.clamp(0, 255) as u8),
             ("killed", Some(s)) => Event::Ended((128 + s).clamp(0, 255) as u8),
             _ => Event::Gone,

@@ -82,6 +82,11 @@ impl Held {
         }
     }
 
+    /// Every grant held, as (key, owner token): what an owner-checked release names.
+    pub fn grants(&self) -> Vec<(String, String)> {
+        self.leases().iter().map(|l| (l.key().as_str().to_owned(), l.owner().to_string())).collect()
+    }
+
     /// The earliest local deadline among the leases held; `None` for session locks.
     pub fn deadline(&self) -> Option<Instant> {
         self.leases().iter().filter_map(|l| l.deadline()).min()

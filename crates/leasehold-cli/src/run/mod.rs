@@ -20,23 +20,34 @@ use crate::exit::{Exit, code};
 use crate::status::escape;
 use crate::{dur, store};
 use handle::{Event, Supervisor};
+use metrics::Outcome;
 use nested::Parent;
 
 /// Which store a `run` holds its key on, exported to the command so that a nested `run` can
 /// tell its parent's store: the URL with any password redacted.
 pub(crate) const ENV_STORE_ID: &str = "LEASEHOLD_STORE_ID";
+/// Set (to anything but `0`), `run` records no holder info, as `--no-holder-info`.
+pub(crate) const ENV_NO_HOLDER_INFO: &str = "LEASEHOLD_NO_HOLDER_INFO";
 
 /// `run --help`.
 pub(crate) const ABOUT: &str = "\
 Run CMD while holding KEY: flock(1) for a cluster.
 
 Exports LEASEHOLD_KEY, LEASEHOLD_FENCE and LEASEHOLD_OWNER to the command and renews the
-lease every ttl/3. The command runs in a process group of its own under a small supervisor
+lease every ttl/3. The command does not get LEASEHOLD_STORE (the URL, password included;
+LEASEHOLD_STORE_ID names the store, password redacted) nor any other variable carrying the
+store URL or its password (named on stderr); LEASEHOLD_STORE_FILE, a path, is passed on, so
+a nested run finds its store through it.
+
+The command runs in a process group of its own under a small supervisor
 (`leasehold supervise`) that holds a socket from `run`: if `run` dies for any reason (kill -9,
-the OOM killer), the supervisor SIGKILLs the command and every process it started at once.
-On Linux the supervisor is a child subreaper, so processes that left the group (setsid,
-daemons) are found and killed too, and the command has PR_SET_PDEATHSIG=SIGKILL should the
-supervisor itself be killed. Other Unix systems get the process group only.
+the OOM killer), the supervisor SIGKILLs the command and every process it started at once,
+and once they are gone releases the key (owner-checked), so the next holder starts at once
+as with flock rather than after the ttl (the store URL reaches it over that socket, never
+argv or the environment). On Linux the supervisor is a child subreaper, so processes that
+left the group (setsid, daemons) are found and killed too, and the command has
+PR_SET_PDEATHSIG=SIGKILL should the supervisor itself be killed. Other Unix systems get the
+process group only.
 
 More primitives, same lease protocol (every grant fenced, renewed, lost and killed alike):
   leasehold run --permits 3 KEY -- CMD   one of 3 permits (a semaphore, as consul lock -n):
@@ -66,7 +77,10 @@ if the lease was lost meanwhile (or found not ours at release); a failed release
 warning, never 69. A command that exits 75, 69, 78 or 79 itself is passed through: tell them
 apart by leasehold's own `leasehold: ` line on stderr, or move the busy code with -E.
 
-SIGINT, SIGTERM and SIGHUP are passed to the command's process group. When stdin is a
+SIGINT, SIGTERM and SIGHUP are passed to the command's process group. SIGTERM stops the
+run, as systemd stops a unit: if the command and what it started are still running --grace
+after the first SIGTERM, they get SIGKILL (a second SIGTERM does not postpone it), and the
+key is released. SIGINT and SIGHUP are only passed on. When stdin is a
 terminal and `run` is in its foreground, the command's group becomes the terminal's
 foreground group (and gives it back at the end), so a command that reads the terminal is not
 stopped by SIGTTIN and Ctrl-C reaches it directly.
@@ -79,6 +93,12 @@ Nested in a `run` of the same KEY on the same store (LEASEHOLD_KEY, LEASEHOLD_OW
 LEASEHOLD_STORE_ID in the environment, and the store confirming that grant), the command runs
 at once under the parent's grant, with the same fence, instead of waiting on its own parent.
 A nested run of another key acquires as usual.
+
+Holder info: beside every grant, where the store keeps it, `run` records its host, pid,
+start time and command line (256 bytes at most, arguments that look like secrets redacted:
+URL userinfo, --password/-p/--token/--secret/--*key* values, NAME=VALUE pairs with such
+names, Authorization headers), shown by `status` and a busy run's message to anyone who can
+read the store. --no-holder-info or LEASEHOLD_NO_HOLDER_INFO=1 records none.
 
 The default store is per user (see `leasehold --help`): another user's run of the same key
 does not exclude this one; set LEASEHOLD_STORE for one store per machine or cluster.";
@@ -114,13 +134,78 @@ impl Signals {
     }
 }
 
-/// The command line, for `status` (URL passwords redacted, cut by [`HolderInfo`]).
-fn command_line(command: &[OsString]) -> String {
-    let words: Vec<String> = command
+/// The variables the command does not get: `LEASEHOLD_STORE` (the store URL, password
+/// included: the job needs only its grant, and `LEASEHOLD_STORE_ID` names the store with the
+/// password redacted), and any other variable whose value carries the store URL or its
+/// password. Those others are named on stderr when the command starts ([`note_withheld`]):
+/// the job may have counted on them.
+fn withheld_env(raw: &str, vars: impl Iterator<Item = (OsString, OsString)>) -> Vec<OsString> {
+    let secrets = store_secrets(raw);
+    let mut out = Vec::new();
+    for (name, value) in vars {
+        if name == store::ENV_STORE {
+            out.push(name);
+            continue;
+        }
+        let v = value.to_string_lossy();
+        let carries = (!secrets.is_empty() && v.contains(raw))
+            || secrets.iter().any(|pw| {
+                v.contains(&format!(":{pw}@"))
+                    || v.contains(&format!("password={pw}"))
+                    || (pw.chars().count() >= 8 && v.contains(pw.as_str()))
+            });
+        if carries {
+            out.push(name);
+        }
+    }
+    out
+}
+
+/// Names the variables withheld beyond `LEASEHOLD_STORE` (which is documented), once the
+/// command is about to start.
+fn note_withheld(withheld: &[OsString]) {
+    let named: Vec<_> = withheld
         .iter()
+        .filter(|n| *n != store::ENV_STORE)
+        .map(|n| n.to_string_lossy().into_owned())
+        .collect();
+    if !named.is_empty() {
+        eprintln!(
+            "leasehold: note: not passing {} to the command: it holds the store's password",
+            named.join(", ")
+        );
+    }
+}
+
+/// The passwords in a store URL: its userinfo's and a `password=` option's.
+fn store_secrets(raw: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    if let Some((_, rest)) = raw.split_once("://") {
+        let authority = &rest[..rest.find(['/', '?']).unwrap_or(rest.len())];
+        if let Some((userinfo, _)) = authority.rsplit_once('@')
+            && let Some((_, pw)) = userinfo.split_once(':')
+            && !pw.is_empty()
+        {
+            out.push(pw.to_owned());
+        }
+    }
+    if let Some(q) = raw.split_once('?').map(|(_, q)| q) {
+        for pair in q.split('&') {
+            if let Some(pw) = pair.strip_prefix("password=").filter(|p| !p.is_empty()) {
+                out.push(pw.to_owned());
+            }
+        }
+    }
+    out
+}
+
+/// The command line, for `status` and a busy run's message: quoted as a shell would read
+/// it, with whatever looks like a secret redacted ([`redact_words`]); cut by [`HolderInfo`].
+fn command_line(command: &[OsString]) -> String {
+    let args: Vec<String> = command.iter().map(|a| a.to_string_lossy().into_owned()).collect();
+    redact_words(&args)
+        .into_iter()
         .map(|a| {
-            let a = a.to_string_lossy();
-            let a = if a.contains("://") { leasehold::redact(&a) } else { a.into_owned() };
             if !a.is_empty()
                 && a.chars().all(|c| c.is_ascii_alphanumeric() || "-_./=:,@%+".contains(c))
             {
@@ -129,17 +214,151 @@ fn command_line(command: &[OsString]) -> String {
                 format!("'{}'", a.replace('\'', r"'\''"))
             }
         })
-        .collect();
-    words.join(" ")
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
+/// Whether a flag's or a variable's name says its value is a secret (`--password`,
+/// `PGPASSWORD`, `api_key`, `--client-secret`, `token`, `-p` …). Errs towards hiding: a
+/// `--key` that names a file, or `-p` as a port, is hidden too.
+fn secret_name(name: &str) -> bool {
+    let n = name.trim_start_matches('-').to_ascii_lowercase();
+    n == "p"
+        || ["pass", "pwd", "secret", "token", "key", "auth", "cred", "cookie", "private"]
+            .iter()
+            .any(|w| n.contains(w))
+}
+
+/// The arguments with secrets replaced by `***`, word by word (a `sh -c` script is one
+/// argument of many words): values of secret-named `NAME=VALUE` pairs (also inside query
+/// strings), the value after a secret-named flag (`--password x`, `-p x`, also in the next
+/// argument), `-pVALUE` (mysql's form), URL userinfo (`https://user:***@`, `https://***@`),
+/// and what follows `Authorization:`, `Bearer` or `Basic`.
+fn redact_words(args: &[String]) -> Vec<String> {
+    let mut secret_next = false;
+    args.iter()
+        .map(|arg| {
+            let mut out = String::with_capacity(arg.len());
+            let mut rest = arg.as_str();
+            while !rest.is_empty() {
+                let ws = rest.len() - rest.trim_start().len();
+                out.push_str(&rest[..ws]);
+                rest = &rest[ws..];
+                let end = rest.find(char::is_whitespace).unwrap_or(rest.len());
+                let (word, tail) = rest.split_at(end);
+                rest = tail;
+                if word.is_empty() {
+                    continue;
+                }
+                let bare = word.trim_matches(['\'', '"']).to_ascii_lowercase();
+                let is_flag = word.starts_with('-') && word.len() > 1;
+                if bare == "bearer" || bare == "basic" {
+                    out.push_str(word);
+                    secret_next = true;
+                    continue;
+                }
+                if secret_next && !is_flag {
+                    secret_next = false;
+                    // The quotes and `;` around it are the script's, not the secret.
+                    let head = word.len() - word.trim_start_matches(['\'', '"']).len();
+                    let tail = word.trim_end_matches(['\'', '"', ';', ')']).len().max(head);
+                    out.push_str(&word[..head]);
+                    out.push_str("***");
+                    out.push_str(&word[tail..]);
+                    continue;
+                }
+                secret_next = false;
+                let redacted = redact_word(word);
+                // A header whose value is a credential, or a flag naming a secret whose value
+                // is the next word.
+                secret_next = bare.ends_with("authorization:")
+                    || bare.ends_with("cookie:")
+                    || (is_flag && !word.contains('=') && secret_name(word));
+                out.push_str(&redacted);
+            }
+            out
+        })
+        .collect()
+}
+
+/// One word: `-pVALUE`, URL userinfo and secret-named `NAME=VALUE` pairs redacted.
+fn redact_word(word: &str) -> String {
+    if let Some(v) = word.strip_prefix("-p")
+        && !v.is_empty()
+        && !word.starts_with("--")
+    {
+        return "-p***".to_owned();
+    }
+    let mut w = word.to_owned();
+    // URL userinfo: everything between `://` and the `@` of the authority.
+    let mut from = 0;
+    while let Some(i) = w[from..].find("://").map(|i| from + i + 3) {
+        let auth_end = w[i..].find(['/', '?', '#', '\'', '"']).map_or(w.len(), |e| i + e);
+        if let Some(at) = w[i..auth_end].rfind('@').map(|a| i + a) {
+            let shown = match w[i..at].split_once(':') {
+                Some((user, _)) => format!("{user}:***"),
+                None => "***".to_owned(),
+            };
+            w.replace_range(i..at, &shown);
+            from = i + shown.len() + 1;
+        } else {
+            from = auth_end.min(w.len());
+        }
+    }
+    // NAME=VALUE, wherever it appears (a flag, a variable, a query string).
+    let mut out = String::with_capacity(w.len());
+    let mut rest = w.as_str();
+    while let Some(eq) = rest.find('=') {
+        let (head, after) = (&rest[..eq], &rest[eq + 1..]);
+        let name_start = head
+            .rfind(|c: char| !(c.is_ascii_alphanumeric() || "_-.".contains(c)))
+            .map_or(0, |i| i + 1);
+        out.push_str(head);
+        out.push('=');
+        let value_end = after.find(['&', ';', ',', '\'', '"']).unwrap_or(after.len());
+        if secret_name(&head[name_start..]) && value_end > 0 {
+            out.push_str("***");
+            rest = &after[value_end..];
+        } else {
+            rest = after;
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+/// Whether `run` records who holds the key (host, pid, command): not with
+/// `--no-holder-info` or `LEASEHOLD_NO_HOLDER_INFO` set (to anything but `0` or nothing).
+fn records_holder_info(opt: &RunOpt) -> bool {
+    let env_off = std::env::var(ENV_NO_HOLDER_INFO).is_ok_and(|v| !v.is_empty() && v != "0");
+    !opt.no_holder_info && !env_off
+}
+
+/// Runs the command under the lease: how `run` exits, and the outcome for the metrics.
 pub(crate) async fn run(
+    store: StoreOpt,
+    timeout: TimeoutOpt,
+    grant: GrantOpt,
+    opt: &RunOpt,
+    keys: Vec<String>,
+    command: Vec<OsString>,
+) -> (Result<Exit, Exit>, Outcome) {
+    let mut said = None;
+    let r = run_under_lease(store, timeout, grant, opt, keys, command, &mut said).await;
+    let outcome = said.unwrap_or_else(|| Outcome::of(&r));
+    (r, outcome)
+}
+
+/// [`run`]; `said` is set where the exit code alone cannot tell the outcome (a busy key
+/// skipped with `-E N`, whatever N).
+async fn run_under_lease(
     store: StoreOpt,
     TimeoutOpt { timeout }: TimeoutOpt,
     GrantOpt { ttl, wait }: GrantOpt,
     opt: &RunOpt,
     keys: Vec<String>,
     command: Vec<OsString>,
+    said: &mut Option<Outcome>,
 ) -> Result<Exit, Exit> {
     let usage = |m: String| Exit::fail(code::USAGE, m);
     let key = keys.join(" ");
@@ -155,8 +374,22 @@ pub(crate) async fn run(
     }
     // Refused before any connection: nothing fits in it.
     grace::plan(ttl, opt.grace, LockKind::Session).map_err(usage)?;
-    let url = store::resolve(&store)?.url;
+    let resolved = store::resolve(&store)?;
+    let url = resolved.url;
     let store_id = url.to_string();
+    if resolved.default
+        && let Ok(parent) = std::env::var(ENV_STORE_ID)
+        && parent != store_id
+    {
+        // Nested in a run on another store, which did not pass LEASEHOLD_STORE on: locking
+        // the per-user default instead would exclude nothing.
+        return Err(usage(format!(
+            "nested in a run on {parent}, but no store is given here: `run` does not pass \
+             LEASEHOLD_STORE to its command (it may hold a password); give the store with \
+             --store-file or LEASEHOLD_STORE_FILE (passed on), or --store"
+        )));
+    }
+    let withheld = withheld_env(url.expose(), std::env::vars_os());
     let fail_open = |e: &Error| fails_open(e, opt.if_unavailable);
     let warn_open = |e: &Error| {
         eprintln!(
@@ -164,12 +397,13 @@ pub(crate) async fn run(
              on {key:?} (--if-unavailable run)"
         )
     };
-    let info = HolderInfo::this_process().with_command(command_line(&command));
+    let info = records_holder_info(opt)
+        .then(|| HolderInfo::this_process().with_command(command_line(&command)));
     let locker = match Locker::open(&url, timeout).await {
-        Ok(l) => l.with_op_timeout(timeout).with_holder_info(Some(info)),
+        Ok(l) => l.with_op_timeout(timeout).with_holder_info(info),
         Err(e) if fail_open(&e) => {
             warn_open(&e);
-            return Err(nested::exec(&command, None));
+            return Err(nested::exec(&command, None, &withheld));
         }
         Err(e) => return Err(e.into()),
     };
@@ -183,8 +417,9 @@ pub(crate) async fn run(
     match parent {
         Parent::None => {}
         // Nested in a run of the same key: the parent's grant covers this command.
-        Parent::Confirmed(fence) => return Err(nested::exec(&command, Some(fence))),
+        Parent::Confirmed(fence) => return Err(nested::exec(&command, Some(fence), &withheld)),
         Parent::Unconfirmable(e) => {
+            *said = Some(Outcome::Busy);
             return Err(Exit::fail(
                 busy_code,
                 format!(
@@ -225,12 +460,14 @@ pub(crate) async fn run(
             // The acquire's owner-checked cleanup is in flight; exec ends it, and the
             // store's expiry is the backstop.
             let _ = tokio::time::timeout(Duration::from_millis(200), locker.close()).await;
-            return Err(nested::exec(&command, None));
+            return Err(nested::exec(&command, None, &withheld));
         }
         Err(Error::Busy { .. }) if opt.conflict_exit_code.is_some() => {
+            *said = Some(Outcome::Skipped);
             return Err(Exit::ok(busy_code));
         }
         Err(Error::Busy { key: k } | Error::HeldByThisLocker { key: k, .. }) => {
+            *said = Some(Outcome::Busy);
             return Err(Exit::fail(busy_code, busy_line(&locker, k.as_str()).await));
         }
         Err(e) => return Err(e.into()),
@@ -264,13 +501,27 @@ pub(crate) async fn run(
     // Orphans of a killed supervisor come to this process, which then kills them.
     #[cfg(target_os = "linux")]
     let _ = nix::sys::prctl::set_child_subreaper(true);
-    let mut sup = match Supervisor::spawn(&command, &env, plan.grace) {
+    note_withheld(&withheld);
+    let mut sup = match Supervisor::spawn(&command, &env, &withheld, plan.grace) {
         Ok(s) => s,
         Err(e) => {
             let _ = lease.release().await;
             return Err(Exit::fail(code::SOFTWARE, format!("cannot start the supervisor: {e}")));
         }
     };
+    // Should `run` die while the command runs, the supervisor releases the key once the
+    // command is gone, so the next holder starts at once, as with flock. Session locks on
+    // file://, PostgreSQL and MySQL end with this process's connection anyway; etcd's and
+    // ZooKeeper's live on until their session times out, so they are released too.
+    let backend = locker.guarantees().backend;
+    if kind == LockKind::Lease || matches!(backend, "etcd" | "zookeeper") {
+        let order = supervise::ReleaseOrder {
+            url: url.expose().to_owned(),
+            timeout_ms: timeout.as_millis() as u64,
+            grants: lease.grants(),
+        };
+        sup.release_on_exit(&order).await;
+    }
     let prog = command[0].to_string_lossy().into_owned();
     match sup.next().await {
         Event::Started(_) => {}
@@ -407,6 +658,11 @@ async fn watch(
                 Event::DeadlineKill => eprintln!(
                     "leasehold: the command outlived --grace {}; SIGKILL", dur::human(grace)
                 ),
+                Event::StopKill => eprintln!(
+                    "leasehold: the command outlived --grace {} after SIGTERM; SIGKILL to it \
+                     and every process it started",
+                    dur::human(grace)
+                ),
                 _ => {}
             },
             reason = &mut lost, if lost_reason.is_none() => {
@@ -439,7 +695,12 @@ async fn watch(
                     sent_deadline = now;
                 }
             }
-            n = signals.recv() => sup.signal(n).await,
+            // SIGTERM is a stop, as from systemd or kill(1): the command gets it, and
+            // SIGKILL --grace later, so a job that ignores it cannot keep the key.
+            n = signals.recv() => match n {
+                nix::libc::SIGTERM => sup.stop().await,
+                n => sup.signal(n).await,
+            },
         }
     }
 }
@@ -473,6 +734,76 @@ mod tests {
             IfUnavailable::Run
         ));
         assert_eq!(Exit::from(config).code, code::CONFIG);
+    }
+
+    #[test]
+    fn the_job_gets_neither_leasehold_store_nor_a_copy_of_its_password() {
+        let vars = |pairs: &[(&str, &str)]| -> Vec<(OsString, OsString)> {
+            pairs.iter().map(|(k, v)| (OsString::from(k), OsString::from(v))).collect()
+        };
+        let raw = "redis://app:s3cretpass@db:6379/0";
+        let got = withheld_env(
+            raw,
+            vars(&[
+                ("LEASEHOLD_STORE", raw),
+                ("REDIS_URL", raw),
+                ("OTHER_URL", "postgres://u:s3cretpass@pg/app"),
+                ("PLAIN", "s3cretpass"),
+                ("HOME", "/root"),
+                ("LEASEHOLD_STORE_FILE", "/etc/leasehold/store.url"),
+            ])
+            .into_iter(),
+        );
+        let got: Vec<_> = got.iter().map(|n| n.to_string_lossy().into_owned()).collect();
+        assert_eq!(got, ["LEASEHOLD_STORE", "REDIS_URL", "OTHER_URL", "PLAIN"]);
+        // A URL without a password withholds only LEASEHOLD_STORE.
+        let raw = "sqlite:///var/lib/leasehold/l.db";
+        let got = withheld_env(raw, vars(&[("LEASEHOLD_STORE", raw), ("X", raw)]).into_iter());
+        assert_eq!(got, [OsString::from("LEASEHOLD_STORE")]);
+        assert_eq!(store_secrets("postgres://u@h/db?password=pw1&mode=session"), ["pw1"]);
+        assert_eq!(store_secrets("redis://:pw2@h:6379"), ["pw2"]);
+    }
+
+    fn line(args: &[&str]) -> String {
+        command_line(&args.iter().map(OsString::from).collect::<Vec<_>>())
+    }
+
+    #[test]
+    fn arguments_that_look_like_secrets_are_redacted() {
+        for (args, shown) in [
+            (&["mysqldump", "--password=hunter2", "db"][..], "mysqldump '--password=***' db"),
+            (&["mysqldump", "-phunter2", "db"], "mysqldump '-p***' db"),
+            (&["sshpass", "-p", "hunter2", "ssh", "h"], "sshpass -p '***' ssh h"),
+            (&["tool", "--api-key", "k1", "--verbose"], "tool --api-key '***' --verbose"),
+            (&["tool", "--client-secret", "s1"], "tool --client-secret '***'"),
+            (
+                &["env", "PGPASSWORD=pw", "AWS_SECRET_ACCESS_KEY=ak", "x"],
+                "env 'PGPASSWORD=***' 'AWS_SECRET_ACCESS_KEY=***' x",
+            ),
+            (&["curl", "https://api/x?token=t1&page=2"], "curl 'https://api/x?token=***&page=2'"),
+            (&["curl", "https://tok3n@github.com/o/r"], "curl 'https://***@github.com/o/r'"),
+            (&["git", "clone", "https://u:pw@h/r"], "git clone 'https://u:***@h/r'"),
+            (&["curl", "-H", "Authorization: Bearer abc"], "curl -H 'Authorization: Bearer ***'"),
+            (&["job", "key=v1", "secret=v2", "name=n"], "job 'key=***' 'secret=***' name=n"),
+        ] {
+            assert_eq!(line(args), shown, "{args:?}");
+        }
+        // Inside a script, word by word.
+        let l = line(&[
+            "sh",
+            "-c",
+            "mysql -u app --password s3cr3t -e 'select 1'; redis-cli -u redis://:pw9@h",
+        ]);
+        for secret in ["s3cr3t", "pw9"] {
+            assert!(!l.contains(secret), "{l}");
+        }
+        assert!(l.contains("mysql -u app --password ***"), "{l}");
+        let l =
+            line(&["sh", "-c", "curl -H \"Authorization: Bearer t0k\" https://h; x --token 't1';"]);
+        assert!(l.ends_with(r#"Bearer ***" https://h; x --token '\''***'\'';'"#), "{l}");
+        // What is no secret stays.
+        assert_eq!(line(&["rsync", "-a", "/src/", "host:/dst/"]), "rsync -a /src/ host:/dst/");
+        assert_eq!(line(&["./nightly.sh", "--date=2026-01-01"]), "./nightly.sh --date=2026-01-01");
     }
 
     #[test]

@@ -62,18 +62,26 @@ pub(super) async fn parents_grant(locker: &Locker, key: &str, store_id: &str) ->
 
 /// Replaces this process with the command: under the parent's grant (`Some(fence)`, the
 /// environment already carries it), or without any lease (`None`: the LEASEHOLD_* grant
-/// variables are removed). Returns only if the command cannot be executed.
-pub(super) fn exec(command: &[OsString], under: Option<u64>) -> Exit {
+/// variables are removed), without the variables `withheld` (the store's URL and password).
+/// Returns only if the command cannot be executed.
+pub(super) fn exec(command: &[OsString], under: Option<u64>, withheld: &[OsString]) -> Exit {
     use std::os::unix::process::CommandExt;
     let (prog, args) = command.split_first().expect("clap requires a command");
     let mut cmd = std::process::Command::new(prog);
     cmd.args(args);
+    super::note_withheld(withheld);
+    for v in withheld {
+        cmd.env_remove(v);
+    }
     if under.is_none() {
         for v in [ENV_KEY, ENV_FENCE, ENV_OWNER, ENV_STORE_ID] {
             cmd.env_remove(v);
         }
     }
-    metrics::flush_before_exec();
+    metrics::flush_before_exec(match under {
+        Some(_) => metrics::Outcome::Nested,
+        None => metrics::Outcome::Unlocked,
+    });
     let e = cmd.exec();
     let code = if e.kind() == std::io::ErrorKind::NotFound {
         code::NOT_FOUND

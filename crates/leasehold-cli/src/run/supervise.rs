@@ -33,6 +33,16 @@ pub(crate) const ENV_FD: &str = "LEASEHOLD_SUPERVISOR_FD";
 /// The pid whose child leads the command's process group (a nested `run` checks it).
 pub(crate) const ENV_RUN_PID: &str = "LEASEHOLD_RUN_PID";
 
+/// What the supervisor releases, owner-checked, when `run` dies while the command runs: the
+/// store (its URL with the password: it comes over the socket, never argv or an environment)
+/// and each grant's key and owner token. No `Debug`: nothing may print it.
+#[derive(serde::Serialize, serde::Deserialize)]
+pub(crate) struct ReleaseOrder {
+    pub url: String,
+    pub timeout_ms: u64,
+    pub grants: Vec<(String, String)>,
+}
+
 /// Monotonic nanoseconds (CLOCK_MONOTONIC, the clock of `Instant` on Linux), comparable
 /// between processes of one host.
 pub(crate) fn mono_ns() -> i64 {
@@ -61,6 +71,8 @@ struct Sup {
     tty: bool,
     /// The command's exit status, once reaped.
     leader: Option<std::process::ExitStatus>,
+    /// What to release if `run` dies first.
+    release: Option<ReleaseOrder>,
 }
 
 fn supervise(grace: Duration, command: Vec<OsString>) -> Result<(), String> {
@@ -138,9 +150,23 @@ fn supervise(grace: Duration, command: Vec<OsString>) -> Result<(), String> {
         let _ = tcsetpgrp(stdin.as_fd(), pgid);
     }
     let _ = writeln!(sock_w, "started {pgid}");
-    let mut sup = Sup { sock, pgid, me, tty, leader: None };
+    let mut sup = Sup { sock, pgid, me, tty, leader: None, release: None };
     let status = sup.watch(sfd.as_ref(), grace);
     sup.restore_tty();
+    if status.is_none()
+        && let Some(order) = sup.release.take()
+    {
+        // `run` died (kill -9, the OOM killer) and everything the command started is gone:
+        // free the key now, as flock would, instead of leaving it to its TTL.
+        if sup.leftovers() == 0 {
+            release(&order);
+        } else {
+            eprintln!(
+                "leasehold: supervisor: `run` died and processes of its command survived \
+                 SIGKILL; the lease is left to its TTL"
+            );
+        }
+    }
     if let Some(st) = status {
         let line = match (st.code(), st.signal()) {
             (Some(c), _) => format!("exited {c}"),
@@ -165,9 +191,12 @@ impl Sup {
         let (mut term_at, mut kill_at): (Option<i64>, Option<i64>) = (None, None);
         let mut termed = false;
         let mut leftover_kill_at: Option<i64> = None;
+        // SIGKILL `grace` after the first SIGTERM `run` was sent (systemd's stop): a later
+        // SIGTERM or deadline does not postpone it.
+        let mut stop_kill_at: Option<i64> = None;
         loop {
             let now = mono_ns();
-            let next = [term_at.filter(|_| !termed), kill_at, leftover_kill_at]
+            let next = [term_at.filter(|_| !termed), kill_at, leftover_kill_at, stop_kill_at]
                 .into_iter()
                 .flatten()
                 .min();
@@ -204,6 +233,10 @@ impl Sup {
                 while let Some(end) = buf.iter().position(|&b| b == b'\n') {
                     let line: Vec<u8> = buf.drain(..=end).collect();
                     let line = String::from_utf8_lossy(&line);
+                    if let Some(json) = line.strip_prefix("release ") {
+                        self.release = serde_json::from_str(json.trim_end()).ok();
+                        continue;
+                    }
                     let mut words = line.split_whitespace();
                     match (words.next(), words.next().and_then(|w| w.parse::<i64>().ok())) {
                         (Some("deadline"), Some(t)) if !termed => {
@@ -214,6 +247,10 @@ impl Sup {
                             if let Ok(sig) = Signal::try_from(n as i32) {
                                 let _ = killpg(self.pgid, sig);
                             }
+                        }
+                        (Some("stop"), _) => {
+                            let _ = killpg(self.pgid, Signal::SIGTERM);
+                            stop_kill_at.get_or_insert(mono_ns() + grace_ns);
                         }
                         (Some("term"), _) if !termed => {
                             termed = true;
@@ -235,6 +272,11 @@ impl Sup {
                 termed = true;
                 self.signal_all(Signal::SIGTERM);
                 self.tell("deadline-term");
+            }
+            if stop_kill_at.is_some_and(|t| now >= t) {
+                stop_kill_at = None;
+                self.tell("stop-kill");
+                self.kill_all();
             }
             if kill_at.is_some_and(|t| now >= t) {
                 kill_at = None;
@@ -327,6 +369,42 @@ impl Sup {
             let _ = tcsetpgrp(stdin.as_fd(), getpgrp());
         }
     }
+}
+
+/// Releases `order`'s grants, owner-checked (a grant no longer ours is left alone), each
+/// bounded by its timeout; the supervisor has no runtime until now.
+fn release(order: &ReleaseOrder) {
+    let Ok(rt) = tokio::runtime::Builder::new_current_thread().enable_all().build() else {
+        return;
+    };
+    let timeout = Duration::from_millis(order.timeout_ms.max(1));
+    rt.block_on(async {
+        let Ok(url) = leasehold::StoreUrl::parse(&order.url) else { return };
+        let opened = tokio::time::timeout(timeout * 2, leasehold::Locker::open(&url, timeout));
+        let locker = match opened.await {
+            Ok(Ok(l)) => l.with_op_timeout(timeout).with_holder_info(None),
+            Ok(Err(e)) => {
+                eprintln!("leasehold: supervisor: `run` died; cannot release its lease ({e})");
+                return;
+            }
+            Err(_) => return,
+        };
+        for (key, owner) in &order.grants {
+            let Ok(owner) = owner.parse::<leasehold::OwnerToken>() else { continue };
+            match locker.release_by_owner(key, &owner).await {
+                Ok(true) => {
+                    eprintln!("leasehold: `run` died; its command was killed and {key:?} released")
+                }
+                Ok(false) => {}
+                Err(e) => eprintln!(
+                    "leasehold: supervisor: `run` died; release of {key:?} failed ({e}); its TTL \
+                     frees it"
+                ),
+            }
+        }
+        let _ = tokio::time::timeout(timeout, locker.close()).await;
+    });
+    rt.shutdown_timeout(Duration::from_millis(200));
 }
 
 /// Stands in for the signalfd where there is none (never constructed).

@@ -34,6 +34,21 @@ impl Env {
     pub fn run(&self, args: &[&str]) -> Output {
         self.cmd().args(with_store(args, &self.store())).output().unwrap()
     }
+    /// `leasehold ARGS…` with the store in `$LEASEHOLD_STORE`, never on the command line (a
+    /// password there would show in `ps`).
+    pub fn lh(&self, args: &[&str]) -> Command {
+        let mut c = self.cmd();
+        c.env("LEASEHOLD_STORE", self.store()).args(args);
+        c
+    }
+    /// [`Env::lh`], run to its end.
+    pub fn lh_out(&self, args: &[&str]) -> Output {
+        self.lh(args).output().unwrap()
+    }
+    /// [`Env::lh`], started with stdout and stderr piped.
+    pub fn lh_spawn(&self, args: &[&str]) -> Child {
+        self.lh(args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap()
+    }
     pub fn spawn(&self, args: &[&str]) -> Child {
         self.cmd()
             .args(with_store(args, &self.store()))
