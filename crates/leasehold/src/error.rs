@@ -173,7 +173,7 @@ pub enum Error {
         note: &'static str,
     },
     /// The store answered with an error that is neither of the above.
-    #[error("{backend} error: {message}")]
+    #[error("{}", backend_text(backend, message))]
     Backend {
         /// Which backend.
         backend: &'static str,
@@ -183,6 +183,14 @@ pub enum Error {
         #[source]
         source: Option<BoxError>,
     },
+}
+
+/// `Backend`'s text: the store's name once, whether or not the message starts with it.
+fn backend_text(backend: &str, message: &str) -> String {
+    match message.strip_prefix(backend) {
+        Some(rest) if rest.starts_with([' ', ':']) => format!("{backend} error:{rest}"),
+        _ => format!("{backend} error: {message}"),
+    }
 }
 
 impl Error {
@@ -223,6 +231,16 @@ impl Error {
             | Error::NotOwner { key }
             | Error::Lost { key, .. } => Some(key),
             _ => None,
+        }
+    }
+
+    /// The message without the variant's prefix (`invalid input: `, `store unavailable: `…),
+    /// for an error that is wrapped into another's message: one prefix, not two.
+    pub(crate) fn detail(&self) -> String {
+        match self {
+            Error::InvalidInput(m) | Error::UnknownOutcome(m) => m.clone(),
+            Error::Unavailable { message, .. } | Error::Config { message, .. } => message.clone(),
+            other => other.to_string(),
         }
     }
 
@@ -268,6 +286,27 @@ impl Error {
 
     pub(crate) fn unavailable(message: impl Into<String>, source: Option<BoxError>) -> Self {
         Error::Unavailable { message: message.into(), source }
+    }
+}
+
+#[cfg(test)]
+mod text_tests {
+    use super::Error;
+
+    /// No message says its kind twice (issue 35: "invalid input: invalid input: …",
+    /// "postgres error: postgres acquire: …").
+    #[test]
+    fn no_doubled_prefixes() {
+        let b = Error::Backend {
+            backend: "postgres",
+            message: "postgres acquire: x".into(),
+            source: None,
+        };
+        assert_eq!(b.to_string(), "postgres error: acquire: x");
+        let b = Error::Backend { backend: "mysql", message: "fence claim: y".into(), source: None };
+        assert_eq!(b.to_string(), "mysql error: fence claim: y");
+        let wrapped = Error::invalid(format!("outer: {}", Error::invalid("inner").detail()));
+        assert_eq!(wrapped.to_string(), "invalid input: outer: inner");
     }
 }
 

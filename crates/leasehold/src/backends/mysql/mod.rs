@@ -179,7 +179,9 @@ fn parse_url(url: &str) -> Result<(Opts, Options)> {
             OptionKey::Prefix => o.prefix = v.to_owned(),
             OptionKey::Fence => o.fence = choice("fence", v, &[("table", true), ("none", false)])?,
             OptionKey::Heartbeat => o.heartbeat = within("heartbeat", v)?,
-            OptionKey::ConnectTimeout => o.connect_timeout = Some(within("connect_timeout", v)?),
+            OptionKey::ConnectTimeout => {
+                o.connect_timeout = Some(crate::url::connect_timeout_option(v)?)
+            }
             _ => {
                 socket_given |= key == OptionKey::PreferSocket;
                 keep.push(opt)

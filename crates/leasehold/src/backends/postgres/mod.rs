@@ -36,9 +36,9 @@
 //! (`55P03`, `57014`) is [`Error::Unavailable`].
 //!
 //! Bounds: every connection this store opens (TCP, startup, authentication, the schema)
-//! answers within the URL's `connect_timeout=SECONDS` (libpq's option), else the connect
-//! limit ([`crate::Locker::connect_within`], 5 s by default): the whole of it, where the
-//! driver itself would bound only the TCP connect. Each request answers within the
+//! answers within the URL's `connect_timeout=` (`3s`, `500ms`, or libpq's whole seconds),
+//! else the connect limit ([`crate::Locker::connect_within`], 5 s by default): the whole of
+//! it, where the driver itself would bound only the TCP connect. Each request answers within the
 //! op timeout, which the server enforces too (`statement_timeout` on the lease table's
 //! connection, `lock_timeout` on every connection), so a grant behind another session's
 //! `LOCK TABLE` or row lock answers and leaves no statement waiting; a request that got no
@@ -227,8 +227,9 @@ pub(crate) fn parse_url(url: &str) -> Result<(Config, Options)> {
                 o.mode = choice("mode", v, &[("lease", Mode::Lease), ("session", Mode::Session)])
                     .map_err(|e| {
                         Error::invalid(format!(
-                            "{e} (the transaction form is a library API: \
-                             leasehold::backends::postgres::with_xact_lock)"
+                            "{} (the transaction form is a library API: \
+                             leasehold::backends::postgres::with_xact_lock)",
+                            e.detail()
                         ))
                     })?
             }
@@ -246,6 +247,11 @@ pub(crate) fn parse_url(url: &str) -> Result<(Config, Options)> {
                     Duration::from_secs(3600),
                 )?
             }
+            // Set on the driver's config below: the driver takes whole seconds only, and
+            // its error would not name the option.
+            OptionKey::ConnectTimeout => {
+                o.connect_timeout = Some(crate::url::connect_timeout_option(v)?)
+            }
             OptionKey::Pgbouncer => {
                 let choices = [("transaction", true), ("session", false), ("none", false)];
                 o.pgbouncer_transaction = choice("pgbouncer", v, &choices)?
@@ -257,7 +263,9 @@ pub(crate) fn parse_url(url: &str) -> Result<(Config, Options)> {
     let mut cfg: Config = base
         .parse()
         .map_err(|e| Error::invalid(format!("bad postgres URL {:?}: {e}", crate::redact(&base))))?;
-    o.connect_timeout = cfg.get_connect_timeout().copied();
+    if let Some(t) = o.connect_timeout {
+        cfg.connect_timeout(t);
+    }
     o.application_name = cfg.get_application_name().is_some();
     if !o.application_name {
         cfg.application_name("leasehold");

@@ -198,6 +198,7 @@ impl RedisSentinelStore {
             Err(e) if moved_on(&e) => {
                 self.shared.drop_node(Some(&node.addr)).await;
                 let next = self.shared.node().await.map_err(|e2| {
+                    let (e, e2) = (e.detail(), e2.detail());
                     Error::unavailable(format!("{e}; finding the primary again: {e2}"), None)
                 })?;
                 let unknown = matches!(e, Error::UnknownOutcome(_));
