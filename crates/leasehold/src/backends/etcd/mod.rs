@@ -70,7 +70,7 @@ mod session;
 #[cfg(feature = "tools")]
 pub mod tools;
 
-use self::config::{Config, parse_url};
+use self::config::{Config, endpoint_addr, parse_url};
 use self::queue::{PutGuard, delete_if_value, first_kv, header_rev, wait_deleted};
 use self::session::Session;
 
@@ -203,20 +203,27 @@ impl EtcdStore {
             require_leader: true,
         };
         let what = format!("connect to {}", cfg.endpoints.join(","));
+        // Another service at the first endpoint (Redis, PostgreSQL, a web server) is named as
+        // such instead of surfacing as an h2 error (`backends::peer`).
+        let first = cfg.endpoints.first().and_then(|e| endpoint_addr(e));
+        let peer = first.as_ref().map(|(h, p)| (h.as_str(), *p));
         let connect =
             async { Client::connect(&cfg.endpoints, &opts).await.map_err(|e| etcd_err(&what, e)) };
-        let client =
-            crate::limits::within(limits.connect, || format!("etcd {what}"), connect).await?;
-        let store = EtcdStore {
-            client,
-            connect: limits.connect,
-            cfg,
-            session: tokio::sync::Mutex::new(None),
-            held: Mutex::default(),
-            undoing: Arc::default(),
+        let opened = async {
+            let client =
+                crate::limits::within(limits.connect, || format!("etcd {what}"), connect).await?;
+            let store = EtcdStore {
+                client,
+                connect: limits.connect,
+                cfg: cfg.clone(),
+                session: tokio::sync::Mutex::new(None),
+                held: Mutex::default(),
+                undoing: Arc::default(),
+            };
+            store.session().await?;
+            Ok(store)
         };
-        store.session().await?;
-        Ok(store)
+        super::peer::guarded("etcd", super::peer::Speaks::Etcd, peer, opened).await
     }
 
     /// A clone of the client (shares the connection), e.g. for [`crate::fence::etcd`].

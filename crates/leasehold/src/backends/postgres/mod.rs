@@ -63,6 +63,7 @@ use tokio_postgres::error::SqlState;
 use tokio_postgres::{AsyncMessage, Client, Config, NoTls, Statement, Transaction};
 
 use super::Limits;
+use super::peer::Speaks;
 use super::session::Undoing;
 use crate::store::{AcquireRequest, Attempt, Grant, RenewItem, SessionEnd, within_op_timeout};
 use crate::{Error, FenceRepeat, FenceToken, Guarantees, Key, LockKind, OwnerToken, Result, Store};
@@ -135,6 +136,18 @@ fn connect_err(e: tokio_postgres::Error) -> Error {
             Some(e.into()),
         ),
         _ => Error::unavailable(format!("cannot connect to postgres: {text}"), Some(e.into())),
+    }
+}
+
+/// The first TCP host and port a config connects to (`None` for a Unix socket): where a
+/// wrong service is looked for when the handshake fails (`backends::peer`).
+fn tcp_addr(cfg: &Config) -> Option<(String, u16)> {
+    match cfg.get_hosts().first()? {
+        tokio_postgres::config::Host::Tcp(h) => {
+            Some((h.clone(), cfg.get_ports().first().copied().unwrap_or(5432)))
+        }
+        #[allow(unreachable_patterns)]
+        _ => None,
     }
 }
 
@@ -307,8 +320,11 @@ impl PgConn {
         cfg.connect_timeout(limit);
         let start = Instant::now();
         let what = || "connecting to postgres".to_owned();
+        let addr = tcp_addr(&cfg);
+        let peer = addr.as_ref().map(|(h, p)| (h.as_str(), *p));
         let (client, mut conn) = crate::limits::within(limit, what, async {
-            cfg.connect(NoTls).await.map_err(connect_err)
+            let connect = async { cfg.connect(NoTls).await.map_err(connect_err) };
+            crate::backends::peer::guarded("postgres", Speaks::Postgres, peer, connect).await
         })
         .await?;
         let (tx, ended) = watch::channel(None);
