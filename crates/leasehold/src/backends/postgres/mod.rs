@@ -159,9 +159,10 @@ fn left(ms: i64) -> Duration {
     Duration::from_millis(u64::try_from(ms).unwrap_or(0))
 }
 
-/// Which lock form a `postgres://` URL asks for.
+/// Which lock form a `postgres://` URL asks for (its `mode=` option). Not the crate's
+/// [`crate::Mode`], which says how a grant shares its key: one public `Mode`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Mode {
+pub(crate) enum Form {
     /// The lease table (default).
     Lease,
     /// Session advisory locks on dedicated connections.
@@ -171,7 +172,7 @@ pub enum Mode {
 /// Options read from the URL's query string (removed before the driver sees it).
 #[derive(Debug, Clone)]
 pub(crate) struct Options {
-    pub mode: Mode,
+    pub mode: Form,
     pub schema: String,
     pub table: String,
     pub prefix: String,
@@ -223,7 +224,7 @@ pub(crate) fn parse_url(url: &str) -> Result<(Config, Options)> {
     let (base, query) = crate::url::options::<OptionKey>(url)?;
     let mut keep = Vec::new();
     let mut o = Options {
-        mode: Mode::Lease,
+        mode: Form::Lease,
         schema: "public".into(),
         table: "leasehold_leases".into(),
         prefix: String::new(),
@@ -237,7 +238,7 @@ pub(crate) fn parse_url(url: &str) -> Result<(Config, Options)> {
         let crate::url::Opt { key, value: v, .. } = opt;
         match key {
             OptionKey::Mode => {
-                o.mode = choice("mode", v, &[("lease", Mode::Lease), ("session", Mode::Session)])
+                o.mode = choice("mode", v, &[("lease", Form::Lease), ("session", Form::Session)])
                     .map_err(|e| {
                         Error::invalid(format!(
                             "{} (the transaction form is a library API: \
@@ -439,7 +440,7 @@ impl PostgresStore {
     /// [`crate::DEFAULT_CONNECT_TIMEOUT`] (or the URL's `connect_timeout`). For whichever
     /// form a URL asks for, use [`crate::Locker::connect`].
     pub async fn connect(url: &str) -> Result<Self> {
-        let (cfg, o, limits) = parse_for(url, Mode::Lease)?;
+        let (cfg, o, limits) = parse_for(url, Form::Lease)?;
         PostgresStore::open(cfg, &o, limits).await
     }
 }
@@ -448,13 +449,13 @@ impl PostgresSessionStore {
     /// Connects for advisory session locks (a `postgres://` URL with `mode=session`) within
     /// [`crate::DEFAULT_CONNECT_TIMEOUT`] (or the URL's `connect_timeout`).
     pub async fn connect(url: &str) -> Result<Self> {
-        let (cfg, o, limits) = parse_for(url, Mode::Session)?;
+        let (cfg, o, limits) = parse_for(url, Form::Session)?;
         PostgresSessionStore::open(cfg, &o, limits).await
     }
 }
 
 /// `url` parsed, when it asks for `mode`, with the default limits and its `connect_timeout`.
-fn parse_for(url: &str, mode: Mode) -> Result<(Config, Options, Limits)> {
+fn parse_for(url: &str, mode: Form) -> Result<(Config, Options, Limits)> {
     let (cfg, o) = parse_url(url)?;
     if o.mode != mode {
         return Err(Error::invalid(format!(
@@ -476,8 +477,8 @@ async fn open(url: &str, limits: Limits) -> Result<Arc<dyn Store>> {
     let (cfg, o) = parse_url(url)?;
     let limits = limits_for(&o, limits);
     Ok(match o.mode {
-        Mode::Lease => Arc::new(PostgresStore::open(cfg, &o, limits).await?),
-        Mode::Session => Arc::new(PostgresSessionStore::open(cfg, &o, limits).await?),
+        Form::Lease => Arc::new(PostgresStore::open(cfg, &o, limits).await?),
+        Form::Session => Arc::new(PostgresSessionStore::open(cfg, &o, limits).await?),
     })
 }
 
@@ -502,14 +503,14 @@ mod tests {
              &heartbeat=2s&pgbouncer=transaction&sslmode=disable&connect_timeout=3",
         )
         .unwrap();
-        assert_eq!(o.mode, Mode::Session);
+        assert_eq!(o.mode, Form::Session);
         assert_eq!((o.schema.as_str(), o.table.as_str(), o.prefix.as_str()), ("s1", "t1", "p:"));
         assert!(!o.fence && o.pgbouncer_transaction);
         assert_eq!(o.heartbeat, Duration::from_secs(2));
         assert_eq!(o.connect_timeout, Some(Duration::from_secs(3)), "the driver's option");
         assert_eq!(cfg.get_application_name(), Some("leasehold"));
         let (_, o) = parse_url("postgresql://u@h/db?pgbouncer=session&fence=sequence").unwrap();
-        assert_eq!(o.mode, Mode::Lease);
+        assert_eq!(o.mode, Form::Lease);
         assert!(o.fence && !o.pgbouncer_transaction && !o.application_name);
     }
 
