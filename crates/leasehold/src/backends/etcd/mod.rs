@@ -274,7 +274,7 @@ impl EtcdStore {
         session: Arc<Session>,
         sent: Instant,
     ) -> Attempt {
-        let grant = session.signals.grant(FenceToken::new(rev as u64), sent, "etcd");
+        let grant = session.signals.grant(FenceToken::from_i64(rev), sent, "etcd");
         self.held().insert(*req.owner, Held { key: req.key.clone(), lock_key, rev, session });
         Attempt::Granted(grant)
     }
@@ -532,7 +532,7 @@ impl Store for EtcdStore {
                 foreign = true; // etcdctl lock or a Go service: no owner token in the value
                 continue;
             };
-            let fence = Some(FenceToken::new(kv.create_revision as u64));
+            let fence = Some(FenceToken::from_i64(kv.create_revision));
             out.push(Holder::new(lock, owner, fence, None).with_info(info).with_mode(mode));
         }
         if let Some(k) = key

@@ -78,7 +78,7 @@ fn aborted(e: &Error) -> bool {
 }
 
 fn token(f: &Fencing) -> i64 {
-    i64::try_from(f.token().get()).unwrap_or(i64::MAX)
+    f.token().as_i64()
 }
 
 /// Creates the fence table (in the first schema of `search_path`) if it is missing.
@@ -100,7 +100,11 @@ async fn installed<C: GenericClient + Sync>(
         )
         .await
         .map_err(|e| err("read", e))?;
-    Ok(row.map(|r| Installed { key: r.get(0), token: r.get::<_, i64>(1) as u64, owner: r.get(2) }))
+    Ok(row.map(|r| Installed {
+        key: r.get(0),
+        token: crate::FenceToken::from_i64(r.get(1)).get(),
+        owner: r.get(2),
+    }))
 }
 
 /// The transaction's bound from the time left (see the module docs): `Ok(None)` for a

@@ -200,7 +200,7 @@ impl ZookeeperStore {
         session: Arc<Session>,
         sent: Instant,
     ) -> Attempt {
-        let grant = session.signals.grant(FenceToken::new(czxid as u64), sent, "zookeeper");
+        let grant = session.signals.grant(FenceToken::from_i64(czxid), sent, "zookeeper");
         self.held().insert(*req.owner, Held { key: req.key.clone(), path, session });
         Attempt::Granted(grant)
     }
@@ -411,7 +411,7 @@ impl Store for ZookeeperStore {
                 match client.get_data(&format!("{lock}/{}", held.name)).await {
                     Ok((data, stat)) => match data_of(&data, &owner) {
                         Some(info) => {
-                            let fence = Some(FenceToken::new(stat.czxid as u64));
+                            let fence = Some(FenceToken::from_i64(stat.czxid));
                             let h = Holder::new(k.clone(), owner, fence, None);
                             out.push(h.with_info(info).with_mode(mode));
                         }
