@@ -218,9 +218,11 @@ impl Error {
         matches!(self, Error::Lost { .. } | Error::NotOwner { .. })
     }
 
-    /// Whether the key is held (by another owner, or by this locker).
+    /// Whether another owner holds the key ([`Error::Busy`]). Not
+    /// [`Error::HeldByThisLocker`]: that key is held by this locker's own grant, which
+    /// waiting or retrying cannot get past (match that variant to treat both alike).
     pub fn is_busy(&self) -> bool {
-        matches!(self, Error::Busy { .. } | Error::HeldByThisLocker { .. })
+        matches!(self, Error::Busy { .. })
     }
 
     /// The key concerned, for the variants that have one.
@@ -307,6 +309,15 @@ mod text_tests {
         assert_eq!(b.to_string(), "mysql error: fence claim: y");
         let wrapped = Error::invalid(format!("outer: {}", Error::invalid("inner").detail()));
         assert_eq!(wrapped.to_string(), "invalid input: outer: inner");
+    }
+
+    /// Waiting on yourself is not "another owner holds it" (issue 35).
+    #[test]
+    fn held_by_this_locker_is_not_busy() {
+        let key = crate::Key::new("k").unwrap();
+        let ours = Error::HeldByThisLocker { key: key.clone(), fence: crate::FenceToken::new(1) };
+        assert!(!ours.is_busy() && !ours.is_retryable());
+        assert!(Error::Busy { key }.is_busy());
     }
 }
 
