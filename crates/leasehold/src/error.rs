@@ -22,7 +22,9 @@ pub enum LostReason {
     NotOwner,
     /// The session that carried the lock ended (connection closed, session expired).
     SessionEnded(String),
-    /// The holder released the lease itself.
+    /// The holder released the lease itself: a normal end, not a loss. Only
+    /// [`crate::Lease::ended`] reports it ([`crate::Lease::lost`] does not resolve on a
+    /// release), and an effect a fence resource refuses after the release.
     Released,
 }
 

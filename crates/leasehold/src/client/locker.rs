@@ -360,7 +360,7 @@ impl Acquire {
         let req_started = Instant::now();
         // Readers of one locker overlap: each queues under a local name of its own.
         let local_key = super::rwlock::local_key(&key, self.mode, &owner);
-        let slot = match locker.local.enter(&local_key, until, who, locker.op_timeout).await {
+        let mut slot = match locker.local.enter(&local_key, until, who, locker.op_timeout).await {
             Ok(slot) => slot,
             Err(Refused::Ours(fence)) => return Err(Error::HeldByThisLocker { key, fence }),
             Err(Refused::Timeout) => return Err(Error::Busy { key }),
@@ -375,11 +375,22 @@ impl Acquire {
             owner,
             pending: Some(locker.exit.pending.clone()),
         };
+        if until.is_none() {
+            slot.take_off();
+        }
         let attempt = store.acquire(&req, until).await;
         let grant = match attempt {
             Ok(Attempt::Granted(g)) => g,
             Ok(Attempt::Busy { .. }) => {
                 cleanup.disarm();
+                // A one-shot acquire that met this locker's own grant (another future of a
+                // `join!` that got there first) says so, as the waiting form does.
+                if until.is_none()
+                    && let Some(fence) =
+                        slot.ours_after_busy(Instant::now() + locker.op_timeout).await
+                {
+                    return Err(Error::HeldByThisLocker { key, fence });
+                }
                 return Err(Error::Busy { key });
             }
             Err(e) => {
