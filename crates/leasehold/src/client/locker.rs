@@ -73,13 +73,17 @@ impl Locker {
     }
 
     /// Opens the store named by `url`, each with its cargo feature (see the crate's feature
-    /// table; every form and its options are in `docs/guide.md`):
+    /// table). Each store's module ([`crate::backends`]`::<store>`) documents its URL's
+    /// options; the repository README's "Stores and their guarantees" table has every form
+    /// with its guarantees, and `leasehold doctor URL` prints what a deployment guarantees:
     ///
     /// | URL | store |
     /// |---|---|
     /// | `sqlite://PATH` | the embedded SQLite lease table (default feature) |
     /// | `file://DIR` | `flock(2)` session locks, one file per key (Linux) |
     /// | `redis://[USER:PASS@]HOST:PORT[/DB]`, `rediss://…` | one Redis (or Valkey) primary |
+    /// | `redis-sentinel://S1:P1[,S2:P2…]/SERVICE` | the primary a Redis Sentinel set names |
+    /// | `redis-cluster://HOST:PORT[,HOST:PORT…]` | Redis Cluster (seed nodes) |
     /// | `redlock://HOST:PORT,HOST:PORT,…` | Redlock over independent Redis primaries |
     /// | `postgres://USER@HOST:PORT/DB` | lease table; `?mode=session` advisory session locks |
     /// | `mysql://USER@HOST:PORT/DB` | lease table; `?mode=session` `GET_LOCK` session locks |
