@@ -64,6 +64,12 @@ pub(crate) enum Speaks {
 }
 
 impl Speaks {
+    /// The name with its article, for a message.
+    fn a(self) -> String {
+        let an = matches!(self, Speaks::Http | Speaks::Etcd | Speaks::Ssh);
+        format!("{} {}", if an { "an" } else { "a" }, self.name())
+    }
+
     fn name(self) -> &'static str {
         match self {
             Speaks::Redis => "Redis",
@@ -173,9 +179,9 @@ pub(crate) async fn mismatch(
         if host.contains(':') { format!("[{host}]:{port}") } else { format!("{host}:{port}") };
     Some(Error::config(
         format!(
-            "{store} URL points at {addr}, where a {} server answers, not {}: check the URL's \
+            "{store} URL points at {addr}, where {} server answers, not {}: check the URL's \
              host and port",
-            found.name(),
+            found.a(),
             expected.name()
         ),
         None,
@@ -229,5 +235,6 @@ mod tests {
         assert_eq!(classify(b"\x00\x00\x00\x00"), None);
         assert_eq!(classify(b"-"), None);
         assert_eq!(classify(b"-1\r\n"), None);
+        assert_eq!((Speaks::Http.a(), Speaks::Redis.a()), ("an HTTP".into(), "a Redis".into()));
     }
 }
