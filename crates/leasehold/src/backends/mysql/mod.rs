@@ -273,7 +273,7 @@ async fn guarded<T>(
     connect: impl std::future::Future<Output = Result<T>>,
 ) -> Result<T> {
     let host = opts.ip_or_hostname();
-    let addr = opts.socket().is_none().then_some((host.as_ref(), opts.tcp_port()));
+    let addr = opts.socket().is_none().then_some((host, opts.tcp_port()));
     crate::backends::peer::guarded("mysql", super::peer::Speaks::Mysql, addr, connect).await
 }
 
