@@ -20,8 +20,12 @@
 //! [`Error::Config`], naming both. Anything else (no answer, an unknown answer, a refused
 //! connection) leaves the store's own error as it was, so an outage stays an outage.
 //!
-//! The probe's connection is closed as soon as it has its answer. A real server of the
-//! expected kind that is merely slow sees one aborted handshake per slow connect.
+//! The probe's connections are closed as soon as it has its answer. A real server of the
+//! expected kind that is merely slow sees an aborted handshake per slow or failed connect:
+//! PostgreSQL logs nothing for it without TLS (it answers the `SSLRequest` with `N` and
+//! sees the connection close) and, with TLS on, one "could not accept SSL connection" line;
+//! MySQL counts it in `Aborted_connects` and, for a host that is not loopback, toward
+//! `max_connect_errors` until the next successful connection.
 
 use std::future::Future;
 use std::time::Duration;
