@@ -83,4 +83,5 @@ fn store_url_at_another_service_exits_78() {
     refused(&format!("redis://127.0.0.1:{port}"));
     refused("postgres://postgres@127.0.0.1:6379/test");
     refused("mysql://root@127.0.0.1:6379/test");
+    refused("zk://127.0.0.1:6379");
 }

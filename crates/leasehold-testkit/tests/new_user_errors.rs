@@ -128,6 +128,22 @@ async fn etcd_url_at_another_service_is_config() {
     assert!(r.is_ok(), "{:?}", r.err());
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zookeeper_url_at_another_service_is_config() {
+    let http = http_listener().await;
+    assert_wrong_service(&[
+        ("zk://127.0.0.1:6379".into(), "Redis"),
+        ("zk://127.0.0.1:5432".into(), "PostgreSQL"),
+        ("zk://127.0.0.1:3306".into(), "MySQL"),
+        (format!("zk://127.0.0.1:{http}"), "HTTP"),
+    ])
+    .await;
+    // A real ZooKeeper, which answers none of the probe's questions, connects.
+    let server = leasehold_harness::servers::ZkServer::start();
+    let (r, _) = connect(&server.url("")).await;
+    assert!(r.is_ok(), "{:?}", r.err());
+}
+
 /// A port nothing listens on stays an outage, on every store; the right service at the
 /// right port connects.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -138,6 +154,7 @@ async fn refused_connections_stay_unavailable_and_right_ports_connect() {
         format!("postgres://postgres@127.0.0.1:{p}/test"),
         format!("mysql://root@127.0.0.1:{p}/test"),
         format!("etcd://127.0.0.1:{p}"),
+        format!("zk://127.0.0.1:{p}"),
     ] {
         let (r, _) = connect(&url).await;
         let e = r.err().unwrap_or_else(|| panic!("{url}: connected"));

@@ -61,6 +61,9 @@ pub(crate) enum Speaks {
     Http,
     /// etcd (gRPC over HTTP/2, and `GET /version` answering `etcdserver`).
     Etcd,
+    /// ZooKeeper's binary protocol (never recognized by the probe, which only tells the
+    /// others apart: a ZooKeeper answers none of its questions).
+    Zookeeper,
     /// TLS records (a TLS port).
     Tls,
     /// SSH's banner.
@@ -81,6 +84,7 @@ impl Speaks {
             Speaks::Mysql => "MySQL/MariaDB",
             Speaks::Http => "HTTP",
             Speaks::Etcd => "etcd",
+            Speaks::Zookeeper => "ZooKeeper",
             Speaks::Tls => "TLS",
             Speaks::Ssh => "SSH",
         }

@@ -157,7 +157,18 @@ impl ZookeeperStore {
             held: Mutex::default(),
             undoing: Arc::default(),
         };
-        store.session().await?;
+        // Another service at the first server's address (Redis, PostgreSQL, MySQL, a web
+        // server) is named as such instead of timing out as an outage (`backends::peer`).
+        let first = store.cfg.hosts.split(',').next().and_then(|h| {
+            let (host, port) = h.rsplit_once(':')?;
+            Some((
+                host.trim_start_matches('[').trim_end_matches(']').to_owned(),
+                port.parse().ok()?,
+            ))
+        });
+        let peer = first.as_ref().map(|(h, p)| (h.as_str(), *p));
+        super::peer::guarded("zookeeper", super::peer::Speaks::Zookeeper, peer, store.session())
+            .await?;
         Ok(store)
     }
 
