@@ -86,6 +86,10 @@ async fn redis_url_at_another_service_is_config() {
         ("redis://127.0.0.1:5432".into(), "PostgreSQL"),
         ("redis://127.0.0.1:3306".into(), "MySQL"),
         (format!("redis://127.0.0.1:{http}"), "HTTP"),
+        // The other Redis forms: a seed, a sentinel, every Redlock instance.
+        ("redis-cluster://127.0.0.1:5432".into(), "PostgreSQL"),
+        ("redis-sentinel://127.0.0.1:5432/mymaster".into(), "PostgreSQL"),
+        (format!("redlock://127.0.0.1:5432,127.0.0.1:3306,127.0.0.1:{http}"), "PostgreSQL"),
     ])
     .await;
 }

@@ -60,9 +60,11 @@ pub(crate) enum Speaks {
     /// HTTP/1 (a web server, a metrics endpoint; also etcd's own client port).
     Http,
     /// etcd (gRPC over HTTP/2, and `GET /version` answering `etcdserver`).
+    #[cfg_attr(not(feature = "etcd"), allow(dead_code))]
     Etcd,
     /// ZooKeeper's binary protocol (never recognized by the probe, which only tells the
     /// others apart: a ZooKeeper answers none of its questions).
+    #[cfg_attr(not(feature = "zookeeper"), allow(dead_code))]
     Zookeeper,
     /// TLS records (a TLS port).
     Tls,
@@ -113,6 +115,17 @@ fn classify(b: &[u8]) -> Option<Speaks> {
         return Some(Speaks::Redis);
     }
     None
+}
+
+/// The host and port of an address as URLs write it (`[SCHEME://][AUTH@]HOST:PORT[/…]`,
+/// IPv6 in brackets), for [`guarded`].
+#[cfg_attr(not(any(feature = "redis", feature = "etcd", feature = "zookeeper")), allow(dead_code))]
+pub(crate) fn host_port(addr: &str) -> Option<(String, u16)> {
+    let rest = addr.split_once("://").map_or(addr, |(_, r)| r);
+    let rest = rest.rsplit_once('@').map_or(rest, |(_, r)| r);
+    let rest = rest.split(['/', '?']).next()?;
+    let (h, p) = rest.rsplit_once(':')?;
+    Some((h.trim_start_matches('[').trim_end_matches(']').to_owned(), p.parse().ok()?))
 }
 
 /// What answers at `host:port`, if it can be told within [`PROBE_LIMIT`].
@@ -244,5 +257,14 @@ mod tests {
         assert_eq!(classify(b"-"), None);
         assert_eq!(classify(b"-1\r\n"), None);
         assert_eq!((Speaks::Http.a(), Speaks::Redis.a()), ("an HTTP".into(), "a Redis".into()));
+    }
+
+    #[test]
+    fn addresses_as_urls_write_them() {
+        let hp = |h: &str, p: u16| Some((h.to_owned(), p));
+        assert_eq!(host_port("redis://u:p@db.example:6380"), hp("db.example", 6380));
+        assert_eq!(host_port("http://[::1]:2379/"), hp("::1", 2379));
+        assert_eq!(host_port("10.0.0.1:26379"), hp("10.0.0.1", 26379));
+        assert_eq!(host_port("redis://h"), None);
     }
 }

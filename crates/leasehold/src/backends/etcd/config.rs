@@ -68,13 +68,6 @@ pub(super) fn parse_url(url: &str) -> Result<Config> {
     Ok(cfg)
 }
 
-/// The host and port of an endpoint (`http://HOST:PORT`), for `backends::peer`.
-pub(super) fn endpoint_addr(endpoint: &str) -> Option<(String, u16)> {
-    let hp = endpoint.split_once("://").map_or(endpoint, |(_, r)| r).trim_end_matches('/');
-    let (h, p) = hp.rsplit_once(':')?;
-    Some((h.trim_start_matches('[').trim_end_matches(']').to_owned(), p.parse().ok()?))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

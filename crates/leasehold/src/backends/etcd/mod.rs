@@ -70,7 +70,7 @@ mod session;
 #[cfg(feature = "tools")]
 pub mod tools;
 
-use self::config::{Config, endpoint_addr, parse_url};
+use self::config::{Config, parse_url};
 use self::queue::{PutGuard, delete_if_value, first_kv, header_rev, wait_deleted};
 use self::session::Session;
 
@@ -205,7 +205,7 @@ impl EtcdStore {
         let what = format!("connect to {}", cfg.endpoints.join(","));
         // Another service at the first endpoint (Redis, PostgreSQL, a web server) is named as
         // such instead of surfacing as an h2 error (`backends::peer`).
-        let first = cfg.endpoints.first().and_then(|e| endpoint_addr(e));
+        let first = cfg.endpoints.first().and_then(|e| super::peer::host_port(e));
         let peer = first.as_ref().map(|(h, p)| (h.as_str(), *p));
         let connect =
             async { Client::connect(&cfg.endpoints, &opts).await.map_err(|e| etcd_err(&what, e)) };

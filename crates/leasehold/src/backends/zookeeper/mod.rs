@@ -159,13 +159,7 @@ impl ZookeeperStore {
         };
         // Another service at the first server's address (Redis, PostgreSQL, MySQL, a web
         // server) is named as such instead of timing out as an outage (`backends::peer`).
-        let first = store.cfg.hosts.split(',').next().and_then(|h| {
-            let (host, port) = h.rsplit_once(':')?;
-            Some((
-                host.trim_start_matches('[').trim_end_matches(']').to_owned(),
-                port.parse().ok()?,
-            ))
-        });
+        let first = store.cfg.hosts.split(',').next().and_then(super::peer::host_port);
         let peer = first.as_ref().map(|(h, p)| (h.as_str(), *p));
         super::peer::guarded("zookeeper", super::peer::Speaks::Zookeeper, peer, store.session())
             .await?;
