@@ -158,10 +158,11 @@ pub(crate) async fn run(
     let url = store::resolve(&store)?.url;
     let store_id = url.to_string();
     let fail_open = |e: &Error| fails_open(e, opt.if_unavailable);
+    // `e` says "store unavailable: …" (or "outcome unknown: …") itself.
     let warn_open = |e: &Error| {
         eprintln!(
-            "leasehold: warning: store unavailable ({e}); running the command WITHOUT a lease \
-             on {key:?} (--if-unavailable run)"
+            "leasehold: warning: {e}; running the command WITHOUT a lease on {key:?} \
+             (--if-unavailable run)"
         )
     };
     let info = HolderInfo::this_process().with_command(command_line(&command));
