@@ -103,8 +103,8 @@ async fn main() -> Result<(), Error> {
     assert_eq!(body, "written by B");
 
     // The fence column on your own table: one statement, safe when fences never repeat.
-    let late = i64::try_from(fa.token().get()).unwrap();
-    let cur = i64::try_from(fb.token().get()).unwrap();
+    let late = fa.token().as_i64();
+    let cur = fb.token().as_i64();
     let n = db
         .execute(
             "UPDATE report SET body = 'B again', fence = $1 WHERE id = 1 AND fence <= $1",

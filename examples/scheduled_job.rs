@@ -63,7 +63,7 @@ async fn node(name: &str, locker: Locker, marks: std::path::PathBuf) -> JobResul
         Ok(lease) => lease,
         // Busy: another node holds it. HeldByThisLocker: in this demo the "nodes" are tasks
         // sharing one locker, so another of them holds it.
-        Err(e) if e.is_busy() => {
+        Err(e) if e.is_busy() || matches!(e, leasehold::Error::HeldByThisLocker { .. }) => {
             println!("{name}: another node is running {key}; nothing to do");
             return Ok(());
         }

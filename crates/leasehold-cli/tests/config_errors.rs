@@ -49,3 +49,39 @@ fn postgres_missing_database_or_role_exits_78() {
     refused(&format!("{scheme_user}@{host}/leasehold_no_such_database"));
     refused(&format!("postgres://leasehold_no_such_role@{host}/test"));
 }
+
+/// A store URL aimed at another service (issue 35: `redis://` at PostgreSQL's port answered
+/// "broken pipe" and exited 69, so `--if-unavailable run` ran the job unlocked on every
+/// host) is the same kind of mistake: 78, and the job does not run. The machine's real
+/// PostgreSQL, MariaDB and Redis, and an HTTP listener started here.
+#[test]
+fn store_url_at_another_service_exits_78() {
+    let http = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = http.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        use std::io::{Read, Write};
+        for mut s in http.incoming().flatten() {
+            std::thread::spawn(move || {
+                let mut buf = [0u8; 1024];
+                let mut seen = Vec::new();
+                while let Ok(n) = s.read(&mut buf) {
+                    if n == 0 {
+                        return;
+                    }
+                    seen.extend_from_slice(&buf[..n]);
+                    if seen.windows(2).any(|w| w == b"\r\n") {
+                        let _ = s.write_all(
+                            b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+                        );
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    refused("redis://127.0.0.1:5432");
+    refused(&format!("redis://127.0.0.1:{port}"));
+    refused("postgres://postgres@127.0.0.1:6379/test");
+    refused("mysql://root@127.0.0.1:6379/test");
+    refused("zk://127.0.0.1:6379");
+}

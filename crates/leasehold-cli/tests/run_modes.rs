@@ -86,6 +86,8 @@ fn if_unavailable_run_fails_open_only_when_asked() {
     let err = stderr(&o);
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(err.contains("WITHOUT a lease"), "{err}");
+    // Its kind once: "store unavailable (store unavailable: …)" before.
+    assert_eq!(err.matches("store unavailable").count(), 1, "{err}");
 }
 
 /// Busy is never "unavailable": a held key still exits 75 with `--if-unavailable run`.

@@ -253,6 +253,7 @@ macro_rules! conformance_suite {
             guard_cancels_on_loss, waiter_gets_lease_after_release,
             waiter_gets_lease_after_expiry, dropped_lease_is_released,
             cancelled_acquire_leaves_no_orphan, holders_lists_grant, holders_show_who_holds, no_self_wait, no_self_wait_in_join,
+            no_self_wait_in_join_one_shot, release_is_not_a_loss,
             acquire_right_after_drop, cancelled_release_still_frees);
     };
     (@tests $fixture:expr; $($name:ident),* $(,)?) => {

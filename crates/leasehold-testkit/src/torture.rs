@@ -62,7 +62,7 @@ pub fn effect(db: &mut Connection, fencing: &Fencing, who: &str) -> leasehold::R
     let n: i64 =
         tx.query_row("SELECT n FROM counter WHERE id = 0", [], |r| r.get(0)).map_err(sql)?;
     tx.execute("UPDATE counter SET n = ?1 WHERE id = 0", [n + 1]).map_err(sql)?;
-    let fence = i64::try_from(fencing.token().get()).unwrap_or(i64::MAX);
+    let fence = fencing.token().as_i64();
     tx.execute(
         "INSERT INTO effects (fence, owner, who, t_ns) VALUES (?1, ?2, ?3, ?4)",
         params![fence, fencing.owner().to_string(), who, monotonic_ns()],

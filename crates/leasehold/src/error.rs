@@ -22,7 +22,9 @@ pub enum LostReason {
     NotOwner,
     /// The session that carried the lock ended (connection closed, session expired).
     SessionEnded(String),
-    /// The holder released the lease itself.
+    /// The holder released the lease itself: a normal end, not a loss. Only
+    /// [`crate::Lease::ended`] reports it ([`crate::Lease::lost`] does not resolve on a
+    /// release), and an effect a fence resource refuses after the release.
     Released,
 }
 
@@ -173,7 +175,7 @@ pub enum Error {
         note: &'static str,
     },
     /// The store answered with an error that is neither of the above.
-    #[error("{backend} error: {message}")]
+    #[error("{}", backend_text(backend, message))]
     Backend {
         /// Which backend.
         backend: &'static str,
@@ -183,6 +185,14 @@ pub enum Error {
         #[source]
         source: Option<BoxError>,
     },
+}
+
+/// `Backend`'s text: the store's name once, whether or not the message starts with it.
+fn backend_text(backend: &str, message: &str) -> String {
+    match message.strip_prefix(backend) {
+        Some(rest) if rest.starts_with([' ', ':']) => format!("{backend} error:{rest}"),
+        _ => format!("{backend} error: {message}"),
+    }
 }
 
 impl Error {
@@ -210,9 +220,11 @@ impl Error {
         matches!(self, Error::Lost { .. } | Error::NotOwner { .. })
     }
 
-    /// Whether the key is held (by another owner, or by this locker).
+    /// Whether another owner holds the key ([`Error::Busy`]). Not
+    /// [`Error::HeldByThisLocker`]: that key is held by this locker's own grant, which
+    /// waiting or retrying cannot get past (match that variant to treat both alike).
     pub fn is_busy(&self) -> bool {
-        matches!(self, Error::Busy { .. } | Error::HeldByThisLocker { .. })
+        matches!(self, Error::Busy { .. })
     }
 
     /// The key concerned, for the variants that have one.
@@ -223,6 +235,16 @@ impl Error {
             | Error::NotOwner { key }
             | Error::Lost { key, .. } => Some(key),
             _ => None,
+        }
+    }
+
+    /// The message without the variant's prefix (`invalid input: `, `store unavailable: `…),
+    /// for an error that is wrapped into another's message: one prefix, not two.
+    pub(crate) fn detail(&self) -> String {
+        match self {
+            Error::InvalidInput(m) | Error::UnknownOutcome(m) => m.clone(),
+            Error::Unavailable { message, .. } | Error::Config { message, .. } => message.clone(),
+            other => other.to_string(),
         }
     }
 
@@ -268,6 +290,36 @@ impl Error {
 
     pub(crate) fn unavailable(message: impl Into<String>, source: Option<BoxError>) -> Self {
         Error::Unavailable { message: message.into(), source }
+    }
+}
+
+#[cfg(test)]
+mod text_tests {
+    use super::Error;
+
+    /// No message says its kind twice (issue 35: "invalid input: invalid input: …",
+    /// "postgres error: postgres acquire: …").
+    #[test]
+    fn no_doubled_prefixes() {
+        let b = Error::Backend {
+            backend: "postgres",
+            message: "postgres acquire: x".into(),
+            source: None,
+        };
+        assert_eq!(b.to_string(), "postgres error: acquire: x");
+        let b = Error::Backend { backend: "mysql", message: "fence claim: y".into(), source: None };
+        assert_eq!(b.to_string(), "mysql error: fence claim: y");
+        let wrapped = Error::invalid(format!("outer: {}", Error::invalid("inner").detail()));
+        assert_eq!(wrapped.to_string(), "invalid input: outer: inner");
+    }
+
+    /// Waiting on yourself is not "another owner holds it" (issue 35).
+    #[test]
+    fn held_by_this_locker_is_not_busy() {
+        let key = crate::Key::new("k").unwrap();
+        let ours = Error::HeldByThisLocker { key: key.clone(), fence: crate::FenceToken::new(1) };
+        assert!(!ours.is_busy() && !ours.is_retryable());
+        assert!(Error::Busy { key }.is_busy());
     }
 }
 

@@ -42,7 +42,9 @@
 //!     let result = report(&locker).await;
 //!     // On a current-thread runtime, close before returning: a lease that a `?` dropped in
 //!     // `report` is released in the background, and this waits for it (a multi-threaded
-//!     // runtime's last locker handle does so by itself).
+//!     // runtime's last locker handle does so by itself). `#[tokio::test]` is a
+//!     // current-thread runtime too: tests that take leases want
+//!     // `#[tokio::test(flavor = "multi_thread")]`.
 //!     locker.close().await?;
 //!     result
 //! }

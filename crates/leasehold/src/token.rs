@@ -94,6 +94,28 @@ impl FenceToken {
     pub const fn get(self) -> u64 {
         self.0
     }
+
+    /// The value for a signed 64-bit column (PostgreSQL `bigint`, SQLite `INTEGER`, MySQL
+    /// `BIGINT`), which is where fences are kept: bind it without a cast,
+    /// `tx.execute("UPDATE t SET fence = $1 WHERE id = $2 AND fence <= $1", &[&f.as_i64(),
+    /// &id])`.
+    ///
+    /// Overflow: a fence above `i64::MAX` saturates to `i64::MAX`. No store here issues
+    /// one: fences are at most about the store's clock in µs since 1970 (§4.2 of
+    /// `docs/design.md`), which passes `i64::MAX` in the year 294,247, and etcd and ZooKeeper
+    /// fences are signed 64-bit revisions to begin with. A saturated fence would compare
+    /// equal to every later one, so a resource would no longer tell them apart: a fence
+    /// from a store of your own that can exceed `i64::MAX` belongs in an unsigned column
+    /// (MySQL `BIGINT UNSIGNED`, bound with [`FenceToken::get`]).
+    pub const fn as_i64(self) -> i64 {
+        if self.0 > i64::MAX as u64 { i64::MAX } else { self.0 as i64 }
+    }
+
+    /// A fence read back from a signed 64-bit column (the inverse of [`FenceToken::as_i64`]);
+    /// a negative value, which no fence is, reads as 0.
+    pub const fn from_i64(v: i64) -> Self {
+        FenceToken(if v < 0 { 0 } else { v as u64 })
+    }
 }
 
 impl fmt::Display for FenceToken {
@@ -133,6 +155,18 @@ pub(crate) fn wall_clock_us() -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The SQL columns' i64, both ways, with the overflow case as documented.
+    #[test]
+    fn fences_convert_to_and_from_i64_columns() {
+        assert_eq!(FenceToken::new(1_764_000_000_000_000).as_i64(), 1_764_000_000_000_000);
+        assert_eq!(FenceToken::new(i64::MAX as u64).as_i64(), i64::MAX);
+        assert_eq!(FenceToken::new(u64::MAX).as_i64(), i64::MAX, "saturates");
+        assert_eq!(FenceToken::from_i64(42), FenceToken::new(42));
+        assert_eq!(FenceToken::from_i64(-1), FenceToken::new(0));
+        let f = FenceToken::new(7);
+        assert_eq!(FenceToken::from_i64(f.as_i64()), f);
+    }
 
     #[test]
     fn next_fence_is_the_counter_or_the_clock() {

@@ -78,6 +78,25 @@ cfg_networked! {
     }
 }
 
+cfg_sql! {
+    /// The SQL stores' `connect_timeout=`: a duration in the one syntax (`5s`, `500ms`), or
+    /// whole seconds as libpq and the MySQL client take it (`5`), from 1 ms to 1 h.
+    pub(crate) fn connect_timeout_option(v: &str) -> Result<Duration> {
+        let (min, max) = (Duration::from_millis(1), Duration::from_secs(3600));
+        if !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()) {
+            return match v.parse::<u64>().ok().map(Duration::from_secs) {
+                Some(d) if d >= min && d <= max => Ok(d),
+                _ => Err(Error::invalid(format!(
+                    "connect_timeout={v:?} is out of range ({} to {})",
+                    show(min),
+                    show(max)
+                ))),
+            };
+        }
+        duration_option("connect_timeout", v, min, max)
+    }
+}
+
 fn show(d: Duration) -> String {
     if d.subsec_millis() != 0 || d.as_secs() == 0 {
         format!("{}ms", d.as_millis())
@@ -124,7 +143,7 @@ cfg_any_store! {
 
 cfg_any_store! {
 /// The option keys of one store's URLs (declared with `option_keys!`).
-pub(crate) trait OptionKey: std::str::FromStr<Err = UnknownOption> + Copy {
+pub(crate) trait OptionKey: std::str::FromStr<Err = UnknownOption> + Copy + PartialEq {
     /// Every key, as written in URLs, for the message that refuses another.
     const NAMES: &'static [&'static str];
 }
@@ -154,7 +173,7 @@ cfg_any_store! {
 pub(crate) fn options<K: OptionKey>(url: &str) -> Result<(&str, Vec<Opt<'_, K>>)> {
     let (base, query) = url.split_once('?').unwrap_or((url, ""));
     let scheme = url.split_once("://").map_or("", |(s, _)| s);
-    let mut out = Vec::new();
+    let mut out: Vec<Opt<'_, K>> = Vec::new();
     for text in query.split('&').filter(|p| !p.is_empty()) {
         let (name, value) = text.split_once('=').unwrap_or((text, ""));
         let key = name.parse::<K>().map_err(|_| {
@@ -163,6 +182,15 @@ pub(crate) fn options<K: OptionKey>(url: &str) -> Result<(&str, Vec<Opt<'_, K>>)
                 "unknown option {name:?} for {scheme}:// URLs; valid options: {valid}"
             ))
         })?;
+        // Which one would win differs between leasehold and the drivers it passes options
+        // to (the first, the last): a store URL says each thing once.
+        if let Some(first) = out.iter().find(|o| o.key == key) {
+            return Err(Error::invalid(format!(
+                "option {name:?} is given twice in the {scheme}:// URL ({:?} and {:?}); \
+                 give it once",
+                first.value, value
+            )));
+        }
         out.push(Opt { key, value, text });
     }
     Ok((base, out))

@@ -391,10 +391,11 @@ async fn run_under_lease(
     }
     let withheld = withheld_env(url.expose(), std::env::vars_os());
     let fail_open = |e: &Error| fails_open(e, opt.if_unavailable);
+    // `e` says "store unavailable: …" (or "outcome unknown: …") itself.
     let warn_open = |e: &Error| {
         eprintln!(
-            "leasehold: warning: store unavailable ({e}); running the command WITHOUT a lease \
-             on {key:?} (--if-unavailable run)"
+            "leasehold: warning: {e}; running the command WITHOUT a lease on {key:?} \
+             (--if-unavailable run)"
         )
     };
     let info = records_holder_info(opt)

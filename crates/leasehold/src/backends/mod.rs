@@ -20,6 +20,14 @@ pub mod file;
 pub(crate) mod inotify;
 #[cfg(feature = "mysql")]
 pub mod mysql;
+#[cfg(any(
+    feature = "redis",
+    feature = "postgres",
+    feature = "mysql",
+    feature = "etcd",
+    feature = "zookeeper"
+))]
+pub(crate) mod peer;
 #[cfg(feature = "postgres")]
 pub mod postgres;
 #[cfg(feature = "redis")]

@@ -143,9 +143,22 @@ impl Lease {
     }
 
     /// Resolves when the lease is lost: local deadline passed without a confirmed renewal,
-    /// renewal answered not-owner, session ended, or released. `'static`, so it can be spawned.
+    /// renewal answered not-owner, or session ended. `'static`, so it can be spawned.
+    ///
+    /// A normal end is not a loss: after [`Lease::release`] (or a drop, which releases in
+    /// the background) this future never resolves. Select it against the work (as
+    /// [`Lease::guard`] does); a task that only watches, and must finish when the lease
+    /// does, awaits [`Lease::ended`] instead.
     pub fn lost(&self) -> impl Future<Output = LostReason> + Send + 'static {
         self.shared.lost()
+    }
+
+    /// Resolves when the lease ends for any cause: a loss, as [`Lease::lost`] reports it, or
+    /// its holder's release ([`LostReason::Released`]). For a watcher task that must not
+    /// outlive the lease: `tokio::spawn(async move { if lease_ended.await !=
+    /// LostReason::Released { alert() } })`.
+    pub fn ended(&self) -> impl Future<Output = LostReason> + Send + 'static {
+        self.shared.ended()
     }
 
     /// Runs `work`, cancelling it (dropping the future) as soon as the lease is lost:

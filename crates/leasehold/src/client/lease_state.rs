@@ -199,8 +199,20 @@ impl Shared {
         self.state().deadline
     }
 
-    /// Resolves when the lease is lost for any cause.
+    /// Resolves when the lease is lost (any cause but its holder's release); after a
+    /// release, never (see [`crate::Lease::lost`]).
     pub fn lost(self: &Arc<Self>) -> impl Future<Output = LostReason> + Send + 'static {
+        let ended = self.ended();
+        async move {
+            match ended.await {
+                LostReason::Released => std::future::pending().await,
+                lost => lost,
+            }
+        }
+    }
+
+    /// Resolves when the grant ends for any cause, its holder's release included.
+    pub fn ended(self: &Arc<Self>) -> impl Future<Output = LostReason> + Send + 'static {
         let me = self.clone();
         async move {
             loop {

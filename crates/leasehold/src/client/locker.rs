@@ -73,13 +73,17 @@ impl Locker {
     }
 
     /// Opens the store named by `url`, each with its cargo feature (see the crate's feature
-    /// table; every form and its options are in `docs/guide.md`):
+    /// table). Each store's module ([`crate::backends`]`::<store>`) documents its URL's
+    /// options; the repository README's "Stores and their guarantees" table has every form
+    /// with its guarantees, and `leasehold doctor URL` prints what a deployment guarantees:
     ///
     /// | URL | store |
     /// |---|---|
     /// | `sqlite://PATH` | the embedded SQLite lease table (default feature) |
     /// | `file://DIR` | `flock(2)` session locks, one file per key (Linux) |
     /// | `redis://[USER:PASS@]HOST:PORT[/DB]`, `rediss://…` | one Redis (or Valkey) primary |
+    /// | `redis-sentinel://S1:P1[,S2:P2…]/SERVICE` | the primary a Redis Sentinel set names |
+    /// | `redis-cluster://HOST:PORT[,HOST:PORT…]` | Redis Cluster (seed nodes) |
     /// | `redlock://HOST:PORT,HOST:PORT,…` | Redlock over independent Redis primaries |
     /// | `postgres://USER@HOST:PORT/DB` | lease table; `?mode=session` advisory session locks |
     /// | `mysql://USER@HOST:PORT/DB` | lease table; `?mode=session` `GET_LOCK` session locks |
@@ -360,7 +364,7 @@ impl Acquire {
         let req_started = Instant::now();
         // Readers of one locker overlap: each queues under a local name of its own.
         let local_key = super::rwlock::local_key(&key, self.mode, &owner);
-        let slot = match locker.local.enter(&local_key, until, who, locker.op_timeout).await {
+        let mut slot = match locker.local.enter(&local_key, until, who, locker.op_timeout).await {
             Ok(slot) => slot,
             Err(Refused::Ours(fence)) => return Err(Error::HeldByThisLocker { key, fence }),
             Err(Refused::Timeout) => return Err(Error::Busy { key }),
@@ -375,11 +379,22 @@ impl Acquire {
             owner,
             pending: Some(locker.exit.pending.clone()),
         };
+        if until.is_none() {
+            slot.take_off();
+        }
         let attempt = store.acquire(&req, until).await;
         let grant = match attempt {
             Ok(Attempt::Granted(g)) => g,
             Ok(Attempt::Busy { .. }) => {
                 cleanup.disarm();
+                // A one-shot acquire that met this locker's own grant (another future of a
+                // `join!` that got there first) says so, as the waiting form does.
+                if until.is_none()
+                    && let Some(fence) =
+                        slot.ours_after_busy(Instant::now() + locker.op_timeout).await
+                {
+                    return Err(Error::HeldByThisLocker { key, fence });
+                }
                 return Err(Error::Busy { key });
             }
             Err(e) => {

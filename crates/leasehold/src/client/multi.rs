@@ -134,7 +134,8 @@ impl Leases {
         self.leases.iter().all(Lease::admit)
     }
 
-    /// Resolves, with the key and why, when the first of the leases is lost.
+    /// Resolves, with the key and why, when the first of the leases is lost (as
+    /// [`Lease::lost`]: not on a release).
     pub fn lost(&self) -> impl Future<Output = (Key, LostReason)> + Send + 'static {
         let mut each: Vec<_> =
             self.leases.iter().map(|l| (l.key().clone(), Box::pin(l.lost()))).collect();

@@ -58,6 +58,10 @@ pub(crate) struct LocalKey {
     changes: std::sync::OnceLock<watch::Sender<u64>>,
     /// When `holder` was last cleared (for the handoff-wait metric).
     freed_at: Mutex<Option<Instant>>,
+    /// One-shot acquires of this locker whose store request is out (changed with `holder`
+    /// locked, announced like it): a one-shot answered busy waits for the others to land
+    /// before it says whose grant it met.
+    flights: std::sync::atomic::AtomicUsize,
 }
 
 impl Local {
@@ -81,7 +85,8 @@ impl Local {
     ) -> Result<Slot, Refused> {
         // The slot holds the only reference besides the map, so dropping it on any path tidies.
         let entry = self.get(key);
-        let mut slot = Slot { local: self.clone(), entry: entry.clone(), _turn: None };
+        let mut slot =
+            Slot { local: self.clone(), entry: entry.clone(), _turn: None, flying: false };
         if let Some((h, who)) = entry.holder()
             && h.lost_now().is_none()
             && (until.is_none() || who == me)
@@ -123,6 +128,7 @@ impl Local {
                     holder: Mutex::new(None),
                     changes: std::sync::OnceLock::new(),
                     freed_at: Mutex::new(None),
+                    flights: std::sync::atomic::AtomicUsize::new(0),
                 })
             })
             .clone()
@@ -153,6 +159,8 @@ pub(crate) struct Slot {
     local: Arc<Local>,
     entry: Arc<LocalKey>,
     _turn: Option<tokio::sync::OwnedMutexGuard<()>>,
+    /// Whether this one-shot acquire is counted in the key's `flights`.
+    flying: bool,
 }
 
 impl Slot {
@@ -165,10 +173,49 @@ impl Slot {
     pub fn freed_at(&self) -> Option<Instant> {
         *self.entry.freed_at.lock().unwrap_or_else(|p| p.into_inner())
     }
+
+    /// Counts this one-shot acquire as in flight until the slot is dropped (after its lease,
+    /// if granted, is registered as the holder).
+    pub fn take_off(&mut self) {
+        let _h = self.entry.holder.lock().unwrap_or_else(|p| p.into_inner());
+        self.entry.flights.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        self.flying = true;
+    }
+
+    /// After the store answered this one-shot acquire busy: the fence of this locker's own
+    /// grant of the key, if that is what it met. Waits (until `until`) for the other one-shot
+    /// acquires of the key in flight (a `join!` of two) to land and register first.
+    pub async fn ours_after_busy(&self, until: Instant) -> Option<FenceToken> {
+        let mut rx = self.entry.subscribe();
+        loop {
+            {
+                let h = self.entry.holder.lock().unwrap_or_else(|p| p.into_inner());
+                let live =
+                    h.as_ref().and_then(|(w, _)| w.upgrade()).filter(|s| s.lost_now().is_none());
+                if let Some(s) = live {
+                    return Some(s.id.token());
+                }
+                let others = self.entry.flights.load(std::sync::atomic::Ordering::SeqCst)
+                    - usize::from(self.flying);
+                if others == 0 {
+                    return None;
+                }
+            }
+            tokio::select! {
+                _ = rx.changed() => {}
+                _ = tokio::time::sleep_until(until.into()) => return None,
+            }
+        }
+    }
 }
 
 impl Drop for Slot {
     fn drop(&mut self) {
+        if self.flying {
+            let _h = self.entry.holder.lock().unwrap_or_else(|p| p.into_inner());
+            self.entry.flights.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+            self.entry.changed();
+        }
         // The turn passes on first, then the entry goes if nobody else uses it.
         self._turn = None;
         self.local.tidy(&self.entry);
@@ -233,11 +280,11 @@ impl LocalKey {
             if who == me {
                 return Err(Refused::Ours(h.id.token()));
             }
-            let lost = h.lost();
+            let ended = h.ended();
             drop(h);
             tokio::select! {
                 _ = rx.changed() => {}
-                _ = lost => return Ok(()),
+                _ = ended => return Ok(()),
                 _ = tokio::time::sleep_until(until.into()) => return Err(Refused::Timeout),
             }
         }

@@ -72,8 +72,9 @@ impl AcquirePermit {
                 "a semaphore has 1 to {MAX_PERMITS} permits, not {n}"
             )));
         }
-        Key::new(slot_key(sem.as_str(), n - 1))
-            .map_err(|e| Error::invalid(format!("semaphore key {:?}: its slots' {e}", sem)))?;
+        Key::new(slot_key(sem.as_str(), n - 1)).map_err(|e| {
+            Error::invalid(format!("semaphore key {:?}: its slots' {}", sem, e.detail()))
+        })?;
         super::rwlock::check_supported(
             &self.base.locker.guarantees(),
             crate::Mode::Exclusive,

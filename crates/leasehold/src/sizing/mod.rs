@@ -122,27 +122,48 @@ impl Recorder {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[non_exhaustive]
 pub struct Recommendation {
-    /// The lease length to request.
-    pub ttl_ms: u64,
+    /// The lease length to request (whole milliseconds, as every figure here; serialized
+    /// as `ttl_ms`, a number of milliseconds, as the other durations are).
+    #[serde(rename = "ttl_ms", serialize_with = "ser_ms")]
+    pub ttl: Duration,
     /// The renew interval: a third of the ttl, the interval auto-renew uses.
-    pub renew_every_ms: u64,
+    #[serde(rename = "renew_every_ms", serialize_with = "ser_ms")]
+    pub renew_every: Duration,
     /// The safety margin to pass to [`crate::Acquire::margin`].
-    pub margin_ms: u64,
+    #[serde(rename = "margin_ms", serialize_with = "ser_ms")]
+    pub margin: Duration,
     /// The `--grace` for `leasehold run` with this ttl.
-    pub grace_ms: u64,
+    #[serde(rename = "grace_ms", serialize_with = "ser_ms")]
+    pub grace: Duration,
     /// What the library's default margin, `min(ttl/10, 2 s)`, would be for this ttl.
-    pub default_margin_ms: u64,
+    #[serde(rename = "default_margin_ms", serialize_with = "ser_ms")]
+    pub default_margin: Duration,
     /// The headroom factor used.
     pub headroom: f64,
     /// The drift assumed.
     pub drift: f64,
     /// The job step between `admit()` checks that was counted, if one was given.
-    pub job_step_ms: Option<u64>,
+    #[serde(rename = "job_step_ms", serialize_with = "opt_ms")]
+    pub job_step: Option<Duration>,
     /// The arithmetic, one step per line.
     pub arithmetic: Vec<String>,
     /// What makes the figures less trustworthy: percentiles resting on few samples, a loaded
     /// host.
     pub warnings: Vec<String>,
+}
+
+fn ser_ms<S: serde::Serializer>(d: &Duration, s: S) -> std::result::Result<S::Ok, S::Error> {
+    s.serialize_u64(u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+fn opt_ms<S: serde::Serializer>(
+    d: &Option<Duration>,
+    s: S,
+) -> std::result::Result<S::Ok, S::Error> {
+    match d {
+        Some(d) => ser_ms(d, s),
+        None => s.serialize_none(),
+    }
 }
 
 /// The samples beyond a percentile `q` of `n` samples that it rests on; below
@@ -299,14 +320,15 @@ pub fn recommend(
         }
     ));
     Recommendation {
-        ttl_ms,
-        renew_every_ms,
-        margin_ms,
-        grace_ms,
-        default_margin_ms,
+        ttl: Duration::from_millis(ttl_ms),
+        renew_every: Duration::from_millis(renew_every_ms),
+        margin: Duration::from_millis(margin_ms),
+        grace: Duration::from_millis(grace_ms),
+        default_margin: Duration::from_millis(default_margin_ms),
         headroom: HEADROOM,
         drift: DRIFT,
-        job_step_ms: job_step.map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
+        job_step: job_step
+            .map(|d| Duration::from_millis(d.as_millis().try_into().unwrap_or(u64::MAX))),
         arithmetic: a,
         warnings: [sample_warnings("pause", pauses), sample_warnings("renewal round-trip", rtt)]
             .concat(),
@@ -318,7 +340,10 @@ impl fmt::Display for Recommendation {
         writeln!(
             f,
             "recommended: ttl {} ms, renew every {} ms, margin {} ms, grace (run) {} ms",
-            self.ttl_ms, self.renew_every_ms, self.margin_ms, self.grace_ms
+            self.ttl.as_millis(),
+            self.renew_every.as_millis(),
+            self.margin.as_millis(),
+            self.grace.as_millis()
         )?;
         writeln!(f, "arithmetic:")?;
         for line in &self.arithmetic {

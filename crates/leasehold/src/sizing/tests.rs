@@ -14,16 +14,27 @@ fn ms_of(us: u64) -> Duration {
     Duration::from_micros(us)
 }
 
+/// A recommended figure in whole milliseconds, as the rule computes them.
+fn whole_ms(d: Duration) -> u64 {
+    d.as_millis() as u64
+}
+
 #[test]
 fn small_figures_give_the_floor_ttl() {
     // P = 4 ms (the max), R = 10 ms (the max), J = 1 ms: margin = 1 + 2·10 = 21 ms; library
     // ttl ≥ 3·35/0.97 = 108.2 ms, run ttl ≥ 3·35/0.67 = 156.7 ms; both below the 1 s floor.
     let r = recommend(&dist(5_000), &dist(2_000), Some(Duration::from_millis(1)));
     assert_eq!(
-        (r.ttl_ms, r.renew_every_ms, r.margin_ms, r.grace_ms, r.default_margin_ms),
+        (
+            whole_ms(r.ttl),
+            whole_ms(r.renew_every),
+            whole_ms(r.margin),
+            whole_ms(r.grace),
+            whole_ms(r.default_margin)
+        ),
         (1000, 333, 21, 21, 100)
     );
-    assert_eq!(r.job_step_ms, Some(1));
+    assert_eq!(r.job_step.map(whole_ms), Some(1));
 }
 
 /// Without a job step the grace is run's default, not a few milliseconds, and the ttl fits
@@ -31,9 +42,9 @@ fn small_figures_give_the_floor_ttl() {
 #[test]
 fn without_a_job_the_grace_is_runs_default() {
     let r = recommend(&dist(5_000), &dist(2_000), None);
-    assert_eq!((r.margin_ms, r.grace_ms), (20, RUN_GRACE.as_millis() as u64));
-    assert_eq!(r.ttl_ms, 22_000);
-    assert_eq!(r.job_step_ms, None);
+    assert_eq!((whole_ms(r.margin), whole_ms(r.grace)), (20, RUN_GRACE.as_millis() as u64));
+    assert_eq!(whole_ms(r.ttl), 22_000);
+    assert_eq!(r.job_step.map(whole_ms), None);
 }
 
 /// The longest sample, not a percentile resting on a handful of them, is what the rule uses.
@@ -42,7 +53,7 @@ fn the_longest_pause_is_used() {
     let mut pauses = dist(1_000);
     pauses.max_us = 132_000; // one outlier among thousands
     let r = recommend(&dist(1_000), &pauses, Some(Duration::ZERO));
-    assert!(r.margin_ms >= 264, "{r:?}");
+    assert!(whole_ms(r.margin) >= 264, "{r:?}");
     assert!(r.arithmetic[0].contains("longest pause = 132.000 ms"), "{:?}", r.arithmetic);
 }
 
@@ -76,10 +87,10 @@ fn a_long_job_step_drives_margin_and_ttl() {
     // ttl ≥ 3·5640/0.97 = 17443.3 ms; run: ttl/10 would exceed 2 s, so ttl ≥
     // 3·(5640 + 2000)/0.97 = 23628.9 ms, rounded up to whole seconds: 24 s.
     let r = recommend(&dist(100_000), &dist(20_000), Some(Duration::from_secs(5)));
-    assert_eq!((r.margin_ms, r.grace_ms), (5400, 5400));
-    assert_eq!((r.ttl_ms, r.renew_every_ms), (24_000, 8_000));
-    assert_eq!(r.default_margin_ms, 2000, "min(ttl/10, 2 s)");
-    assert_eq!(r.job_step_ms, Some(5000));
+    assert_eq!((whole_ms(r.margin), whole_ms(r.grace)), (5400, 5400));
+    assert_eq!((whole_ms(r.ttl), whole_ms(r.renew_every)), (24_000, 8_000));
+    assert_eq!(whole_ms(r.default_margin), 2000, "min(ttl/10, 2 s)");
+    assert_eq!(r.job_step.map(whole_ms), Some(5000));
 }
 
 /// Over a grid of inputs: the recommendation satisfies the rule it states, with the
@@ -93,19 +104,19 @@ fn recommendations_satisfy_the_rule() {
             for &j in &jobs {
                 let rec = recommend(&dist(r), &dist(p), j);
                 let ctx = format!("P={p}µs R={r}µs J={j:?}: {rec:?}");
-                let ttl = rec.ttl_ms as f64;
+                let ttl = whole_ms(rec.ttl) as f64;
                 let pr = (p + r) as f64 / 1000.0;
-                assert!(rec.ttl_ms >= MIN_TTL.as_millis() as u64, "{ctx}");
-                assert_eq!(rec.renew_every_ms, rec.ttl_ms / 3, "{ctx}");
-                assert!(rec.renew_every_ms < rec.ttl_ms, "{ctx}");
+                assert!(whole_ms(rec.ttl) >= MIN_TTL.as_millis() as u64, "{ctx}");
+                assert_eq!(whole_ms(rec.renew_every), whole_ms(rec.ttl) / 3, "{ctx}");
+                assert!(whole_ms(rec.renew_every) < whole_ms(rec.ttl), "{ctx}");
                 let slack = HEADROOM * p.max(r) as f64 / 1000.0;
                 let job = j.map_or(0.0, |d| d.as_secs_f64() * 1000.0);
-                assert!(rec.margin_ms as f64 >= job + slack, "{ctx}");
-                assert!((rec.margin_ms as f64) < ttl * (1.0 - DRIFT), "{ctx}: no time left");
+                assert!(whole_ms(rec.margin) as f64 >= job + slack, "{ctx}");
+                assert!((whole_ms(rec.margin) as f64) < ttl * (1.0 - DRIFT), "{ctx}: no time left");
                 // After a failed renewal at ttl/3, the one at 2·ttl/3 has P + R of room.
-                let room = ttl * (1.0 - DRIFT) - rec.margin_ms as f64 - 2.0 * ttl / 3.0;
+                let room = ttl * (1.0 - DRIFT) - whole_ms(rec.margin) as f64 - 2.0 * ttl / 3.0;
                 assert!(room >= pr, "{ctx}: room {room}");
-                let run_margin = (ttl / 10.0).min(2000.0) + rec.grace_ms as f64;
+                let run_margin = (ttl / 10.0).min(2000.0) + whole_ms(rec.grace) as f64;
                 assert!(run_margin <= ttl / 2.0, "{ctx}: run caps its margin at ttl/2");
                 let room = ttl * (1.0 - DRIFT) - run_margin - 2.0 * ttl / 3.0;
                 assert!(room >= pr, "{ctx}: run room {room}");
@@ -119,8 +130,8 @@ fn longer_pauses_never_shorten_the_lease() {
     let mut last = 0;
     for p in [0, 10_000, 100_000, 1_000_000, 10_000_000] {
         let r = recommend(&dist(1_000), &dist(p), None);
-        assert!(r.ttl_ms >= last, "{p}: {} < {last}", r.ttl_ms);
-        last = r.ttl_ms;
+        assert!(whole_ms(r.ttl) >= last, "{p}: {} < {last}", whole_ms(r.ttl));
+        last = whole_ms(r.ttl);
     }
     assert!(last > MIN_TTL.as_millis() as u64, "a 10 s pause must lift the ttl off the floor");
 }

@@ -87,7 +87,7 @@ impl EtcdFence {
     /// The condition every fenced transaction starts with: the grant's key still exists with
     /// the fence as its create revision. Add it to transactions of your own.
     pub fn condition(&self, fencing: &Fencing) -> LockCondition {
-        let create_revision = i64::try_from(fencing.token().get()).unwrap_or(i64::MAX);
+        let create_revision = fencing.token().as_i64();
         LockCondition { key: self.lock_key(fencing), create_revision }
     }
 
@@ -114,7 +114,7 @@ impl EtcdFence {
             .first()
             .and_then(|op| op.range())
             .and_then(|g| g.kvs.first())
-            .map(|kv| FenceToken::new(kv.create_revision as u64));
+            .map(|kv| FenceToken::from_i64(kv.create_revision));
         Err(Error::StaleFence {
             resource: lock_key,
             presented: fencing.token(),

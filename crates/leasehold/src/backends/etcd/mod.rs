@@ -203,20 +203,27 @@ impl EtcdStore {
             require_leader: true,
         };
         let what = format!("connect to {}", cfg.endpoints.join(","));
+        // Another service at the first endpoint (Redis, PostgreSQL, a web server) is named as
+        // such instead of surfacing as an h2 error (`backends::peer`).
+        let first = cfg.endpoints.first().and_then(|e| super::peer::host_port(e));
+        let peer = first.as_ref().map(|(h, p)| (h.as_str(), *p));
         let connect =
             async { Client::connect(&cfg.endpoints, &opts).await.map_err(|e| etcd_err(&what, e)) };
-        let client =
-            crate::limits::within(limits.connect, || format!("etcd {what}"), connect).await?;
-        let store = EtcdStore {
-            client,
-            connect: limits.connect,
-            cfg,
-            session: tokio::sync::Mutex::new(None),
-            held: Mutex::default(),
-            undoing: Arc::default(),
+        let opened = async {
+            let client =
+                crate::limits::within(limits.connect, || format!("etcd {what}"), connect).await?;
+            let store = EtcdStore {
+                client,
+                connect: limits.connect,
+                cfg: cfg.clone(),
+                session: tokio::sync::Mutex::new(None),
+                held: Mutex::default(),
+                undoing: Arc::default(),
+            };
+            store.session().await?;
+            Ok(store)
         };
-        store.session().await?;
-        Ok(store)
+        super::peer::guarded("etcd", super::peer::Speaks::Etcd, peer, opened).await
     }
 
     /// A clone of the client (shares the connection), e.g. for [`crate::fence::etcd`].
@@ -267,7 +274,7 @@ impl EtcdStore {
         session: Arc<Session>,
         sent: Instant,
     ) -> Attempt {
-        let grant = session.signals.grant(FenceToken::new(rev as u64), sent, "etcd");
+        let grant = session.signals.grant(FenceToken::from_i64(rev), sent, "etcd");
         self.held().insert(*req.owner, Held { key: req.key.clone(), lock_key, rev, session });
         Attempt::Granted(grant)
     }
@@ -525,7 +532,7 @@ impl Store for EtcdStore {
                 foreign = true; // etcdctl lock or a Go service: no owner token in the value
                 continue;
             };
-            let fence = Some(FenceToken::new(kv.create_revision as u64));
+            let fence = Some(FenceToken::from_i64(kv.create_revision));
             out.push(Holder::new(lock, owner, fence, None).with_info(info).with_mode(mode));
         }
         if let Some(k) = key

@@ -47,12 +47,24 @@ pub const SCHEMA: &str = "CREATE TABLE IF NOT EXISTS leasehold_fence (
     owner    VARBINARY(64) NOT NULL
 ) ENGINE = InnoDB";
 
+/// MySQL's "Table '…' doesn't exist".
+const NO_SUCH_TABLE: u16 = 1146;
+
 fn err(what: &str, e: mysql_async::Error) -> Error {
-    Error::Backend {
-        backend: "mysql",
-        message: format!("fence {what}: {e}"),
-        source: Some(e.into()),
-    }
+    let message = match &e {
+        mysql_async::Error::Server(s)
+            if s.code == NO_SUCH_TABLE && s.message.contains("leasehold_fence") =>
+        {
+            format!(
+                "fence {what}: the fence table leasehold_fence does not exist in this \
+                 connection's database ({e}); create it once, before the first claim, with \
+                 leasehold::fence::mysql::install(&mut conn) (or run \
+                 leasehold::fence::mysql::SCHEMA)"
+            )
+        }
+        _ => format!("fence {what}: {e}"),
+    };
+    Error::Backend { backend: "mysql", message, source: Some(e.into()) }
 }
 
 /// Creates the fence table if it is missing.

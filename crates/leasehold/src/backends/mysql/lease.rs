@@ -116,10 +116,15 @@ impl MysqlStore {
             prims: Arc::new(shared::Tables::new(&o.table)),
             intents: Mutex::default(),
             sql: std::sync::RwLock::new(Arc::new(sql)),
-            bells: super::doorbell::Doorbell::new(opts, limits.connect, &o.table),
+            bells: super::doorbell::Doorbell::new(opts.clone(), limits.connect, &o.table),
             connect: limits.connect,
         };
-        let mut c = store.conn().await?;
+        // The first connection only: a pool that waits for a free connection later is
+        // not a sign of another service at the address.
+        let first = async { store.pool.get_conn().await.map_err(super::connect_err) };
+        let first = super::guarded(&opts, first);
+        let mut c =
+            crate::limits::within(store.connect, || "connecting to mysql".into(), first).await?;
         let t = &store.sql().table;
         let create = async {
             c.query_drop(format!(

@@ -179,7 +179,9 @@ fn parse_url(url: &str) -> Result<(Opts, Options)> {
             OptionKey::Prefix => o.prefix = v.to_owned(),
             OptionKey::Fence => o.fence = choice("fence", v, &[("table", true), ("none", false)])?,
             OptionKey::Heartbeat => o.heartbeat = within("heartbeat", v)?,
-            OptionKey::ConnectTimeout => o.connect_timeout = Some(within("connect_timeout", v)?),
+            OptionKey::ConnectTimeout => {
+                o.connect_timeout = Some(crate::url::connect_timeout_option(v)?)
+            }
             _ => {
                 socket_given |= key == OptionKey::PreferSocket;
                 keep.push(opt)
@@ -260,7 +262,19 @@ async fn open(url: &str, limits: Limits) -> Result<Arc<dyn Store>> {
 /// A new connection, opened within `limit`.
 async fn new_conn(opts: &Opts, limit: Duration) -> Result<Conn> {
     let connect = async { Conn::new(opts.clone()).await.map_err(connect_err) };
-    crate::limits::within(limit, || "connecting to mysql".into(), connect).await
+    crate::limits::within(limit, || "connecting to mysql".into(), guarded(opts, connect)).await
+}
+
+/// `connect`, with another service at the server's address (Redis, PostgreSQL, HTTP, which
+/// never send the greeting the driver waits for) named as [`Error::Config`] instead of
+/// timing out as an outage (`backends::peer`).
+async fn guarded<T>(
+    opts: &Opts,
+    connect: impl std::future::Future<Output = Result<T>>,
+) -> Result<T> {
+    let host = opts.ip_or_hostname();
+    let addr = opts.socket().is_none().then_some((host, opts.tcp_port()));
+    crate::backends::peer::guarded("mysql", super::peer::Speaks::Mysql, addr, connect).await
 }
 
 /// How long a statement may wait in the server, written into the statement itself (so a

@@ -40,6 +40,7 @@
 pub use tokio_postgres;
 use tokio_postgres::GenericClient;
 use tokio_postgres::Transaction;
+use tokio_postgres::error::SqlState;
 
 use crate::fence::{Fencing, Installed, stale};
 use crate::{Error, Result};
@@ -53,15 +54,31 @@ pub const SCHEMA: &str = "CREATE TABLE IF NOT EXISTS leasehold_fence (
 )";
 
 fn err(what: &str, e: tokio_postgres::Error) -> Error {
-    Error::Backend {
-        backend: "postgres",
-        message: format!("fence {what}: {}", crate::backends::postgres::pg_text(&e)),
-        source: Some(e.into()),
-    }
+    let text = crate::backends::postgres::pg_text(&e);
+    let message =
+        if e.code() == Some(&SqlState::UNDEFINED_TABLE) && text.contains("leasehold_fence") {
+            format!(
+                "fence {what}: the fence table leasehold_fence does not exist in this connection's \
+             search_path ({text}); create it once, before the first claim, with \
+             leasehold::fence::postgres::install(&client) (or run \
+             leasehold::fence::postgres::SCHEMA)"
+            )
+        } else {
+            format!("fence {what}: {text}")
+        };
+    Error::Backend { backend: "postgres", message, source: Some(e.into()) }
+}
+
+/// Whether `e` is PostgreSQL's "current transaction is aborted" (25P02): the echo of an
+/// earlier statement's failure, never the error to report.
+fn aborted(e: &Error) -> bool {
+    std::error::Error::source(e)
+        .and_then(|s| s.downcast_ref::<tokio_postgres::Error>())
+        .is_some_and(|pg| pg.code() == Some(&SqlState::IN_FAILED_SQL_TRANSACTION))
 }
 
 fn token(f: &Fencing) -> i64 {
-    i64::try_from(f.token().get()).unwrap_or(i64::MAX)
+    f.token().as_i64()
 }
 
 /// Creates the fence table (in the first schema of `search_path`) if it is missing.
@@ -83,7 +100,11 @@ async fn installed<C: GenericClient + Sync>(
         )
         .await
         .map_err(|e| err("read", e))?;
-    Ok(row.map(|r| Installed { key: r.get(0), token: r.get::<_, i64>(1) as u64, owner: r.get(2) }))
+    Ok(row.map(|r| Installed {
+        key: r.get(0),
+        token: crate::FenceToken::from_i64(r.get(1)).get(),
+        owner: r.get(2),
+    }))
 }
 
 /// The transaction's bound from the time left (see the module docs): `Ok(None)` for a
@@ -114,8 +135,14 @@ where
         Some((ms, secs)) => {
             let set =
                 async { c.query_one(BOUND, &[&ms, &secs]).await.map_err(|e| err("bound", e)) };
-            let (_, out) = tokio::try_join!(set, then)?;
-            Ok(out)
+            // Both are in flight: when both fail, the statement's own error (a missing
+            // table, say) is the one that says what is wrong, not the other's 25P02.
+            match tokio::join!(set, then) {
+                (Ok(_), out) => out,
+                (Err(set), Ok(_)) => Err(set),
+                (Err(set), Err(out)) if aborted(&out) => Err(set),
+                (Err(_), Err(out)) => Err(out),
+            }
         }
     }
 }

@@ -352,7 +352,7 @@ impl PostgresStore {
                 if ticket > 0 {
                     self.listener.queues.taken(req.key.as_str(), row.get(3));
                 }
-                Ok(Queued::Granted(Grant::new(FenceToken::new(f as u64), sent)))
+                Ok(Queued::Granted(Grant::new(FenceToken::from_i64(f), sent)))
             }
             None => Ok(Queued::Busy { holder_expires_in: left(row.get(1)), ticket: row.get(2) }),
         }
@@ -404,7 +404,7 @@ impl Store for PostgresStore {
             self.run(&c, "grant", req.op_timeout, grant).await?
         };
         match row.get::<_, Option<i64>>(0) {
-            Some(f) => Ok(Attempt::Granted(Grant::new(FenceToken::new(f as u64), sent))),
+            Some(f) => Ok(Attempt::Granted(Grant::new(FenceToken::from_i64(f), sent))),
             None => Ok(Attempt::Busy { holder_expires_in: Some(left(row.get(1))) }),
         }
     }
@@ -562,7 +562,7 @@ impl Store for PostgresStore {
                 Ok(Holder::new(
                     Key::new(r.get::<_, String>(0))?,
                     r.get::<_, String>(1).parse()?,
-                    Some(FenceToken::new(r.get::<_, i64>(2) as u64)),
+                    Some(FenceToken::from_i64(r.get(2))),
                     Some(left(r.get(3))),
                 )
                 .with_info(info.as_deref().and_then(HolderInfo::decode)))

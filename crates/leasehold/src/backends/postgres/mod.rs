@@ -36,9 +36,9 @@
 //! (`55P03`, `57014`) is [`Error::Unavailable`].
 //!
 //! Bounds: every connection this store opens (TCP, startup, authentication, the schema)
-//! answers within the URL's `connect_timeout=SECONDS` (libpq's option), else the connect
-//! limit ([`crate::Locker::connect_within`], 5 s by default): the whole of it, where the
-//! driver itself would bound only the TCP connect. Each request answers within the
+//! answers within the URL's `connect_timeout=` (`3s`, `500ms`, or libpq's whole seconds),
+//! else the connect limit ([`crate::Locker::connect_within`], 5 s by default): the whole of
+//! it, where the driver itself would bound only the TCP connect. Each request answers within the
 //! op timeout, which the server enforces too (`statement_timeout` on the lease table's
 //! connection, `lock_timeout` on every connection), so a grant behind another session's
 //! `LOCK TABLE` or row lock answers and leaves no statement waiting; a request that got no
@@ -63,6 +63,7 @@ use tokio_postgres::error::SqlState;
 use tokio_postgres::{AsyncMessage, Client, Config, NoTls, Statement, Transaction};
 
 use super::Limits;
+use super::peer::Speaks;
 use super::session::Undoing;
 use crate::store::{AcquireRequest, Attempt, Grant, RenewItem, SessionEnd, within_op_timeout};
 use crate::{Error, FenceRepeat, FenceToken, Guarantees, Key, LockKind, OwnerToken, Result, Store};
@@ -138,6 +139,18 @@ fn connect_err(e: tokio_postgres::Error) -> Error {
     }
 }
 
+/// The first TCP host and port a config connects to (`None` for a Unix socket): where a
+/// wrong service is looked for when the handshake fails (`backends::peer`).
+fn tcp_addr(cfg: &Config) -> Option<(String, u16)> {
+    match cfg.get_hosts().first()? {
+        tokio_postgres::config::Host::Tcp(h) => {
+            Some((h.clone(), cfg.get_ports().first().copied().unwrap_or(5432)))
+        }
+        #[allow(unreachable_patterns)]
+        _ => None,
+    }
+}
+
 fn ms(d: Duration) -> i64 {
     i64::try_from(d.as_millis()).unwrap_or(i64::MAX).max(1)
 }
@@ -146,9 +159,10 @@ fn left(ms: i64) -> Duration {
     Duration::from_millis(u64::try_from(ms).unwrap_or(0))
 }
 
-/// Which lock form a `postgres://` URL asks for.
+/// Which lock form a `postgres://` URL asks for (its `mode=` option). Not the crate's
+/// [`crate::Mode`], which says how a grant shares its key: one public `Mode`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Mode {
+pub(crate) enum Form {
     /// The lease table (default).
     Lease,
     /// Session advisory locks on dedicated connections.
@@ -158,7 +172,7 @@ pub enum Mode {
 /// Options read from the URL's query string (removed before the driver sees it).
 #[derive(Debug, Clone)]
 pub(crate) struct Options {
-    pub mode: Mode,
+    pub mode: Form,
     pub schema: String,
     pub table: String,
     pub prefix: String,
@@ -210,7 +224,7 @@ pub(crate) fn parse_url(url: &str) -> Result<(Config, Options)> {
     let (base, query) = crate::url::options::<OptionKey>(url)?;
     let mut keep = Vec::new();
     let mut o = Options {
-        mode: Mode::Lease,
+        mode: Form::Lease,
         schema: "public".into(),
         table: "leasehold_leases".into(),
         prefix: String::new(),
@@ -224,11 +238,12 @@ pub(crate) fn parse_url(url: &str) -> Result<(Config, Options)> {
         let crate::url::Opt { key, value: v, .. } = opt;
         match key {
             OptionKey::Mode => {
-                o.mode = choice("mode", v, &[("lease", Mode::Lease), ("session", Mode::Session)])
+                o.mode = choice("mode", v, &[("lease", Form::Lease), ("session", Form::Session)])
                     .map_err(|e| {
                         Error::invalid(format!(
-                            "{e} (the transaction form is a library API: \
-                             leasehold::backends::postgres::with_xact_lock)"
+                            "{} (the transaction form is a library API: \
+                             leasehold::backends::postgres::with_xact_lock)",
+                            e.detail()
                         ))
                     })?
             }
@@ -246,6 +261,11 @@ pub(crate) fn parse_url(url: &str) -> Result<(Config, Options)> {
                     Duration::from_secs(3600),
                 )?
             }
+            // Set on the driver's config below: the driver takes whole seconds only, and
+            // its error would not name the option.
+            OptionKey::ConnectTimeout => {
+                o.connect_timeout = Some(crate::url::connect_timeout_option(v)?)
+            }
             OptionKey::Pgbouncer => {
                 let choices = [("transaction", true), ("session", false), ("none", false)];
                 o.pgbouncer_transaction = choice("pgbouncer", v, &choices)?
@@ -257,7 +277,9 @@ pub(crate) fn parse_url(url: &str) -> Result<(Config, Options)> {
     let mut cfg: Config = base
         .parse()
         .map_err(|e| Error::invalid(format!("bad postgres URL {:?}: {e}", crate::redact(&base))))?;
-    o.connect_timeout = cfg.get_connect_timeout().copied();
+    if let Some(t) = o.connect_timeout {
+        cfg.connect_timeout(t);
+    }
     o.application_name = cfg.get_application_name().is_some();
     if !o.application_name {
         cfg.application_name("leasehold");
@@ -299,8 +321,11 @@ impl PgConn {
         cfg.connect_timeout(limit);
         let start = Instant::now();
         let what = || "connecting to postgres".to_owned();
+        let addr = tcp_addr(&cfg);
+        let peer = addr.as_ref().map(|(h, p)| (h.as_str(), *p));
         let (client, mut conn) = crate::limits::within(limit, what, async {
-            cfg.connect(NoTls).await.map_err(connect_err)
+            let connect = async { cfg.connect(NoTls).await.map_err(connect_err) };
+            crate::backends::peer::guarded("postgres", Speaks::Postgres, peer, connect).await
         })
         .await?;
         let (tx, ended) = watch::channel(None);
@@ -415,7 +440,7 @@ impl PostgresStore {
     /// [`crate::DEFAULT_CONNECT_TIMEOUT`] (or the URL's `connect_timeout`). For whichever
     /// form a URL asks for, use [`crate::Locker::connect`].
     pub async fn connect(url: &str) -> Result<Self> {
-        let (cfg, o, limits) = parse_for(url, Mode::Lease)?;
+        let (cfg, o, limits) = parse_for(url, Form::Lease)?;
         PostgresStore::open(cfg, &o, limits).await
     }
 }
@@ -424,13 +449,13 @@ impl PostgresSessionStore {
     /// Connects for advisory session locks (a `postgres://` URL with `mode=session`) within
     /// [`crate::DEFAULT_CONNECT_TIMEOUT`] (or the URL's `connect_timeout`).
     pub async fn connect(url: &str) -> Result<Self> {
-        let (cfg, o, limits) = parse_for(url, Mode::Session)?;
+        let (cfg, o, limits) = parse_for(url, Form::Session)?;
         PostgresSessionStore::open(cfg, &o, limits).await
     }
 }
 
 /// `url` parsed, when it asks for `mode`, with the default limits and its `connect_timeout`.
-fn parse_for(url: &str, mode: Mode) -> Result<(Config, Options, Limits)> {
+fn parse_for(url: &str, mode: Form) -> Result<(Config, Options, Limits)> {
     let (cfg, o) = parse_url(url)?;
     if o.mode != mode {
         return Err(Error::invalid(format!(
@@ -452,8 +477,8 @@ async fn open(url: &str, limits: Limits) -> Result<Arc<dyn Store>> {
     let (cfg, o) = parse_url(url)?;
     let limits = limits_for(&o, limits);
     Ok(match o.mode {
-        Mode::Lease => Arc::new(PostgresStore::open(cfg, &o, limits).await?),
-        Mode::Session => Arc::new(PostgresSessionStore::open(cfg, &o, limits).await?),
+        Form::Lease => Arc::new(PostgresStore::open(cfg, &o, limits).await?),
+        Form::Session => Arc::new(PostgresSessionStore::open(cfg, &o, limits).await?),
     })
 }
 
@@ -478,14 +503,14 @@ mod tests {
              &heartbeat=2s&pgbouncer=transaction&sslmode=disable&connect_timeout=3",
         )
         .unwrap();
-        assert_eq!(o.mode, Mode::Session);
+        assert_eq!(o.mode, Form::Session);
         assert_eq!((o.schema.as_str(), o.table.as_str(), o.prefix.as_str()), ("s1", "t1", "p:"));
         assert!(!o.fence && o.pgbouncer_transaction);
         assert_eq!(o.heartbeat, Duration::from_secs(2));
         assert_eq!(o.connect_timeout, Some(Duration::from_secs(3)), "the driver's option");
         assert_eq!(cfg.get_application_name(), Some("leasehold"));
         let (_, o) = parse_url("postgresql://u@h/db?pgbouncer=session&fence=sequence").unwrap();
-        assert_eq!(o.mode, Mode::Lease);
+        assert_eq!(o.mode, Form::Lease);
         assert!(o.fence && !o.pgbouncer_transaction && !o.application_name);
     }
 

@@ -331,12 +331,12 @@ impl PostgresSessionStore {
         let held = Held {
             key: req.key.clone(),
             mode: req.mode,
-            fence: fence as u64,
+            fence: FenceToken::from_i64(fence).get(),
             info: req.info.cloned(),
             conn,
         };
         self.held.insert(*req.owner, held);
-        Ok(Attempt::Granted(Grant::new(FenceToken::new(fence as u64), sent).with_session_end(end)))
+        Ok(Attempt::Granted(Grant::new(FenceToken::from_i64(fence), sent).with_session_end(end)))
     }
 }
 

@@ -201,7 +201,7 @@ impl PostgresStore {
         let grant = c.pg.client.query_one(&c.prims.grant_shared, &params);
         let row = self.run(&c, "reader grant", req.op_timeout, grant).await?;
         Ok(match row.get::<_, Option<i64>>(0) {
-            Some(f) => Attempt::Granted(Grant::new(FenceToken::new(f as u64), sent)),
+            Some(f) => Attempt::Granted(Grant::new(FenceToken::from_i64(f), sent)),
             None => Attempt::Busy { holder_expires_in: Some(left(row.get(1))) },
         })
     }
@@ -265,7 +265,7 @@ impl PostgresStore {
                 Ok(Holder::new(
                     Key::new(r.get::<_, String>(0))?,
                     r.get::<_, String>(1).parse()?,
-                    Some(FenceToken::new(r.get::<_, i64>(2) as u64)),
+                    Some(FenceToken::from_i64(r.get(2))),
                     Some(left(r.get(3))),
                 )
                 .with_info(info.as_deref().and_then(HolderInfo::decode))

@@ -148,17 +148,26 @@ impl RedisClusterStore {
             .build()
             .map_err(|e| Error::invalid(format!("bad redis-cluster URL: {e}")))?;
         let what = format!("connecting to the cluster through {} seed(s)", u.seeds.len());
-        let mut conn =
+        let connect = async {
             match tokio::time::timeout(limits.connect, client.get_async_connection()).await {
-                Ok(Ok(c)) => c,
-                Ok(Err(e)) => return Err(redis_err(BACKEND, &what, e)),
-                Err(_) => {
-                    return Err(Error::unavailable(
-                        format!("{what}: no answer within {:?}", limits.connect),
-                        None,
-                    ));
-                }
-            };
+                Ok(Ok(c)) => Ok(c),
+                Ok(Err(e)) => Err(redis_err(BACKEND, &what, e)),
+                Err(_) => Err(Error::unavailable(
+                    format!("{what}: no answer within {:?}", limits.connect),
+                    None,
+                )),
+            }
+        };
+        // Another service at the first seed's address is named as such (`backends::peer`).
+        let seed = u.seeds.first().and_then(|s| crate::backends::peer::host_port(s));
+        let seed = seed.as_ref().map(|(h, p)| (h.as_str(), *p));
+        let mut conn = crate::backends::peer::guarded(
+            BACKEND,
+            crate::backends::peer::Speaks::Redis,
+            seed,
+            connect,
+        )
+        .await?;
         let grant = Arc::new(Script::new(GRANT));
         let renew_many = Arc::new(Script::new(RENEW_MANY));
         let release = Arc::new(Script::new(RELEASE));

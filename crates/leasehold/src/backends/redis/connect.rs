@@ -9,6 +9,7 @@ use redis::aio::MultiplexedConnection;
 use redis::{AsyncConnectionConfig, ConnectionAddr, ErrorKind, RedisError, ServerErrorKind};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
+use crate::backends::peer::Speaks;
 use crate::{Error, Result};
 
 /// How long a `rediss://` handshake may take before leasehold asks, on a second connection,
@@ -150,6 +151,23 @@ fn host_port(client: &redis::Client) -> Option<(String, u16)> {
 /// within `limit`, once, so that a refusal is reported as what it is instead of being
 /// retried by the connection manager until the limit.
 pub(super) async fn first_connection(
+    client: &redis::Client,
+    addr: &str,
+    limit: Duration,
+) -> Result<MultiplexedConnection> {
+    let tls = matches!(client.get_connection_info().addr(), ConnectionAddr::TcpTls { .. });
+    match host_port(client) {
+        // Another service at a plain port (PostgreSQL, MySQL, HTTP) is named as such.
+        Some((h, p)) if !tls => {
+            let connect = handshake(client, addr, limit);
+            crate::backends::peer::guarded("redis", Speaks::Redis, Some((&h, p)), connect).await
+        }
+        _ => handshake(client, addr, limit).await,
+    }
+}
+
+/// [`first_connection`] but for the check of another service at the address.
+async fn handshake(
     client: &redis::Client,
     addr: &str,
     limit: Duration,

@@ -181,7 +181,12 @@ impl RedisSentinelStore {
             generation: AtomicU64::new(0),
             switched: Notify::new(),
         });
-        shared.node().await?;
+        // Sentinels speak RESP: another service at the first one's address is named as such
+        // (`backends::peer`).
+        let first = shared.url.sentinels.first().and_then(|s| crate::backends::peer::host_port(s));
+        let first = first.as_ref().map(|(h, p)| (h.as_str(), *p));
+        let redis = crate::backends::peer::Speaks::Redis;
+        crate::backends::peer::guarded("redis-sentinel", redis, first, shared.node()).await?;
         tokio::spawn(listen_switches(Arc::downgrade(&shared)));
         Ok(RedisSentinelStore { shared })
     }
@@ -198,6 +203,7 @@ impl RedisSentinelStore {
             Err(e) if moved_on(&e) => {
                 self.shared.drop_node(Some(&node.addr)).await;
                 let next = self.shared.node().await.map_err(|e2| {
+                    let (e, e2) = (e.detail(), e2.detail());
                     Error::unavailable(format!("{e}; finding the primary again: {e2}"), None)
                 })?;
                 let unknown = matches!(e, Error::UnknownOutcome(_));

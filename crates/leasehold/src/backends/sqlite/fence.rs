@@ -58,14 +58,20 @@ fn installed(conn: &Connection, resource: &str) -> Result<Option<Installed>> {
     conn.query_row(
         "SELECT lock_key, fence, owner FROM leasehold_fence WHERE resource = ?1",
         [resource],
-        |r| Ok(Installed { key: r.get(0)?, token: r.get::<_, i64>(1)? as u64, owner: r.get(2)? }),
+        |r| {
+            Ok(Installed {
+                key: r.get(0)?,
+                token: crate::FenceToken::from_i64(r.get(1)?).get(),
+                owner: r.get(2)?,
+            })
+        },
     )
     .optional()
     .sql()
 }
 
 fn token(f: &Fencing) -> i64 {
-    i64::try_from(f.token().get()).unwrap_or(i64::MAX)
+    f.token().as_i64()
 }
 
 /// [`crate::Error::Lost`] once the lease `fencing` came from is out of time.

@@ -157,7 +157,12 @@ impl ZookeeperStore {
             held: Mutex::default(),
             undoing: Arc::default(),
         };
-        store.session().await?;
+        // Another service at the first server's address (Redis, PostgreSQL, MySQL, a web
+        // server) is named as such instead of timing out as an outage (`backends::peer`).
+        let first = store.cfg.hosts.split(',').next().and_then(super::peer::host_port);
+        let peer = first.as_ref().map(|(h, p)| (h.as_str(), *p));
+        super::peer::guarded("zookeeper", super::peer::Speaks::Zookeeper, peer, store.session())
+            .await?;
         Ok(store)
     }
 
@@ -200,7 +205,7 @@ impl ZookeeperStore {
         session: Arc<Session>,
         sent: Instant,
     ) -> Attempt {
-        let grant = session.signals.grant(FenceToken::new(czxid as u64), sent, "zookeeper");
+        let grant = session.signals.grant(FenceToken::from_i64(czxid), sent, "zookeeper");
         self.held().insert(*req.owner, Held { key: req.key.clone(), path, session });
         Attempt::Granted(grant)
     }
@@ -411,7 +416,7 @@ impl Store for ZookeeperStore {
                 match client.get_data(&format!("{lock}/{}", held.name)).await {
                     Ok((data, stat)) => match data_of(&data, &owner) {
                         Some(info) => {
-                            let fence = Some(FenceToken::new(stat.czxid as u64));
+                            let fence = Some(FenceToken::from_i64(stat.czxid));
                             let h = Holder::new(k.clone(), owner, fence, None);
                             out.push(h.with_info(info).with_mode(mode));
                         }

@@ -242,7 +242,7 @@ pub(super) async fn holders(
         match l.ours {
             Some(o) if only.is_none_or(|i| i == o.slot) => {
                 let k = Key::new(crate::mode::slot_key(sem.as_str(), o.slot))?;
-                let fence = Some(FenceToken::new(l.czxid as u64));
+                let fence = Some(FenceToken::from_i64(l.czxid));
                 out.push(Holder::new(k, o.owner, fence, None).with_info(o.info));
             }
             Some(_) => {}
