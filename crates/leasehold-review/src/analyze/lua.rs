@@ -168,6 +168,32 @@ mod tests {
     }
 
     #[test]
+    fn an_expiry_set_where_the_script_created_the_key_is_part_of_the_acquire() {
+        // Redisson's shape: create when absent, extend when this holder's field exists.
+        let s = analyze(
+            "if (redis.call('exists', KEYS[1]) == 0) then redis.call('hincrby', KEYS[1], ARGV[2], 1); \
+             redis.call('pexpire', KEYS[1], ARGV[1]); return nil; end; \
+             if (redis.call('hexists', KEYS[1], ARGV[2]) == 1) then redis.call('pexpire', KEYS[1], ARGV[1]); return nil; end; \
+             return redis.call('pttl', KEYS[1]);",
+        )
+        .unwrap();
+        assert!(!s.unchecked_renew && s.checked_renew, "{s:?}");
+        let s = analyze(
+            "redis.call('set', KEYS[1], ARGV[1], 'NX'); redis.call('pexpire', KEYS[1], ARGV[2])",
+        )
+        .unwrap();
+        assert!(s.acquires && !s.unchecked_renew, "{s:?}");
+        // Existence is not ownership: a delete after `exists == 1` is still unchecked.
+        assert!(
+            analyze(
+                "if redis.call('exists', KEYS[1]) == 1 then return redis.call('del', KEYS[1]) end"
+            )
+            .unwrap()
+            .unchecked_del
+        );
+    }
+
+    #[test]
     fn broken_scripts_do_not_panic() {
         for s in ["if then", "redis.call(", "", "\u{0}"] {
             let _ = analyze(s);

@@ -302,6 +302,27 @@ fn method_op(lang: Lang, ir: &FileIr, id: CallId, lname: &str) -> Option<Op> {
             {
                 return None;
             }
+            // Laravel's `Cache::forget($key)`; another `forget` is not a delete.
+            if lname == "forget"
+                && !c
+                    .receiver
+                    .as_ref()
+                    .is_some_and(|r| r.text.to_ascii_lowercase().contains("cache"))
+            {
+                return None;
+            }
+            // ZooKeeper's `delete(path, version)` removes a node this session created (a path
+            // no successor shares), not a key another holder may own now.
+            let second = c.args.get(shift + 1);
+            let versioned = second.is_some_and(|a| {
+                a.name.as_deref() == Some("version")
+                    || matches!(a.expr.kind, Kind::Null | Kind::Num(_))
+                    || a.expr.text == "None"
+                    || a.expr.text.to_ascii_lowercase().contains("version")
+            });
+            if versioned {
+                return None;
+            }
             let key = arg(0)?;
             Some(mk(OpKind::Del, Some(key), None, None))
         }
@@ -338,7 +359,8 @@ fn method_op(lang: Lang, ir: &FileIr, id: CallId, lname: &str) -> Option<Op> {
             value: None,
             expiry: None,
         }),
-        "trylock" => Some(Op {
+        // Rust's `try_lock` is a `Mutex`'s, in this process.
+        "trylock" if lang != Lang::Rust => Some(Op {
             kind: OpKind::TryLock,
             call: id,
             store: Store::Other,
