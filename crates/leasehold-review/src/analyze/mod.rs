@@ -64,31 +64,6 @@ fn is_test_path(path: &Path) -> bool {
         || name.ends_with("Tests")
 }
 
-#[cfg(test)]
-mod tests {
-    use super::is_test_path;
-    use std::path::Path;
-
-    #[test]
-    fn test_paths_by_convention() {
-        for p in [
-            "tests/lock.py",
-            "src/lock_test.go",
-            "a/spec/lock_spec.rb",
-            "web/lock.test.ts",
-            "LockTest.java",
-            "test_lock.py",
-        ] {
-            assert!(is_test_path(Path::new(p)), "{p}");
-        }
-        for p in
-            ["src/lock.py", "contest/lock.go", "latest/lock.rb", "corpus/bad/python-redis-py.py"]
-        {
-            assert!(!is_test_path(Path::new(p)), "{p}");
-        }
-    }
-}
-
 /// Byte ranges of test functions (`test…`) and of Rust's `#[cfg(test)]` modules.
 fn test_ranges(ir: &ir::FileIr, src: &str) -> Vec<(usize, usize)> {
     let mut out: Vec<(usize, usize)> = ir
@@ -161,4 +136,29 @@ pub(crate) fn file(path: &Path, lang: Lang, src: &str) -> FileReview {
     }
     out.inventory = r.inventory;
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_test_path;
+    use std::path::Path;
+
+    #[test]
+    fn test_paths_by_convention() {
+        for p in [
+            "tests/lock.py",
+            "src/lock_test.go",
+            "a/spec/lock_spec.rb",
+            "web/lock.test.ts",
+            "LockTest.java",
+            "test_lock.py",
+        ] {
+            assert!(is_test_path(Path::new(p)), "{p}");
+        }
+        for p in
+            ["src/lock.py", "contest/lock.go", "latest/lock.rb", "corpus/bad/python-redis-py.py"]
+        {
+            assert!(!is_test_path(Path::new(p)), "{p}");
+        }
+    }
 }

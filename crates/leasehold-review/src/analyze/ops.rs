@@ -314,18 +314,28 @@ fn method_op(lang: Lang, ir: &FileIr, id: CallId, lname: &str) -> Option<Op> {
             // ZooKeeper's `delete(path, version)` removes a node this session created (a path
             // no successor shares), not a key another holder may own now.
             let second = c.args.get(shift + 1);
-            let versioned = second.is_some_and(|a| {
-                a.name.as_deref() == Some("version")
-                    || matches!(a.expr.kind, Kind::Null | Kind::Num(_))
-                    || a.expr.text == "None"
-                    || a.expr.text.to_ascii_lowercase().contains("version")
+            // etcd's `delete(key, prevValue=owner)` is a compare-and-delete.
+            let conditional = c.args.iter().any(|a| {
+                a.name.as_deref().is_some_and(|n| {
+                    let n = n.to_ascii_lowercase();
+                    n.contains("prev") || n.contains("version") || n.contains("expected")
+                })
             });
+            let versioned = conditional
+                || second.is_some_and(|a| {
+                    a.name.as_deref() == Some("version")
+                        || matches!(a.expr.kind, Kind::Null | Kind::Num(_))
+                        || a.expr.text == "None"
+                        || a.expr.text.to_ascii_lowercase().contains("version")
+                });
             if versioned {
                 return None;
             }
             let key = arg(0)?;
             Some(mk(OpKind::Del, Some(key), None, None))
         }
+        // Spring's `setIfPresent(key, value, ttl)` is SET XX: it extends whoever holds the key.
+        "setifpresent" if c.args.len() >= 2 => Some(mk(OpKind::SetXx, arg(0), arg(1), None)),
         "expire" | "pexpire" | "expireat" | "pexpireat" => {
             Some(mk(OpKind::Expire, arg(0), None, None))
         }

@@ -425,7 +425,10 @@ pub(crate) fn run(cx: &Ctx<'_>) -> Out {
 
     findings.sort_by_key(|a| (a.span, a.rule));
     findings.dedup_by(|a, b| a.span == b.span && a.rule == b.rule);
-    let inventory = inventory(cx, &findings, &keys);
+    let mut inventory = inventory(cx, &findings, &keys);
+    // One row per call: a statement chosen among several lock functions is one site.
+    inventory.dedup_by(|a, b| a.span == b.span && a.api == b.api);
+    inventory.dedup_by(|a, b| a.span == b.span);
     Out { findings, inventory }
 }
 
@@ -790,8 +793,9 @@ fn in_transaction(cx: &Ctx<'_>, del: &Op) -> bool {
     let c = &cx.ir.calls[del.call];
     let before = |k: &OpKind| {
         cx.ops.iter().any(|o| {
+            // The DEL may sit in a block given to `multi` (`redis.multi { |t| t.del(k) }`).
             &o.kind == k
-                && cx.ir.calls[o.call].func == c.func
+                && cx.ir.within(c.func, cx.ir.calls[o.call].func)
                 && cx.ir.calls[o.call].span.start_byte <= c.span.start_byte
         })
     };
