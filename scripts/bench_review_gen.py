@@ -1828,10 +1828,13 @@ def gen_file(rng, gen, svc, serial):
     target = file_size(rng)
     planted = []
     extras = []
+    other = []
     if rng.random() < MUTEX_FILE_RATE:
         extras.append(gen.mutex(ctx))
+        other.append("mutex")
     if rng.random() < LOCKOUT_FILE_RATE:
         extras.append(gen.lockout(ctx))
+        other.append("lockout")
     if rng.random() < LOCK_FILE_RATE:
         for _ in range(1 if rng.random() < 0.75 else 2):
             name, rules = rng.choice(gen.locks)
@@ -1855,7 +1858,7 @@ def gen_file(rng, gen, svc, serial):
     for e in extras:
         body.insert(rng.randint(0, len(body)), e)
     lines = head + [l for b in body for l in b] + foot
-    return path, lines, planted
+    return path, lines, planted, other
 
 
 def main():
@@ -1874,12 +1877,13 @@ def main():
     done = {l: 0 for l, _ in SHARES}
     files = {l: 0 for l, _ in SHARES}
     total = 0
-    manifest = {"seed": a.seed, "target_lines": a.lines, "files": [], "by_language": {}, "expected": {}}
+    manifest = {"seed": a.seed, "target_lines": a.lines, "files": [], "by_language": {}, "expected": {},
+                "mutex_files": 0, "lockout_files": 0}
     while total < a.lines:
         # the language furthest below its share goes next
         lang = min(SHARES, key=lambda s: (done[s[0]] / (s[1] * a.lines), s[0]))[0]
         gen = gens[lang]
-        path, lines, planted = gen_file(rng, gen, rng.choice(svcs), sum(files.values()) + 1)
+        path, lines, planted, other = gen_file(rng, gen, rng.choice(svcs), sum(files.values()) + 1)
         full = os.path.join(tree, path)
         os.makedirs(os.path.dirname(full), exist_ok=True)
         with open(full, "w") as f:
@@ -1889,6 +1893,8 @@ def main():
         total += len(lines)
         if planted:
             manifest["files"].append({"path": path, "lang": lang, "planted": planted})
+        for o in other:
+            manifest[o + "_files"] = manifest.get(o + "_files", 0) + 1
     for l, _ in SHARES:
         manifest["by_language"][l] = {"files": files[l], "lines": done[l]}
     exp = {"nx-without-expiry": 0, "release-without-owner-check": 0}
@@ -1902,7 +1908,7 @@ def main():
     manifest["lock_files"] = len(manifest["files"])
     with open(os.path.join(a.out, "manifest.json"), "w") as f:
         json.dump(manifest, f, indent=1, sort_keys=True)
-    print(json.dumps({k: manifest[k] for k in ["total_lines", "total_files", "lock_files", "expected", "by_language"]}))
+    print(json.dumps({k: manifest[k] for k in ["total_lines", "total_files", "lock_files", "mutex_files", "lockout_files", "expected", "by_language"]}))
 
 
 if __name__ == "__main__":
