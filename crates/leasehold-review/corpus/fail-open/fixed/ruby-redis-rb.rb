@@ -1,0 +1,31 @@
+# Fixed: the rescue logs and re-raises, so the dunning run never starts without the lock.
+require "logger"
+require "redis"
+require "securerandom"
+
+class DunningRun
+  KEY = "lock:dunning"
+  RELEASE = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end"
+
+  def initialize(redis, logger = Logger.new($stdout))
+    @redis = redis
+    @logger = logger
+  end
+
+  def call
+    token = SecureRandom.uuid
+    begin
+      return :busy unless @redis.set(KEY, token, nx: true, px: 900_000)
+    rescue Redis::BaseError => e
+      @logger.error("dunning lock unavailable (#{e.class}); not running")
+      raise
+    end
+
+    begin
+      yield
+    ensure
+      @redis.eval(RELEASE, keys: [KEY], argv: [token])
+    end
+    :done
+  end
+end

@@ -1,0 +1,38 @@
+// Fixed: the reply is tested with Boolean.TRUE.equals(ok), so FALSE (key held elsewhere) and null
+// (pipeline/transaction) both mean "not acquired". (Companion of bad/java-spring.java: `ok != null`.)
+package com.example.notifications;
+
+import java.time.Duration;
+import java.util.Collections;
+import java.util.UUID;
+import org.springframework.data.redis.core.StringRedisTemplate;
+import org.springframework.data.redis.core.script.DefaultRedisScript;
+import org.springframework.stereotype.Service;
+
+@Service
+public class PushFanout {
+    private static final DefaultRedisScript<Long> RELEASE = new DefaultRedisScript<>(
+        "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end",
+        Long.class);
+
+    private final StringRedisTemplate redisTemplate;
+    private final PushGateway gateway;
+
+    public PushFanout(StringRedisTemplate redisTemplate, PushGateway gateway) {
+        this.redisTemplate = redisTemplate;
+        this.gateway = gateway;
+    }
+
+    public void fanout(String campaignId) {
+        String key = "lock:fanout:" + campaignId;
+        String owner = UUID.randomUUID().toString();
+        Boolean ok = redisTemplate.opsForValue().setIfAbsent(key, owner, Duration.ofMinutes(5));
+        if (Boolean.TRUE.equals(ok)) {
+            try {
+                gateway.sendCampaign(campaignId);
+            } finally {
+                redisTemplate.execute(RELEASE, Collections.singletonList(key), owner);
+            }
+        }
+    }
+}

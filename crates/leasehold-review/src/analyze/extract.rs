@@ -1,0 +1,964 @@
+//! From a tree-sitter tree to [`FileIr`]: one pass collects the nodes of interest with their
+//! enclosing function, a second builds the IR with every cross-reference (a call's receiver
+//! call, an argument that is a call) resolved.
+
+use std::collections::HashMap;
+
+use tree_sitter::{Node, Parser, Tree};
+
+use super::ir::{
+    Arg, Assign, Borrow, Call, Expr, FileIr, Func, FuncId, Handler, Ident, Kind, Outcome, StrLit,
+    Use,
+};
+use super::langs::{self, Spec};
+use crate::{Lang, Span};
+
+/// Expressions keep at most this many words: enough for any call's options.
+const MAX_WORDS: usize = 96;
+
+pub(crate) fn parse(lang: Lang, src: &str) -> Option<Tree> {
+    let mut p = Parser::new();
+    p.set_language(&langs::language(lang)).ok()?;
+    p.parse(src, None)
+}
+
+pub(crate) fn span(n: Node<'_>, src: &str) -> Span {
+    let s = n.start_position();
+    let e = n.end_position();
+    Span {
+        start_line: s.row + 1,
+        start_col: col(src, n.start_byte(), s.column),
+        end_line: e.row + 1,
+        end_col: col(src, n.end_byte(), e.column),
+        start_byte: n.start_byte(),
+        end_byte: n.end_byte(),
+    }
+}
+
+/// 1-based character column of `byte`, whose byte column in its line is `byte_col`.
+fn col(src: &str, byte: usize, byte_col: usize) -> usize {
+    let start = byte.saturating_sub(byte_col);
+    src.get(start..byte).map_or(byte_col, |l| l.chars().count()) + 1
+}
+
+struct Collected<'t> {
+    funcs: Vec<(Node<'t>, Option<FuncId>)>,
+    calls: Vec<(Node<'t>, FuncId)>,
+    strings: Vec<(Node<'t>, FuncId)>,
+    assigns: Vec<(Node<'t>, FuncId)>,
+    tries: Vec<(Node<'t>, FuncId)>,
+    ifs: Vec<(Node<'t>, FuncId)>,
+    idents: Vec<Ident>,
+    borrows: Vec<Borrow>,
+    heredocs: Vec<Node<'t>>,
+}
+
+pub(crate) fn extract(lang: Lang, tree: &Tree, src: &str) -> FileIr {
+    let spec = langs::spec(lang);
+    let root = tree.root_node();
+    let mut col = Collected {
+        funcs: vec![(root, None)],
+        calls: Vec::new(),
+        strings: Vec::new(),
+        assigns: Vec::new(),
+        tries: Vec::new(),
+        ifs: Vec::new(),
+        idents: Vec::new(),
+        borrows: Vec::new(),
+        heredocs: Vec::new(),
+    };
+    // Pre-order walk with an explicit cursor (no recursion: generated files nest deeply).
+    let mut stack: Vec<(FuncId, usize)> = vec![(0, usize::MAX)];
+    let mut cur = root.walk();
+    'walk: loop {
+        let n = cur.node();
+        while stack.len() > 1 && n.start_byte() >= stack.last().map_or(usize::MAX, |s| s.1) {
+            stack.pop();
+        }
+        let func = stack.last().map_or(0, |s| s.0);
+        let kind = n.kind();
+        let mut descend = true;
+        // Comments are extras; so is a Ruby heredoc's body, which is code.
+        let comment = n.is_extra() && kind.contains("comment");
+        if n.is_named() && !comment {
+            if spec.funcs.contains(&kind) {
+                col.funcs.push((n, Some(func)));
+                stack.push((col.funcs.len() - 1, n.end_byte()));
+            }
+            let func = stack.last().map_or(0, |s| s.0);
+            if spec.calls.contains(&kind) {
+                col.calls.push((n, func));
+            }
+            if spec.strings.contains(&kind) {
+                let inner_of_concat = n.parent().is_some_and(|p| p.kind() == "concatenated_string");
+                if !inner_of_concat {
+                    col.strings.push((n, func));
+                }
+            }
+            if spec.assigns.contains(&kind) {
+                col.assigns.push((n, func));
+            }
+            if spec.tries.contains(&kind) {
+                col.tries.push((n, func));
+            }
+            if kind == "heredoc_beginning" {
+                col.heredocs.push(n);
+            }
+            if let Some(b) = borrow(n, src) {
+                col.borrows.push(b);
+            }
+            if matches!(kind, "if_statement" | "if_expression" | "match_expression") {
+                col.ifs.push((n, func));
+            }
+            if spec.idents.contains(&kind) {
+                let name = node_text(n, src).trim_start_matches(['$', '@']).to_owned();
+                col.idents.push(Ident { func, byte: n.start_byte(), name });
+                descend = false;
+            }
+        } else if comment {
+            descend = false;
+        }
+        if descend && cur.goto_first_child() {
+            continue;
+        }
+        loop {
+            if cur.goto_next_sibling() {
+                continue 'walk;
+            }
+            if !cur.goto_parent() {
+                break 'walk;
+            }
+        }
+    }
+
+    let mut ir = FileIr { had_errors: root.has_error(), ..FileIr::default() };
+    for (n, parent) in &col.funcs {
+        let (name, params) = if parent.is_none() {
+            (String::new(), Vec::new())
+        } else {
+            langs::func_parts(&spec, *n, src)
+        };
+        ir.funcs.push(Func { name, params, parent: *parent });
+    }
+    let call_ids: HashMap<usize, usize> =
+        col.calls.iter().enumerate().map(|(i, (n, _))| (n.id(), i)).collect();
+    let b = Builder { spec: &spec, src, call_ids: &call_ids };
+
+    // Handlers first: calls record which handlers protect them.
+    for (n, _) in &col.tries {
+        b.try_handlers(*n, &mut ir.handlers);
+    }
+    for (n, _) in &col.ifs {
+        b.if_handlers(*n, &mut ir.handlers);
+    }
+
+    for (n, func) in &col.calls {
+        let Some(parts) = langs::call_parts(&spec, *n, src) else {
+            // Keep ids aligned with `call_ids`: an unreadable call is an empty one.
+            ir.calls.push(Call {
+                func: *func,
+                span: span(*n, src),
+                name: String::new(),
+                receiver: None,
+                receiver_call: None,
+                args: Vec::new(),
+                chain: Vec::new(),
+                used: Use::Other,
+                unit_typed: false,
+                tried: false,
+                handlers: Vec::new(),
+            });
+            continue;
+        };
+        let receiver_call = parts.receiver.and_then(|r| call_ids.get(&b.unwrap(r).id()).copied());
+        let receiver = parts.receiver.map(|r| b.expr(r));
+        let args =
+            parts.args.iter().map(|(k, v)| Arg { name: k.clone(), expr: b.expr(*v) }).collect();
+        let (chain, used, top, mut unit_typed, tried) = b.usage(*n);
+        if let Some(t) = parts.turbofish {
+            unit_typed |= is_unit_turbofish(node_text(t, src));
+        }
+        let at = n.start_byte();
+        let end = top.end_byte();
+        let handlers = ir
+            .handlers
+            .iter()
+            .enumerate()
+            .filter(|(_, h)| h.protects.0 <= at && end <= h.protects.1)
+            .map(|(i, _)| i)
+            .rev()
+            .collect();
+        ir.calls.push(Call {
+            func: *func,
+            span: span(*n, src),
+            name: parts.name,
+            receiver,
+            receiver_call,
+            args,
+            chain,
+            used,
+            unit_typed,
+            tried,
+            handlers,
+        });
+    }
+    // A chained call's turbofish says how the whole chain's reply is read.
+    for i in 0..ir.calls.len() {
+        if ir.calls[i].unit_typed
+            && let Some(r) = ir.calls[i].receiver_call
+        {
+            let mut r = Some(r);
+            while let Some(id) = r {
+                ir.calls[id].unit_typed = true;
+                r = ir.calls[id].receiver_call;
+            }
+        }
+    }
+    for (n, func) in &col.assigns {
+        for (l, r) in langs::assign_parts(&spec, *n) {
+            let (name, mut field) = b.lhs_name(l);
+            // Struct literals set fields: `&Locker{self: …}`, `Lock { owner: … }`.
+            field |= matches!(n.kind(), "keyed_element" | "field_initializer");
+            if name.is_empty() {
+                continue;
+            }
+            ir.assigns.push(Assign { func: *func, name, field, value: b.expr(r) });
+        }
+    }
+    let mut heredoc_bodies = 0;
+    for (n, func) in &col.strings {
+        let text = b.string_text(*n);
+        // A Ruby heredoc's body sits after its line; its opener is where it is used.
+        let at = if n.kind() == "heredoc_body" {
+            heredoc_bodies += 1;
+            col.heredocs.get(heredoc_bodies - 1).copied().unwrap_or(*n)
+        } else {
+            *n
+        };
+        let call = b.enclosing_arg_call(at);
+        let assigned_to = b.assigned_name(at);
+        ir.strings.push(StrLit { func: *func, span: span(at, src), text, call, assigned_to });
+    }
+    ir.borrows = col.borrows;
+    ir.idents = col.idents;
+    ir
+}
+
+/// `with pool.connection() as conn:` (Python) and `pool.with_connection do |conn|` (Ruby).
+fn borrow(n: Node<'_>, src: &str) -> Option<Borrow> {
+    match n.kind() {
+        "with_item" => {
+            let v = n.child_by_field_name("value")?;
+            if v.kind() != "as_pattern" {
+                return None;
+            }
+            let mut c = v.walk();
+            let kids: Vec<Node<'_>> = v.named_children(&mut c).collect();
+            let source = node_text(*kids.first()?, src).to_owned();
+            let alias = v.child_by_field_name("alias").or_else(|| kids.last().copied())?;
+            let name = node_text(alias, src).trim().to_owned();
+            let stmt = n.parent()?.parent()?;
+            Some(Borrow { name, source, scope: (stmt.start_byte(), stmt.end_byte()) })
+        }
+        "do_block" | "block" => {
+            let call = n.parent()?;
+            if call.kind() != "call" {
+                return None;
+            }
+            let method = node_text(call.child_by_field_name("method")?, src);
+            if !matches!(method, "with_connection" | "checkout" | "connection" | "synchronize") {
+                return None;
+            }
+            let params = n.child_by_field_name("parameters")?;
+            let mut c = params.walk();
+            let first = params.named_children(&mut c).next()?;
+            Some(Borrow {
+                name: node_text(first, src).to_owned(),
+                source: node_text(call, src).lines().next().unwrap_or("").to_owned(),
+                scope: (n.start_byte(), n.end_byte()),
+            })
+        }
+        _ => None,
+    }
+}
+
+fn is_unit_turbofish(t: &str) -> bool {
+    let t: String = t.chars().filter(|c| !c.is_whitespace()).collect();
+    t == "<()>" || t.ends_with(",()>")
+}
+
+pub(crate) fn node_text<'a>(n: Node<'_>, src: &'a str) -> &'a str {
+    src.get(n.byte_range()).unwrap_or("")
+}
+
+struct Builder<'a> {
+    spec: &'a Spec,
+    src: &'a str,
+    call_ids: &'a HashMap<usize, usize>,
+}
+
+impl Builder<'_> {
+    fn text(&self, n: Node<'_>) -> &str {
+        node_text(n, self.src)
+    }
+
+    /// Looks through await, parentheses, `?` and references.
+    fn unwrap<'t>(&self, mut n: Node<'t>) -> Node<'t> {
+        while self.spec.transparent.contains(&n.kind()) {
+            let mut c = n.walk();
+            let inner = n.named_children(&mut c).find(|x| !x.is_extra());
+            match inner {
+                Some(i) => n = i,
+                None => break,
+            }
+        }
+        n
+    }
+
+    fn expr(&self, n: Node<'_>) -> Expr {
+        let n0 = n;
+        let n = self.unwrap(n);
+        let kind = self.kind(n);
+        let mut words = Vec::new();
+        self.words(n0, &mut words);
+        let raw = self.text(n0);
+        let mut text = String::with_capacity(raw.len().min(160));
+        for w in raw.split_whitespace() {
+            if !text.is_empty() {
+                text.push(' ');
+            }
+            text.push_str(w);
+            if text.len() > 160 {
+                break;
+            }
+        }
+        Expr { span: span(n0, self.src), text, kind, words }
+    }
+
+    fn kind(&self, n: Node<'_>) -> Kind {
+        let k = n.kind();
+        if self.spec.strings.contains(&k) || k == "string_content" {
+            let t = self.string_text(n);
+            return if self.has_interpolation(n) { Kind::Template(t) } else { Kind::Str(t) };
+        }
+        if self.spec.calls.contains(&k) {
+            return self.call_ids.get(&n.id()).map_or(Kind::Other, |i| Kind::Call(*i));
+        }
+        match k {
+            "true" => return Kind::Bool(true),
+            "false" => return Kind::Bool(false),
+            "boolean" | "boolean_literal" => {
+                return Kind::Bool(self.text(n).eq_ignore_ascii_case("true"));
+            }
+            "none" | "null" | "nil" | "null_literal" | "undefined" => return Kind::Null,
+            _ => {}
+        }
+        if k.contains("integer") || k.contains("float") || k == "number" || k == "int_literal" {
+            return Kind::Num(self.text(n).to_owned());
+        }
+        if k == "instance_variable" {
+            return Kind::Field(self.text(n).trim_start_matches('@').to_owned());
+        }
+        if self.spec.idents.contains(&k) {
+            return Kind::Name(self.text(n).trim_start_matches('$').to_owned());
+        }
+        if let Some(f) = self.field_of_this(n) {
+            return Kind::Field(f);
+        }
+        Kind::Other
+    }
+
+    /// `self.x`, `this.x`, `$this->x`, `this->x`, Go/Rust `recv.x`: the field name.
+    fn field_of_this(&self, n: Node<'_>) -> Option<String> {
+        let (obj, prop) = match n.kind() {
+            "attribute" => ("object", "attribute"),
+            "member_expression" => ("object", "property"),
+            "field_access" => ("object", "field"),
+            "member_access_expression" => ("object", "name"),
+            "selector_expression" => ("operand", "field"),
+            "field_expression" => ("value", "field"),
+            _ => return None,
+        };
+        let o = n.child_by_field_name(obj)?;
+        let p = n.child_by_field_name(prop)?;
+        let ot = self.text(o).trim_start_matches('$');
+        let this = matches!(ot, "self" | "this" | "cls")
+            || (matches!(self.spec.lang, Lang::Go) && o.kind() == "identifier" && ot.len() <= 2);
+        this.then(|| self.text(p).to_owned())
+    }
+
+    fn has_interpolation(&self, n: Node<'_>) -> bool {
+        let mut c = n.walk();
+        let found = n.named_children(&mut c).any(|x| {
+            matches!(
+                x.kind(),
+                "interpolation"
+                    | "template_substitution"
+                    | "variable_name"
+                    | "simple_variable"
+                    | "member_access_expression"
+            ) || x.kind().ends_with("interpolation")
+        });
+        found
+            || (n.kind() == "concatenated_string" && {
+                let mut c = n.walk();
+                n.named_children(&mut c).any(|s| self.has_interpolation(s))
+            })
+    }
+
+    /// The literal text of a string node: its content fragments joined, `{}` for each
+    /// interpolated part; escapes kept as written except `\n`, `\t` and quotes.
+    fn string_text(&self, n: Node<'_>) -> String {
+        let mut out = String::new();
+        let mut cur = n.walk();
+        let mut any = false;
+        for ch in n.named_children(&mut cur) {
+            let k = ch.kind();
+            if k == "string" || k == "heredoc_body" {
+                out.push_str(&self.string_text(ch));
+                any = true;
+            } else if k.contains("content")
+                || k == "string_fragment"
+                || k == "string_value"
+                || k == "escape_sequence"
+            {
+                out.push_str(&unescape(self.text(ch)));
+                any = true;
+            } else if k.ends_with("interpolation")
+                || k == "template_substitution"
+                || k.contains("variable")
+            {
+                out.push_str("{}");
+                any = true;
+            }
+        }
+        if !any {
+            // Go, Rust and Java raw strings keep their text between the delimiters.
+            let t = self.text(n);
+            let t = t.trim_start_matches(['r', 'b', '#', 'f', 'u', 'R', 'B', 'F', 'U']);
+            let t = t.trim_end_matches('#');
+            let t = t.strip_prefix("\"\"\"").and_then(|x| x.strip_suffix("\"\"\"")).unwrap_or(t);
+            let t = t.trim_matches(|c| c == '"' || c == '\'' || c == '`');
+            return unescape(t);
+        }
+        out
+    }
+
+    fn words(&self, n: Node<'_>, out: &mut Vec<String>) {
+        let mut stack = vec![n];
+        while let Some(x) = stack.pop() {
+            if out.len() >= MAX_WORDS {
+                return;
+            }
+            let k = x.kind();
+            if x.is_extra() {
+                continue;
+            }
+            if self.spec.strings.contains(&k) {
+                let t = self.string_text(x).to_ascii_lowercase();
+                out.push(t.trim().to_owned());
+                continue;
+            }
+            if x.child_count() == 0 || k == "simple_symbol" || k == "hash_key_symbol" {
+                let t = self.text(x).trim_start_matches([':', '$', '@']).trim_end_matches(':');
+                if t.chars().next().is_some_and(|c| c.is_alphanumeric() || c == '_') {
+                    out.push(t.to_ascii_lowercase());
+                }
+                continue;
+            }
+            let mut c = x.walk();
+            let kids: Vec<Node<'_>> = x.children(&mut c).collect();
+            stack.extend(kids.into_iter().rev());
+        }
+    }
+
+    /// Climbs from a call through what passes its value on: the chain of calls made on it,
+    /// await, `?`, parentheses. Returns the chain, how the final value is used, the topmost
+    /// node, and whether it is typed as unit (`let _: () =`).
+    fn usage<'t>(&self, call: Node<'t>) -> (Vec<(String, String)>, Use, Node<'t>, bool, bool) {
+        let mut chain = Vec::new();
+        let mut tried = false;
+        let mut cur = call;
+        while let Some(p) = cur.parent() {
+            if self.spec.transparent.contains(&p.kind()) {
+                tried |= p.kind() == "try_expression";
+                cur = p;
+                continue;
+            }
+            // A call made on this value: `x.m()` where x is `cur`.
+            let recv_of = |c: Node<'t>| -> bool {
+                langs::call_parts(self.spec, c, self.src)
+                    .and_then(|parts| parts.receiver)
+                    .is_some_and(|r| self.unwrap(r).id() == cur.id() || r.id() == cur.id())
+            };
+            if recv_of(p) {
+                let parts = langs::call_parts(self.spec, p, self.src);
+                let args = p
+                    .child_by_field_name("arguments")
+                    .map(|a| self.text(a).to_owned())
+                    .unwrap_or_default();
+                chain.push((parts.map(|x| x.name).unwrap_or_default(), args));
+                cur = p;
+                continue;
+            }
+            if matches!(
+                p.kind(),
+                "attribute"
+                    | "member_expression"
+                    | "selector_expression"
+                    | "field_expression"
+                    | "await_expression"
+            ) && let Some(pp) = p.parent()
+                && recv_of(pp)
+            {
+                let parts = langs::call_parts(self.spec, pp, self.src);
+                let args = pp
+                    .child_by_field_name("arguments")
+                    .map(|a| self.text(a).to_owned())
+                    .unwrap_or_default();
+                chain.push((parts.map(|x| x.name).unwrap_or_default(), args));
+                cur = pp;
+                continue;
+            }
+            // Rust: `.await` is a field-like node between the call and the next method.
+            if p.kind() == "await_expression" {
+                cur = p;
+                continue;
+            }
+            break;
+        }
+        let (used, unit) = match cur.parent() {
+            None => (Use::Other, false),
+            Some(p) => self.use_in(p, cur),
+        };
+        (chain, used, cur, unit, tried)
+    }
+
+    fn use_in(&self, p: Node<'_>, child: Node<'_>) -> (Use, bool) {
+        let k = p.kind();
+        if self.spec.expr_stmts.contains(&k) {
+            return (Use::Discarded, false);
+        }
+        if self.spec.lang == Lang::Ruby && self.spec.blocks.contains(&k) {
+            let mut s = child.next_named_sibling();
+            while let Some(x) = s {
+                if !x.is_extra() && !matches!(x.kind(), "rescue" | "ensure" | "else") {
+                    return (Use::Discarded, false);
+                }
+                s = x.next_named_sibling();
+            }
+            return (Use::Returned, false);
+        }
+        if self.spec.lang == Lang::Rust && k == "block" {
+            return (Use::Returned, false);
+        }
+        if self.spec.lang == Lang::Go
+            && matches!(k, "expression_list")
+            && let Some(pp) = p.parent()
+        {
+            return self.use_in(pp, p);
+        }
+        if self.spec.lang == Lang::Python && k == "pattern_list" {
+            return (Use::Other, false);
+        }
+        if self.spec.assigns.contains(&k) {
+            let right = langs::assign_parts(self.spec, p);
+            let lhs = match (self.spec.lang, k) {
+                (Lang::Go, _) => p.child_by_field_name("left"),
+                _ => right.iter().find(|(_, r)| r.id() == child.id()).map(|(l, _)| *l),
+            };
+            let unit = self.spec.lang == Lang::Rust
+                && p.child_by_field_name("type")
+                    .is_some_and(|t| self.text(t).replace(' ', "") == "()");
+            let Some(lhs) = lhs else { return (Use::Other, unit) };
+            let mut names = Vec::new();
+            let mut c = lhs.walk();
+            if self.spec.idents.contains(&lhs.kind()) || lhs.kind() == "_" {
+                names.push(self.text(lhs).trim_start_matches(['$', '@']).to_owned());
+            } else if lhs.kind().contains("pattern")
+                && lhs.kind() != "tuple_pattern"
+                && lhs.kind() != "pattern_list"
+            {
+                // `const { rows } = …`, `[a, b] = …`: every name bound.
+                let mut st = vec![lhs];
+                while let Some(x) = st.pop() {
+                    if x.child_count() == 0 && x.is_named() {
+                        names.push(self.text(x).to_owned());
+                    }
+                    let mut c2 = x.walk();
+                    st.extend(x.named_children(&mut c2));
+                }
+                names.insert(0, String::from("{destructured}"));
+            } else if matches!(
+                lhs.kind(),
+                "expression_list" | "pattern_list" | "tuple_pattern" | "left_assignment_list"
+            ) {
+                for x in lhs.named_children(&mut c) {
+                    names.push(self.text(x).trim_start_matches(['$', '@']).to_owned());
+                }
+            } else {
+                let (n, _) = self.lhs_name(lhs);
+                names.push(if n.is_empty() { self.text(lhs).to_owned() } else { n });
+            }
+            if names.iter().all(|n| n == "_") {
+                return (Use::Discarded, unit);
+            }
+            return (Use::Bound(names), unit);
+        }
+        if self.spec.conditions.contains(&k) {
+            return (Use::Condition, false);
+        }
+        if self.spec.returns.contains(&k) {
+            return (Use::Returned, false);
+        }
+        if matches!(k, "expression_list")
+            && let Some(pp) = p.parent()
+        {
+            return self.use_in(pp, p);
+        }
+        (Use::Other, false)
+    }
+
+    /// The name on an assignment's left: the last identifier; whether it is a field.
+    fn lhs_name(&self, l: Node<'_>) -> (String, bool) {
+        let k = l.kind();
+        if k == "instance_variable" {
+            return (self.text(l).trim_start_matches('@').to_owned(), true);
+        }
+        if self.spec.idents.contains(&k) || k == "constant" || k == "variable_name" || k == "name" {
+            return (self.text(l).trim_start_matches('$').to_owned(), false);
+        }
+        if let Some(f) = self.field_of_this(l) {
+            return (f, true);
+        }
+        if matches!(k, "expression_list" | "pattern_list" | "tuple_pattern") {
+            return (String::new(), false);
+        }
+        // `x: T` patterns, `mut x`, typed names: the last identifier.
+        let mut last = String::new();
+        let mut c = l.walk();
+        for ch in l.named_children(&mut c) {
+            if self.spec.idents.contains(&ch.kind()) {
+                last = self.text(ch).trim_start_matches('$').to_owned();
+            }
+        }
+        (last, false)
+    }
+
+    /// The call a string is (directly, or inside an array/concatenation/template) an argument of.
+    fn enclosing_arg_call(&self, n: Node<'_>) -> Option<usize> {
+        let mut cur = n;
+        for _ in 0..6 {
+            let p = cur.parent()?;
+            if let Some(id) = self.call_ids.get(&p.id()) {
+                return Some(*id);
+            }
+            if self.spec.funcs.contains(&p.kind()) || self.spec.assigns.contains(&p.kind()) {
+                return None;
+            }
+            cur = p;
+        }
+        None
+    }
+
+    fn assigned_name(&self, n: Node<'_>) -> Option<String> {
+        let mut cur = n;
+        for _ in 0..3 {
+            let p = cur.parent()?;
+            if self.spec.assigns.contains(&p.kind()) {
+                for (l, r) in langs::assign_parts(self.spec, p) {
+                    if r.id() == cur.id() {
+                        let (name, _) = self.lhs_name(l);
+                        return (!name.is_empty()).then_some(name);
+                    }
+                }
+                return None;
+            }
+            cur = p;
+        }
+        None
+    }
+
+    fn try_handlers(&self, n: Node<'_>, out: &mut Vec<Handler>) {
+        let k = n.kind();
+        let mut c = n.walk();
+        let kids: Vec<Node<'_>> = n.named_children(&mut c).collect();
+        let clause_kinds = ["except_clause", "catch_clause", "rescue", "except_group_clause"];
+        let clauses: Vec<Node<'_>> =
+            kids.iter().copied().filter(|x| clause_kinds.contains(&x.kind())).collect();
+        if clauses.is_empty() {
+            return;
+        }
+        let protects = match n.child_by_field_name("body") {
+            Some(b) if k != "body_statement" => (b.start_byte(), b.end_byte()),
+            _ => (n.start_byte(), clauses[0].start_byte()),
+        };
+        // Ruby's method-level rescue has nothing after it in the method.
+        let work_after = k != "body_statement" && self.code_follows(n);
+        for cl in clauses {
+            let body = cl
+                .child_by_field_name("body")
+                .or_else(|| {
+                    let mut c = cl.walk();
+                    cl.named_children(&mut c)
+                        .filter(|x| {
+                            matches!(
+                                x.kind(),
+                                "block" | "then" | "compound_statement" | "statement_block"
+                            )
+                        })
+                        .last()
+                })
+                .unwrap_or(cl);
+            out.push(Handler {
+                span: span(cl, self.src),
+                protects,
+                outcome: self.outcome(body),
+                work_after,
+            });
+        }
+    }
+
+    /// Go's `if err != nil { … }` after (or around) a call; Rust's `if let Err(…) = …` and
+    /// `match … { Err(…) => … }`.
+    fn if_handlers(&self, n: Node<'_>, out: &mut Vec<Handler>) {
+        match (self.spec.lang, n.kind()) {
+            (Lang::Go, "if_statement") => {
+                let Some(cond) = n.child_by_field_name("condition") else { return };
+                let ct: String = self.text(cond).split_whitespace().collect();
+                if !(ct.contains("err!=nil") || ct.contains("Err!=nil")) {
+                    return;
+                }
+                let protects = match n.child_by_field_name("initializer") {
+                    Some(i) => (i.start_byte(), i.end_byte()),
+                    None => match prev_statement(n) {
+                        Some(p) => (p.start_byte(), p.end_byte()),
+                        None => return,
+                    },
+                };
+                let Some(body) = n.child_by_field_name("consequence") else { return };
+                out.push(Handler {
+                    span: span(n, self.src),
+                    protects,
+                    outcome: self.outcome(body),
+                    work_after: self.code_follows(n),
+                });
+            }
+            (Lang::Rust, "if_expression") => {
+                let Some(cond) = n.child_by_field_name("condition") else { return };
+                if cond.kind() != "let_condition" {
+                    return;
+                }
+                let Some(pat) = cond.child_by_field_name("pattern") else { return };
+                if !self.text(pat).trim_start().starts_with("Err") {
+                    return;
+                }
+                let Some(v) = cond.child_by_field_name("value") else { return };
+                let Some(body) = n.child_by_field_name("consequence") else { return };
+                out.push(Handler {
+                    span: span(n, self.src),
+                    protects: self.protected_value(n, v),
+                    outcome: self.outcome(body),
+                    work_after: self.code_follows(n),
+                });
+            }
+            (Lang::Rust, "match_expression") => {
+                let Some(v) = n.child_by_field_name("value") else { return };
+                let Some(body) = n.child_by_field_name("body") else { return };
+                let mut c = body.walk();
+                for arm in body.named_children(&mut c).filter(|a| a.kind() == "match_arm") {
+                    let Some(pat) = arm.child_by_field_name("pattern") else { continue };
+                    if !self.text(pat).trim_start().starts_with("Err") {
+                        continue;
+                    }
+                    let Some(val) = arm.child_by_field_name("value") else { continue };
+                    out.push(Handler {
+                        span: span(arm, self.src),
+                        protects: self.protected_value(n, v),
+                        outcome: self.outcome(val),
+                        work_after: self.code_follows(n),
+                    });
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// What an `if let Err(…) = v` protects: `v`, or, when `v` is a name bound by the statement
+    /// just before, that statement.
+    fn protected_value(&self, stmt: Node<'_>, v: Node<'_>) -> (usize, usize) {
+        let name = self.text(v).trim_start_matches('&').trim();
+        if name.chars().all(|c| c.is_alphanumeric() || c == '_') {
+            let mut s = stmt;
+            if let Some(p) = s.parent().filter(|p| p.kind() == "expression_statement") {
+                s = p;
+            }
+            if let Some(prev) = prev_statement(s)
+                && prev.kind() == "let_declaration"
+            {
+                return (prev.start_byte(), prev.end_byte());
+            }
+        }
+        (v.start_byte(), v.end_byte())
+    }
+
+    /// Whether a statement of the same block follows `n` (or the statement holding it).
+    fn code_follows(&self, n: Node<'_>) -> bool {
+        let mut cur = n;
+        for _ in 0..3 {
+            let mut s = cur.next_named_sibling();
+            while let Some(x) = s {
+                if !x.is_extra()
+                    && !matches!(x.kind(), "else_clause" | "finally_clause" | "ensure" | "else")
+                {
+                    return true;
+                }
+                s = x.next_named_sibling();
+            }
+            match cur.parent() {
+                Some(p)
+                    if !self.spec.blocks.contains(&p.kind())
+                        && !self.spec.funcs.contains(&p.kind()) =>
+                {
+                    cur = p
+                }
+                _ => return false,
+            }
+        }
+        false
+    }
+
+    /// What a handler's body does: propagate, refuse, grant, or fall through.
+    fn outcome(&self, body: Node<'_>) -> Outcome {
+        let mut first_return: Option<Node<'_>> = None;
+        let mut jumps = false;
+        let mut stack = vec![body];
+        while let Some(x) = stack.pop() {
+            let k = x.kind();
+            if x.id() != body.id()
+                && self.spec.funcs.contains(&k)
+                && k != "block"
+                && k != "do_block"
+            {
+                continue;
+            }
+            match k {
+                "raise_statement" | "throw_statement" | "throw_expression" | "retry" => {
+                    return Outcome::Propagates;
+                }
+                "continue_statement"
+                | "break_statement"
+                | "continue_expression"
+                | "break_expression"
+                | "next"
+                | "break" => jumps = true,
+                _ => {}
+            }
+            if self.spec.returns.contains(&k) {
+                let v = self
+                    .text(x)
+                    .split_whitespace()
+                    .skip(1)
+                    .collect::<Vec<_>>()
+                    .join(" ")
+                    .to_ascii_lowercase();
+                if v.contains("err") || v.contains("exception") {
+                    return Outcome::Propagates;
+                }
+                if first_return.is_none_or(|r| x.start_byte() < r.start_byte()) {
+                    first_return = Some(x);
+                }
+            }
+            if self.spec.calls.contains(&k) || k == "macro_invocation" {
+                let t = self.text(x);
+                let head = t.split(['(', '!', ' ']).next().unwrap_or("");
+                if matches!(
+                    head,
+                    "raise"
+                        | "panic"
+                        | "log.Fatal"
+                        | "log.Fatalf"
+                        | "log.Panic"
+                        | "log.Panicf"
+                        | "os.Exit"
+                        | "sys.exit"
+                        | "exit"
+                        | "die"
+                        | "abort"
+                        | "bail"
+                        | "process.exit"
+                        | "unreachable"
+                        | "fail"
+                ) || head.ends_with(".Fatal")
+                    || head.ends_with(".Fatalf")
+                    || (self.spec.lang == Lang::Ruby && t.starts_with("raise"))
+                {
+                    return Outcome::Propagates;
+                }
+            }
+            if self.spec.lang == Lang::Ruby
+                && k == "identifier"
+                && matches!(self.text(x), "raise" | "retry")
+            {
+                return Outcome::Propagates;
+            }
+            let mut c = x.walk();
+            stack.extend(x.named_children(&mut c));
+        }
+        if let Some(r) = first_return {
+            let v: String = self.text(r).split_whitespace().skip(1).collect::<Vec<_>>().join(" ");
+            let v = v.trim_end_matches(';').trim();
+            let lower = v.to_ascii_lowercase();
+            return literal_outcome(&lower);
+        }
+        if jumps {
+            return Outcome::Refuses;
+        }
+        // Ruby's rescue and Rust's arm: the last expression is the value.
+        if matches!(self.spec.lang, Lang::Ruby | Lang::Rust) {
+            let mut c = body.walk();
+            let last = body.named_children(&mut c).filter(|x| !x.is_extra()).last();
+            let t = last.map_or_else(|| self.text(body).to_owned(), |l| self.text(l).to_owned());
+            let t = t.trim().trim_end_matches(';').to_ascii_lowercase();
+            if matches!(t.as_str(), "false" | "nil" | "true" | "ok(false)" | "ok(true)" | "none") {
+                return literal_outcome(&t);
+            }
+        }
+        Outcome::FallsThrough
+    }
+}
+
+/// A returned value: false-like is a refusal, true-like a grant, anything else a check.
+fn literal_outcome(v: &str) -> Outcome {
+    let v = v.trim().trim_start_matches('(').trim_end_matches(')');
+    // Go's several results: the first says whether it acquired.
+    let v = match v.split_once(',') {
+        Some((first, _)) if !v.starts_with("ok(") && !v.starts_with("some(") => first.trim(),
+        _ => v,
+    };
+    match v {
+        "true" | "true, nil" | "ok(true)" | "some(true)" => Outcome::Grants,
+        "" | "false" | "none" | "null" | "nil" | "0" | "-1" | "false, nil" | "nil, nil"
+        | "undefined" | "ok(false)" | "ok(none)" | "some(false)" | "self::failure"
+        | "self::success" => Outcome::Refuses,
+        _ => Outcome::Checks,
+    }
+}
+
+fn prev_statement(n: Node<'_>) -> Option<Node<'_>> {
+    let mut s = n.prev_named_sibling();
+    while let Some(x) = s {
+        if !x.is_extra() {
+            return Some(x);
+        }
+        s = x.prev_named_sibling();
+    }
+    None
+}
+
+fn unescape(s: &str) -> String {
+    if !s.contains('\\') {
+        return s.to_owned();
+    }
+    s.replace("\\n", "\n").replace("\\t", "\t").replace("\\\"", "\"").replace("\\'", "'")
+}

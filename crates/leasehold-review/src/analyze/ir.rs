@@ -1,0 +1,236 @@
+//! The language-independent reduction of one file: the calls, string literals, assignments,
+//! functions and error handlers that lock analysis needs, with where each one is. Every
+//! language's front end fills the same types, so the client knowledge and the rules are
+//! written once.
+
+use crate::Span;
+
+/// Index into [`FileIr::funcs`]; 0 is the file's top level.
+pub(crate) type FuncId = usize;
+/// Index into [`FileIr::calls`].
+pub(crate) type CallId = usize;
+
+/// What an expression is, as far as the rules care.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Kind {
+    /// A string literal with no interpolation; its decoded text.
+    Str(String),
+    /// A string with interpolated parts: the literal fragments, joined by `{}`.
+    Template(String),
+    /// A number literal.
+    Num(String),
+    /// `true`/`false` in any spelling.
+    Bool(bool),
+    /// `None`, `null`, `nil`, `undefined`.
+    Null,
+    /// A plain name (a local, a parameter, a constant).
+    Name(String),
+    /// A field of this object: `self.x`, `this.x`, `$this->x`, `@x`.
+    Field(String),
+    /// A call; its id.
+    Call(CallId),
+    /// Anything else (an object literal, an arithmetic expression, a member chain).
+    Other,
+}
+
+/// An expression as written, with the names and string contents inside it.
+#[derive(Debug, Clone)]
+pub(crate) struct Expr {
+    pub span: Span,
+    /// Source text, whitespace folded.
+    pub text: String,
+    pub kind: Kind,
+    /// Lower-cased identifiers and string contents within it, in order (keys of keyword
+    /// arguments and object literals included).
+    pub words: Vec<String>,
+}
+
+/// One argument.
+#[derive(Debug, Clone)]
+pub(crate) struct Arg {
+    /// The keyword, for `nx=True`, `nx: true`, `name: value`.
+    pub name: Option<String>,
+    pub expr: Expr,
+}
+
+/// How a call's value is used, looking through `await`, `?`, parentheses and the calls
+/// chained on it (those are in [`Call::chain`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Use {
+    /// An expression statement, `let _ =`, or bound only to `_`.
+    Discarded,
+    /// Bound to these names (Go's `ok, err :=` gives two; `_` kept as written).
+    Bound(Vec<String>),
+    /// Inside a condition, a comparison or a boolean operator.
+    Condition,
+    /// Returned to the caller.
+    Returned,
+    /// Anything else (an argument, a list element, a field).
+    Other,
+}
+
+/// A call or method call.
+#[derive(Debug, Clone)]
+pub(crate) struct Call {
+    pub func: FuncId,
+    pub span: Span,
+    /// The method or function name as written (`setnx`, `SetNX`, `set_nx`, `cmd`).
+    pub name: String,
+    /// The receiver, when it is a method call (`r` in `r.set`, `Redis` in `Redis::set`).
+    pub receiver: Option<Expr>,
+    /// When the receiver is itself a call (a builder chain), that call.
+    pub receiver_call: Option<CallId>,
+    pub args: Vec<Arg>,
+    /// The calls applied to this call's value, innermost first, with their argument text
+    /// (`Result`, `unwrap_or(false)`, `query_async`, `arg("NX")` …).
+    pub chain: Vec<(String, String)>,
+    /// How the value at the end of the chain is used.
+    pub used: Use,
+    /// `let _: () =` or a turbofish `::<()>` / `::<_, ()>` on the chain (Rust): the reply is
+    /// converted to unit, so a nil reply reads as success.
+    pub unit_typed: bool,
+    /// An error from the call is propagated with `?` (Rust).
+    pub tried: bool,
+    /// The handlers whose protected block holds this call, innermost first.
+    pub handlers: Vec<usize>,
+}
+
+/// A function, method, closure or block with its own locals.
+#[derive(Debug, Clone)]
+pub(crate) struct Func {
+    pub name: String,
+    pub params: Vec<String>,
+    pub parent: Option<FuncId>,
+}
+
+/// `name = value` (also declarations, constants, fields set in a constructor).
+#[derive(Debug, Clone)]
+pub(crate) struct Assign {
+    pub func: FuncId,
+    /// The last name on the left (`x`, `self.x` → `x`, `$this->x` → `x`, `@x` → `x`).
+    pub name: String,
+    /// Whether the left side is a field of this object.
+    pub field: bool,
+    pub value: Expr,
+}
+
+/// A string literal whose contents may be SQL or a Lua script.
+#[derive(Debug, Clone)]
+pub(crate) struct StrLit {
+    pub func: FuncId,
+    pub span: Span,
+    pub text: String,
+    /// The call it is an argument of (directly), if any.
+    pub call: Option<CallId>,
+    /// The name it is assigned to, if any.
+    pub assigned_to: Option<String>,
+}
+
+/// What an error handler does after it runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Outcome {
+    /// Raises, throws, rethrows, returns an error, exits.
+    Propagates,
+    /// Returns a false-like value (or nothing) without an error: "not acquired".
+    Refuses,
+    /// Returns a true-like value: "acquired".
+    Grants,
+    /// Neither returns nor throws: execution goes on after the protected block.
+    FallsThrough,
+    /// Returns something computed (a re-check, a lookup): neither answer taken for granted.
+    Checks,
+}
+
+/// An error handler: `except`, `catch`, `rescue`, Go's `if err != nil`, Rust's
+/// `unwrap_or(false)` / `if let Err` / `let _ =`.
+#[derive(Debug, Clone)]
+pub(crate) struct Handler {
+    /// Where it is reported (the clause's first line).
+    pub span: Span,
+    /// The bytes it protects.
+    pub protects: (usize, usize),
+    pub outcome: Outcome,
+    /// Whether code of the same function follows the handler's statement.
+    pub work_after: bool,
+}
+
+/// One name occurrence.
+#[derive(Debug, Clone)]
+pub(crate) struct Ident {
+    pub func: FuncId,
+    pub byte: usize,
+    pub name: String,
+}
+
+/// A connection borrowed from a pool for a block: Python's `with pool.connection() as conn`,
+/// Ruby's `pool.with_connection do |conn|`. It goes back to the pool when the block ends.
+#[derive(Debug, Clone)]
+pub(crate) struct Borrow {
+    pub name: String,
+    /// Where it came from, as written (`pool.connection()`).
+    pub source: String,
+    /// The bytes of the block.
+    pub scope: (usize, usize),
+}
+
+/// Everything the rules read about one file.
+#[derive(Debug, Default)]
+pub(crate) struct FileIr {
+    pub funcs: Vec<Func>,
+    pub calls: Vec<Call>,
+    pub assigns: Vec<Assign>,
+    pub strings: Vec<StrLit>,
+    pub handlers: Vec<Handler>,
+    pub idents: Vec<Ident>,
+    pub borrows: Vec<Borrow>,
+    /// Whether the parser had to recover from syntax errors.
+    pub had_errors: bool,
+}
+
+impl FileIr {
+    /// Whether `name` is read in `func` (or a function nested in it) after byte `after`.
+    pub fn read_after(&self, func: FuncId, name: &str, after: usize) -> bool {
+        self.idents.iter().any(|i| i.byte > after && i.name == name && self.within(i.func, func))
+    }
+
+    /// Whether `inner` is `outer` or nested in it.
+    pub fn within(&self, mut inner: FuncId, outer: FuncId) -> bool {
+        loop {
+            if inner == outer {
+                return true;
+            }
+            match self.funcs.get(inner).and_then(|f| f.parent) {
+                Some(p) => inner = p,
+                None => return false,
+            }
+        }
+    }
+
+    /// The value last assigned to `name` before byte `before`, looking in `func`, then its
+    /// parents, then anywhere in the file (constants and fields).
+    pub fn value_of(&self, func: FuncId, name: &str, field: bool, before: usize) -> Option<&Expr> {
+        let mut f = Some(func);
+        while let Some(id) = f {
+            if !field {
+                let hit = self.assigns.iter().rfind(|a| {
+                    a.func == id && a.name == name && !a.field && a.value.span.start_byte < before
+                });
+                if let Some(a) = hit {
+                    return Some(&a.value);
+                }
+            }
+            f = self.funcs[id].parent;
+        }
+        // Fields are set in constructors and setters; constants at the top. A name assigned
+        // more than once with different values is not a known constant.
+        let all: Vec<&Assign> = self
+            .assigns
+            .iter()
+            .filter(|a| a.name == name && (a.field || field || a.func == 0))
+            .collect();
+        match all.as_slice() {
+            [one] => Some(&one.value),
+            _ => None,
+        }
+    }
+}
