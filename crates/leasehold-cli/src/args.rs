@@ -395,6 +395,10 @@ pub(crate) enum Cmd {
         #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=256))]
         permits: Option<u32>,
     },
+    /// Find distributed-lock bugs in Python, Java, Go, JS/TS, Rust, PHP and Ruby code
+    /// (SETNX then EXPIRE, a bare DEL as release, …); exit 1 on an error-level finding.
+    #[command(long_about = crate::review::about(), after_help = crate::review::EXIT_CODES)]
+    Review(crate::review::ReviewArgs),
     /// Print a shell completion script (e.g. `leasehold completions bash >
     /// ~/.local/share/bash-completion/completions/leasehold`).
     Completions {

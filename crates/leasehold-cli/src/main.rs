@@ -8,6 +8,7 @@ mod dur;
 mod exit;
 mod manual;
 mod proxy;
+mod review;
 mod run;
 mod shell;
 mod size;
@@ -26,12 +27,17 @@ fn main() -> ExitCode {
     std::panic::set_hook(Box::new(|info| {
         eprintln!("leasehold: internal error: {info}");
     }));
+    // `review` is a linter: its usage errors exit 2, as its other errors do.
+    let review = std::env::args_os().nth(1).is_some_and(|a| a == "review");
     let cli = match Cli::try_parse() {
         Ok(c) => c,
-        Err(e) => return ExitCode::from(clap_exit(e)),
+        Err(e) if review => return ExitCode::from(clap_exit(e, 2, "leasehold review --help")),
+        Err(e) => return ExitCode::from(clap_exit(e, code::USAGE, "leasehold --help")),
     };
     match cli.cmd {
         Cmd::Completions { shell } => shell::completions(shell),
+        // No runtime: it reads files.
+        Cmd::Review(args) => ExitCode::from(review::main(args)),
         Cmd::Man { dir, command } => shell::man(dir, command),
         // Single-threaded, before any runtime: it forks the command and sets its death signal.
         Cmd::Supervise { grace_ms, command } => {
@@ -70,8 +76,9 @@ fn dispatch_in_runtime(cmd: Cmd) -> ExitCode {
     ExitCode::from(exit.code)
 }
 
-/// Help and version go to stdout with 0; every other parse error is one line and 64.
-fn clap_exit(e: clap::Error) -> u8 {
+/// Help and version go to stdout with 0; every other parse error is one line pointing at
+/// `help`, and `usage` (64; 2 for `review`).
+fn clap_exit(e: clap::Error, usage: u8, help: &str) -> u8 {
     use clap::error::ErrorKind;
     match e.kind() {
         ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => {
@@ -80,7 +87,7 @@ fn clap_exit(e: clap::Error) -> u8 {
         }
         ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
             eprint!("{}", e.render());
-            code::USAGE
+            usage
         }
         _ => {
             let text = e.render().to_string();
@@ -92,8 +99,8 @@ fn clap_exit(e: clap::Error) -> u8 {
                 .collect();
             let line = line.join(" ");
             let line = line.strip_prefix("error: ").unwrap_or(&line);
-            eprintln!("leasehold: {line} (see 'leasehold --help')");
-            code::USAGE
+            eprintln!("leasehold: {line} (see '{help}')");
+            usage
         }
     }
 }
@@ -204,7 +211,9 @@ async fn dispatch(cmd: Cmd) -> Exit {
             status::status(store, timeout, status::Show { json, show_owner }, key).await
         }
         // Answered in main, before a runtime starts.
-        Cmd::Completions { .. } | Cmd::Man { .. } | Cmd::Supervise { .. } => Ok(Exit::ok(0)),
+        Cmd::Completions { .. } | Cmd::Man { .. } | Cmd::Supervise { .. } | Cmd::Review(_) => {
+            Ok(Exit::ok(0))
+        }
         Cmd::Doctor { store, timeout, json } => doctor_cmd(store, timeout, json).await,
         Cmd::Size { store, timeout, duration, job, json } => {
             size::size(store, timeout, duration, job, json).await

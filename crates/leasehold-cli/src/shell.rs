@@ -93,8 +93,22 @@ the configuration (authentication, TLS, a missing database); 79 the lease was lo
 command ran; 126/127 the command could not be executed / was not found.
 "#;
 
+/// `review` touches no store and runs nothing: its own environment and a linter's exit codes.
+const REVIEW_SECTIONS: &str = r#".SH ENVIRONMENT
+.TP
+\fBNO_COLOR\fR
+When set to a non-empty value, the text report has no colours (it has none either when
+stdout is not a terminal, or with \fB\-o\fR).
+.SH EXIT STATUS
+0 no error-level finding (warnings and notes do not count); 1 at least one error-level
+finding; 2 usage error (an unknown rule id, a path that does not exist, a bad option or
+\fB\-\-format\fR, an \fB\-\-output\fR file that cannot be written); 64 this leasehold was
+built without the \fBreview\fR feature.
+"#;
+
 /// One page: the command's own sections, then environment, signals and exit status.
 fn page(cmd: clap::Command, out: &mut Vec<u8>) -> std::io::Result<()> {
+    let review = cmd.get_name() == "review";
     let has_subcommands = cmd.has_subcommands();
     let has_version = cmd.get_version().is_some();
     let has_after = cmd.get_after_help().is_some() || cmd.get_after_long_help().is_some();
@@ -110,9 +124,13 @@ fn page(cmd: clap::Command, out: &mut Vec<u8>) -> std::io::Result<()> {
     if has_after {
         man.render_extra_section(out)?;
     }
-    out.extend_from_slice(ENVIRONMENT.as_bytes());
-    out.extend_from_slice(SIGNALS.as_bytes());
-    out.extend_from_slice(EXIT_STATUS.as_bytes());
+    if review {
+        out.extend_from_slice(REVIEW_SECTIONS.as_bytes());
+    } else {
+        out.extend_from_slice(ENVIRONMENT.as_bytes());
+        out.extend_from_slice(SIGNALS.as_bytes());
+        out.extend_from_slice(EXIT_STATUS.as_bytes());
+    }
     if has_version {
         man.render_version_section(out)?;
     }

@@ -18,6 +18,7 @@
 
 mod analyze;
 mod lang;
+pub mod render;
 mod report;
 mod rule;
 mod suppress;

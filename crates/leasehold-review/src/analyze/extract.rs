@@ -16,10 +16,23 @@ use crate::{Lang, Span};
 /// Expressions keep at most this many words: enough for any call's options.
 const MAX_WORDS: usize = 96;
 
+/// Parses within a time budget: tree-sitter's error recovery can go superlinear on input that
+/// is not the language it expects (20,000 lines of bare statements read as Java took minutes).
+/// None when the parser gave up or ran out of time; the caller notes the file.
 pub(crate) fn parse(lang: Lang, src: &str) -> Option<Tree> {
     let mut p = Parser::new();
     p.set_language(&langs::language(lang)).ok()?;
-    p.parse(src, None)
+    let start = std::time::Instant::now();
+    // Healthy parsing runs at several MB/s; allow 10× that and at least 2 s.
+    let budget = std::time::Duration::from_millis(2_000 + (src.len() / 1_000) as u64);
+    let mut give_up = |_: &tree_sitter::ParseState| start.elapsed() > budget;
+    let bytes = src.as_bytes();
+    let mut read = |i: usize, _: tree_sitter::Point| bytes.get(i..).unwrap_or(&[]);
+    p.parse_with_options(
+        &mut read,
+        None,
+        Some(tree_sitter::ParseOptions::new().progress_callback(&mut give_up)),
+    )
 }
 
 pub(crate) fn span(n: Node<'_>, src: &str) -> Span {
@@ -70,8 +83,13 @@ pub(crate) fn extract(lang: Lang, tree: &Tree, src: &str) -> FileIr {
     // Pre-order walk with an explicit cursor (no recursion: generated files nest deeply).
     let mut stack: Vec<(FuncId, usize)> = vec![(0, usize::MAX)];
     let mut cur = root.walk();
+    let mut parents: HashMap<usize, Node<'_>> = HashMap::new();
+    let mut ancestors: Vec<Node<'_>> = Vec::new();
     'walk: loop {
         let n = cur.node();
+        if let Some(p) = ancestors.last() {
+            parents.insert(n.id(), *p);
+        }
         while stack.len() > 1 && n.start_byte() >= stack.last().map_or(usize::MAX, |s| s.1) {
             stack.pop();
         }
@@ -90,7 +108,8 @@ pub(crate) fn extract(lang: Lang, tree: &Tree, src: &str) -> FileIr {
                 col.calls.push((n, func));
             }
             if spec.strings.contains(&kind) {
-                let inner_of_concat = n.parent().is_some_and(|p| p.kind() == "concatenated_string");
+                let inner_of_concat =
+                    ancestors.last().is_some_and(|p| p.kind() == "concatenated_string");
                 if !inner_of_concat {
                     col.strings.push((n, func));
                 }
@@ -104,7 +123,7 @@ pub(crate) fn extract(lang: Lang, tree: &Tree, src: &str) -> FileIr {
             if kind == "heredoc_beginning" {
                 col.heredocs.push(n);
             }
-            if let Some(b) = borrow(n, src) {
+            if let Some(b) = borrow(n, src, &ancestors) {
                 col.borrows.push(b);
             }
             if matches!(kind, "if_statement" | "if_expression" | "match_expression") {
@@ -119,6 +138,7 @@ pub(crate) fn extract(lang: Lang, tree: &Tree, src: &str) -> FileIr {
             descend = false;
         }
         if descend && cur.goto_first_child() {
+            ancestors.push(n);
             continue;
         }
         loop {
@@ -128,6 +148,7 @@ pub(crate) fn extract(lang: Lang, tree: &Tree, src: &str) -> FileIr {
             if !cur.goto_parent() {
                 break 'walk;
             }
+            ancestors.pop();
         }
     }
 
@@ -142,7 +163,7 @@ pub(crate) fn extract(lang: Lang, tree: &Tree, src: &str) -> FileIr {
     }
     let call_ids: HashMap<usize, usize> =
         col.calls.iter().enumerate().map(|(i, (n, _))| (n.id(), i)).collect();
-    let b = Builder { spec: &spec, src, call_ids: &call_ids };
+    let b = Builder { spec: &spec, src, call_ids: &call_ids, parents: &parents };
 
     // Handlers first: calls record which handlers protect them.
     for (n, _) in &col.tries {
@@ -241,11 +262,12 @@ pub(crate) fn extract(lang: Lang, tree: &Tree, src: &str) -> FileIr {
     }
     ir.borrows = col.borrows;
     ir.idents = col.idents;
+    ir.index();
     ir
 }
 
 /// `with pool.connection() as conn:` (Python) and `pool.with_connection do |conn|` (Ruby).
-fn borrow(n: Node<'_>, src: &str) -> Option<Borrow> {
+fn borrow(n: Node<'_>, src: &str, ancestors: &[Node<'_>]) -> Option<Borrow> {
     match n.kind() {
         "with_item" => {
             let v = n.child_by_field_name("value")?;
@@ -257,11 +279,11 @@ fn borrow(n: Node<'_>, src: &str) -> Option<Borrow> {
             let source = node_text(*kids.first()?, src).to_owned();
             let alias = v.child_by_field_name("alias").or_else(|| kids.last().copied())?;
             let name = node_text(alias, src).trim().to_owned();
-            let stmt = n.parent()?.parent()?;
+            let stmt = *ancestors.iter().rev().nth(1)?;
             Some(Borrow { name, source, scope: (stmt.start_byte(), stmt.end_byte()) })
         }
         "do_block" | "block" => {
-            let call = n.parent()?;
+            let call = *ancestors.last()?;
             if call.kind() != "call" {
                 return None;
             }
@@ -291,19 +313,26 @@ pub(crate) fn node_text<'a>(n: Node<'_>, src: &'a str) -> &'a str {
     src.get(n.byte_range()).unwrap_or("")
 }
 
-struct Builder<'a> {
+struct Builder<'a, 't> {
     spec: &'a Spec,
     src: &'a str,
     call_ids: &'a HashMap<usize, usize>,
+    /// Each walked node's parent: tree-sitter's own `parent()` walks down from the root, which
+    /// is quadratic on deep trees.
+    parents: &'a HashMap<usize, Node<'t>>,
 }
 
-impl Builder<'_> {
-    fn text(&self, n: Node<'_>) -> &str {
+impl<'t> Builder<'_, 't> {
+    fn up(&self, n: Node<'t>) -> Option<Node<'t>> {
+        self.parents.get(&n.id()).copied()
+    }
+
+    fn text(&self, n: Node<'t>) -> &str {
         node_text(n, self.src)
     }
 
     /// Looks through await, parentheses, `?` and references.
-    fn unwrap<'t>(&self, mut n: Node<'t>) -> Node<'t> {
+    fn unwrap(&self, mut n: Node<'t>) -> Node<'t> {
         while self.spec.transparent.contains(&n.kind()) {
             let mut c = n.walk();
             let inner = n.named_children(&mut c).find(|x| !x.is_extra());
@@ -315,13 +344,17 @@ impl Builder<'_> {
         n
     }
 
-    fn expr(&self, n: Node<'_>) -> Expr {
+    fn expr(&self, n: Node<'t>) -> Expr {
         let n0 = n;
         let n = self.unwrap(n);
         let kind = self.kind(n);
         let mut words = Vec::new();
         self.words(n0, &mut words);
+        // Only the head of the text: a receiver can be a whole chain, and a chain can be the
+        // whole file when error recovery nests every line in the one before.
         let raw = self.text(n0);
+        let cut = (0..=raw.len().min(320)).rev().find(|i| raw.is_char_boundary(*i)).unwrap_or(0);
+        let raw = &raw[..cut];
         let mut text = String::with_capacity(raw.len().min(160));
         for w in raw.split_whitespace() {
             if !text.is_empty() {
@@ -335,7 +368,7 @@ impl Builder<'_> {
         Expr { span: span(n0, self.src), text, kind, words }
     }
 
-    fn kind(&self, n: Node<'_>) -> Kind {
+    fn kind(&self, n: Node<'t>) -> Kind {
         let k = n.kind();
         if self.spec.strings.contains(&k) || k == "string_content" {
             let t = self.string_text(n);
@@ -369,7 +402,7 @@ impl Builder<'_> {
     }
 
     /// `self.x`, `this.x`, `$this->x`, `this->x`, Go/Rust `recv.x`: the field name.
-    fn field_of_this(&self, n: Node<'_>) -> Option<String> {
+    fn field_of_this(&self, n: Node<'t>) -> Option<String> {
         let (obj, prop) = match n.kind() {
             "attribute" => ("object", "attribute"),
             "member_expression" => ("object", "property"),
@@ -387,7 +420,7 @@ impl Builder<'_> {
         this.then(|| self.text(p).to_owned())
     }
 
-    fn has_interpolation(&self, n: Node<'_>) -> bool {
+    fn has_interpolation(&self, n: Node<'t>) -> bool {
         let mut c = n.walk();
         let found = n.named_children(&mut c).any(|x| {
             matches!(
@@ -408,7 +441,7 @@ impl Builder<'_> {
 
     /// The literal text of a string node: its content fragments joined, `{}` for each
     /// interpolated part; escapes kept as written except `\n`, `\t` and quotes.
-    fn string_text(&self, n: Node<'_>) -> String {
+    fn string_text(&self, n: Node<'t>) -> String {
         let mut out = String::new();
         let mut cur = n.walk();
         let mut any = false;
@@ -444,10 +477,14 @@ impl Builder<'_> {
         out
     }
 
-    fn words(&self, n: Node<'_>, out: &mut Vec<String>) {
+    fn words(&self, n: Node<'t>, out: &mut Vec<String>) {
         let mut stack = vec![n];
+        // Bounded in nodes visited too: a left-deep nest would otherwise be walked to its
+        // bottom for every call in it.
+        let mut visits = 0;
         while let Some(x) = stack.pop() {
-            if out.len() >= MAX_WORDS {
+            visits += 1;
+            if out.len() >= MAX_WORDS || visits > 4 * MAX_WORDS {
                 return;
             }
             let k = x.kind();
@@ -467,7 +504,7 @@ impl Builder<'_> {
                 continue;
             }
             let mut c = x.walk();
-            let kids: Vec<Node<'_>> = x.children(&mut c).collect();
+            let kids: Vec<Node<'t>> = x.children(&mut c).collect();
             stack.extend(kids.into_iter().rev());
         }
     }
@@ -475,11 +512,17 @@ impl Builder<'_> {
     /// Climbs from a call through what passes its value on: the chain of calls made on it,
     /// await, `?`, parentheses. Returns the chain, how the final value is used, the topmost
     /// node, and whether it is typed as unit (`let _: () =`).
-    fn usage<'t>(&self, call: Node<'t>) -> (Vec<(String, String)>, Use, Node<'t>, bool, bool) {
+    fn usage(&self, call: Node<'t>) -> (Vec<(String, String)>, Use, Node<'t>, bool, bool) {
         let mut chain = Vec::new();
         let mut tried = false;
         let mut cur = call;
-        while let Some(p) = cur.parent() {
+        let mut steps = 0;
+        while let Some(p) = self.up(cur) {
+            // Real chains are short; a pathological nest is cut rather than walked per call.
+            steps += 1;
+            if steps > 64 {
+                break;
+            }
             if self.spec.transparent.contains(&p.kind()) {
                 tried |= p.kind() == "try_expression";
                 cur = p;
@@ -508,7 +551,7 @@ impl Builder<'_> {
                     | "selector_expression"
                     | "field_expression"
                     | "await_expression"
-            ) && let Some(pp) = p.parent()
+            ) && let Some(pp) = self.up(p)
                 && recv_of(pp)
             {
                 let parts = langs::call_parts(self.spec, pp, self.src);
@@ -527,14 +570,14 @@ impl Builder<'_> {
             }
             break;
         }
-        let (used, unit) = match cur.parent() {
+        let (used, unit) = match self.up(cur) {
             None => (Use::Other, false),
             Some(p) => self.use_in(p, cur),
         };
         (chain, used, cur, unit, tried)
     }
 
-    fn use_in(&self, p: Node<'_>, child: Node<'_>) -> (Use, bool) {
+    fn use_in(&self, p: Node<'t>, child: Node<'t>) -> (Use, bool) {
         let k = p.kind();
         if self.spec.expr_stmts.contains(&k) {
             return (Use::Discarded, false);
@@ -554,7 +597,7 @@ impl Builder<'_> {
         }
         if self.spec.lang == Lang::Go
             && matches!(k, "expression_list")
-            && let Some(pp) = p.parent()
+            && let Some(pp) = self.up(p)
         {
             return self.use_in(pp, p);
         }
@@ -612,7 +655,7 @@ impl Builder<'_> {
             return (Use::Returned, false);
         }
         if matches!(k, "expression_list")
-            && let Some(pp) = p.parent()
+            && let Some(pp) = self.up(p)
         {
             return self.use_in(pp, p);
         }
@@ -620,7 +663,7 @@ impl Builder<'_> {
     }
 
     /// The name on an assignment's left: the last identifier; whether it is a field.
-    fn lhs_name(&self, l: Node<'_>) -> (String, bool) {
+    fn lhs_name(&self, l: Node<'t>) -> (String, bool) {
         let k = l.kind();
         if k == "instance_variable" {
             return (self.text(l).trim_start_matches('@').to_owned(), true);
@@ -646,10 +689,10 @@ impl Builder<'_> {
     }
 
     /// The call a string is (directly, or inside an array/concatenation/template) an argument of.
-    fn enclosing_arg_call(&self, n: Node<'_>) -> Option<usize> {
+    fn enclosing_arg_call(&self, n: Node<'t>) -> Option<usize> {
         let mut cur = n;
         for _ in 0..6 {
-            let p = cur.parent()?;
+            let p = self.up(cur)?;
             if let Some(id) = self.call_ids.get(&p.id()) {
                 return Some(*id);
             }
@@ -661,10 +704,10 @@ impl Builder<'_> {
         None
     }
 
-    fn assigned_name(&self, n: Node<'_>) -> Option<String> {
+    fn assigned_name(&self, n: Node<'t>) -> Option<String> {
         let mut cur = n;
         for _ in 0..3 {
-            let p = cur.parent()?;
+            let p = self.up(cur)?;
             if self.spec.assigns.contains(&p.kind()) {
                 for (l, r) in langs::assign_parts(self.spec, p) {
                     if r.id() == cur.id() {
@@ -679,12 +722,12 @@ impl Builder<'_> {
         None
     }
 
-    fn try_handlers(&self, n: Node<'_>, out: &mut Vec<Handler>) {
+    fn try_handlers(&self, n: Node<'t>, out: &mut Vec<Handler>) {
         let k = n.kind();
         let mut c = n.walk();
-        let kids: Vec<Node<'_>> = n.named_children(&mut c).collect();
+        let kids: Vec<Node<'t>> = n.named_children(&mut c).collect();
         let clause_kinds = ["except_clause", "catch_clause", "rescue", "except_group_clause"];
-        let clauses: Vec<Node<'_>> =
+        let clauses: Vec<Node<'t>> =
             kids.iter().copied().filter(|x| clause_kinds.contains(&x.kind())).collect();
         if clauses.is_empty() {
             return;
@@ -721,7 +764,7 @@ impl Builder<'_> {
 
     /// Go's `if err != nil { … }` after (or around) a call; Rust's `if let Err(…) = …` and
     /// `match … { Err(…) => … }`.
-    fn if_handlers(&self, n: Node<'_>, out: &mut Vec<Handler>) {
+    fn if_handlers(&self, n: Node<'t>, out: &mut Vec<Handler>) {
         match (self.spec.lang, n.kind()) {
             (Lang::Go, "if_statement") => {
                 let Some(cond) = n.child_by_field_name("condition") else { return };
@@ -786,11 +829,11 @@ impl Builder<'_> {
 
     /// What an `if let Err(…) = v` protects: `v`, or, when `v` is a name bound by the statement
     /// just before, that statement.
-    fn protected_value(&self, stmt: Node<'_>, v: Node<'_>) -> (usize, usize) {
+    fn protected_value(&self, stmt: Node<'t>, v: Node<'t>) -> (usize, usize) {
         let name = self.text(v).trim_start_matches('&').trim();
         if name.chars().all(|c| c.is_alphanumeric() || c == '_') {
             let mut s = stmt;
-            if let Some(p) = s.parent().filter(|p| p.kind() == "expression_statement") {
+            if let Some(p) = self.up(s).filter(|p| p.kind() == "expression_statement") {
                 s = p;
             }
             if let Some(prev) = prev_statement(s)
@@ -803,7 +846,7 @@ impl Builder<'_> {
     }
 
     /// Whether a statement of the same block follows `n` (or the statement holding it).
-    fn code_follows(&self, n: Node<'_>) -> bool {
+    fn code_follows(&self, n: Node<'t>) -> bool {
         let mut cur = n;
         for _ in 0..3 {
             let mut s = cur.next_named_sibling();
@@ -815,7 +858,7 @@ impl Builder<'_> {
                 }
                 s = x.next_named_sibling();
             }
-            match cur.parent() {
+            match self.up(cur) {
                 Some(p)
                     if !self.spec.blocks.contains(&p.kind())
                         && !self.spec.funcs.contains(&p.kind()) =>
@@ -829,8 +872,8 @@ impl Builder<'_> {
     }
 
     /// What a handler's body does: propagate, refuse, grant, or fall through.
-    fn outcome(&self, body: Node<'_>) -> Outcome {
-        let mut first_return: Option<Node<'_>> = None;
+    fn outcome(&self, body: Node<'t>) -> Outcome {
+        let mut first_return: Option<Node<'t>> = None;
         let mut jumps = false;
         let mut stack = vec![body];
         while let Some(x) = stack.pop() {

@@ -3,6 +3,8 @@
 //! language's front end fills the same types, so the client knowledge and the rules are
 //! written once.
 
+use std::collections::HashMap;
+
 use crate::Span;
 
 /// Index into [`FileIr::funcs`]; 0 is the file's top level.
@@ -185,12 +187,45 @@ pub(crate) struct FileIr {
     pub borrows: Vec<Borrow>,
     /// Whether the parser had to recover from syntax errors.
     pub had_errors: bool,
+    /// Indexes built by [`FileIr::index`], so lookups stay linear on generated files with
+    /// tens of thousands of calls.
+    pub by_ident: HashMap<String, Vec<usize>>,
+    pub by_assign: HashMap<String, Vec<usize>>,
+    pub by_call_name: HashMap<String, Vec<CallId>>,
+    /// The call made on each call's value (`a.b().c()`: b → c).
+    pub caller_of: HashMap<CallId, CallId>,
 }
 
 impl FileIr {
+    /// Builds the lookup indexes; call once, after extraction.
+    pub fn index(&mut self) {
+        for (i, x) in self.idents.iter().enumerate() {
+            self.by_ident.entry(x.name.clone()).or_default().push(i);
+        }
+        for (i, a) in self.assigns.iter().enumerate() {
+            self.by_assign.entry(a.name.clone()).or_default().push(i);
+        }
+        for (i, c) in self.calls.iter().enumerate() {
+            self.by_call_name.entry(c.name.clone()).or_default().push(i);
+            if let Some(r) = c.receiver_call {
+                self.caller_of.entry(r).or_insert(i);
+            }
+        }
+    }
+
+    /// The occurrences of `name`.
+    pub fn occurrences(&self, name: &str) -> impl Iterator<Item = &Ident> {
+        self.by_ident.get(name).into_iter().flatten().map(|i| &self.idents[*i])
+    }
+
+    /// The calls named `name`.
+    pub fn calls_named(&self, name: &str) -> impl Iterator<Item = (CallId, &Call)> {
+        self.by_call_name.get(name).into_iter().flatten().map(|i| (*i, &self.calls[*i]))
+    }
+
     /// Whether `name` is read in `func` (or a function nested in it) after byte `after`.
     pub fn read_after(&self, func: FuncId, name: &str, after: usize) -> bool {
-        self.idents.iter().any(|i| i.byte > after && i.name == name && self.within(i.func, func))
+        self.occurrences(name).any(|i| i.byte > after && self.within(i.func, func))
     }
 
     /// Whether `inner` is `outer` or nested in it.
@@ -212,9 +247,18 @@ impl FileIr {
         let mut f = Some(func);
         while let Some(id) = f {
             if !field {
-                let hit = self.assigns.iter().rfind(|a| {
-                    a.func == id && a.name == name && !a.field && a.value.span.start_byte < before
-                });
+                let hit = self
+                    .by_assign
+                    .get(name)
+                    .into_iter()
+                    .flatten()
+                    .map(|i| &self.assigns[*i])
+                    .rfind(|a| {
+                        a.func == id
+                            && a.name == name
+                            && !a.field
+                            && a.value.span.start_byte < before
+                    });
                 if let Some(a) = hit {
                     return Some(&a.value);
                 }
@@ -224,9 +268,12 @@ impl FileIr {
         // Fields are set in constructors and setters; constants at the top. A name assigned
         // more than once with different values is not a known constant.
         let all: Vec<&Assign> = self
-            .assigns
-            .iter()
-            .filter(|a| a.name == name && (a.field || field || a.func == 0))
+            .by_assign
+            .get(name)
+            .into_iter()
+            .flatten()
+            .map(|i| &self.assigns[*i])
+            .filter(|a| a.field || field || a.func == 0)
             .collect();
         match all.as_slice() {
             [one] => Some(&one.value),

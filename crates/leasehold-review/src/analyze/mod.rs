@@ -56,7 +56,9 @@ pub(crate) fn file(path: &Path, lang: Lang, src: &str) -> FileReview {
         out.notes.push(Note {
             path: path.to_path_buf(),
             kind: NoteKind::ParseError,
-            message: "the parser gave up".into(),
+            message: format!(
+                "the {lang} parser gave up within its time budget; the file was not reviewed"
+            ),
         });
         return out;
     };
@@ -70,7 +72,15 @@ pub(crate) fn file(path: &Path, lang: Lang, src: &str) -> FileReview {
     }
     let ops = ops::ops(lang, &ir);
     let scripts = ops::scripts(&ir);
-    let cx = rules::Ctx { path, src, lang, ir: &ir, ops: &ops, scripts: &scripts };
+    let cx = rules::Ctx {
+        facts: std::cell::OnceCell::new(),
+        path,
+        src,
+        lang,
+        ir: &ir,
+        ops: &ops,
+        scripts: &scripts,
+    };
     let r = rules::run(&cx);
     out.findings = r.findings;
     out.inventory = r.inventory;

@@ -197,7 +197,7 @@ fn builder_args(ir: &FileIr, root: CallId) -> Vec<super::ir::Arg> {
     let mut out = Vec::new();
     let mut cur = root;
     loop {
-        let next = ir.calls.iter().position(|c| c.receiver_call == Some(cur));
+        let next = ir.caller_of.get(&cur).copied();
         match next {
             Some(n) if ir.calls[n].name == "arg" => {
                 out.extend(ir.calls[n].args.iter().cloned());

@@ -13,6 +13,7 @@ use super::sql;
 use crate::{Checked, Finding, Lang, LockSite, Rule, Span, Store};
 
 pub(crate) struct Ctx<'a> {
+    pub facts: std::cell::OnceCell<Facts>,
     pub path: &'a Path,
     pub src: &'a str,
     pub lang: Lang,
@@ -42,6 +43,10 @@ const HOST_PID_CALLS: &[&str] = &[
 ];
 
 impl Ctx<'_> {
+    fn facts(&self) -> &Facts {
+        self.facts.get_or_init(|| facts(self.ir))
+    }
+
     fn call_span(&self, c: CallId) -> Span {
         self.ir.calls[c].span
     }
@@ -158,11 +163,12 @@ pub(crate) fn run(cx: &Ctx<'_>) -> Out {
 
     // ---- nx-without-expiry, constant-lock-value, unchecked-acquire on Redis acquires.
     let mut absorbed_expires: BTreeSet<CallId> = BTreeSet::new();
+    let expires: Vec<&Op> = cx.ops.iter().filter(|o| o.kind == OpKind::Expire).collect();
     for op in cx.ops.iter().filter(|o| o.kind == OpKind::Acquire) {
         let c = &ir.calls[op.call];
         if op.expiry.is_none() {
             let later_expire = op.key.as_ref().and_then(|k| {
-                cx.ops.iter().find(|e| {
+                expires.iter().copied().find(|e| {
                     e.kind == OpKind::Expire
                         && ir.calls[e.call].func == c.func
                         && ir.calls[e.call].span.start_byte > c.span.start_byte
@@ -263,7 +269,7 @@ pub(crate) fn run(cx: &Ctx<'_>) -> Out {
         if name.is_empty() {
             continue;
         }
-        for c in ir.calls.iter().filter(|c| &c.name == name) {
+        for (_, c) in ir.calls_named(name) {
             let Some(a) = c.args.get(*idx) else { continue };
             if cx.forced(c.func) {
                 continue;
@@ -554,9 +560,8 @@ fn bound_unread(cx: &Ctx<'_>, c: &super::ir::Call, names: &[String]) -> Option<S
 fn only_null_checked(cx: &Ctx<'_>, func: FuncId, v: &str, after: usize) -> bool {
     let reads: Vec<usize> = cx
         .ir
-        .idents
-        .iter()
-        .filter(|i| i.byte > after && i.name == v && cx.ir.within(i.func, func))
+        .occurrences(v)
+        .filter(|i| i.byte > after && cx.ir.within(i.func, func))
         .map(|i| i.byte)
         .collect();
     !reads.is_empty()
@@ -740,18 +745,41 @@ fn in_transaction(cx: &Ctx<'_>, del: &Op) -> bool {
 }
 
 fn fence_in_sight(cx: &Ctx<'_>, func: FuncId) -> bool {
-    let ir = cx.ir;
-    ir.idents.iter().any(|i| {
-        ir.within(i.func, func) && {
-            let l = i.name.to_ascii_lowercase();
-            FENCE_WORDS.iter().any(|w| l.contains(w))
+    cx.facts().fence_funcs.iter().any(|f| cx.ir.within(*f, func))
+}
+
+/// What the effect rules need of the whole file, computed once.
+pub(crate) struct Facts {
+    /// Functions that mention a fence, a version or an idempotency key.
+    fence_funcs: Vec<FuncId>,
+    /// Writes to other resources: (byte, line, what, function).
+    writes: Vec<(usize, usize, String, FuncId)>,
+}
+
+pub(crate) fn facts(ir: &FileIr) -> Facts {
+    let mut fence_funcs = BTreeSet::new();
+    for i in &ir.idents {
+        let l = i.name.to_ascii_lowercase();
+        if FENCE_WORDS.iter().any(|w| l.contains(w)) {
+            fence_funcs.insert(i.func);
         }
-    }) || ir.strings.iter().any(|s| {
-        ir.within(s.func, func) && {
-            let l = s.text.to_ascii_lowercase();
-            FENCE_WORDS.iter().any(|w| l.contains(w)) || l.contains("idempotency")
+    }
+    let mut writes = Vec::new();
+    for s in &ir.strings {
+        let l = s.text.to_ascii_lowercase();
+        if FENCE_WORDS.iter().any(|w| l.contains(w)) {
+            fence_funcs.insert(s.func);
         }
-    })
+        if sql::analyze(&s.text).is_some_and(|q| q.writes && q.lock.is_none()) {
+            writes.push((s.span.start_byte, s.span.start_line, "an SQL write".to_owned(), s.func));
+        }
+    }
+    for c in &ir.calls {
+        if let Some(w) = call_write(c) {
+            writes.push((c.span.start_byte, c.span.start_line, w.to_owned(), c.func));
+        }
+    }
+    Facts { fence_funcs: fence_funcs.into_iter().collect(), writes }
 }
 
 /// A write to another resource in `func` after `after`, with no fence in sight.
@@ -765,19 +793,17 @@ fn effect_line(cx: &Ctx<'_>, func: FuncId, after: usize) -> usize {
 }
 
 fn first_write(cx: &Ctx<'_>, func: FuncId, after: usize) -> Option<(usize, String)> {
-    let ir = cx.ir;
-    let mut best: Option<(usize, usize, String)> = None;
-    let mut consider = |byte: usize, line: usize, what: String| {
-        if byte > after && best.as_ref().is_none_or(|b| byte < b.0) {
-            best = Some((byte, line, what));
-        }
-    };
-    for s in ir.strings.iter().filter(|s| ir.within(s.func, func)) {
-        if sql::analyze(&s.text).is_some_and(|q| q.writes && q.lock.is_none()) {
-            consider(s.span.start_byte, s.span.start_line, "an SQL write".to_owned());
-        }
-    }
-    for c in ir.calls.iter().filter(|c| ir.within(c.func, func)) {
+    cx.facts()
+        .writes
+        .iter()
+        .filter(|w| w.0 > after && cx.ir.within(w.3, func))
+        .min_by_key(|w| w.0)
+        .map(|w| (w.1, w.2.clone()))
+}
+
+/// Whether a call writes to another resource: an HTTP write, an ORM save.
+fn call_write(c: &super::ir::Call) -> Option<&'static str> {
+    {
         let n = normalize(&c.name);
         let rw = c.receiver.as_ref().map(|r| r.words.clone()).unwrap_or_default();
         let http_recv = rw.iter().any(|w| {
@@ -825,11 +851,8 @@ fn first_write(cx: &Ctx<'_>, func: FuncId, after: usize) -> Option<(usize, Strin
             | "updateone" | "replaceone" | "bulkwrite" | "upsert" => Some("a database write"),
             _ => None,
         };
-        if let Some(w) = what {
-            consider(c.span.start_byte, c.span.start_line, w.to_owned());
-        }
+        what
     }
-    best.map(|b| (b.1, b.2))
 }
 
 fn inventory(
@@ -845,16 +868,41 @@ fn inventory(
     let bad_renew_script = cx.scripts.iter().any(|(_, s)| s.unchecked_renew);
     let lib_release = cx.ops.iter().any(|o| o.kind == OpKind::LibRelease);
     let sql_unlock = cx.ops.iter().any(|o| o.kind == OpKind::SqlUnlock);
+    // Per file, once: the keys deleted and extended, and which findings sit where.
+    let acq_keys: BTreeSet<&String> = keys.iter().map(|(_, k)| k).collect();
+    let keyed = |pred: &dyn Fn(&OpKind) -> bool| -> (BTreeSet<String>, bool) {
+        let ks: BTreeSet<String> = cx
+            .ops
+            .iter()
+            .filter(|o| pred(&o.kind))
+            .filter_map(|o| o.key.as_ref().map(norm))
+            .collect();
+        let any_lock = ks.iter().any(|k| acq_keys.contains(k));
+        (ks, any_lock)
+    };
+    let (del_keys, del_any) = keyed(&|k| *k == OpKind::Del);
+    let (exp_keys, exp_any) = keyed(&|k| matches!(k, OpKind::Expire | OpKind::SetXx));
+    let mut at_span: HashMap<Span, Vec<Rule>> = HashMap::new();
+    for f in findings {
+        at_span.entry(f.span).or_default().push(f.rule);
+    }
+    let file_rules: Vec<Rule> = findings
+        .iter()
+        .map(|f| f.rule)
+        .filter(|r| {
+            matches!(
+                r,
+                Rule::ReleaseWithoutOwnerCheck
+                    | Rule::RenewWithoutOwnerCheck
+                    | Rule::SessionLockOnPool
+            )
+        })
+        .collect();
     for op in cx.ops.iter().filter(|o| Ctx::is_acquire(o)) {
         let c = &ir.calls[op.call];
         let k = op.key.as_ref().map(norm);
-        let same_key = |o: &Op| {
-            o.key.as_ref().map(norm) == k
-                || o.key.as_ref().is_some_and(|x| keys.iter().any(|(_, y)| *y == norm(x)))
-        };
-        let dels = cx.ops.iter().any(|o| o.kind == OpKind::Del && same_key(o));
-        let exps =
-            cx.ops.iter().any(|o| matches!(o.kind, OpKind::Expire | OpKind::SetXx) && same_key(o));
+        let dels = del_any || k.as_ref().is_some_and(|k| del_keys.contains(k));
+        let exps = exp_any || k.as_ref().is_some_and(|k| exp_keys.contains(k));
         let (release, renew) = match &op.kind {
             OpKind::SqlLock(f) => {
                 let r = if sql::is_session(f) && sql_unlock {
@@ -916,19 +964,10 @@ fn inventory(
             (_, Some(e)) => e.clone(),
             (_, None) => "none".to_owned(),
         };
-        let mut rules: Vec<Rule> = findings
-            .iter()
-            .filter(|f| {
-                f.span == c.span
-                    || (matches!(
-                        f.rule,
-                        Rule::ReleaseWithoutOwnerCheck
-                            | Rule::RenewWithoutOwnerCheck
-                            | Rule::SessionLockOnPool
-                    ) && op.store != Store::Other)
-            })
-            .map(|f| f.rule)
-            .collect();
+        let mut rules: Vec<Rule> = at_span.get(&c.span).cloned().unwrap_or_default();
+        if op.store != Store::Other {
+            rules.extend(file_rules.iter().copied());
+        }
         rules.sort();
         rules.dedup();
         let key = match &op.kind {

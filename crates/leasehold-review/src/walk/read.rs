@@ -1,0 +1,171 @@
+//! Reading one file: what is passed over before any parsing (too large, binary, minified or
+//! generated, unreadable), and the text of the rest.
+
+use std::io::Read;
+use std::path::Path;
+
+use crate::{Note, NoteKind};
+
+/// Generated-code markers are looked for in this many first lines.
+const MARKER_LINES: usize = 10;
+/// A file whose lines average more than this many bytes is minified.
+const MINIFIED_AVERAGE: usize = 1_000;
+/// A line longer than this many bytes is minified output, when such lines hold most of the
+/// file.
+const MINIFIED_LINE: usize = 10_000;
+
+/// A file read, or why not.
+pub(crate) enum Loaded {
+    /// UTF-8 text to review (a byte-order mark removed), and the bytes read.
+    Text(String, u64),
+    /// Passed over (the note says why); the bytes read, 0 when it was not read.
+    Skipped(Note, u64),
+}
+
+fn note(path: &Path, kind: NoteKind, message: String) -> Note {
+    Note { path: path.to_owned(), kind, message }
+}
+
+/// Reads `path` if it is at most `max_bytes` long and holds hand-written UTF-8 text.
+pub(crate) fn read(path: &Path, max_bytes: u64) -> Loaded {
+    let unreadable = |e: std::io::Error| {
+        Loaded::Skipped(note(path, NoteKind::Unreadable, format!("cannot read: {e}")), 0)
+    };
+    let file = match std::fs::File::open(path) {
+        Ok(f) => f,
+        Err(e) => return unreadable(e),
+    };
+    // At most one byte past the limit: the file may grow between a stat and the read.
+    let mut bytes = Vec::new();
+    if let Err(e) = file.take(max_bytes.saturating_add(1)).read_to_end(&mut bytes) {
+        return unreadable(e);
+    }
+    let len = bytes.len() as u64;
+    if len > max_bytes {
+        let size = std::fs::metadata(path).map_or(len, |m| m.len().max(len));
+        let msg = format!("{size} bytes, over the limit of {max_bytes} (--max-file-size)");
+        return Loaded::Skipped(note(path, NoteKind::TooLarge, msg), 0);
+    }
+    match classify(bytes) {
+        Ok(text) => Loaded::Text(text, len),
+        Err((kind, msg)) => Loaded::Skipped(note(path, kind, msg), len),
+    }
+}
+
+/// The text of `bytes`, or why it is not reviewed.
+pub(crate) fn classify(bytes: Vec<u8>) -> Result<String, (NoteKind, String)> {
+    if bytes.contains(&0) {
+        return Err((NoteKind::Binary, "binary (it contains NUL bytes)".into()));
+    }
+    let mut text = match String::from_utf8(bytes) {
+        Ok(t) => t,
+        Err(e) => {
+            let at = e.utf8_error().valid_up_to();
+            return Err((NoteKind::Binary, format!("not UTF-8 (at byte {at})")));
+        }
+    };
+    if text.starts_with('\u{feff}') {
+        text.drain(..'\u{feff}'.len_utf8());
+    }
+    if let Some(marker) = generated_marker(&text) {
+        return Err((NoteKind::Generated, format!("generated code (\"{marker}\" near the top)")));
+    }
+    if let Some(why) = minified(&text) {
+        return Err((NoteKind::Generated, format!("minified ({why})")));
+    }
+    Ok(text)
+}
+
+/// The conventional generated-code markers: `@generated` (Facebook's, rustfmt's, many code
+/// generators'), Go's `Code generated … DO NOT EDIT.`, and protoc's `… DO NOT EDIT!`.
+fn generated_marker(text: &str) -> Option<&'static str> {
+    for line in text.lines().take(MARKER_LINES) {
+        if line.contains("@generated") {
+            return Some("@generated");
+        }
+        if line.contains("DO NOT EDIT") && line.to_ascii_lowercase().contains("generated") {
+            return Some("generated … DO NOT EDIT");
+        }
+    }
+    None
+}
+
+/// Minified output: lines averaging over 1,000 bytes, or lines over 10,000 bytes holding
+/// most of the file. A hand-written file with one long literal among ordinary lines is still
+/// reviewed; a bundle whose code sits on a few enormous lines is not (its findings would point
+/// at column 40,000 of code nobody wrote by hand).
+fn minified(text: &str) -> Option<String> {
+    let (mut lines, mut long_bytes, mut longest) = (0usize, 0usize, 0usize);
+    for line in text.lines() {
+        lines += 1;
+        longest = longest.max(line.len());
+        if line.len() > MINIFIED_LINE {
+            long_bytes += line.len();
+        }
+    }
+    if lines == 0 {
+        return None;
+    }
+    let average = text.len() / lines;
+    if average > MINIFIED_AVERAGE {
+        return Some(format!("lines average {average} bytes"));
+    }
+    if long_bytes * 2 > text.len() {
+        return Some(format!("a line of {longest} bytes"));
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn kind(bytes: &[u8]) -> Option<NoteKind> {
+        classify(bytes.to_vec()).err().map(|(k, _)| k)
+    }
+
+    #[test]
+    fn text_binary_and_generated() {
+        assert_eq!(kind(b"import redis\n"), None);
+        assert_eq!(classify(b"\xef\xbb\xbfx = 1\n".to_vec()).unwrap(), "x = 1\n");
+        assert_eq!(kind(b"x = 1\0\n"), Some(NoteKind::Binary));
+        assert_eq!(kind(b"x = '\xff'\n"), Some(NoteKind::Binary));
+        assert_eq!(
+            kind(b"// Code generated by protoc-gen-go. DO NOT EDIT.\npackage x\n"),
+            Some(NoteKind::Generated)
+        );
+        assert_eq!(kind(b"# @generated by a tool\nx = 1\n"), Some(NoteKind::Generated));
+        // Past the first lines, a marker is just text.
+        let late = format!("{}// @generated\n", "x = 1\n".repeat(20));
+        assert_eq!(kind(late.as_bytes()), None);
+    }
+
+    #[test]
+    fn minified_but_not_one_long_literal() {
+        let bundle = format!("{}\n", "var a=1;".repeat(2_000));
+        assert_eq!(kind(bundle.as_bytes()), Some(NoteKind::Generated));
+        let mut code = "x = 1\n".repeat(3_000);
+        code.push_str(&format!("blob = '{}'\n", "A".repeat(12_000)));
+        assert_eq!(kind(code.as_bytes()), None);
+        assert_eq!(kind(b""), None);
+    }
+
+    #[test]
+    fn too_large_and_unreadable() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("big.py");
+        std::fs::write(&p, "x = 1\n".repeat(100)).unwrap();
+        match read(&p, 10) {
+            Loaded::Skipped(n, 0) => {
+                assert_eq!(n.kind, NoteKind::TooLarge);
+                assert!(n.message.contains("600 bytes"), "{}", n.message);
+            }
+            _ => panic!("not skipped"),
+        }
+        assert!(matches!(read(&p, 600), Loaded::Text(_, 600)));
+        match read(&dir.path().join("missing.py"), 10) {
+            Loaded::Skipped(n, 0) => assert_eq!(n.kind, NoteKind::Unreadable),
+            _ => panic!("read a missing file"),
+        }
+    }
+}
