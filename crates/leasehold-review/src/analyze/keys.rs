@@ -14,6 +14,11 @@ fn has_part(t: &str, w: &str) -> bool {
     let lower = t.to_ascii_lowercase();
     let b = t.as_bytes();
     lower.match_indices(w).any(|(i, _)| {
+        // `locked`, `lockout`: a state (an account locked out), not a lock.
+        let rest = &lower[i + w.len()..];
+        if w == "lock" && (rest.starts_with("ed") || rest.starts_with("out")) {
+            return false;
+        }
         let first = b[i];
         match i.checked_sub(1).map(|j| b[j]) {
             None => true,
@@ -91,7 +96,16 @@ mod tests {
         ] {
             assert!(lockish(yes), "{yes}");
         }
-        for no in ["block", "Block", "clock_skew", "CLOCK", "blockList", "session_key"] {
+        for no in [
+            "block",
+            "Block",
+            "clock_skew",
+            "CLOCK",
+            "blockList",
+            "session_key",
+            "account:locked:7",
+            "lockout_until",
+        ] {
             assert!(!lockish(no), "{no}");
         }
     }
