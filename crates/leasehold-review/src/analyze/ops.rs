@@ -302,13 +302,9 @@ fn method_op(lang: Lang, ir: &FileIr, id: CallId, lname: &str) -> Option<Op> {
             {
                 return None;
             }
-            // Laravel's `Cache::forget($key)`; another `forget` is not a delete.
-            if lname == "forget"
-                && !c
-                    .receiver
-                    .as_ref()
-                    .is_some_and(|r| r.text.to_ascii_lowercase().contains("cache"))
-            {
+            // Laravel's cache stores' `forget($key)` (`Cache::forget`, `$this->store->forget`);
+            // another language's `forget` is not a delete.
+            if lname == "forget" && lang != Lang::Php {
                 return None;
             }
             // ZooKeeper's `delete(path, version)` removes a node this session created (a path
