@@ -2,12 +2,16 @@
 //! run the rules.
 
 mod advice;
+mod ctx;
+mod effects;
 mod extract;
+mod inventory;
 mod ir;
 mod keys;
 mod langs;
 mod lua;
 mod ops;
+mod owner;
 mod rules;
 mod sql;
 
@@ -114,7 +118,7 @@ pub(crate) fn file(path: &Path, lang: Lang, src: &str) -> FileReview {
                 || matches!(f.as_str(), "set" | "setnx" | "setifabsent")))
     });
     let scripts = ops::scripts(&ir);
-    let cx = rules::Ctx {
+    let cx = ctx::Ctx {
         facts: std::cell::OnceCell::new(),
         path,
         src,
