@@ -5,6 +5,7 @@ mod advice;
 mod ctx;
 mod effects;
 mod extract;
+mod handlers;
 mod inventory;
 mod ir;
 mod keys;
