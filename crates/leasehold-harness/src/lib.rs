@@ -3,7 +3,9 @@
 //! this process did not start), a TCP fault proxy, a recorder and checker for histories of
 //! critical sections, the fenced resource the stalled-holder scenarios write to, a store
 //! wrapper that counts requests, and a
-//! metrics recorder that renders the Prometheus text format.
+//! metrics recorder that renders the Prometheus text format. What it knows about each store
+//! (its servers, how they fail, its resource, its session timeout) is in that store's folder
+//! under [`stores`].
 //!
 //! Everything here sends traffic only to loopback addresses. The servers need the stores'
 //! binaries on the machine (`redis-server`, `etcd`, PostgreSQL's `initdb`/`postgres`,
@@ -11,8 +13,13 @@
 #![deny(missing_docs)]
 
 pub mod counting;
+mod failure;
 pub mod history;
+mod kit;
 pub mod metrics;
 pub mod proxy;
 pub mod resource;
+mod row;
 pub mod servers;
+mod spawn;
+pub mod stores;

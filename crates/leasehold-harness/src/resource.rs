@@ -1,101 +1,63 @@
-//! The protected resource of `chaos` and the process-level tests: one value, in a SQLite
-//! table (`sqlite:PATH`), a Redis key (`redis://…`), a PostgreSQL schema, a MySQL database or
-//! etcd, with leasehold's fence table, fence hash or fenced transaction beside it. Each store's
-//! variant is behind the cargo feature of that store.
-
-use std::time::Duration;
+//! The protected resource of `chaos` and the process-level tests: one value, with leasehold's
+//! fence beside it, on the store that holds it. Each store's resource lives in its folder
+//! under [`crate::stores`] (behind that store's feature); this is the one list of them and
+//! what is common: opening a spec, and reading and writing it fenced or not.
 
 use leasehold::fence::Fencing;
-#[cfg(feature = "redis")]
-use leasehold::fence::redis::RedisFence;
-use leasehold::fence::sqlite::rusqlite::{Connection, OptionalExtension, TransactionBehavior};
-
-/// The resource's name in the fence table / hash.
-pub const NAME: &str = "row-1";
-#[cfg(feature = "redis")]
-/// The Redis resource's value key, under the store URL's prefix.
-fn redis_key(prefix: &str) -> String {
-    format!("{prefix}{{row-1}}:value")
-}
-
-/// An open resource.
-pub enum Resource {
-    /// A SQLite database.
-    Sqlite(Connection),
-    /// A Redis server: the fence, a plain connection, and the value key (under the
-    /// store URL's prefix, as the fence hash).
-    #[cfg(feature = "redis")]
-    Redis(RedisFence, leasehold::fence::redis::redis::aio::ConnectionManager, String),
-    /// A PostgreSQL schema (the one `search_path` names).
-    #[cfg(feature = "postgres")]
-    Postgres(leasehold::fence::postgres::tokio_postgres::Client),
-    /// A MySQL/MariaDB database.
-    #[cfg(feature = "mysql")]
-    Mysql(leasehold::fence::mysql::mysql_async::Conn),
-    /// An etcd cluster, fenced by the lock keys themselves (no claim step).
-    #[cfg(feature = "etcd")]
-    Etcd(Box<(leasehold::fence::etcd::EtcdFence, leasehold::backends::etcd::EtcdStore)>),
-}
 
 #[cfg(feature = "etcd")]
-const ETCD_KEY: &str = "leasehold-test/row-1";
+use crate::stores::etcd::resource::EtcdResource;
+#[cfg(feature = "mysql")]
+use crate::stores::mysql::resource::MyResource;
+#[cfg(feature = "postgres")]
+use crate::stores::postgres::resource::PgResource;
+#[cfg(feature = "redis")]
+use crate::stores::redis::resource::RedisResource;
+use crate::stores::sqlite::resource::SqliteResource;
 
-#[cfg(any(feature = "postgres", feature = "mysql"))]
-const DATA: &str =
-    "CREATE TABLE IF NOT EXISTS data (id VARCHAR(64) PRIMARY KEY, value TEXT NOT NULL)";
+pub use crate::row::NAME;
 
-/// Opens `sqlite:PATH`, `redis://HOST:PORT`, `postgres://…?options=-csearch_path%3DS`,
-/// `mysql://…/DB` or `etcd://…` (the lock store's own URL), setting up the fence table if
-/// needed.
-pub async fn open(spec: &str) -> Resource {
-    #[cfg(feature = "etcd")]
-    if spec.starts_with("etcd://") {
-        let store =
-            leasehold::backends::etcd::EtcdStore::connect(spec).await.expect("resource etcd");
-        return Resource::Etcd(Box::new((
-            leasehold::fence::etcd::EtcdFence::for_store(&store),
-            store,
-        )));
-    }
+/// An open resource, one variant per store that can hold one.
+pub enum Resource {
+    /// A SQLite database.
+    Sqlite(SqliteResource),
+    /// A Redis server.
+    #[cfg(feature = "redis")]
+    Redis(RedisResource),
+    /// A PostgreSQL schema (the one `search_path` names).
     #[cfg(feature = "postgres")]
-    if spec.starts_with("postgres") {
-        use leasehold::fence::postgres::tokio_postgres;
-        let (db, conn) =
-            tokio_postgres::connect(spec, tokio_postgres::NoTls).await.expect("resource pg");
-        tokio::spawn(conn);
-        let path: String = db.query_one("SHOW search_path", &[]).await.unwrap().get(0);
-        db.batch_execute(&format!("CREATE SCHEMA IF NOT EXISTS {path}")).await.unwrap();
-        leasehold::fence::postgres::install(&db).await.expect("fence table");
-        db.batch_execute(DATA).await.unwrap();
-        return Resource::Postgres(db);
-    }
+    Postgres(PgResource),
+    /// A MySQL/MariaDB database.
     #[cfg(feature = "mysql")]
-    if spec.starts_with("mysql") {
-        use leasehold::fence::mysql::mysql_async::{self, prelude::Queryable};
-        let mut db = mysql_async::Conn::from_url(spec).await.expect("resource mysql");
-        leasehold::fence::mysql::install(&mut db).await.expect("fence table");
-        db.query_drop(DATA).await.unwrap();
-        return Resource::Mysql(db);
-    }
-    if let Some(path) = spec.strip_prefix("sqlite:") {
-        let db = Connection::open(path).expect("open resource db");
-        db.busy_timeout(Duration::from_secs(10)).unwrap();
-        leasehold::fence::sqlite::install(&db).expect("fence table");
-        db.execute_batch(
-            "CREATE TABLE IF NOT EXISTS data (id TEXT PRIMARY KEY, value TEXT NOT NULL)",
-        )
-        .unwrap();
-        return Resource::Sqlite(db);
+    Mysql(MyResource),
+    /// An etcd cluster, fenced by the lock keys themselves (no claim step).
+    #[cfg(feature = "etcd")]
+    Etcd(EtcdResource),
+}
+
+/// Opens a resource spec, as [`crate::stores::resource_spec`] makes them: `sqlite:PATH`, or
+/// a store's own URL (`redis://…`, `postgres://…?options=-csearch_path%3DS`, `mysql://…/DB`,
+/// `etcd://…`), setting up the fence table if needed. Panics on a spec no store of this
+/// build opens (its store's feature is off).
+pub async fn open(spec: &str) -> Resource {
+    if let Some(r) = SqliteResource::open(spec) {
+        return Resource::Sqlite(r);
     }
     #[cfg(feature = "redis")]
-    if spec.starts_with("redis") {
-        // The store URL's prefix option names the fence hash and the value key.
-        let fence = RedisFence::connect(spec).await.expect("connect resource redis");
-        let key = redis_key(fence.prefix());
-        let base = spec.split('?').next().unwrap_or(spec);
-        let client = leasehold::fence::redis::redis::Client::open(base).expect("redis url");
-        let conn = client.get_connection_manager().await.expect("connect resource redis");
-        return Resource::Redis(fence, conn, key);
+    if let Some(r) = RedisResource::open(spec).await {
+        return Resource::Redis(r);
+    }
+    #[cfg(feature = "postgres")]
+    if let Some(r) = PgResource::open(spec).await {
+        return Resource::Postgres(r);
+    }
+    #[cfg(feature = "mysql")]
+    if let Some(r) = MyResource::open(spec).await {
+        return Resource::Mysql(r);
+    }
+    #[cfg(feature = "etcd")]
+    if let Some(r) = EtcdResource::open(spec).await {
+        return Resource::Etcd(r);
     }
     panic!("no resource for {spec:?} in this build (its store's feature is off)")
 }
@@ -116,75 +78,30 @@ impl Open<'_> {
     /// Commits: with `fencing`, through the fence module's `commit`, which refuses (and
     /// rolls back) once the lease's time is up; without, plainly.
     pub async fn commit(self, fencing: Option<&Fencing>) -> leasehold::Result<()> {
-        match (self, fencing) {
-            (Open::Sqlite(tx), Some(f)) => leasehold::fence::sqlite::commit(tx, f),
-            (Open::Sqlite(tx), None) => tx.commit().map_err(sql),
+        match self {
+            Open::Sqlite(tx) => SqliteResource::commit(tx, fencing),
             #[cfg(feature = "postgres")]
-            (Open::Postgres(tx), Some(f)) => leasehold::fence::postgres::commit(tx, f).await,
-            #[cfg(feature = "postgres")]
-            (Open::Postgres(tx), None) => tx.commit().await.map_err(pg),
+            Open::Postgres(tx) => PgResource::commit(tx, fencing).await,
             #[cfg(feature = "mysql")]
-            (Open::Mysql(tx), Some(f)) => leasehold::fence::mysql::commit(tx, f).await,
-            #[cfg(feature = "mysql")]
-            (Open::Mysql(tx), None) => tx.commit().await.map_err(my),
+            Open::Mysql(tx) => MyResource::commit(tx, fencing).await,
         }
     }
-}
-
-fn backend(
-    backend: &'static str,
-    e: impl std::error::Error + Send + Sync + 'static,
-) -> leasehold::Error {
-    leasehold::Error::Backend { backend, message: e.to_string(), source: Some(Box::new(e)) }
-}
-
-fn sql(e: leasehold::fence::sqlite::rusqlite::Error) -> leasehold::Error {
-    backend("sqlite", e)
-}
-
-#[cfg(feature = "postgres")]
-fn pg(e: leasehold::fence::postgres::tokio_postgres::Error) -> leasehold::Error {
-    backend("postgres", e)
-}
-
-#[cfg(feature = "mysql")]
-fn my(e: leasehold::fence::mysql::mysql_async::Error) -> leasehold::Error {
-    backend("mysql", e)
 }
 
 impl Resource {
     /// Claims the resource for `fencing` (before the first effect).
     pub async fn claim(&mut self, fencing: &Fencing) -> leasehold::Result<()> {
         match self {
-            Resource::Sqlite(db) => {
-                let tx =
-                    db.transaction_with_behavior(TransactionBehavior::Immediate).map_err(sql)?;
-                leasehold::fence::sqlite::claim(&tx, NAME, fencing)?;
-                leasehold::fence::sqlite::commit(tx, fencing)
-            }
+            Resource::Sqlite(r) => r.claim(fencing),
             #[cfg(feature = "redis")]
-            Resource::Redis(f, ..) => f.claim(NAME, fencing).await,
+            Resource::Redis(r) => r.claim(fencing).await,
             // The lock key is the fence: nothing to install.
             #[cfg(feature = "etcd")]
-            Resource::Etcd(..) => Ok(()),
+            Resource::Etcd(_) => Ok(()),
             #[cfg(feature = "postgres")]
-            Resource::Postgres(db) => {
-                let tx = db.transaction().await.map_err(pg)?;
-                leasehold::fence::postgres::claim(&tx, NAME, fencing).await?;
-                leasehold::fence::postgres::commit(tx, fencing).await
-            }
+            Resource::Postgres(r) => r.claim(fencing).await,
             #[cfg(feature = "mysql")]
-            Resource::Mysql(db) => {
-                let mut tx = db.start_transaction(Default::default()).await.map_err(my)?;
-                // A refused claim still puts the connection's timeouts back.
-                match leasehold::fence::mysql::claim(&mut tx, NAME, fencing).await {
-                    Ok(()) => leasehold::fence::mysql::commit(tx, fencing).await,
-                    Err(e) => {
-                        let _ = leasehold::fence::mysql::rollback(tx).await;
-                        Err(e)
-                    }
-                }
-            }
+            Resource::Mysql(r) => r.claim(fencing).await,
         }
     }
 
@@ -192,32 +109,12 @@ impl Resource {
     /// checked atomically with the write (on the SQL resources, committed with the fence
     /// module's `commit`, which refuses once the lease's time is up).
     pub async fn write(&mut self, fencing: Option<&Fencing>, value: &str) -> leasehold::Result<()> {
-        match (self, fencing) {
+        match self {
             #[cfg(feature = "redis")]
-            (Resource::Redis(f, _, key), Some(fencing)) => f.set(NAME, fencing, key, value).await,
+            Resource::Redis(r) => r.write(fencing, value).await,
             #[cfg(feature = "etcd")]
-            (Resource::Etcd(r), Some(fencing)) => r.0.put(fencing, ETCD_KEY, value).await,
-            #[cfg(feature = "etcd")]
-            (Resource::Etcd(r), None) => {
-                let put = leasehold::backends::etcd::tools::rpc::PutRequest {
-                    key: ETCD_KEY.into(),
-                    value: value.into(),
-                    ..Default::default()
-                };
-                leasehold::backends::etcd::tools::client(&r.1).put(put).await.expect("plain PUT");
-                Ok(())
-            }
-            #[cfg(feature = "redis")]
-            (Resource::Redis(_, conn, key), None) => {
-                let _: () = leasehold::fence::redis::redis::cmd("SET")
-                    .arg(&*key)
-                    .arg(value)
-                    .query_async(conn)
-                    .await
-                    .expect("plain SET");
-                Ok(())
-            }
-            (sql, fencing) => sql.begin_write(fencing, value).await?.commit(fencing).await,
+            Resource::Etcd(r) => r.write(fencing, value).await,
+            sql => sql.begin_write(fencing, value).await?.commit(fencing).await,
         }
     }
 
@@ -230,46 +127,11 @@ impl Resource {
         value: &str,
     ) -> leasehold::Result<Open<'_>> {
         match self {
-            Resource::Sqlite(db) => {
-                let tx =
-                    db.transaction_with_behavior(TransactionBehavior::Immediate).map_err(sql)?;
-                if let Some(f) = fencing {
-                    leasehold::fence::sqlite::check(&tx, NAME, f)?;
-                }
-                tx.execute("INSERT OR REPLACE INTO data (id, value) VALUES ('row-1', ?1)", [value])
-                    .map_err(sql)?;
-                Ok(Open::Sqlite(tx))
-            }
+            Resource::Sqlite(r) => r.begin_write(fencing, value).map(Open::Sqlite),
             #[cfg(feature = "postgres")]
-            Resource::Postgres(db) => {
-                let tx = db.transaction().await.map_err(pg)?;
-                if let Some(f) = fencing {
-                    leasehold::fence::postgres::check(&tx, NAME, f).await?;
-                }
-                tx.execute(
-                    "INSERT INTO data (id, value) VALUES ('row-1', $1)
-                     ON CONFLICT (id) DO UPDATE SET value = excluded.value",
-                    &[&value],
-                )
-                .await
-                .map_err(pg)?;
-                Ok(Open::Postgres(tx))
-            }
+            Resource::Postgres(r) => r.begin_write(fencing, value).await.map(Open::Postgres),
             #[cfg(feature = "mysql")]
-            Resource::Mysql(db) => {
-                use leasehold::fence::mysql::mysql_async::prelude::Queryable;
-                let mut tx = db.start_transaction(Default::default()).await.map_err(my)?;
-                if let Some(f) = fencing
-                    && let Err(e) = leasehold::fence::mysql::check(&mut tx, NAME, f).await
-                {
-                    let _ = leasehold::fence::mysql::rollback(tx).await;
-                    return Err(e);
-                }
-                tx.exec_drop("REPLACE INTO data (id, value) VALUES ('row-1', ?)", (value,))
-                    .await
-                    .map_err(my)?;
-                Ok(Open::Mysql(tx))
-            }
+            Resource::Mysql(r) => r.begin_write(fencing, value).await.map(Open::Mysql),
             #[allow(unreachable_patterns)]
             _ => Err(leasehold::Error::InvalidInput(
                 "this resource has no transaction to hold open (its fenced write is one atomic \
@@ -282,38 +144,15 @@ impl Resource {
     /// The current value.
     pub async fn read(&mut self) -> Option<String> {
         match self {
-            Resource::Sqlite(db) => db
-                .query_row("SELECT value FROM data WHERE id = 'row-1'", [], |r| r.get(0))
-                .optional()
-                .unwrap(),
+            Resource::Sqlite(r) => r.read(),
             #[cfg(feature = "postgres")]
-            Resource::Postgres(db) => db
-                .query_opt("SELECT value FROM data WHERE id = 'row-1'", &[])
-                .await
-                .unwrap()
-                .map(|r| r.get(0)),
+            Resource::Postgres(r) => r.read().await,
             #[cfg(feature = "mysql")]
-            Resource::Mysql(db) => {
-                use leasehold::fence::mysql::mysql_async::prelude::Queryable;
-                db.query_first("SELECT value FROM data WHERE id = 'row-1'").await.unwrap()
-            }
+            Resource::Mysql(r) => r.read().await,
             #[cfg(feature = "etcd")]
-            Resource::Etcd(r) => {
-                let get = leasehold::backends::etcd::tools::rpc::RangeRequest::key(ETCD_KEY);
-                leasehold::backends::etcd::tools::client(&r.1)
-                    .range(get)
-                    .await
-                    .expect("GET")
-                    .kvs
-                    .first()
-                    .map(|kv| String::from_utf8_lossy(&kv.value).into_owned())
-            }
+            Resource::Etcd(r) => r.read().await,
             #[cfg(feature = "redis")]
-            Resource::Redis(_, conn, key) => leasehold::fence::redis::redis::cmd("GET")
-                .arg(&*key)
-                .query_async(conn)
-                .await
-                .expect("GET"),
+            Resource::Redis(r) => r.read().await,
         }
     }
 
@@ -324,66 +163,13 @@ impl Resource {
         match self {
             Resource::Sqlite(_) => Ok(()),
             #[cfg(feature = "redis")]
-            Resource::Redis(f, conn, key) => {
-                let fence = f.fence_key(NAME);
-                leasehold::fence::redis::redis::cmd("DEL")
-                    .arg(&*key)
-                    .arg(fence)
-                    .query_async::<i64>(conn)
-                    .await
-                    .map(drop)
-                    .map_err(|e| e.to_string())
-            }
+            Resource::Redis(r) => r.remove().await,
             #[cfg(feature = "postgres")]
-            Resource::Postgres(db) => {
-                db.batch_execute(
-                    "DELETE FROM data WHERE id = 'row-1';
-                     DELETE FROM leasehold_fence WHERE resource = 'row-1'",
-                )
-                .await
-                .map_err(|e| e.to_string())?;
-                for table in ["data", "leasehold_fence"] {
-                    let left = db
-                        .query_one(&format!("SELECT count(*) FROM {table}"), &[])
-                        .await
-                        .map_err(|e| e.to_string())?;
-                    if left.get::<_, i64>(0) == 0 {
-                        db.batch_execute(&format!("DROP TABLE {table}"))
-                            .await
-                            .map_err(|e| e.to_string())?;
-                    }
-                }
-                Ok(())
-            }
+            Resource::Postgres(r) => r.remove().await,
             #[cfg(feature = "mysql")]
-            Resource::Mysql(db) => {
-                use leasehold::fence::mysql::mysql_async::prelude::Queryable;
-                let e = |e: leasehold::fence::mysql::mysql_async::Error| e.to_string();
-                db.query_drop("DELETE FROM data WHERE id = 'row-1'").await.map_err(e)?;
-                db.query_drop("DELETE FROM leasehold_fence WHERE resource = 'row-1'")
-                    .await
-                    .map_err(e)?;
-                for table in ["data", "leasehold_fence"] {
-                    let left: Option<i64> =
-                        db.query_first(format!("SELECT count(*) FROM {table}")).await.map_err(e)?;
-                    if left == Some(0) {
-                        db.query_drop(format!("DROP TABLE {table}")).await.map_err(e)?;
-                    }
-                }
-                Ok(())
-            }
+            Resource::Mysql(r) => r.remove().await,
             #[cfg(feature = "etcd")]
-            Resource::Etcd(r) => {
-                let del = leasehold::backends::etcd::tools::rpc::DeleteRangeRequest {
-                    key: ETCD_KEY.into(),
-                    ..Default::default()
-                };
-                leasehold::backends::etcd::tools::client(&r.1)
-                    .delete_range(del)
-                    .await
-                    .map(drop)
-                    .map_err(|e| e.to_string())
-            }
+            Resource::Etcd(r) => r.remove().await,
         }
     }
 }

@@ -20,28 +20,16 @@
 use std::time::Duration;
 
 use leasehold::{Locker, Wait};
-use leasehold_harness::servers::{self, FailingStore, Plan};
+use leasehold_harness::servers::{FailingStore, Plan};
+use leasehold_harness::stores;
 use tokio::io::AsyncWriteExt;
 
 use super::{
-    Event, Holder, KEY, Outline, Settings, Trial, ev, fresh_sqlite, http, progress,
+    Event, Holder, KEY, Outline, Settings, Trial, ev, fresh_resource, http, progress,
     session_timeout, successor_claim_and_write, successor_write,
 };
 
-/// Runs a blocking server operation (they wait for the server, and panic when it cannot
-/// start) off the runtime, turning a panic into an error.
-pub(super) async fn blocking<T: Send + 'static>(
-    f: impl FnOnce() -> T + Send + 'static,
-) -> Result<T, String> {
-    tokio::task::spawn_blocking(f).await.map_err(|e| match e.try_into_panic() {
-        Ok(p) => p
-            .downcast_ref::<String>()
-            .cloned()
-            .or_else(|| p.downcast_ref::<&str>().map(|s| (*s).to_owned()))
-            .unwrap_or_else(|| "a private server failed".into()),
-        Err(e) => e.to_string(),
-    })
-}
+pub(super) use leasehold_harness::servers::blocking;
 
 /// The path and options of a store URL (everything after `scheme://host:port,…`).
 fn suffix(url: &str) -> &str {
@@ -53,7 +41,7 @@ fn suffix(url: &str) -> &str {
 pub(super) async fn run(s: &Settings) -> Result<(Vec<Trial>, Outline), String> {
     let failover = s.scenario == super::Scenario::Failover;
     let scheme = s.url.scheme();
-    let plan = servers::plan(scheme, failover)?;
+    let plan = stores::plan(scheme, failover)?;
     let mut trials = Vec::new();
     let mut guarantees = None;
     for fenced in [true, false] {
@@ -69,10 +57,7 @@ pub(super) async fn run(s: &Settings) -> Result<(Vec<Trial>, Outline), String> {
     let outline = Outline {
         store: format!("{scheme}://(private){}", suffix(&s.url.to_string())),
         guarantees,
-        resource: format!(
-            "SQLite file {} (table data), fresh for each trial",
-            s.out.join("resource.db").display()
-        ),
+        resource: format!("{}, fresh for each trial", stores::own_resource(&s.out).what),
         setup: Some(plan.setup.into()),
     };
     Ok((trials, outline))
@@ -103,8 +88,8 @@ pub(super) async fn trial(
             private = cut(private, &tail, &mut events).await?;
         }
     }
-    fresh_sqlite(&s.out);
-    let spec = format!("sqlite:{}", s.out.join("resource.db").display());
+    fresh_resource(&s.out);
+    let spec = stores::own_resource(&s.out).spec;
     let mut holder = if replicated && gated {
         // Once the holder's store is open (a cluster client asks every node, and would wait
         // for a frozen one), just before its grant.
@@ -255,7 +240,7 @@ pub(super) async fn successor_round(
 async fn connect_after_failure(url: &str) -> Result<Locker, String> {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
     loop {
-        let last = match tokio::time::timeout_at(deadline, super::topology::connect(url)).await {
+        let last = match tokio::time::timeout_at(deadline, super::fences::connect(url)).await {
             Ok(Ok(l)) => return Ok(l),
             Ok(Err(e)) => e.to_string(),
             Err(_) => "no answer".into(),

@@ -63,7 +63,7 @@ pub async fn worker(
     let e = |what: &str, fence: u64, detail: &str| {
         format!("event {} {what} {fence} {detail}", monotonic_ns())
     };
-    let locker = match super::topology::connect(url).await {
+    let locker = match super::fences::connect(url).await {
         Ok(l) => l,
         Err(err) => {
             out(format!("error {err}"));
@@ -272,7 +272,7 @@ impl Holder {
             .env(crate::store::ENV_STORE, url.expose())
             .env(ENV_RESOURCE, spec)
             .env_remove(crate::store::ENV_STORE_FILE)
-            .envs(super::topology::worker_env())
+            .envs(super::fences::worker_env())
             .arg(format!("--ttl-ms={}", s.ttl.as_millis()))
             .arg(format!("--fenced={}", u8::from(fenced)))
             .arg(format!("--permits={}", s.permits.unwrap_or(0)))

@@ -21,6 +21,7 @@
 //!   cleanup (or, when the link stays cut, the store's expiry).
 
 mod faults;
+mod fences;
 mod holder;
 mod http;
 mod permits;
@@ -34,14 +35,17 @@ pub use holder::worker_cmd;
 pub use permits::check_permits;
 pub use report::{Report, table, verdict};
 
+pub use crate::scenarios::ChaosScenario as Scenario;
+
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use leasehold::fence::Fencing;
-use leasehold::{Error, Locker, Scheme, StoreUrl, Wait};
+use leasehold::{Error, Locker, StoreUrl, Wait};
 use leasehold_harness::history::chaos::{Arm, Event, Trial};
 use leasehold_harness::history::monotonic_ns;
+use leasehold_harness::stores;
 use nix::sys::signal::Signal;
 
 use tokio::io::AsyncWriteExt;
@@ -69,71 +73,10 @@ pub struct Settings {
     pub locker: Option<Locker>,
 }
 
-/// The resource chaos writes to, on the user's own store where it can hold one (so its final
-/// state can be read with psql, mariadb, redis-cli or etcdctl), else an SQLite file in `out`.
-pub fn resource_spec(store: &StoreUrl, out: &Path) -> (String, String) {
-    let url = store.expose();
-    let base = url.split('?').next().unwrap_or(url);
-    let option = |name: &str| store.option(name);
-    match store.scheme() {
-        Scheme::Postgres => {
-            // The store's own schema when the URL names one, else leasehold_chaos.
-            let schema = option("schema")
-                .filter(|s| s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'))
-                .unwrap_or("leasehold_chaos");
-            (
-                format!("{base}?options=-csearch_path%3D{schema}"),
-                format!(
-                    "PostgreSQL: table {schema}.data (id 'row-1') and fence table \
-                     {schema}.leasehold_fence"
-                ),
-            )
-        }
-        Scheme::Mysql => {
-            (base.to_owned(), "MySQL: tables data (id 'row-1') and leasehold_fence".into())
-        }
-        Scheme::Redis => {
-            // The whole URL: its prefix option names the resource's keys too.
-            let prefix = option("prefix").unwrap_or("leasehold:");
-            (
-                url.to_owned(),
-                format!(
-                    "Redis: key {prefix}{{row-1}}:value and fence hash {prefix}fence:{{row-1}}"
-                ),
-            )
-        }
-        Scheme::Etcd => (
-            url.to_owned(),
-            "etcd: key leasehold-test/row-1, fenced by the lock key's create revision".into(),
-        ),
-        _ => {
-            let p = out.join("resource.db");
-            (format!("sqlite:{}", p.display()), format!("SQLite file {} (table data)", p.display()))
-        }
-    }
-}
-
-/// stalled-holder-tx's resource: a SQL one, the store's own on PostgreSQL and MySQL, else an
-/// SQLite file in `out` (Redis and etcd writes are one atomic step, with no transaction to
-/// freeze in).
-fn tx_resource_spec(url: &StoreUrl, out: &Path) -> (String, String) {
-    let (spec, what) = resource_spec(url, out);
-    if spec.starts_with("postgres") || spec.starts_with("mysql") || spec.starts_with("sqlite") {
-        return (spec, what);
-    }
-    let p = out.join("resource.db");
-    (format!("sqlite:{}", p.display()), format!("SQLite file {} (table data)", p.display()))
-}
-
-/// The session timeout an etcd or ZooKeeper URL asks for (their defaults otherwise); zero for
-/// other stores.
+/// How long the store keeps a frozen holder's session alive (etcd's, ZooKeeper's; zero
+/// where the lock is a lease): its kit's answer.
 fn session_timeout(u: &StoreUrl) -> Duration {
-    let option = match u.scheme() {
-        Scheme::Etcd => "ttl",
-        Scheme::Zk => "session",
-        _ => return Duration::ZERO,
-    };
-    u.duration(option).ok().flatten().unwrap_or(Duration::from_secs(10))
+    stores::kit(u.scheme()).session_timeout(u)
 }
 
 /// The single `HOST:PORT` a store URL points at, and the URL with it replaced by `to`.
@@ -301,7 +244,7 @@ async fn stalled_trial(
             events.push(ev("chaos", "resume", Some(holder_fence), Some(why)));
             let _ = holder.stdin.write_all(b"write\n").await;
         };
-        if in_tx && spec.starts_with("sqlite:") {
+        if in_tx && stores::is_own_resource(spec) {
             // A frozen process keeps the file's write lock and no server can end its
             // transaction: the successor could only wait (blocking this thread). Resume the
             // holder, which commits (or is refused), then let the successor go.
@@ -391,48 +334,6 @@ struct Outline {
     setup: Option<String>,
 }
 
-/// The scenarios `run` knows, as `--scenario` spells them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Scenario {
-    /// A holder frozen past its lease (SIGSTOP) writes after its successor.
-    StalledHolder,
-    /// The same, the resource an HTTP service behind `leasehold fence-proxy`.
-    StalledHolderHttp,
-    /// The holder frozen inside its fence-checked transaction.
-    StalledHolderTx,
-    /// The holder cut off from the store by a fault proxy, still running.
-    Partition,
-    /// A private store server killed under the holder.
-    StoreKill,
-    /// A private primary lost, its replica promoted.
-    Failover,
-    /// Acquires whose replies never come.
-    UnknownAcquire,
-}
-
-impl Scenario {
-    /// Whether the holder loses the store (and should notice) rather than freezing.
-    pub fn cuts_the_holder_off(self) -> bool {
-        matches!(self, Scenario::Partition | Scenario::StoreKill | Scenario::Failover)
-    }
-
-    /// Whether the store itself fails (a private server the tool started).
-    pub fn fails_the_store(self) -> bool {
-        matches!(self, Scenario::StoreKill | Scenario::Failover)
-    }
-}
-
-impl std::fmt::Display for Scenario {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        use clap::ValueEnum;
-        match self.to_possible_value() {
-            Some(v) => f.pad(v.get_name()),
-            None => write!(f, "{self:?}"),
-        }
-    }
-}
-
 /// Runs the scenario and writes `report.json` and `timeline.svg` to `out`.
 pub async fn run(s: Settings) -> Result<Report, String> {
     std::fs::create_dir_all(&s.out)
@@ -496,13 +397,16 @@ async fn holder_trials(s: &Settings) -> Result<(Vec<Trial>, Outline), String> {
     };
     let (spec, where_) = match &setup {
         Some(h) => (h.spec.clone(), h.description.clone()),
-        None if s.scenario == Scenario::StalledHolderTx => tx_resource_spec(&s.url, &s.out),
-        None => resource_spec(&s.url, &s.out),
+        None => {
+            let in_tx = s.scenario == Scenario::StalledHolderTx;
+            let r = stores::resource_spec(&s.url, &s.out, in_tx);
+            (r.spec, r.what)
+        }
     };
-    if spec.starts_with("sqlite:") {
+    if stores::is_own_resource(&spec) {
         // The tool's own resource file: start it fresh, since another store's fences (an
         // earlier run's) are not comparable with this one's and would be refused.
-        fresh_sqlite(&s.out);
+        fresh_resource(&s.out);
     }
     // A store that issues no fence (Redlock, a session lock with fence=none) has nothing a
     // resource could check: only the unfenced arm can run, and it shows what gets through.
@@ -543,34 +447,14 @@ async fn holder_trials(s: &Settings) -> Result<(Vec<Trial>, Outline), String> {
 }
 
 /// Leaves nothing of the trials on the user's store: the resource's value and fence rows
-/// or keys, and on Redis the lock key's (and a semaphore's slots') fence counters and the
-/// release tombstone (keys only chaos uses; fences stay clock-backed, so a later run's still
-/// grow). Lease-table rows of the lock key stay, as for any released key.
+/// or keys, and what the store's kit says chaos's keys left (on Redis the lock key's and a
+/// semaphore's slots' fence counters and the release tombstone). Lease-table rows of the lock
+/// key stay, as for any released key.
 async fn remove_resource(u: &StoreUrl, spec: &str, permits: Option<u32>) -> Result<(), String> {
     if let http::Res::Harness(mut r) = http::open(spec).await {
         r.remove().await?;
     }
-    #[cfg(feature = "redis")]
-    if u.scheme() == Scheme::Redis {
-        use leasehold::fence::redis::redis;
-        let prefix = u.option("prefix").unwrap_or("leasehold:").to_owned();
-        let base = u.expose().split('?').next().unwrap_or(u.expose());
-        let client = redis::Client::open(base).map_err(|e| e.to_string())?;
-        let mut conn =
-            client.get_multiplexed_async_connection().await.map_err(|e| e.to_string())?;
-        // A semaphore's slots KEY#i each have a counter of their own.
-        let slots = (0..permits.unwrap_or(0)).map(|i| format!("{prefix}{{{KEY}#{i}}}:fence"));
-        redis::cmd("DEL")
-            .arg(format!("{prefix}{{{KEY}}}:fence"))
-            .arg(format!("{prefix}{{{KEY}}}:released-by"))
-            .arg(slots.collect::<Vec<_>>())
-            .query_async::<i64>(&mut conn)
-            .await
-            .map_err(|e| e.to_string())?;
-    }
-    #[cfg(not(feature = "redis"))]
-    let _ = (u, permits);
-    Ok(())
+    stores::kit(u.scheme()).forget(u, KEY, permits).await
 }
 
 /// A locker on `url`, bounded by the default connect timeout.
@@ -578,9 +462,7 @@ async fn connect(url: &StoreUrl) -> Result<Locker, String> {
     Locker::open(url, leasehold::DEFAULT_CONNECT_TIMEOUT).await.map_err(|e| e.to_string())
 }
 
-/// Removes the tool's own SQLite resource file in `out`.
-fn fresh_sqlite(out: &Path) {
-    for ext in ["", "-wal", "-shm"] {
-        let _ = std::fs::remove_file(out.join(format!("resource.db{ext}")));
-    }
+/// Removes the tool's own resource in `out` (a run starts it fresh).
+fn fresh_resource(out: &Path) {
+    stores::remove_own_resource(out);
 }

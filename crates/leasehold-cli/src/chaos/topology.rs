@@ -1,7 +1,7 @@
 //! `leasehold chaos --topology NAME`: the store-failure scenarios on deployments a store URL
 //! alone does not describe (a ZooKeeper ensemble, PostgreSQL with a synchronous standby,
 //! Redlock over five instances), started privately for every trial
-//! ([`leasehold_harness::servers::topology`]).
+//! ([`leasehold_harness::stores::topology`]).
 //!
 //! - `zk-ensemble`: `failover` / `store-kill` kill the leader mid-hold; `partition` cuts the
 //!   holder off the whole ensemble ([`partition`]), its `admit()` and `lost()` timed against
@@ -35,130 +35,38 @@
 //! one but `redlock5-majority`), a holder whose `lost()` came after the successor's grant
 //! fails the run, whatever the backend's `Guarantees` allow in general.
 
-#[cfg(feature = "redis")]
-use std::io::{Read as _, Seek as _, Write as _};
-use std::path::PathBuf;
-use std::sync::OnceLock;
-
-use leasehold::Locker;
-#[cfg(feature = "redis")]
-use leasehold::{FenceRepeat, FenceToken, Key};
 use leasehold_harness::servers;
+use leasehold_harness::stores::{
+    self,
+    topology::{self, Topology},
+};
 
-use super::{Outline, Settings, Trial, faults, progress};
+use super::{Outline, Settings, Trial, faults, fences, progress};
 
 mod partition;
 
-/// Where a holder process finds the external fence source's file (Redlock topologies).
-pub const ENV_FENCES: &str = "LEASEHOLD_CHAOS_FENCES";
-
-/// This process's fence file (the successor's), set once by [`run`].
-static FENCES: OnceLock<PathBuf> = OnceLock::new();
-
-/// Fences from a file shared by every process of a run: `max(last + 1, clock µs)` under an
-/// exclusive `flock`, written and synced before it is handed out, so it never goes back
-/// while the file lasts (and, clock-backed, after that too).
-#[cfg(feature = "redis")]
-#[derive(Debug)]
-struct FileFences(PathBuf);
-
-#[cfg(feature = "redis")]
-#[async_trait::async_trait]
-impl leasehold::backends::redis::redlock::FenceSource for FileFences {
-    async fn next(&self, _: &Key) -> leasehold::Result<FenceToken> {
-        let path = self.0.clone();
-        let next = tokio::task::spawn_blocking(move || bump(&path))
-            .await
-            .map_err(|e| e.to_string())
-            .and_then(|r| r.map_err(|e| e.to_string()));
-        next.map(FenceToken::new).map_err(|e| leasehold::Error::Unavailable {
-            message: format!("fence file: {e}"),
-            source: None,
-        })
-    }
-    fn promise(&self) -> FenceRepeat {
-        FenceRepeat::ClockBacked
-    }
-}
-
-#[cfg(feature = "redis")]
-fn bump(path: &std::path::Path) -> std::io::Result<u64> {
-    use nix::fcntl::{Flock, FlockArg};
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(path)?;
-    let mut f = Flock::lock(file, FlockArg::LockExclusive).map_err(|(_, e)| e)?;
-    let mut s = String::new();
-    f.read_to_string(&mut s)?;
-    let last: u64 = s.trim().parse().unwrap_or(0);
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_micros() as u64);
-    let next = (last + 1).max(now);
-    f.set_len(0)?;
-    f.rewind()?;
-    write!(f, "{next}")?;
-    f.sync_data()?;
-    Ok(next)
-}
-
-/// Connects to `url`; a `redlock://` URL gets the run's external fence source when there is
-/// one (this process's, or a holder's from [`ENV_FENCES`]).
-pub(super) async fn connect(url: &str) -> leasehold::Result<Locker> {
-    let file = FENCES.get().cloned().or_else(|| std::env::var_os(ENV_FENCES).map(PathBuf::from));
-    #[cfg(feature = "redis")]
-    if let Some(f) = file.filter(|_| url.starts_with("redlock://")) {
-        let store = leasehold::backends::redis::redlock::RedlockStore::connect(url).await?;
-        return Ok(Locker::new(store.with_fence_source(std::sync::Arc::new(FileFences(f)))));
-    }
-    #[cfg(not(feature = "redis"))]
-    let _ = file;
-    Locker::connect(url).await
-}
-
-/// The environment a holder process gets: the fence file, when the run has one.
-pub(super) fn worker_env() -> Vec<(&'static str, PathBuf)> {
-    FENCES.get().map(|f| (ENV_FENCES, f.clone())).into_iter().collect()
-}
-
 /// The options a topology's URL carries: the `--store` URL's, when it has the topology's
 /// scheme, else its defaults (a 1 s ZooKeeper session).
-fn options(s: &Settings, scheme: &str) -> String {
-    let given = s.url.expose().strip_prefix(scheme).and_then(|r| r.strip_prefix("://"));
-    match given {
-        Some(rest) => rest.find('?').map_or(String::new(), |i| rest[i..].to_owned()),
-        None if scheme == "zk" => "?session=1s".into(),
-        None => String::new(),
+fn options(s: &Settings, t: &Topology) -> String {
+    if s.url.scheme() != t.scheme {
+        return t.default_options.to_owned();
     }
-}
-
-/// The host part of a topology's URL before its private servers exist (it only has to
-/// parse: each trial's servers give the real one).
-fn placeholder(scheme: &str) -> &'static str {
-    match scheme {
-        "redis-cluster" => "127.0.0.1:1",
-        "redis-sentinel" => "127.0.0.1:1/leasehold",
-        _ => "127.0.0.1:1",
-    }
+    let raw = s.url.expose();
+    raw.find('?').map_or(String::new(), |i| raw[i..].to_owned())
 }
 
 /// Runs `s.scenario` on topology `name`.
 pub(super) async fn run(s: &Settings, name: &str) -> Result<(Vec<Trial>, Outline), String> {
-    let scheme = servers::topology_scheme(name)
-        .ok_or_else(|| format!("unknown topology {name:?}; available: {}", servers::TOPOLOGIES))?;
-    if scheme == "redlock" {
+    let topo = topology::find(name)?;
+    let scheme = topo.scheme.as_str();
+    if topo.external_fences {
         let file = s.out.join("fences");
         let _ = std::fs::remove_file(&file);
-        if FENCES.set(file.clone()).is_err() && FENCES.get() != Some(&file) {
-            return Err("one fence file per process".into());
-        }
+        fences::use_file(file)?;
     }
     // The trials see the topology's scheme and options; the host part is the private one.
     let t = Settings {
-        url: format!("{scheme}://{}{}", placeholder(scheme), options(s, scheme))
+        url: format!("{scheme}://{}{}", topo.placeholder, options(s, topo))
             .parse()
             .map_err(|e| format!("{e}"))?,
         scenario: s.scenario,
@@ -170,30 +78,29 @@ pub(super) async fn run(s: &Settings, name: &str) -> Result<(Vec<Trial>, Outline
         permits: None,
         locker: None,
     };
-    let partitioned = matches!(name, "zk-ensemble" | "redlock5");
-    let (trials, guarantees, mut setup) = if t.scenario == super::Scenario::Partition && partitioned
-    {
-        partition::run(&t, name).await?
-    } else {
-        let plan = servers::topology(name, &t.scenario.to_string())?;
-        let failover = t.scenario == super::Scenario::Failover;
-        let mut trials = Vec::new();
-        let mut guarantees = None;
-        for fenced in [true, false] {
-            let count = if fenced { t.trials } else { t.control_trials };
-            for n in 0..count {
-                progress(&t, if fenced { "fenced" } else { "unfenced" }, n, count);
-                let (trial, g) = faults::trial(&t, plan, failover, fenced, n).await?;
-                trials.push(trial);
-                guarantees = Some(g);
+    let (trials, guarantees, mut setup) = match &topo.partition {
+        Some(p) if t.scenario == super::Scenario::Partition => partition::run(&t, p).await?,
+        _ => {
+            let plan = topo.plan(&t.scenario.to_string())?;
+            let failover = t.scenario == super::Scenario::Failover;
+            let mut trials = Vec::new();
+            let mut guarantees = None;
+            for fenced in [true, false] {
+                let count = if fenced { t.trials } else { t.control_trials };
+                for n in 0..count {
+                    progress(&t, if fenced { "fenced" } else { "unfenced" }, n, count);
+                    let (trial, g) = faults::trial(&t, plan, failover, fenced, n).await?;
+                    trials.push(trial);
+                    guarantees = Some(g);
+                }
             }
+            (trials, guarantees.ok_or("no trials were run")?, plan.setup.to_owned())
         }
-        (trials, guarantees.ok_or("no trials were run")?, plan.setup.to_owned())
     };
-    if name == "pg-sync" {
-        setup.push_str(&format!("; {}", doctor_on_sync_pair().await?));
+    if let Some(check) = topo.check {
+        setup.push_str(&format!("; {}", check().await?));
     }
-    if matches!(name, "redis-cluster" | "redis-sentinel") {
+    if topo.loses_grant {
         let lost = trials
             .iter()
             .filter(|t| {
@@ -209,7 +116,7 @@ pub(super) async fn run(s: &Settings, name: &str) -> Result<(Vec<Trial>, Outline
             trials.len()
         ));
     }
-    if scheme == "redlock" {
+    if topo.external_fences {
         setup.push_str(&format!(
             "; fences from an external source (the file {}: max(last + 1, clock µs) under \
              flock), given to holder and successor",
@@ -217,50 +124,22 @@ pub(super) async fn run(s: &Settings, name: &str) -> Result<(Vec<Trial>, Outline
         ));
     }
     let outline = Outline {
-        store: format!("{scheme}://(private {name}){}", options(s, scheme)),
+        store: format!("{scheme}://(private {name}){}", options(s, topo)),
         guarantees,
-        resource: format!(
-            "SQLite file {} (table data), fresh for each trial",
-            s.out.join("resource.db").display()
-        ),
+        resource: format!("{}, fresh for each trial", stores::own_resource(&s.out).what),
         setup: Some(setup),
     };
     Ok((trials, outline))
-}
-
-/// doctor's verdict on a fresh synchronous pair, checked against `pg_stat_replication`: an
-/// error when they disagree.
-async fn doctor_on_sync_pair() -> Result<String, String> {
-    let pair = faults::blocking(servers::PgSyncPair::start).await?;
-    let url = pair.primary.url("");
-    let url: leasehold::StoreUrl = url.parse().map_err(|e| format!("{e}"))?;
-    let probe = leasehold::probe::probe(&url).await.map_err(|e| format!("doctor: {e}"))?;
-    let state = faults::blocking(move || (pair.sync_state(), pair)).await?.0;
-    let verdict = probe
-        .verdicts
-        .iter()
-        .find(|v| v.contains("standby"))
-        .cloned()
-        .unwrap_or_else(|| "no verdict on standbys".into());
-    let says_sync = verdict.contains("1 synchronous") && verdict.contains("keeps every grant");
-    let is_sync = state == format!("{}|sync", servers::SYNC_NAME);
-    if says_sync != is_sync {
-        return Err(format!(
-            "doctor says {verdict:?} but pg_stat_replication says {state:?} (application_name|\
-             sync_state)"
-        ));
-    }
-    Ok(format!("doctor on this deployment: {verdict:?}; pg_stat_replication: {state} (they agree)"))
 }
 
 /// The topology's own strict reading, after the general verdict: where the topology keeps
 /// one holder through the failure, no holder may learn of its loss after the successor's
 /// grant.
 pub fn verdict(name: &str, arms: &[leasehold_harness::history::chaos::Arm]) -> Result<(), String> {
-    // Asynchronous replication (a Redis Cluster master or a Sentinel primary lost, with the
-    // holder's grant, on purpose) admits a second holder: only the general verdict applies
-    // (no stale effect accepted, no locked-out successor, fences in order).
-    if matches!(name, "redlock5-majority" | "redis-cluster" | "redis-sentinel") {
+    // A topology that admits a second holder (asynchronous replication lost with the
+    // holder's grant on purpose, a Redlock majority restarted empty): only the general
+    // verdict applies (no stale effect accepted, no locked-out successor, fences in order).
+    if !topology::find(name)?.one_holder {
         return Ok(());
     }
     for a in arms {

@@ -1,57 +1,40 @@
 //! `--scenario partition` on a topology: the holder reaches every member through its own TCP
-//! fault proxy; after its first write the proxies of the whole ZooKeeper ensemble, or of a
-//! minority (2 of 5) of the Redlock instances, swallow its traffic both ways. The successor
-//! connects directly. The holder's `admit()` and `lost()` are timed from the cut.
+//! fault proxy; after its first write the proxies of the members the topology cuts
+//! ([`Partition::cut`]: a whole ensemble, a minority of instances) swallow its traffic both
+//! ways. The successor connects directly. The holder's `admit()` and `lost()` are timed from
+//! the cut.
 
 use std::net::SocketAddr;
 use std::time::Duration;
 
 use leasehold_harness::proxy::{Fault, FaultProxy};
-use leasehold_harness::servers::{RedlockSet, ZkEnsemble};
+use leasehold_harness::stores::{
+    self,
+    topology::{Partition, Partitioned},
+};
 
 use super::super::{
-    Event, Holder, Settings, Trial, ev, faults, fresh_sqlite, http, progress, session_timeout,
+    Event, Holder, Settings, Trial, ev, faults, fences, fresh_resource, http, progress,
+    session_timeout,
 };
 
 /// Runs the partition trials on `name`; the trials, the backend's guarantees and the setup.
 pub(in crate::chaos) async fn run(
     s: &Settings,
-    name: &str,
+    p: &'static Partition,
 ) -> Result<(Vec<Trial>, leasehold::Guarantees, String), String> {
-    let zk = match name {
-        "zk-ensemble" => true,
-        "redlock5" => false,
-        _ => {
-            return Err(format!(
-                "partition runs on the topologies zk-ensemble and redlock5, not {name}"
-            ));
-        }
-    };
     let mut trials = Vec::new();
     let mut guarantees = None;
     for fenced in [true, false] {
         let count = if fenced { s.trials } else { s.control_trials };
         for n in 0..count {
             progress(s, if fenced { "fenced" } else { "unfenced" }, n, count);
-            let (t, g) = trial(s, zk, fenced, n).await?;
+            let (t, g) = trial(s, p, fenced, n).await?;
             trials.push(t);
             guarantees = Some(g);
         }
     }
-    let mut setup = if zk {
-        format!(
-            "a private three-node ZooKeeper ensemble, fresh for each trial; the holder reached \
-             each member through its own TCP fault proxy, and all three swallowed its traffic \
-             after its first write (session timeout {:?}); the successor connected directly",
-            session_timeout(&s.url)
-        )
-    } else {
-        "five private Redis instances (redlock://), fresh for each trial; the holder reached \
-         each through its own TCP fault proxy, and the proxies of instances 1 and 2 (a \
-         minority) swallowed its traffic after its first write; the successor connected \
-         directly"
-            .to_owned()
-    };
+    let mut setup = p.setup.replace("{session}", &format!("{:?}", session_timeout(&s.url)));
     for arm in ["fenced", "unfenced"] {
         if let Some(line) = super::timing(&trials, arm) {
             setup.push_str(&format!("; {line}"));
@@ -62,27 +45,15 @@ pub(in crate::chaos) async fn run(
 
 async fn trial(
     s: &Settings,
-    zk: bool,
+    p: &'static Partition,
     fenced: bool,
     n: usize,
 ) -> Result<(Trial, leasehold::Guarantees), String> {
     let arm = if fenced { "fenced" } else { "unfenced" };
     let raw = s.url.expose();
     let opts = raw.find('?').map_or("", |i| &raw[i..]).to_owned();
-    let (servers, ports, direct) = faults::blocking(move || {
-        if zk {
-            let e = ZkEnsemble::start();
-            let ports: Vec<u16> = (0..3).map(|i| e.port(i)).collect();
-            let url = e.url(&opts);
-            (Box::new(e) as Box<dyn Send>, ports, url)
-        } else {
-            let r = RedlockSet::start(5);
-            let ports: Vec<u16> = r.servers().iter().map(|s| s.port()).collect();
-            let url = r.url(&opts);
-            (Box::new(r) as Box<dyn Send>, ports, url)
-        }
-    })
-    .await?;
+    let Partitioned { servers, ports, url: direct } =
+        faults::blocking(move || (p.start)(&opts)).await?;
     let mut proxies = Vec::new();
     for p in &ports {
         let to: SocketAddr = ([127, 0, 0, 1], *p).into();
@@ -90,14 +61,9 @@ async fn trial(
     }
     let hosts: Vec<String> = proxies.iter().map(|p| p.addr().to_string()).collect();
     let tail = raw.find('?').map_or("", |i| &raw[i..]);
-    let holder_url = if zk {
-        format!("zk://{}{tail}", hosts.join(","))
-    } else {
-        format!("redlock://{}{tail}", hosts.join(","))
-    };
-    let cut: &[usize] = if zk { &[0, 1, 2] } else { &[0, 1] };
-    fresh_sqlite(&s.out);
-    let spec = format!("sqlite:{}", s.out.join("resource.db").display());
+    let holder_url = format!("{}://{}{tail}", s.url.scheme(), hosts.join(","));
+    fresh_resource(&s.out);
+    let spec = stores::own_resource(&s.out).spec;
     let holder_url: leasehold::StoreUrl = holder_url.parse().map_err(|e| format!("{e}"))?;
     let mut holder = Holder::spawn(s, &holder_url, &spec, fenced).await?;
     let ready = holder.line(s.ttl * 20 + Duration::from_secs(20)).await?;
@@ -106,12 +72,11 @@ async fn trial(
         .and_then(|f| f.parse().ok())
         .ok_or_else(|| format!("the holder said {ready:?}"))?;
     let mut events = Vec::new();
-    for &i in cut {
+    for &i in p.cut {
         proxies[i].set(Fault::Blackhole);
     }
-    let what = if zk { "partition from every member" } else { "partition from instances 1, 2" };
-    events.push(ev("chaos", "pause", Some(holder_fence), Some(what.into())));
-    let locker = super::connect(&direct).await.map_err(|e| e.to_string())?;
+    events.push(ev("chaos", "pause", Some(holder_fence), Some(p.what.into())));
+    let locker = fences::connect(&direct).await.map_err(|e| e.to_string())?;
     let guarantees = locker.guarantees();
     let mut res = http::open(&spec).await;
     let wait = s.ttl * 4 + session_timeout(&s.url).mul_f64(1.5) + Duration::from_secs(3);

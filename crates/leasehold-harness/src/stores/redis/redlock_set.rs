@@ -1,7 +1,8 @@
 //! Independent private Redis instances for Redlock (`redlock://` over all of them), any
 //! subset killed, or restarted without persistence (it forgets every key), on demand.
 
-use super::*;
+use crate::failure::{FailingStore, Plan};
+use crate::stores::redis::server::RedisServer;
 
 /// `n` private `redis-server`s without persistence (`--save '' --appendonly no`), killed on
 /// drop.
@@ -79,7 +80,7 @@ pub(super) struct Failing {
 
 /// `store-kill` on five instances: a minority (2) killed and restarted empty, or (`majority`)
 /// three, after which a majority has forgotten the holder's grant.
-pub(super) fn plan(majority: bool) -> Plan {
+pub(crate) fn plan(majority: bool) -> Plan {
     if majority {
         Plan {
             start: || Box::new(Failing { set: RedlockSet::start(5), kill: &[0, 1, 2] }),

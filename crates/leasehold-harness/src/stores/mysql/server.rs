@@ -1,6 +1,12 @@
 //! A private MariaDB server, killed on drop.
 
-use super::*;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use crate::failure::{FailingStore, Plan, query};
+use crate::spawn::{
+    client_output, kill9_child, need, on_free_port, respawn, sbin, until_up, whoami,
+};
 
 /// A private MariaDB server (the machine's `mariadbd`) on a free loopback port, root without
 /// a password, with a database `test`.

@@ -1,8 +1,7 @@
-//! The private stores `leasehold chaos` fails in its `store-kill` and `failover` scenarios:
-//! each store's server file says how its store starts, dies and fails over (its [`Plan`]s and
-//! its [`FailingStore`] impl); [`plan`] picks the entry a store URL's scheme names.
-
-use leasehold::Scheme;
+//! How a private store fails in `leasehold chaos`'s `store-kill` and `failover` scenarios:
+//! the [`FailingStore`] each store's server implements and the [`Plan`] that starts one
+//! (each store's folder under [`crate::stores`] has its own; [`crate::stores::plan`] picks the
+//! one a store URL's scheme names).
 
 /// A private store started for one store-failure trial, and how it fails. Every method
 /// blocks until the server has done it.
@@ -32,7 +31,7 @@ pub trait FailingStore: Send {
     }
     /// Loses the primary (and promotes what takes over). Returns what happened (for a Redis
     /// form cut off by [`FailingStore::cut_replica`], what the promoted node holds of the key
-    /// before any successor: [`super::GRANT_LOST`] when the holder's grant is not there) and
+    /// before any successor: [`crate::servers::GRANT_LOST`] when the holder's grant is not there) and
     /// the URL to use after it.
     fn fail_over(&mut self, suffix: &str) -> (String, String) {
         ("no failover for this store".into(), self.url(suffix))
@@ -48,37 +47,8 @@ pub struct Plan {
     pub setup: &'static str,
 }
 
-/// The plan for `store-kill` (or, with `failover`, `failover`) on the store `scheme` names;
-/// an error naming the stores that have one.
-pub fn plan(scheme: Scheme, failover: bool) -> Result<Plan, String> {
-    let found = match scheme {
-        Scheme::Redis => Some(super::redis::plan(failover)),
-        Scheme::Postgres => Some(super::postgres::plan(failover)),
-        Scheme::Mysql => super::mysql::plan(failover),
-        Scheme::Etcd => Some(super::etcd::plan(failover)),
-        Scheme::Zk => super::zookeeper::plan(failover),
-        _ => None,
-    };
-    found.ok_or_else(|| {
-        if failover {
-            format!(
-                "failover runs on replicated stores this tool starts itself: redis:// (a \
-                 primary and a replica), postgres:// (a primary and a streaming standby) or \
-                 etcd:// (three members); not {}://",
-                scheme.as_str()
-            )
-        } else {
-            format!(
-                "store-kill kills and restarts a store this tool starts itself (redis://, \
-                 postgres://, mysql://, etcd://, zk://), never one it did not start; not {}://",
-                scheme.as_str()
-            )
-        }
-    })
-}
-
 /// The `?options` part of a URL suffix (for stores whose private server has its own
 /// database: only the options carry over).
-pub(super) fn query(suffix: &str) -> &str {
+pub(crate) fn query(suffix: &str) -> &str {
     suffix.find('?').map_or("", |i| &suffix[i..])
 }

@@ -1,7 +1,16 @@
 //! A private three-node ZooKeeper ensemble (quorum 2), killed on drop; its leader found with
 //! the `srvr` four-letter word and killed or restarted on demand.
 
-use super::*;
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+
+use crate::failure::{FailingStore, Plan};
+use crate::spawn::{free_port, kill9_child, need};
 
 /// One member: its client, quorum and election ports, its data directory, its process.
 struct Member {
@@ -240,7 +249,7 @@ pub(super) struct Failing {
 }
 
 /// `failover` (and `store-kill`) on a fresh three-node ensemble.
-pub(super) fn plan() -> Plan {
+pub(crate) fn plan() -> Plan {
     Plan {
         start: || Box::new(Failing { zk: ZkEnsemble::start(), killed: None }),
         setup: "a private three-node ZooKeeper ensemble (quorum 2, tick 100 ms), fresh for each \

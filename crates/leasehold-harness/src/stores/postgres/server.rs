@@ -1,6 +1,10 @@
 //! A private PostgreSQL server, or a streaming standby of one, killed on drop.
 
-use super::*;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::failure::{FailingStore, Plan, query};
+use crate::spawn::{client_output, free_port, kill9_child, need, on_free_port, respawn, until_up};
 
 /// A private PostgreSQL server (the machine's PostgreSQL binaries) on a free loopback port,
 /// trust authentication, database `postgres`; or a streaming standby of one. Run as the

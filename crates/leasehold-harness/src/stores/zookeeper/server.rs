@@ -1,6 +1,15 @@
 //! A private standalone ZooKeeper server, killed on drop.
 
-use super::*;
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+
+use crate::failure::{FailingStore, Plan};
+use crate::spawn::{kill9_child, need, on_free_port, until_up};
 
 /// A private standalone ZooKeeper server (Debian's `zookeeper` package, run with the
 /// machine's Java) on a free loopback port, with a 100 ms tick so sessions can be short.

@@ -1,6 +1,13 @@
 //! A private etcd cluster of 1 or 3 members, killed on drop.
 
-use super::*;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+
+use crate::failure::{FailingStore, Plan};
+use crate::spawn::{free_port, kill9_child, need};
 
 /// One member of a private etcd cluster.
 struct EtcdNode {

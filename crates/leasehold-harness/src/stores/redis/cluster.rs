@@ -2,8 +2,16 @@
 //! the master of a key's slot found, killed, and its replica's promotion awaited; `CLUSTER
 //! FAILOVER` (or `TAKEOVER`) on demand; a replica frozen and cut off its master.
 
-use super::redis::{caught_up, lease_names, promoted_read, read_keys};
-use super::*;
+use super::server::{caught_up, lease_names, promoted_read, read_keys};
+use std::net::TcpListener;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+
+use crate::failure::{FailingStore, Plan, query};
+use crate::spawn::{client_output, free_port, kill9_child, need, until_up};
 
 /// How long a cluster gets to come up (every slot covered, every replica linked).
 const UP: Duration = Duration::from_secs(60);
@@ -369,7 +377,7 @@ struct Cut {
 }
 
 /// `failover` on a fresh 3 + 3 cluster, for the lease of [`CHAOS_KEY`].
-pub(super) fn plan() -> Plan {
+pub(crate) fn plan() -> Plan {
     Plan {
         start: || Box::new(Failing { cluster: RedisCluster::start(), killed: None, cut: None }),
         setup: "a private Redis Cluster (3 masters, 3 replicas, cluster-node-timeout 1000 ms, no persistence), fresh for each trial; an earlier grant replicated (the replica's offset reached the master's), then, once the holder had connected and just before its grant, the replica of the key's master was frozen (SIGSTOP) and its replication link closed (CLIENT KILL TYPE replica): the lag asynchronous replication allows, made certain; after the holder's first write the master was killed (-9), the replica resumed and promoted at once (CLUSTER FAILOVER TAKEOVER), and what it held of the key read before any successor; holder and successor know every node as a seed",

@@ -1,7 +1,11 @@
 //! A private PostgreSQL primary with a synchronous streaming standby, killed on drop: every
 //! commit the primary acknowledges has been flushed on the standby.
 
-use super::*;
+use std::time::{Duration, Instant};
+
+use crate::failure::{FailingStore, Plan, query};
+use crate::spawn::blocking;
+use crate::stores::postgres::server::PgServer;
 
 /// The `application_name` (the standby's `cluster_name`) the primary waits for.
 pub const SYNC_NAME: &str = "standby1";
@@ -60,7 +64,7 @@ impl PgSyncPair {
 }
 
 /// `failover` on a fresh synchronous pair.
-pub(super) fn plan() -> Plan {
+pub(crate) fn plan() -> Plan {
     Plan {
         start: || Box::new(PgSyncPair::start()),
         setup: "a private PostgreSQL primary (synchronous_standby_names = standby1, \
@@ -94,4 +98,28 @@ impl FailingStore for PgSyncPair {
             self.standby.url(query(suffix)),
         )
     }
+}
+
+/// doctor's verdict on a fresh synchronous pair, checked against `pg_stat_replication`: the
+/// line for the report, or an error when they disagree.
+pub async fn doctor_agrees() -> Result<String, String> {
+    let pair = blocking(PgSyncPair::start).await?;
+    let url: leasehold::StoreUrl = pair.primary.url("").parse().map_err(|e| format!("{e}"))?;
+    let probe = leasehold::probe::probe(&url).await.map_err(|e| format!("doctor: {e}"))?;
+    let state = blocking(move || pair.sync_state()).await?;
+    let verdict = probe
+        .verdicts
+        .iter()
+        .find(|v| v.contains("standby"))
+        .cloned()
+        .unwrap_or_else(|| "no verdict on standbys".into());
+    let says_sync = verdict.contains("1 synchronous") && verdict.contains("keeps every grant");
+    let is_sync = state == format!("{SYNC_NAME}|sync");
+    if says_sync != is_sync {
+        return Err(format!(
+            "doctor says {verdict:?} but pg_stat_replication says {state:?} (application_name|\
+             sync_state)"
+        ));
+    }
+    Ok(format!("doctor on this deployment: {verdict:?}; pg_stat_replication: {state} (they agree)"))
 }

@@ -1,6 +1,15 @@
 //! A private `redis-server` (plain or TLS), killed on drop.
 
-use super::*;
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+
+use crate::failure::{FailingStore, Plan};
+use crate::spawn::{free_port, kill9_child, need, on_free_port, until_up};
 
 /// A private `redis-server`, no persistence unless asked.
 pub struct RedisServer {

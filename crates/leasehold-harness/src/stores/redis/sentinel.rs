@@ -2,8 +2,13 @@
 //! (quorum 2, `down-after-milliseconds` 500, `failover-timeout` 2000); the primary killed and
 //! the sentinels' promotion awaited, or `SENTINEL FAILOVER` on demand.
 
-use super::redis::{caught_up, db_of, lease_names, promoted_read, read_keys};
-use super::*;
+use super::server::{caught_up, db_of, lease_names, promoted_read, read_keys};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::failure::{FailingStore, Plan, query};
+use crate::spawn::{client_output, free_port, kill9_child, need, until_up};
+use crate::stores::redis::server::RedisServer;
 
 /// The service name the sentinels monitor.
 pub const SERVICE: &str = "leasehold";
@@ -236,7 +241,7 @@ pub(super) struct Failing {
 }
 
 /// `failover` on a fresh primary, replica and three sentinels.
-pub(super) fn plan() -> Plan {
+pub(crate) fn plan() -> Plan {
     Plan {
         start: || Box::new(Failing { set: SentinelSet::start(), cut: None }),
         setup: "a private Sentinel deployment (a primary, a replica, three sentinels: quorum 2, down-after 500 ms), fresh for each trial; an earlier grant replicated (the replica's offset reached the primary's), then, once the holder had connected and just before its grant, the replica was frozen (SIGSTOP) and its replication link closed (CLIENT KILL TYPE replica): the lag asynchronous replication allows, made certain; after the holder's first write the primary was killed (-9), the replica resumed and promoted at once (SENTINEL FAILOVER), and what it held of the key read before any successor; holder and successor use the same redis-sentinel:// URL, which finds the new primary",
@@ -244,7 +249,7 @@ pub(super) fn plan() -> Plan {
 }
 
 /// The key chaos holds (`leasehold chaos`'s `KEY`).
-const CHAOS_KEY: &str = super::redis_cluster::CHAOS_KEY;
+const CHAOS_KEY: &str = super::cluster::CHAOS_KEY;
 
 impl FailingStore for Failing {
     fn url(&self, suffix: &str) -> String {

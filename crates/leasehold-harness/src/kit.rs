@@ -1,0 +1,77 @@
+//! What the tools know about one kind of store beyond the library's descriptor
+//! ([`StoreKit`]), each store's answer in its folder under [`crate::stores`].
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use leasehold::{Locker, Scheme, StoreUrl};
+
+use crate::failure::Plan;
+
+/// Where chaos's fenced resource lives and what it is, for the report.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResourceSpec {
+    /// What [`crate::resource::open`] opens (it may carry the store's password).
+    pub spec: String,
+    /// Where the resource is, in words (tables, keys), for the report.
+    pub what: String,
+    /// Whether a write to it is a transaction that can be held open (a SQL resource), which
+    /// `stalled-holder-tx` needs.
+    pub transactional: bool,
+}
+
+/// What the tools know about one kind of store beyond the library's descriptor. Every
+/// method has the answer of a store that has none of it: no private server to fail, no
+/// resource on the store (chaos then writes to an SQLite file of its own), no session that
+/// outlives a frozen process, nothing to clean up.
+#[async_trait::async_trait]
+pub trait StoreKit: Sync {
+    /// The URL schemes this entry answers.
+    fn schemes(&self) -> &'static [Scheme];
+
+    /// How `store-kill` (with `failover`, `failover`) runs on a private server of this
+    /// store; `None` when this tool cannot run it here.
+    fn plan(&self, _failover: bool) -> Option<Plan> {
+        None
+    }
+
+    /// In words, what [`StoreKit::plan`] starts, for the message naming the stores that
+    /// have a plan.
+    fn plan_outline(&self, _failover: bool) -> &'static str {
+        ""
+    }
+
+    /// Chaos's fenced resource on the user's store `url`, when this build can hold one there.
+    fn resource(&self, _url: &StoreUrl) -> Option<ResourceSpec> {
+        None
+    }
+
+    /// How long the store keeps a frozen holder's session (and so its lock) alive: what the
+    /// URL asks for, else the store's default; zero where the lock is a lease.
+    fn session_timeout(&self, _url: &StoreUrl) -> Duration {
+        Duration::ZERO
+    }
+
+    /// Removes what chaos's trials on `key` (a semaphore of `permits`) left on the store
+    /// beside the resource and the released lease: keys only chaos uses. An error says
+    /// what could not be removed.
+    async fn forget(
+        &self,
+        _url: &StoreUrl,
+        _key: &str,
+        _permits: Option<u32>,
+    ) -> Result<(), String> {
+        Ok(())
+    }
+
+    /// A locker on `url` whose fences come from `file`
+    /// (`FileFences` in the Redis folder), for a store that issues none of its own but
+    /// takes an external source; `None` where the store's fences are its own.
+    async fn open_with_fence_file(
+        &self,
+        _url: &str,
+        _file: PathBuf,
+    ) -> Option<leasehold::Result<Locker>> {
+        None
+    }
+}

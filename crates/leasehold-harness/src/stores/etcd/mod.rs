@@ -1,0 +1,47 @@
+//! etcd in the tools: a private cluster (one member to kill, three to fail over), chaos's
+//! resource beside the lock keys, and how long a frozen holder's session lives.
+
+use std::time::Duration;
+
+use leasehold::{Scheme, StoreUrl};
+
+use crate::failure::Plan;
+use crate::kit::{ResourceSpec, StoreKit};
+
+#[cfg(feature = "etcd")]
+pub mod resource;
+pub mod server;
+
+/// etcd's entry in [`super::KITS`].
+pub struct Kit;
+
+impl StoreKit for Kit {
+    fn schemes(&self) -> &'static [Scheme] {
+        &[Scheme::Etcd]
+    }
+
+    fn plan(&self, failover: bool) -> Option<Plan> {
+        Some(server::plan(failover))
+    }
+
+    fn plan_outline(&self, failover: bool) -> &'static str {
+        if failover { " (three members)" } else { "" }
+    }
+
+    /// The store's own URL: the resource's key sits beside the lock keys.
+    fn resource(&self, url: &StoreUrl) -> Option<ResourceSpec> {
+        if !cfg!(feature = "etcd") {
+            return None;
+        }
+        Some(ResourceSpec {
+            spec: url.expose().to_owned(),
+            what: "etcd: key leasehold-test/row-1, fenced by the lock key's create revision".into(),
+            transactional: false,
+        })
+    }
+
+    /// The lease's `ttl=`, else etcd's default of 10 s.
+    fn session_timeout(&self, url: &StoreUrl) -> Duration {
+        url.duration("ttl").ok().flatten().unwrap_or(Duration::from_secs(10))
+    }
+}

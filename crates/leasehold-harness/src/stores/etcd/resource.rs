@@ -1,0 +1,55 @@
+//! The fenced resource on etcd: one key, fenced by the lock key's create revision (no claim
+//! step); its unfenced writes go through the store's own client (`leasehold/tools`).
+
+use leasehold::backends::etcd::EtcdStore;
+use leasehold::backends::etcd::tools::{client, rpc};
+use leasehold::fence::Fencing;
+use leasehold::fence::etcd::EtcdFence;
+
+/// The resource's key.
+const KEY: &str = "leasehold-test/row-1";
+
+/// The resource on one etcd cluster: the fence and the store whose client it writes with.
+pub struct EtcdResource(Box<(EtcdFence, EtcdStore)>);
+
+impl EtcdResource {
+    /// Opens `etcd://…` (the lock store's own URL); `None` for another spec.
+    pub async fn open(spec: &str) -> Option<Self> {
+        if !spec.starts_with("etcd://") {
+            return None;
+        }
+        let store = EtcdStore::connect(spec).await.expect("resource etcd");
+        Some(EtcdResource(Box::new((EtcdFence::for_store(&store), store))))
+    }
+
+    /// Writes `value`: with `fencing`, in one transaction comparing the lock key's create
+    /// revision; without, a plain PUT.
+    pub async fn write(&mut self, fencing: Option<&Fencing>, value: &str) -> leasehold::Result<()> {
+        match fencing {
+            Some(f) => self.0.0.put(f, KEY, value).await,
+            None => {
+                let put =
+                    rpc::PutRequest { key: KEY.into(), value: value.into(), ..Default::default() };
+                client(&self.0.1).put(put).await.expect("plain PUT");
+                Ok(())
+            }
+        }
+    }
+
+    /// The current value.
+    pub async fn read(&mut self) -> Option<String> {
+        client(&self.0.1)
+            .range(rpc::RangeRequest::key(KEY))
+            .await
+            .expect("GET")
+            .kvs
+            .first()
+            .map(|kv| String::from_utf8_lossy(&kv.value).into_owned())
+    }
+
+    /// Removes the key.
+    pub async fn remove(&mut self) -> Result<(), String> {
+        let del = rpc::DeleteRangeRequest { key: KEY.into(), ..Default::default() };
+        client(&self.0.1).delete_range(del).await.map(drop).map_err(|e| e.to_string())
+    }
+}

@@ -1,0 +1,113 @@
+//! What the tools and tests know about each store, one folder per store: how to start a
+//! private server and fail it, the fenced resource chaos writes to on it, how long a frozen
+//! holder's session outlives it, and what a chaos run leaves on it. Each folder implements
+//! [`StoreKit`]; [`KITS`] is the one list, looked up by the library's [`Scheme`].
+//!
+//! Adding a store here: its folder (`mod.rs` with its `Kit`, `server.rs`, and `resource.rs`
+//! behind its feature when it can hold the resource), one line in [`KITS`], and, for a
+//! resource, one variant in [`crate::resource::Resource`].
+
+use std::path::{Path, PathBuf};
+
+use leasehold::{Locker, Scheme, StoreUrl};
+
+use crate::failure::Plan;
+pub use crate::kit::{ResourceSpec, StoreKit};
+
+pub mod etcd;
+pub mod mysql;
+pub mod postgres;
+pub mod redis;
+pub mod sqlite;
+pub mod topology;
+pub mod zookeeper;
+
+/// Every store the tools know something about, in the order messages list them.
+pub const KITS: &[&dyn StoreKit] =
+    &[&redis::Kit, &redis::RedlockKit, &postgres::Kit, &mysql::Kit, &etcd::Kit, &zookeeper::Kit];
+
+/// What the tools know about the store `scheme` names (a store with no entry knows nothing:
+/// the trait's defaults).
+pub fn kit(scheme: Scheme) -> &'static dyn StoreKit {
+    KITS.iter().copied().find(|k| k.schemes().contains(&scheme)).unwrap_or(&NONE)
+}
+
+/// A store the tools know nothing special about.
+struct NoKit;
+
+static NONE: NoKit = NoKit;
+
+impl StoreKit for NoKit {
+    fn schemes(&self) -> &'static [Scheme] {
+        &[]
+    }
+}
+
+/// The plan for `store-kill` (or, with `failover`, `failover`) on the store `scheme` names;
+/// an error naming the stores that have one.
+pub fn plan(scheme: Scheme, failover: bool) -> Result<Plan, String> {
+    if let Some(p) = kit(scheme).plan(failover) {
+        return Ok(p);
+    }
+    let with: Vec<String> = KITS
+        .iter()
+        .filter(|k| k.plan(failover).is_some())
+        .map(|k| format!("{}://{}", k.schemes()[0].as_str(), k.plan_outline(failover)))
+        .collect();
+    let listed = match with.split_last() {
+        Some((last, [])) => last.clone(),
+        Some((last, rest)) => {
+            let sep = if failover { " or " } else { ", " };
+            format!("{}{sep}{last}", rest.join(", "))
+        }
+        None => String::new(),
+    };
+    Err(if failover {
+        format!(
+            "failover runs on replicated stores this tool starts itself: {listed}; not {}://",
+            scheme.as_str()
+        )
+    } else {
+        format!(
+            "store-kill kills and restarts a store this tool starts itself ({listed}), never one \
+             it did not start; not {}://",
+            scheme.as_str()
+        )
+    })
+}
+
+/// Chaos's resource for `url`: on the user's store where its kit can hold one, else an
+/// SQLite file in `out`. With `transactional`, only a resource whose write can be held open.
+pub fn resource_spec(url: &StoreUrl, out: &Path, transactional: bool) -> ResourceSpec {
+    match kit(url.scheme()).resource(url) {
+        Some(r) if r.transactional || !transactional => r,
+        _ => own_resource(out),
+    }
+}
+
+/// The tool's own resource in `out`, where a store holds none (an SQLite file).
+pub fn own_resource(out: &Path) -> ResourceSpec {
+    sqlite::resource_in(out)
+}
+
+/// Whether `spec` is the tool's own resource ([`own_resource`]): a file on this machine,
+/// whose frozen holder no server can end a transaction of, and which a run starts fresh
+/// (another store's fences, from an earlier run, are not comparable).
+pub fn is_own_resource(spec: &str) -> bool {
+    sqlite::is_own_file(spec)
+}
+
+/// Removes the tool's own resource in `out`, so that a run starts it fresh.
+pub fn remove_own_resource(out: &Path) {
+    sqlite::remove_file_in(out);
+}
+
+/// A locker on `url`, its fences from `file` where the store takes an external fence source
+/// (Redlock), else a plain one.
+pub async fn open_with_fence_file(url: &str, file: PathBuf) -> leasehold::Result<Locker> {
+    let scheme = StoreUrl::parse(url)?.scheme();
+    match kit(scheme).open_with_fence_file(url, file).await {
+        Some(opened) => opened,
+        None => Locker::connect(url).await,
+    }
+}

@@ -1,0 +1,37 @@
+//! MySQL/MariaDB in the tools: a private MariaDB to kill, and chaos's resource in the user's
+//! database.
+
+use leasehold::{Scheme, StoreUrl};
+
+use crate::failure::Plan;
+use crate::kit::{ResourceSpec, StoreKit};
+
+#[cfg(feature = "mysql")]
+pub mod resource;
+pub mod server;
+
+/// MySQL's entry in [`super::KITS`].
+pub struct Kit;
+
+impl StoreKit for Kit {
+    fn schemes(&self) -> &'static [Scheme] {
+        &[Scheme::Mysql]
+    }
+
+    fn plan(&self, failover: bool) -> Option<Plan> {
+        server::plan(failover)
+    }
+
+    /// The URL's own database (its options left out).
+    fn resource(&self, url: &StoreUrl) -> Option<ResourceSpec> {
+        if !cfg!(feature = "mysql") {
+            return None;
+        }
+        let raw = url.expose();
+        Some(ResourceSpec {
+            spec: raw.split('?').next().unwrap_or(raw).to_owned(),
+            what: "MySQL: tables data (id 'row-1') and leasehold_fence".into(),
+            transactional: true,
+        })
+    }
+}

@@ -1,0 +1,89 @@
+//! The fenced resource in a MySQL/MariaDB database (the spec's): a `data` table beside
+//! leasehold's fence table.
+
+use leasehold::fence::Fencing;
+use leasehold::fence::mysql::mysql_async::{self, Conn, Transaction, prelude::Queryable};
+
+use crate::row::{DATA, NAME, backend};
+
+/// The resource in one MySQL/MariaDB database.
+pub struct MyResource(Conn);
+
+fn my(e: mysql_async::Error) -> leasehold::Error {
+    backend("mysql", e)
+}
+
+impl MyResource {
+    /// Opens `mysql://…/DB` (creating the tables); `None` for another spec.
+    pub async fn open(spec: &str) -> Option<Self> {
+        if !spec.starts_with("mysql") {
+            return None;
+        }
+        let mut db = Conn::from_url(spec).await.expect("resource mysql");
+        leasehold::fence::mysql::install(&mut db).await.expect("fence table");
+        db.query_drop(DATA).await.unwrap();
+        Some(MyResource(db))
+    }
+
+    /// Claims the resource for `fencing`.
+    pub async fn claim(&mut self, fencing: &Fencing) -> leasehold::Result<()> {
+        let mut tx = self.0.start_transaction(Default::default()).await.map_err(my)?;
+        // A refused claim still puts the connection's timeouts back.
+        match leasehold::fence::mysql::claim(&mut tx, NAME, fencing).await {
+            Ok(()) => leasehold::fence::mysql::commit(tx, fencing).await,
+            Err(e) => {
+                let _ = leasehold::fence::mysql::rollback(tx).await;
+                Err(e)
+            }
+        }
+    }
+
+    /// Applies the write in an open transaction, checked against `fencing` when given.
+    pub async fn begin_write(
+        &mut self,
+        fencing: Option<&Fencing>,
+        value: &str,
+    ) -> leasehold::Result<Transaction<'_>> {
+        let mut tx = self.0.start_transaction(Default::default()).await.map_err(my)?;
+        if let Some(f) = fencing
+            && let Err(e) = leasehold::fence::mysql::check(&mut tx, NAME, f).await
+        {
+            let _ = leasehold::fence::mysql::rollback(tx).await;
+            return Err(e);
+        }
+        tx.exec_drop("REPLACE INTO data (id, value) VALUES ('row-1', ?)", (value,))
+            .await
+            .map_err(my)?;
+        Ok(tx)
+    }
+
+    /// Commits a write: with `fencing`, through the fence module's `commit`, which refuses
+    /// (and rolls back) once the lease's time is up; without, plainly.
+    pub async fn commit(tx: Transaction<'_>, fencing: Option<&Fencing>) -> leasehold::Result<()> {
+        match fencing {
+            Some(f) => leasehold::fence::mysql::commit(tx, f).await,
+            None => tx.commit().await.map_err(my),
+        }
+    }
+
+    /// The current value.
+    pub async fn read(&mut self) -> Option<String> {
+        self.0.query_first("SELECT value FROM data WHERE id = 'row-1'").await.unwrap()
+    }
+
+    /// Removes the value and its fence row, and each table left empty.
+    pub async fn remove(&mut self) -> Result<(), String> {
+        let db = &mut self.0;
+        let e = |e: mysql_async::Error| e.to_string();
+        db.query_drop("DELETE FROM data WHERE id = 'row-1'").await.map_err(e)?;
+        db.query_drop("DELETE FROM leasehold_fence WHERE resource = 'row-1'").await.map_err(e)?;
+        for table in ["data", "leasehold_fence"] {
+            let left: Option<i64> =
+                db.query_first(format!("SELECT count(*) FROM {table}")).await.map_err(e)?;
+            if left == Some(0) {
+                db.query_drop(format!("DROP TABLE {table}")).await.map_err(e)?;
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,113 @@
+//! Redis in the tools: private servers (one, a primary and replica, a Cluster, a Sentinel
+//! deployment, independent instances for Redlock) to kill and fail over, chaos's resource
+//! under the user's prefix, and the keys chaos's trials leave that only chaos uses.
+
+use leasehold::{Scheme, StoreUrl};
+
+use crate::failure::Plan;
+use crate::kit::{ResourceSpec, StoreKit};
+
+pub mod cluster;
+#[cfg(feature = "redis")]
+pub mod fence_file;
+pub mod redlock_set;
+#[cfg(feature = "redis")]
+pub mod resource;
+pub mod sentinel;
+pub mod server;
+
+/// Redis's entry in [`super::KITS`] (`redis://`; its other forms are run through topologies).
+pub struct Kit;
+
+/// Redlock's entry in [`super::KITS`]: its fences can come from a file.
+pub struct RedlockKit;
+
+#[async_trait::async_trait]
+impl StoreKit for RedlockKit {
+    fn schemes(&self) -> &'static [Scheme] {
+        &[Scheme::Redlock]
+    }
+
+    async fn open_with_fence_file(
+        &self,
+        url: &str,
+        file: std::path::PathBuf,
+    ) -> Option<leasehold::Result<leasehold::Locker>> {
+        #[cfg(feature = "redis")]
+        {
+            use leasehold::backends::redis::redlock::RedlockStore;
+            let store = match RedlockStore::connect(url).await {
+                Ok(s) => s,
+                Err(e) => return Some(Err(e)),
+            };
+            let fences = std::sync::Arc::new(fence_file::FileFences(file));
+            Some(Ok(leasehold::Locker::new(store.with_fence_source(fences))))
+        }
+        #[cfg(not(feature = "redis"))]
+        {
+            let _ = (url, file);
+            None
+        }
+    }
+}
+
+/// The key prefix a Redis URL asks for, else leasehold's default.
+fn prefix(url: &StoreUrl) -> &str {
+    url.option("prefix").unwrap_or("leasehold:")
+}
+
+#[async_trait::async_trait]
+impl StoreKit for Kit {
+    fn schemes(&self) -> &'static [Scheme] {
+        &[Scheme::Redis]
+    }
+
+    fn plan(&self, failover: bool) -> Option<Plan> {
+        Some(server::plan(failover))
+    }
+
+    fn plan_outline(&self, failover: bool) -> &'static str {
+        if failover { " (a primary and a replica)" } else { "" }
+    }
+
+    /// The whole URL: its prefix option names the resource's keys too.
+    fn resource(&self, url: &StoreUrl) -> Option<ResourceSpec> {
+        if !cfg!(feature = "redis") {
+            return None;
+        }
+        let prefix = prefix(url);
+        Some(ResourceSpec {
+            spec: url.expose().to_owned(),
+            what: format!(
+                "Redis: key {prefix}{{row-1}}:value and fence hash {prefix}fence:{{row-1}}"
+            ),
+            transactional: false,
+        })
+    }
+
+    /// The lock key's (and a semaphore's slots') fence counters and the release tombstone
+    /// (fences stay clock-backed, so a later run's still grow).
+    async fn forget(&self, url: &StoreUrl, key: &str, permits: Option<u32>) -> Result<(), String> {
+        #[cfg(feature = "redis")]
+        {
+            use leasehold::fence::redis::redis;
+            let prefix = prefix(url).to_owned();
+            let base = url.expose().split('?').next().unwrap_or(url.expose());
+            let client = redis::Client::open(base).map_err(|e| e.to_string())?;
+            let mut conn =
+                client.get_multiplexed_async_connection().await.map_err(|e| e.to_string())?;
+            // A semaphore's slots KEY#i each have a counter of their own.
+            let slots = (0..permits.unwrap_or(0)).map(|i| format!("{prefix}{{{key}#{i}}}:fence"));
+            redis::cmd("DEL")
+                .arg(format!("{prefix}{{{key}}}:fence"))
+                .arg(format!("{prefix}{{{key}}}:released-by"))
+                .arg(slots.collect::<Vec<_>>())
+                .query_async::<i64>(&mut conn)
+                .await
+                .map_err(|e| e.to_string())?;
+        }
+        #[cfg(not(feature = "redis"))]
+        let _ = (url, key, permits);
+        Ok(())
+    }
+}

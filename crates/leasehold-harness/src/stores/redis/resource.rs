@@ -1,0 +1,75 @@
+//! The fenced resource on a Redis server: a value key beside leasehold's fence hash, both
+//! under the store URL's prefix; a fenced write is one atomic step (no transaction to hold).
+
+use leasehold::fence::Fencing;
+use leasehold::fence::redis::RedisFence;
+use leasehold::fence::redis::redis::{self, aio::ConnectionManager};
+
+use crate::row::NAME;
+
+/// The resource on one Redis server: the fence, a plain connection, and the value key.
+pub struct RedisResource {
+    fence: RedisFence,
+    conn: ConnectionManager,
+    key: String,
+}
+
+/// The value key, under the store URL's prefix.
+fn value_key(prefix: &str) -> String {
+    format!("{prefix}{{{NAME}}}:value")
+}
+
+impl RedisResource {
+    /// Opens `redis://…` (the lock store's own URL: its prefix option names the fence hash
+    /// and the value key); `None` for another spec.
+    pub async fn open(spec: &str) -> Option<Self> {
+        if !spec.starts_with("redis") {
+            return None;
+        }
+        let fence = RedisFence::connect(spec).await.expect("connect resource redis");
+        let key = value_key(fence.prefix());
+        let base = spec.split('?').next().unwrap_or(spec);
+        let client = redis::Client::open(base).expect("redis url");
+        let conn = client.get_connection_manager().await.expect("connect resource redis");
+        Some(RedisResource { fence, conn, key })
+    }
+
+    /// Claims the resource for `fencing`.
+    pub async fn claim(&mut self, fencing: &Fencing) -> leasehold::Result<()> {
+        self.fence.claim(NAME, fencing).await
+    }
+
+    /// Writes `value`: with `fencing`, only if its fence is still the installed one (one
+    /// script); without, a plain `SET`.
+    pub async fn write(&mut self, fencing: Option<&Fencing>, value: &str) -> leasehold::Result<()> {
+        match fencing {
+            Some(f) => self.fence.set(NAME, f, &self.key, value).await,
+            None => {
+                let _: () = redis::cmd("SET")
+                    .arg(&self.key)
+                    .arg(value)
+                    .query_async(&mut self.conn)
+                    .await
+                    .expect("plain SET");
+                Ok(())
+            }
+        }
+    }
+
+    /// The current value.
+    pub async fn read(&mut self) -> Option<String> {
+        redis::cmd("GET").arg(&self.key).query_async(&mut self.conn).await.expect("GET")
+    }
+
+    /// Removes the value key and the fence hash.
+    pub async fn remove(&mut self) -> Result<(), String> {
+        let fence = self.fence.fence_key(NAME);
+        redis::cmd("DEL")
+            .arg(&self.key)
+            .arg(fence)
+            .query_async::<i64>(&mut self.conn)
+            .await
+            .map(drop)
+            .map_err(|e| e.to_string())
+    }
+}

@@ -1,0 +1,31 @@
+//! SQLite in the tools: the resource every build has, a file of chaos's own (stores with no
+//! resource of their own and the store-failure scenarios write to it).
+
+use std::path::Path;
+
+use crate::kit::ResourceSpec;
+
+pub mod resource;
+
+/// The resource file in `out` (`resource.db`), as a spec.
+pub fn resource_in(out: &Path) -> ResourceSpec {
+    let p = out.join("resource.db");
+    ResourceSpec {
+        spec: format!("{}{}", resource::PREFIX, p.display()),
+        what: format!("SQLite file {} (table data)", p.display()),
+        transactional: true,
+    }
+}
+
+/// Whether `spec` is the tool's own SQLite resource file (which a run starts fresh, since
+/// an earlier run's fences, from another store, are not comparable).
+pub fn is_own_file(spec: &str) -> bool {
+    spec.starts_with(resource::PREFIX)
+}
+
+/// Removes the tool's own SQLite resource file in `out` (and its `-wal` and `-shm`).
+pub fn remove_file_in(out: &Path) {
+    for ext in ["", "-wal", "-shm"] {
+        let _ = std::fs::remove_file(out.join(format!("resource.db{ext}")));
+    }
+}
