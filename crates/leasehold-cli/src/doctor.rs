@@ -6,7 +6,15 @@ use std::time::Duration;
 
 use leasehold::probe::Probe;
 use leasehold::{Locker, StoreUrl};
-use serde_json::{Value, json};
+
+/// `doctor --json`: the store, the backend's guarantees, and the probe's fields beside them.
+#[derive(serde::Serialize)]
+pub struct Report<'a> {
+    store: String,
+    guarantees: leasehold::Guarantees,
+    #[serde(flatten)]
+    probe: &'a Probe,
+}
 
 /// Reads the settings of the deployment `url` names, on the store `locker` opened (within
 /// --timeout: credentials, TLS or a database the store refuses were
@@ -15,12 +23,10 @@ pub async fn run(url: &StoreUrl, locker: &Locker, limit: Duration) -> leasehold:
     leasehold::probe::probe_open(url, locker, limit).await
 }
 
-pub fn json(url: &StoreUrl, locker: &Locker, p: &Probe) -> Value {
-    let mut v = json!({ "store": url.to_string(), "guarantees": locker.guarantees() });
-    if let (Some(out), Ok(Value::Object(probe))) = (v.as_object_mut(), serde_json::to_value(p)) {
-        out.extend(probe);
-    }
-    v
+/// The report as one line of JSON (plain data: serializing cannot fail).
+pub fn json(url: &StoreUrl, locker: &Locker, p: &Probe) -> String {
+    let r = Report { store: url.to_string(), guarantees: locker.guarantees(), probe: p };
+    serde_json::to_string(&r).expect("the doctor report serializes")
 }
 
 pub fn text(url: &StoreUrl, locker: &Locker, p: &Probe) -> String {

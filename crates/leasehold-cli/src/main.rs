@@ -1,27 +1,34 @@
 //! `leasehold`: run a command under a fenced lease, and inspect or manage leases by hand.
 
 mod args;
+#[cfg(feature = "bench")]
 mod bench;
+#[cfg(feature = "chaos")]
 mod chaos;
 mod doctor;
 mod dur;
 mod exit;
 mod manual;
+mod opts;
 mod proxy;
 mod review;
 mod run;
+mod scenarios;
 mod shell;
 mod size;
 mod status;
 mod store;
+#[cfg(any(feature = "bench", feature = "chaos"))]
 mod svg;
+mod tools;
 
 use std::process::ExitCode;
 use std::time::Duration;
 
-use args::{Cli, Cmd, Runtime, StoreOpt, TimeoutOpt};
+use args::{Cli, Cmd, Runtime};
 use clap::Parser;
 use exit::{Exit, code};
+use opts::{StoreOpt, TimeoutOpt};
 
 fn main() -> ExitCode {
     std::panic::set_hook(Box::new(|info| {
@@ -105,54 +112,6 @@ fn clap_exit(e: clap::Error, usage: u8, help: &str) -> u8 {
     }
 }
 
-async fn chaos_cmd(
-    opt: StoreOpt,
-    (scenario, topology, permits): (chaos::Scenario, Option<String>, Option<u32>),
-    (trials, control_trials): (usize, usize),
-    ttl: Duration,
-    out: std::path::PathBuf,
-) -> Result<Exit, Exit> {
-    if trials == 0 || ttl.is_zero() {
-        return Err(Exit::fail(code::USAGE, "--trials and --ttl must be positive"));
-    }
-    if permits.is_some() && (scenario != chaos::Scenario::StalledHolder || topology.is_some()) {
-        return Err(Exit::fail(
-            code::USAGE,
-            "--permits runs the stalled-holder scenario on the --store URL only",
-        ));
-    }
-    let url = store::resolve(&opt)?.url;
-    let locker = match permits {
-        Some(n) => Some(chaos::check_permits(&url, n, ttl).await?),
-        None => None,
-    };
-    let out2 = out.clone();
-    let settings = chaos::Settings {
-        url,
-        scenario,
-        trials,
-        control_trials,
-        ttl,
-        out: out2,
-        topology,
-        permits,
-        locker,
-    };
-    let report = chaos::run(settings)
-        .await
-        .map_err(|e| Exit::fail(code::UNAVAILABLE, format!("chaos: {e}")))?;
-    print!("{}", chaos::table(&report));
-    println!(
-        "
-report: {0}/report.json · timeline: {0}/timeline.svg",
-        out.display()
-    );
-    match chaos::verdict(&report) {
-        Ok(()) => Ok(Exit::ok(0)),
-        Err(e) => Err(Exit::fail(1, format!("chaos: {e}"))),
-    }
-}
-
 async fn doctor_cmd(
     opt: StoreOpt,
     TimeoutOpt { timeout }: TimeoutOpt,
@@ -220,10 +179,10 @@ async fn dispatch(cmd: Cmd) -> Exit {
         }
         Cmd::Chaos { store, scenario, topology, trials, control_trials, ttl, out, permits } => {
             let control = control_trials.unwrap_or(trials);
-            chaos_cmd(store, (scenario, topology, permits), (trials, control), ttl, out).await
+            tools::chaos(store, (scenario, topology, permits), (trials, control), ttl, out).await
         }
         Cmd::ChaosWorker { key, ttl_ms, fenced, permits, gate } => {
-            chaos::worker_cmd(&key, ttl_ms, fenced, permits, gate).await
+            tools::chaos_worker(&key, ttl_ms, fenced, permits, gate).await
         }
         Cmd::FenceProxy { store, timeout, key, listen, upstream } => {
             proxy::fence_proxy(store, timeout, key, listen, upstream).await
@@ -241,97 +200,8 @@ async fn dispatch(cmd: Cmd) -> Exit {
             runtime,
         } => {
             let b = (store, scenario, tasks, duration, runs, leases, out, json, runtime);
-            bench_cmd(b.0, b.1, b.2, b.3, b.4, b.5, single, b.6, b.7, b.8).await
+            tools::bench(b.0, b.1, b.2, b.3, b.4, b.5, single, b.6, b.7, b.8).await
         }
     };
     r.unwrap_or_else(|e| e)
-}
-
-#[allow(clippy::too_many_arguments)]
-async fn bench_cmd(
-    store: StoreOpt,
-    scenario: bench::Scenario,
-    tasks: usize,
-    duration: Duration,
-    runs: usize,
-    leases: usize,
-    single: Option<String>,
-    out: Option<std::path::PathBuf>,
-    json: bool,
-    runtime: Runtime,
-) -> Result<Exit, Exit> {
-    if tasks == 0 || runs == 0 || leases == 0 || duration.is_zero() {
-        return Err(Exit::fail(
-            code::USAGE,
-            "--tasks, --runs, --leases and --duration must be positive",
-        ));
-    }
-    let url = store::resolve(&store)?.url;
-    let runtime = match runtime {
-        Runtime::Current => "current_thread",
-        Runtime::Multi => "multi_thread (2 workers)",
-    };
-    let settings = bench::Settings { url, scenario, tasks, duration, runs, leases, runtime };
-    if let Some(single) = single {
-        return cluster_bench(settings, &single, out, json).await;
-    }
-    let report = bench::run(settings)
-        .await
-        .map_err(|e| Exit::fail(code::UNAVAILABLE, format!("bench: {e}")))?;
-    let text = serde_json::to_string_pretty(&report)
-        .map_err(|e| Exit::fail(code::UNAVAILABLE, format!("bench: {e}")))?;
-    if let Some(dir) = out {
-        let write = || -> std::io::Result<()> {
-            std::fs::create_dir_all(&dir)?;
-            std::fs::write(dir.join("bench.json"), format!("{text}\n"))?;
-            for (name, svg) in svg::bench_plots(&report) {
-                std::fs::write(dir.join(name), svg)?;
-            }
-            Ok(())
-        };
-        write().map_err(|e| {
-            Exit::fail(code::UNAVAILABLE, format!("cannot write {}: {e}", dir.display()))
-        })?;
-    }
-    if json {
-        println!("{text}");
-    } else {
-        print!("{}", bench::table(&report));
-    }
-    Ok(Exit::ok(0))
-}
-
-/// `bench --single`: the cluster against one server ([`bench::cluster_vs_single`]).
-async fn cluster_bench(
-    settings: bench::Settings,
-    single: &str,
-    out: Option<std::path::PathBuf>,
-    json: bool,
-) -> Result<Exit, Exit> {
-    #[cfg(feature = "redis")]
-    {
-        let single = leasehold::StoreUrl::parse(single)
-            .map_err(|e| Exit::fail(code::USAGE, format!("--single: {e}")))?;
-        let (text, table) = bench::cluster_vs_single(settings, &single)
-            .await
-            .map_err(|e| Exit::fail(code::UNAVAILABLE, format!("bench: {e}")))?;
-        if let Some(dir) = out {
-            std::fs::create_dir_all(&dir)
-                .and_then(|()| std::fs::write(dir.join("cluster.json"), format!("{text}\n")))
-                .map_err(|e| {
-                    Exit::fail(code::UNAVAILABLE, format!("cannot write {}: {e}", dir.display()))
-                })?;
-        }
-        if json {
-            println!("{text}")
-        } else {
-            print!("{table}")
-        }
-        Ok(Exit::ok(0))
-    }
-    #[cfg(not(feature = "redis"))]
-    {
-        let _ = (settings, single, out, json);
-        Err(Exit::fail(code::USAGE, "--single needs the redis feature"))
-    }
 }

@@ -1,14 +1,24 @@
 //! The manual commands: `acquire`, `renew`, `release`, for scripts that hold a lease across
 //! several commands.
 
-use crate::args::{GrantOpt, StoreOpt, TimeoutOpt};
 use crate::exit::{Exit, code};
+use crate::opts::{GrantOpt, StoreOpt, TimeoutOpt};
 use crate::store;
 use leasehold::{Error, LockKind, OwnerToken};
 use std::time::Duration;
 
 pub(crate) fn parse_owner(s: &str) -> Result<OwnerToken, Exit> {
     Ok(s.parse::<OwnerToken>()?)
+}
+
+/// `acquire --json`: the detached lease, for `renew` and `release --owner`.
+#[derive(serde::Serialize)]
+struct Acquired<'a> {
+    key: &'a str,
+    /// The full owner token (it lets `release --owner` end the lease).
+    owner: String,
+    fence: u64,
+    ttl_ms: u64,
 }
 
 pub(crate) async fn acquire(
@@ -34,13 +44,13 @@ pub(crate) async fn acquire(
     let lease = locker.acquire(&key, ttl).wait(wait).await?;
     let f = lease.detach();
     if json {
-        let v = serde_json::json!({
-            "key": f.key().as_str(),
-            "owner": f.owner().to_string(),
-            "fence": f.token().get(),
-            "ttl_ms": ttl.as_millis() as u64,
-        });
-        println!("{v}");
+        let v = Acquired {
+            key: f.key().as_str(),
+            owner: f.owner().to_string(),
+            fence: f.token().get(),
+            ttl_ms: ttl.as_millis() as u64,
+        };
+        println!("{}", serde_json::to_string(&v).expect("plain data serializes"));
     } else {
         println!("owner={}\nfence={}", f.owner(), f.token());
     }

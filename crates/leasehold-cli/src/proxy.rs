@@ -11,8 +11,8 @@
 //! The installed grant lives in this process (`docs/fencing.md`, "The proxy"): one replica per
 //! upstream and key.
 
-use crate::args::{StoreOpt, TimeoutOpt};
 use crate::exit::{Exit, code};
+use crate::opts::{StoreOpt, TimeoutOpt};
 use crate::{dur, store};
 use std::convert::Infallible;
 use std::future::Future;

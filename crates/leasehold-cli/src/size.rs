@@ -1,8 +1,8 @@
 //! `leasehold size`: measure the store and this host, print the recommendation. The
 //! measuring and the arithmetic are the library's (`leasehold::sizing`).
 
-use crate::args::{StoreOpt, TimeoutOpt};
 use crate::exit::{Exit, code};
+use crate::opts::{StoreOpt, TimeoutOpt};
 use crate::{dur, store};
 use leasehold::sizing::{self, Distribution, Measurement};
 use std::time::Duration;

@@ -1,11 +1,10 @@
 //! `leasehold status`: who holds which key, as a table or JSON; a short owner id unless the
 //! full token (which lets `release --owner` end the lease) is asked for.
 
-use crate::args::{StoreOpt, TimeoutOpt};
 use crate::exit::Exit;
+use crate::opts::{StoreOpt, TimeoutOpt};
 use crate::{dur, store};
 use leasehold::OwnerToken;
-use serde_json::{Value, json};
 use std::time::Duration;
 
 /// How to print.
@@ -45,24 +44,51 @@ fn ago(since_ms: u64) -> String {
     }
 }
 
-fn row_json(h: &leasehold::Holder, show_owner: bool) -> Value {
-    let mut v = json!({
-        "key": h.key.as_str(),
-        "owner_id": short_owner(&h.owner),
-        "fence": h.fence.map(|f| f.get()),
-        "expires_in": h.expires_in.map(|d| d.as_millis() as u64),
-        "info": h.info,
-    });
-    if h.mode == leasehold::Mode::Shared {
-        v["mode"] = json!("shared");
+/// One holder in `status --json`.
+#[derive(serde::Serialize)]
+struct Row<'a> {
+    key: &'a str,
+    /// The owner token's first 8 characters.
+    owner_id: String,
+    fence: Option<u64>,
+    /// Milliseconds.
+    expires_in: Option<u64>,
+    info: &'a Option<leasehold::HolderInfo>,
+    /// `shared` for a reader; absent for the exclusive holder.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    mode: Option<&'static str>,
+    /// A semaphore permit's slot.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    slot: Option<u32>,
+    /// The full owner token, with `--show-owner`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    owner: Option<String>,
+}
+
+/// A key held by another session, whose owner the server does not know.
+#[derive(serde::Serialize)]
+struct SessionRow<'a> {
+    key: &'a str,
+    owner_id: Option<String>,
+    held_by: &'static str,
+}
+
+fn row_json(h: &leasehold::Holder, show_owner: bool) -> Row<'_> {
+    Row {
+        key: h.key.as_str(),
+        owner_id: short_owner(&h.owner),
+        fence: h.fence.map(|f| f.get()),
+        expires_in: h.expires_in.map(|d| d.as_millis() as u64),
+        info: &h.info,
+        mode: (h.mode == leasehold::Mode::Shared).then_some("shared"),
+        slot: slot_of(h.key.as_str()).map(|(_, slot)| slot),
+        owner: show_owner.then(|| h.owner.to_string()),
     }
-    if let Some((_, slot)) = slot_of(h.key.as_str()) {
-        v["slot"] = json!(slot);
-    }
-    if show_owner {
-        v["owner"] = json!(h.owner.to_string());
-    }
-    v
+}
+
+/// `rows` as JSON (they are plain data: serializing cannot fail).
+fn to_json(rows: &impl serde::Serialize) -> String {
+    serde_json::to_string(rows).expect("status rows serialize")
 }
 
 pub(crate) async fn status(
@@ -80,10 +106,9 @@ pub(crate) async fn status(
         // owner token.
         Err(leasehold::Error::Busy { key }) => {
             if show.json {
-                println!(
-                    "{}",
-                    json!([{ "key": key.as_str(), "owner_id": null, "held_by": "another session" }])
-                );
+                let row =
+                    SessionRow { key: key.as_str(), owner_id: None, held_by: "another session" };
+                println!("{}", to_json(&[row]));
             } else {
                 println!(
                     "{}: held by another session (its owner is not known to the server)",
@@ -104,8 +129,8 @@ pub(crate) async fn status(
         );
     }
     if show.json {
-        let rows: Vec<Value> = holders.iter().map(|h| row_json(h, show.show_owner)).collect();
-        println!("{}", Value::Array(rows));
+        let rows: Vec<Row> = holders.iter().map(|h| row_json(h, show.show_owner)).collect();
+        println!("{}", to_json(&rows));
         return Ok(Exit::ok(0));
     }
     if holders.is_empty() {

@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use leasehold::{Locker, StoreUrl};
 
-use crate::args::StoreOpt;
 use crate::exit::{Exit, code};
+use crate::opts::StoreOpt;
 
 /// The store URL from the environment (`chaos` hands it to its children this way, never on
 /// their command line).

@@ -25,6 +25,7 @@ mod many_keys;
 #[cfg(feature = "mysql")]
 mod mysql;
 mod off;
+mod plots;
 #[cfg(feature = "postgres")]
 mod postgres;
 mod primitives;
@@ -50,6 +51,7 @@ use off::{EtcdLockRpc, EtcdRaw};
 use off::{PgRaw, PgSide};
 #[cfg(not(feature = "redis"))]
 use off::{Raw, RedisSide, redis_benchmark};
+pub use plots::bench_plots;
 #[cfg(feature = "postgres")]
 use postgres::{PgRaw, PgSide};
 #[cfg(feature = "redis")]
@@ -74,23 +76,7 @@ pub async fn cluster_vs_single(
 }
 pub use table::table;
 
-/// Which scenarios to run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Scenario {
-    /// One task, acquire + release of one free key, back to back.
-    Uncontended,
-    /// `--tasks` tasks contending for one key with an empty critical section.
-    Handoff,
-    /// 64 tasks, each on its own key, over one connection.
-    ManyKeys,
-    /// `--leases` leases held with auto-renew on one connection.
-    HoldMany,
-    /// One task: the mutex, a permit of a semaphore of 3 and a reader, each acquire +
-    /// release of a free key, interleaved in the same run.
-    Primitives,
-    /// All of the above.
-    All,
-}
+pub use crate::scenarios::BenchScenario as Scenario;
 
 /// Settings of one bench invocation.
 #[derive(Debug, Clone)]

@@ -1,5 +1,5 @@
 //! The typed report of a `leasehold bench` run: `bench.json` and `--json` are it serialized,
-//! and the text table ([`super::table`]) and the latency SVGs ([`crate::svg::bench_plots`])
+//! and the text table ([`super::table`]) and the latency SVGs ([`super::bench_plots`])
 //! read the same values. Field names are the JSON's; absent figures (a baseline this store
 //! has none of) are left out, figures a contender could not produce are `null`.
 
