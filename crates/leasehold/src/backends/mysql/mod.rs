@@ -290,6 +290,9 @@ fn bounded_verb(verb: &str, op: Duration, statements: bool) -> String {
     let maria = if statements {
         format!("{vars}, max_statement_time = {:.3}", op.as_secs_f64())
     } else {
+/// The fence resource; its public path is `leasehold::fence::mysql`.
+#[doc(hidden)]
+pub mod fence;
         vars
     };
     format!(

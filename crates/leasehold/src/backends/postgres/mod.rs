@@ -418,6 +418,9 @@ async fn create_schema(client: &Client, schema: &str, ddl: &str) -> Result<()> {
     client.batch_execute(&sql).await.map_err(|e| pg_err("creating the lease schema", e))
 }
 
+/// The fence resource; its public path is `leasehold::fence::postgres`.
+#[doc(hidden)]
+pub mod fence;
 /// The server's clock in µs since 1970, the floor of every fence (see
 /// [`crate::FenceRepeat::ClockBacked`]).
 const CLOCK_US: &str = "(extract(epoch FROM clock_timestamp()) * 1000000)::bigint";

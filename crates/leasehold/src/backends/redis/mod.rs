@@ -36,6 +36,9 @@
 
 pub mod cluster;
 mod connect;
+/// The fence resource; its public path is `leasehold::fence::redis`.
+#[doc(hidden)]
+pub mod fence;
 mod linger;
 mod options;
 mod prims;

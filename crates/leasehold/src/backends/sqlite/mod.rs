@@ -29,6 +29,9 @@ mod boot;
 mod path;
 use path::usable;
 mod doorbell;
+/// The fence resource; its public path is `leasehold::fence::sqlite`.
+#[doc(hidden)]
+pub mod fence;
 mod grant;
 mod shared;
 mod wait;
