@@ -82,6 +82,27 @@ impl Primitives {
         shared_fence: true,
         note: "semaphores, fenced readers with writer preference, several keys",
     };
+
+    /// Refuses, before the store is asked, what `backend`'s store cannot hold: a reader
+    /// (`mode` shared) without [`Primitives::shared`], a semaphore's slot (`slot`) without
+    /// [`Primitives::permits`], each [`crate::Error::Unsupported`] with the store's note.
+    pub(crate) fn admit(&self, backend: &'static str, mode: Mode, slot: bool) -> crate::Result<()> {
+        if mode == Mode::Shared && !self.shared {
+            return Err(crate::Error::Unsupported {
+                backend,
+                primitive: "readers (shared grants)",
+                note: self.note,
+            });
+        }
+        if slot && !self.permits {
+            return Err(crate::Error::Unsupported {
+                backend,
+                primitive: "a semaphore",
+                note: self.note,
+            });
+        }
+        Ok(())
+    }
 }
 
 /// The name of slot `index` of the semaphore `key`: `KEY#index`, an ordinary key.

@@ -1,10 +1,101 @@
-//! What the session stores share: the grants a PostgreSQL or MySQL session store holds on
-//! its connections ([`Grants`]), the keys whose abandoned requests are still being undone,
-//! and the two signals of a store-side session (etcd, ZooKeeper).
+//! What the session stores share: the connections a PostgreSQL or MySQL session store's
+//! locks share ([`Conns`]) and the grants it holds on them ([`Grants`]), the keys whose
+//! abandoned requests are still being undone, and the two signals of a store-side session
+//! (etcd, ZooKeeper).
 
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::Duration;
+
+cfg_sql! {
+    /// A connection of a PostgreSQL or MySQL session store, as [`Conns`] sees it.
+    pub(crate) trait SessionConnection {
+        /// The lock names it carries: held, or reserved by a request in flight.
+        fn keys(&self) -> std::sync::MutexGuard<'_, std::collections::HashSet<String>>;
+        /// Whether its session still lives.
+        fn alive(&self) -> bool;
+    }
+}
+
+cfg_sql! {
+    /// The connections a session store's requests share. A session lock is re-entrant
+    /// within its session, so a connection never carries one lock name twice (a second
+    /// grant there would exclude nothing), and carries [`Conns::PER_CONN`] names at most.
+    pub(crate) struct Conns<C>(Mutex<Vec<std::sync::Arc<C>>>);
+}
+
+cfg_sql! {
+    impl<C> Default for Conns<C> {
+        fn default() -> Self {
+            Conns(Mutex::default())
+        }
+    }
+}
+
+cfg_sql! {
+    impl<C: SessionConnection> Conns<C> {
+        /// Lock names one session connection carries at most.
+        pub const PER_CONN: usize = 64;
+
+        fn list(&self) -> std::sync::MutexGuard<'_, Vec<std::sync::Arc<C>>> {
+            self.0.lock().unwrap_or_else(|p| p.into_inner())
+        }
+
+        /// A live connection to ask for `name` on, with `name` reserved on it, never one
+        /// already carrying it. `exclusive` (a request that waits in the server, stalling its
+        /// connection): one carrying nothing, taken out of the shared list. When none fits,
+        /// `open` makes one, shared unless `exclusive`; its error is the answer.
+        pub async fn reserve<F>(
+            &self,
+            name: &str,
+            exclusive: bool,
+            open: impl FnOnce() -> F,
+        ) -> crate::Result<std::sync::Arc<C>>
+        where
+            F: std::future::Future<Output = crate::Result<std::sync::Arc<C>>>,
+        {
+            let found = {
+                let mut conns = self.list();
+                conns.retain(|c| c.alive());
+                let pick = conns.iter().position(|c| {
+                    let keys = c.keys();
+                    if exclusive {
+                        keys.is_empty()
+                    } else {
+                        keys.len() < Self::PER_CONN && !keys.contains(name)
+                    }
+                });
+                match pick {
+                    Some(i) if exclusive => Some(conns.swap_remove(i)),
+                    Some(i) => Some(conns[i].clone()),
+                    None => None,
+                }
+            };
+            let conn = match found {
+                Some(c) => c,
+                None => {
+                    let c = open().await?;
+                    if !exclusive {
+                        self.list().push(c.clone());
+                    }
+                    c
+                }
+            };
+            conn.keys().insert(name.to_owned());
+            Ok(conn)
+        }
+
+        /// Gives a connection back to the shared list (after a wait), closing surplus empty
+        /// ones and dead ones.
+        pub fn give_back(&self, conn: std::sync::Arc<C>) {
+            let mut conns = self.list();
+            let empty = conns.iter().filter(|c| c.keys().is_empty()).count();
+            if conn.alive() && (!conn.keys().is_empty() || empty < 2) {
+                conns.push(conn);
+            }
+        }
+    }
+}
 
 cfg_sql! {
     /// One grant of a session store: the key, its mode (a reader's shared lock, or

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use crate::HolderInfo;
 use crate::client::background::AtExit;
 use crate::client::lease_state::{Shared, Timing, default_margin};
-use crate::client::queue::{Ident, Refused};
+use crate::client::queue::{Ident, Refused, local_key};
 use crate::client::renewal::Watchdog;
 use crate::limits::{DEFAULT_CONNECT_TIMEOUT, DEFAULT_OP_TIMEOUT, Limits};
 use crate::store::{AcquireRequest, Attempt};
@@ -336,7 +336,7 @@ impl Acquire {
         let locker = &self.locker;
         let store = locker.store.clone();
         let guarantees = store.guarantees();
-        super::rwlock::check_supported(&guarantees, self.mode, self.slot.is_some())?;
+        guarantees.primitives.admit(guarantees.backend, self.mode, self.slot.is_some())?;
         let kind = guarantees.kind;
         let owner = OwnerToken::generate()?;
         let until = match self.wait {
@@ -363,7 +363,7 @@ impl Acquire {
         let who = Ident::current();
         let req_started = Instant::now();
         // Readers of one locker overlap: each queues under a local name of its own.
-        let local_key = super::rwlock::local_key(&key, self.mode, &owner);
+        let local_key = local_key(&key, self.mode, &owner);
         let mut slot = match locker.local.enter(&local_key, until, who, locker.op_timeout).await {
             Ok(slot) => slot,
             Err(Refused::Ours(fence)) => return Err(Error::HeldByThisLocker { key, fence }),

@@ -17,7 +17,7 @@ use std::time::Instant;
 use tokio::sync::watch;
 
 use crate::client::lease_state::Shared;
-use crate::{FenceToken, Key, LostReason};
+use crate::{FenceToken, Key, LostReason, Mode, OwnerToken};
 
 /// Who is asking: the tokio task, or (outside one, as in `block_on`) the thread.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -146,6 +146,16 @@ impl Local {
         {
             m.remove(&lk.key);
         }
+    }
+}
+
+/// The name under which the locker's per-key queue tracks a grant: the key itself for an
+/// exclusive one; for a reader a name of its own (holding a NUL, so no caller's key equals
+/// it), so that readers of one locker neither queue behind each other nor wait on each other.
+pub(crate) fn local_key(key: &Key, mode: Mode, owner: &OwnerToken) -> Key {
+    match mode {
+        Mode::Shared => Key::internal(format!("{}\0shared\0{owner}", key.as_str())),
+        _ => key.clone(),
     }
 }
 

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use crate::{Acquire, Error, Guarantees, Key, Locker, Mode, OwnerToken, Result};
+use crate::{Acquire, Locker, Mode};
 
 impl Locker {
     /// Starts the acquisition of a reader's grant of `key` for `ttl`: granted while no
@@ -15,10 +15,10 @@ impl Locker {
     /// own (each grant bumps the key's counter, so every later writer's fence is larger).
     ///
     /// Readers of one locker never queue behind each other locally, and a reader held by
-    /// this locker is not [`Error::HeldByThisLocker`] for a writer: a writer asked for by
+    /// this locker is not [`crate::Error::HeldByThisLocker`] for a writer: a writer asked for by
     /// the task that holds a reader of the same key waits (until its wait runs out).
     ///
-    /// [`Error::Unsupported`] at once (nothing asked of the store) where the store cannot
+    /// [`crate::Error::Unsupported`] at once (nothing asked of the store) where the store cannot
     /// hold readers ([`crate::Primitives::shared`]); other failures as for
     /// [`Locker::acquire`].
     pub fn acquire_shared(&self, key: &str, ttl: Duration) -> Acquire {
@@ -31,35 +31,5 @@ impl Locker {
     /// writer exclude each other), named for symmetry with [`Locker::acquire_shared`].
     pub fn acquire_exclusive(&self, key: &str, ttl: Duration) -> Acquire {
         self.acquire(key, ttl)
-    }
-}
-
-/// Refuses, before the store is asked, what the store says it cannot hold.
-pub(crate) fn check_supported(g: &Guarantees, mode: Mode, slot: bool) -> Result<()> {
-    let p = &g.primitives;
-    if mode == Mode::Shared && !p.shared {
-        return Err(Error::Unsupported {
-            backend: g.backend,
-            primitive: "readers (shared grants)",
-            note: p.note,
-        });
-    }
-    if slot && !p.permits {
-        return Err(Error::Unsupported {
-            backend: g.backend,
-            primitive: "a semaphore",
-            note: p.note,
-        });
-    }
-    Ok(())
-}
-
-/// The name under which the locker's per-key queue tracks a grant: the key itself for an
-/// exclusive one; for a reader a name of its own (holding a NUL, so no caller's key equals
-/// it), so that readers of one locker neither queue behind each other nor wait on each other.
-pub(crate) fn local_key(key: &Key, mode: Mode, owner: &OwnerToken) -> Key {
-    match mode {
-        Mode::Shared => Key::internal(format!("{}\0shared\0{owner}", key.as_str())),
-        _ => key.clone(),
     }
 }

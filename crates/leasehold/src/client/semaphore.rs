@@ -75,11 +75,8 @@ impl AcquirePermit {
         Key::new(slot_key(sem.as_str(), n - 1)).map_err(|e| {
             Error::invalid(format!("semaphore key {:?}: its slots' {}", sem, e.detail()))
         })?;
-        super::rwlock::check_supported(
-            &self.base.locker.guarantees(),
-            crate::Mode::Exclusive,
-            true,
-        )?;
+        let g = self.base.locker.guarantees();
+        g.primitives.admit(g.backend, crate::Mode::Exclusive, true)?;
         let until = match self.base.wait {
             Wait::No => None,
             Wait::For(d) => Some(Instant::now().checked_add(d)),

@@ -18,7 +18,8 @@
 use crate::backends::etcd::EtcdStore;
 use crate::backends::etcd::client::Client;
 use crate::backends::etcd::rpc::{Compare, CompareResult, RangeRequest, RequestOp, TxnRequest};
-use crate::fence::{Fencing, require_token};
+use crate::fence::Fencing;
+use crate::fence::claim::require_token;
 use crate::{Error, FenceToken, Result};
 
 /// The condition every fenced transaction starts with, to add to transactions of your own

@@ -62,6 +62,9 @@ use crate::{
 #[cfg_attr(not(feature = "tools"), allow(dead_code))]
 pub(crate) mod client;
 mod config;
+/// The fence resource; its public path is `leasehold::fence::etcd`.
+#[doc(hidden)]
+pub mod fence;
 mod queue;
 pub(crate) mod rpc;
 mod rw;

@@ -31,12 +31,18 @@
 //! which restore them; a connection whose bounded transaction ended otherwise keeps the
 //! short `wait_timeout` (the server closes it once idle that long) until the next `commit` or
 //! `rollback` here. What remains is in `docs/fencing.md`.
+//!
+// The links name their items by path: these docs are shown at `leasehold::fence::mysql`.
+//! [`Fencing`]: crate::Fencing
+//! [`commit`]: crate::fence::mysql::commit
+//! [`rollback`]: crate::fence::mysql::rollback
 
 pub use mysql_async;
 use mysql_async::Transaction;
 use mysql_async::prelude::Queryable;
 
-use crate::fence::{Fencing, Installed, may_claim, stale};
+use crate::fence::Fencing;
+use crate::fence::claim::{Installed, may_claim, stale};
 use crate::{Error, Result};
 
 /// The fence table: one row per protected resource.
@@ -171,7 +177,7 @@ async fn rollback_with(tx: Transaction<'_>, e: Error) -> Result<()> {
 /// Otherwise [`Error::StaleFence`]; [`Error::Lost`] once the lease's time is up (the
 /// connection is bounded by it: see the module docs). Call inside the caller's transaction.
 pub async fn claim<Q: Queryable>(q: &mut Q, resource: &str, fencing: &Fencing) -> Result<()> {
-    crate::fence::require_token(resource, fencing)?;
+    crate::fence::claim::require_token(resource, fencing)?;
     bound(q, fencing).await?;
     let current = installed(q, resource, "FOR UPDATE").await?;
     if !may_claim(current.as_ref(), fencing) {
@@ -196,5 +202,9 @@ pub async fn claim<Q: Queryable>(q: &mut Q, resource: &str, fencing: &Fencing) -
 /// once the lease's time is up (the connection is bounded by it: see the module docs).
 pub async fn check<Q: Queryable>(q: &mut Q, resource: &str, fencing: &Fencing) -> Result<()> {
     bound(q, fencing).await?;
-    crate::fence::verify(resource, fencing, installed(q, resource, "LOCK IN SHARE MODE").await?)
+    crate::fence::claim::verify(
+        resource,
+        fencing,
+        installed(q, resource, "LOCK IN SHARE MODE").await?,
+    )
 }

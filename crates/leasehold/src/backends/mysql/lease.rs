@@ -1,8 +1,22 @@
 //! The lease table (`mode=lease`, the default).
 
-use super::*;
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
-#[path = "shared.rs"]
+use async_trait::async_trait;
+use mysql_async::prelude::Queryable;
+use mysql_async::{Conn, Opts, OptsBuilder, Pool};
+
+use super::{CLOCK_US, Options, RENEW_CHUNK, bounded_verb, connect_err, my_err, us};
+use crate::backends::Limits;
+use crate::backends::session::Undoing;
+use crate::store::{AcquireRequest, Attempt, Grant, RenewItem};
+use crate::{
+    Error, FenceRepeat, FenceToken, Guarantees, Holder, HolderInfo, Key, LockKind, OwnerToken,
+    Result, Store,
+};
+
 mod shared;
 
 /// The lease-table statements (`?` parameters), for `leasehold bench`, which runs the very
@@ -23,7 +37,7 @@ pub struct LeaseStatements {
 /// The lease-table statements for a `mysql://` URL's `table` option.
 #[cfg(feature = "tools")]
 pub fn lease_statements(url: &str) -> Result<LeaseStatements> {
-    let (_, o) = parse_url(url)?;
+    let (_, o) = super::parse_url(url)?;
     let s = LeaseSql::new(&o.table, crate::DEFAULT_OP_TIMEOUT);
     Ok(LeaseStatements { grant: s.grant, renew: s.renew, release: s.release })
 }
@@ -482,6 +496,7 @@ mod tests {
     use std::sync::Arc;
     use std::sync::atomic::Ordering::SeqCst;
 
+    use super::super::LOCK_NAME;
     use super::super::doorbell::params;
     use super::*;
     use crate::{Locker, Wait};

@@ -32,24 +32,15 @@
 
 mod probe;
 
-use std::collections::{HashMap, HashSet};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, Weak};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Duration;
 
-use async_trait::async_trait;
-use mysql_async::prelude::Queryable;
-use mysql_async::{Conn, Opts, OptsBuilder, Pool};
-use tokio::sync::{oneshot, watch};
+use mysql_async::{Conn, Opts, OptsBuilder};
 
 use super::Limits;
-use super::session::Undoing;
-use crate::store::{AcquireRequest, Attempt, Grant, RenewItem, SessionEnd};
-use crate::{Error, FenceRepeat, FenceToken, Guarantees, Key, LockKind, OwnerToken, Result, Store};
-use crate::{Holder, HolderInfo};
+use crate::{Error, Result, Store};
 
 const RENEW_CHUNK: usize = 1000;
-const PER_CONN: usize = 64;
 const BACKOFF_MIN: Duration = Duration::from_millis(1);
 const BACKOFF_MAX: Duration = Duration::from_millis(50);
 
@@ -299,6 +290,9 @@ fn bounded_verb(verb: &str, op: Duration, statements: bool) -> String {
 }
 
 mod doorbell;
+/// The fence resource; its public path is `leasehold::fence::mysql`.
+#[doc(hidden)]
+pub mod fence;
 mod lease;
 mod session;
 #[cfg(feature = "tools")]

@@ -1,6 +1,22 @@
 //! `GET_LOCK` session locks (`mode=session`), each on a connection of this store's own.
 
-use super::*;
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use mysql_async::prelude::Queryable;
+use mysql_async::{Conn, Opts};
+use tokio::sync::{oneshot, watch};
+
+use super::{CLOCK_US, LOCK_NAME, Options, bounded_verb, my_err, new_conn};
+use crate::backends::Limits;
+use crate::backends::session::{Conns, SessionConnection, Undoing};
+use crate::store::{AcquireRequest, Attempt, Grant, SessionEnd};
+use crate::{
+    Error, FenceRepeat, FenceToken, Guarantees, Holder, Key, LockKind, OwnerToken, Result, Store,
+};
 
 /// A connection of this store carrying `GET_LOCK`s (held, or reserved by a request in
 /// flight). Requests run in tasks of their own, so an abandoned caller never leaves the
@@ -11,6 +27,16 @@ struct SessionConn {
     keys: Mutex<HashSet<String>>,
     dead: AtomicBool,
     ended: watch::Sender<Option<String>>,
+}
+
+impl SessionConnection for SessionConn {
+    fn keys(&self) -> std::sync::MutexGuard<'_, HashSet<String>> {
+        self.keys.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn alive(&self) -> bool {
+        !self.dead.load(Ordering::SeqCst)
+    }
 }
 
 impl SessionConn {
@@ -30,14 +56,6 @@ impl SessionConn {
         });
         tokio::spawn(session_heartbeat(Arc::downgrade(&c), heartbeat, alarm));
         Ok(c)
-    }
-
-    fn keys(&self) -> std::sync::MutexGuard<'_, HashSet<String>> {
-        self.keys.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    fn alive(&self) -> bool {
-        !self.dead.load(Ordering::SeqCst)
     }
 
     /// Declares the session over: every lease on it is lost; the connection is closed (the
@@ -138,7 +156,7 @@ pub struct MysqlSessionStore {
     prefix: String,
     fences: Option<String>,
     heartbeat: Duration,
-    conns: Mutex<Vec<Arc<SessionConn>>>,
+    conns: Conns<SessionConn>,
     held: super::super::session::Grants<SessionConn>,
     undoing: Arc<Undoing>,
     /// Bumped by the sentinel when its connection ends; every heartbeat pings at once.
@@ -247,7 +265,7 @@ impl MysqlSessionStore {
             prefix: o.prefix.clone(),
             fences,
             heartbeat: o.heartbeat,
-            conns: Mutex::default(),
+            conns: Conns::default(),
             held: Default::default(),
             undoing: Arc::default(),
             alarm,
@@ -259,52 +277,14 @@ impl MysqlSessionStore {
         format!("{}{}", self.prefix, key.as_str())
     }
 
-    fn conns(&self) -> std::sync::MutexGuard<'_, Vec<Arc<SessionConn>>> {
-        self.conns.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// A connection for `name`, with `name` reserved on it; never one already carrying it
-    /// (`GET_LOCK` is re-entrant within a session). `exclusive`: one carrying nothing, taken
-    /// out of the shared list while a blocking wait stalls it.
+    /// A connection for `name`, with `name` reserved on it ([`Conns::reserve`]: never one
+    /// already carrying it, as `GET_LOCK` is re-entrant within a session).
     async fn reserve(&self, name: &str, exclusive: bool) -> Result<Arc<SessionConn>> {
-        let found = {
-            let mut conns = self.conns();
-            conns.retain(|c| c.alive());
-            let pick = conns.iter().position(|c| {
-                let keys = c.keys();
-                if exclusive {
-                    keys.is_empty()
-                } else {
-                    keys.len() < PER_CONN && !keys.contains(name)
-                }
-            });
-            match pick {
-                Some(i) if exclusive => Some(conns.swap_remove(i)),
-                Some(i) => Some(conns[i].clone()),
-                None => None,
-            }
+        let open = || {
+            let alarm = self.alarm.subscribe();
+            SessionConn::open(&self.opts, self.connect, self.heartbeat, alarm)
         };
-        let conn = match found {
-            Some(c) => c,
-            None => {
-                let alarm = self.alarm.subscribe();
-                let c = SessionConn::open(&self.opts, self.connect, self.heartbeat, alarm).await?;
-                if !exclusive {
-                    self.conns().push(c.clone());
-                }
-                c
-            }
-        };
-        conn.keys().insert(name.to_owned());
-        Ok(conn)
-    }
-
-    fn give_back(&self, conn: Arc<SessionConn>) {
-        let mut conns = self.conns();
-        let empty = conns.iter().filter(|c| c.keys().is_empty()).count();
-        if conn.alive() && (!conn.keys().is_empty() || empty < 2) {
-            conns.push(conn);
-        }
+        self.conns.reserve(name, exclusive, open).await
     }
 
     async fn grant(&self, req: &AcquireRequest<'_>, wait: Option<Duration>) -> Result<Attempt> {
@@ -346,7 +326,7 @@ impl MysqlSessionStore {
             conn.keys().remove(&name);
         }
         if wait.is_some() {
-            self.give_back(conn.clone());
+            self.conns.give_back(conn.clone());
         }
         let Some(fence) = fence else { return Ok(Attempt::Busy { holder_expires_in: None }) };
         let end = conn.end_signal();
@@ -380,7 +360,7 @@ pub struct SessionStatements {
 /// `prefix` option followed by the key.
 #[cfg(feature = "tools")]
 pub fn session_statements(url: &str) -> Result<SessionStatements> {
-    let (_, o) = parse_url(url)?;
+    let (_, o) = super::parse_url(url)?;
     Ok(SessionStatements {
         get_lock: format!("SELECT GET_LOCK({LOCK_NAME}, ?)"),
         fence: o

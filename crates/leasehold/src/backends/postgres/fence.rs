@@ -36,13 +36,18 @@
 //! $id AND fence <= $tok`. It cannot tell two holders with the same token apart, so it relies
 //! on fences that never go back: [`crate::FenceRepeat::Never`], or
 //! [`crate::FenceRepeat::ClockBacked`] while its clock assumption holds (every store here).
+//!
+// The links name their items by path: these docs are shown at `leasehold::fence::postgres`.
+//! [`Fencing`]: crate::Fencing
+//! [`commit`]: crate::fence::postgres::commit
 
 pub use tokio_postgres;
 use tokio_postgres::GenericClient;
 use tokio_postgres::Transaction;
 use tokio_postgres::error::SqlState;
 
-use crate::fence::{Fencing, Installed, stale};
+use crate::fence::Fencing;
+use crate::fence::claim::{Installed, stale};
 use crate::{Error, Result};
 
 /// The fence table: one row per protected resource.
@@ -156,7 +161,7 @@ pub async fn claim<C: GenericClient + Sync>(
     resource: &str,
     fencing: &Fencing,
 ) -> Result<()> {
-    crate::fence::require_token(resource, fencing)?;
+    crate::fence::claim::require_token(resource, fencing)?;
     let n = bounded(c, fencing, async {
         c.execute(
             "INSERT INTO leasehold_fence AS f (resource, lock_key, fence, owner)
@@ -183,7 +188,7 @@ pub async fn check<C: GenericClient + Sync>(
     fencing: &Fencing,
 ) -> Result<()> {
     let found = bounded(c, fencing, installed(c, resource, "FOR SHARE")).await?;
-    crate::fence::verify(resource, fencing, found)
+    crate::fence::claim::verify(resource, fencing, found)
 }
 
 /// The last check, on the server's clock, right before the commit: no row (so no commit)

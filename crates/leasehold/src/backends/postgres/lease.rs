@@ -1,10 +1,25 @@
 //! The lease table (`mode=lease`, the default): grant, renew and release as one statement
 //! each, waiters queued by ticket.
 
-use super::*;
+use std::collections::HashSet;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
-#[path = "shared.rs"]
+use async_trait::async_trait;
+use tokio_postgres::{Config, Statement};
+
+use super::queue::Queues;
+use super::{
+    CLOCK_US, Options, PgConn, RENEW_CHUNK, create_schema, left, ms, pg_err, server_bounds,
+};
+use crate::backends::Limits;
+use crate::store::{AcquireRequest, Attempt, Grant, RenewItem, within_op_timeout};
+use crate::{
+    FenceRepeat, FenceToken, Guarantees, Holder, HolderInfo, Key, LockKind, OwnerToken, Result,
+    Store,
+};
+
 mod shared;
 pub use shared::PrimitiveStatements;
 

@@ -51,23 +51,19 @@
 
 mod probe;
 
-use std::collections::{HashMap, HashSet};
 use std::future::poll_fn;
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use async_trait::async_trait;
 use tokio::sync::watch;
 use tokio::task::AbortHandle;
 use tokio_postgres::error::SqlState;
-use tokio_postgres::{AsyncMessage, Client, Config, NoTls, Statement, Transaction};
+use tokio_postgres::{AsyncMessage, Client, Config, NoTls};
 
 use super::Limits;
 use super::peer::Speaks;
-use super::session::Undoing;
-use crate::store::{AcquireRequest, Attempt, Grant, RenewItem, SessionEnd, within_op_timeout};
-use crate::{Error, FenceRepeat, FenceToken, Guarantees, Key, LockKind, OwnerToken, Result, Store};
-use crate::{Holder, HolderInfo};
+use crate::store::SessionEnd;
+use crate::{Error, Result, Store};
 
 const RENEW_CHUNK: usize = 5000;
 
@@ -422,16 +418,19 @@ async fn create_schema(client: &Client, schema: &str, ddl: &str) -> Result<()> {
 /// [`crate::FenceRepeat::ClockBacked`]).
 const CLOCK_US: &str = "(extract(epoch FROM clock_timestamp()) * 1000000)::bigint";
 
+/// The fence resource; its public path is `leasehold::fence::postgres`.
+#[doc(hidden)]
+pub mod fence;
 mod lease;
 mod queue;
 mod session;
+mod session_sql;
 #[cfg(feature = "tools")]
 pub mod tools;
 mod xact;
 
 pub use lease::PostgresStore;
 use queue::Queues;
-use session::LOCK_ID;
 pub use session::PostgresSessionStore;
 pub use xact::{try_xact_lock, with_xact_lock, xact_lock};
 

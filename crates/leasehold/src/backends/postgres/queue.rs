@@ -1,7 +1,13 @@
 //! What a lease-table store's process has heard of each key's waiting queue: the ticket a
 //! release called last, whether the key is free, and the pokes that make every waiter look.
 
-use super::*;
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::Instant;
+
+use tokio::sync::watch;
+
+use crate::Key;
 
 /// What this process has heard about the waiting queue of each key (from notifications and
 /// its own releases): the ticket called last, and since when the key is free if it was

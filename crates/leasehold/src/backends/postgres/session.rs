@@ -1,19 +1,23 @@
 //! Session advisory locks (`mode=session`): a dedicated connection per lock, the server's
 //! blocking wait.
 
-use super::*;
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex, Weak};
+use std::time::{Duration, Instant};
 
-/// The advisory-lock key of a string, as the server computes it.
-pub(super) const LOCK_ID: &str = "hashtextextended($1, 0)";
-/// Locks one session connection carries at most.
-const PER_CONN: usize = 64;
-/// How far (µs) the server's clock must be ahead of the sequence for a clock-back to move it:
-/// far more grants than any statement can race with, far less than any failover takes.
-pub(super) const CLOCK_BACK_SLACK_US: i64 = 10_000;
+use async_trait::async_trait;
+use tokio_postgres::error::SqlState;
+use tokio_postgres::{Config, NoTls, Statement};
 
-#[path = "session_sql.rs"]
-mod sql;
-pub use sql::SessionStatements;
+use super::session_sql::{LOCK_ID, SessionStatements};
+use super::{Options, PgConn, create_schema, ms, pg_err, server_bounds};
+use crate::backends::Limits;
+use crate::backends::session::{Conns, SessionConnection, Undoing};
+use crate::store::{AcquireRequest, Attempt, Grant};
+use crate::{
+    Error, FenceRepeat, FenceToken, Guarantees, Holder, HolderInfo, Key, LockKind, OwnerToken,
+    Result, Store,
+};
 
 /// A session connection of this store. It carries the locks named in `keys` (held, or
 /// reserved by a request in flight); no statement of anyone else ever runs on it.
@@ -86,9 +90,15 @@ impl SessionConn {
     fn unlock_for(&self, mode: crate::Mode) -> &Statement {
         if mode == crate::Mode::Shared { &self.shared[2] } else { &self.unlock }
     }
+}
 
+impl SessionConnection for SessionConn {
     fn keys(&self) -> std::sync::MutexGuard<'_, HashSet<String>> {
         self.keys.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn alive(&self) -> bool {
+        self.pg.alive()
     }
 }
 
@@ -117,7 +127,7 @@ pub struct PostgresSessionStore {
     heartbeat: Duration,
     /// Whether the URL names the connections (`application_name`).
     named: bool,
-    conns: Mutex<Vec<Arc<SessionConn>>>,
+    conns: Conns<SessionConn>,
     held: super::super::session::Grants<SessionConn>,
     undoing: Arc<Undoing>,
 }
@@ -203,7 +213,7 @@ impl PostgresSessionStore {
             seq,
             heartbeat: o.heartbeat,
             named: o.application_name,
-            conns: Mutex::default(),
+            conns: Conns::default(),
             held: Default::default(),
             undoing: Arc::default(),
         };
@@ -226,10 +236,6 @@ impl PostgresSessionStore {
         format!("{}{}", self.prefix, key.as_str())
     }
 
-    fn conns(&self) -> std::sync::MutexGuard<'_, Vec<Arc<SessionConn>>> {
-        self.conns.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
     async fn new_conn(&self, info: Option<&HolderInfo>) -> Result<Arc<SessionConn>> {
         let bounds = (self.connect, self.op());
         let info = info.filter(|_| !self.named);
@@ -238,10 +244,9 @@ impl PostgresSessionStore {
         Ok(conn)
     }
 
-    /// A connection to ask for `name` on, with `name` reserved on it. A connection never
-    /// carries the same name twice (advisory locks are re-entrant within a session, so a
-    /// second grant there would not exclude anything). `exclusive`: a connection carrying
-    /// nothing else, taken out of the shared list (a blocking wait stalls its connection).
+    /// A connection to ask for `name` on, with `name` reserved on it ([`Conns::reserve`]:
+    /// never one already carrying it, as advisory locks are re-entrant within a session),
+    /// as a request in flight.
     async fn reserve(
         &self,
         name: &str,
@@ -249,34 +254,7 @@ impl PostgresSessionStore {
         info: Option<&HolderInfo>,
         mode: crate::Mode,
     ) -> Result<InFlight> {
-        let found = {
-            let mut conns = self.conns();
-            conns.retain(|c| c.pg.alive());
-            let pick = conns.iter().position(|c| {
-                let keys = c.keys();
-                if exclusive {
-                    keys.is_empty()
-                } else {
-                    keys.len() < PER_CONN && !keys.contains(name)
-                }
-            });
-            match pick {
-                Some(i) if exclusive => Some(conns.swap_remove(i)),
-                Some(i) => Some(conns[i].clone()),
-                None => None,
-            }
-        };
-        let conn = match found {
-            Some(c) => c,
-            None => {
-                let c = self.new_conn(info).await?;
-                if !exclusive {
-                    self.conns().push(c.clone());
-                }
-                c
-            }
-        };
-        conn.keys().insert(name.to_owned());
+        let conn = self.conns.reserve(name, exclusive, || self.new_conn(info)).await?;
         Ok(InFlight {
             conn: Some(conn),
             name: name.to_owned(),
@@ -284,15 +262,6 @@ impl PostgresSessionStore {
             waiting: exclusive,
             undoing: self.undoing.clone(),
         })
-    }
-
-    /// Gives a connection back to the shared list (after a wait), closing surplus empty ones.
-    fn give_back(&self, conn: Arc<SessionConn>) {
-        let mut conns = self.conns();
-        let empty = conns.iter().filter(|c| c.keys().is_empty()).count();
-        if conn.pg.alive() && (!conn.keys().is_empty() || empty < 2) {
-            conns.push(conn);
-        }
     }
 
     async fn grant(&self, req: &AcquireRequest<'_>, wait: Option<Duration>) -> Result<Attempt> {
@@ -322,7 +291,7 @@ impl PostgresSessionStore {
         let waited = flight.waiting;
         let conn = flight.settle(fence >= 0);
         if waited {
-            self.give_back(conn.clone());
+            self.conns.give_back(conn.clone());
         }
         if fence < 0 {
             return Ok(Attempt::Busy { holder_expires_in: None });

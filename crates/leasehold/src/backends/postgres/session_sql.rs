@@ -1,7 +1,13 @@
 //! The statements of the session advisory-lock store (`mode=session`), as it prepares them
 //! on every session connection.
 
-use super::{CLOCK_BACK_SLACK_US, CLOCK_US, LOCK_ID};
+use super::CLOCK_US;
+
+/// The advisory-lock key of a string, as the server computes it.
+pub(super) const LOCK_ID: &str = "hashtextextended($1, 0)";
+/// How far (µs) the server's clock must be ahead of the sequence for a clock-back to move it:
+/// far more grants than any statement can race with, far less than any failover takes.
+pub(super) const CLOCK_BACK_SLACK_US: i64 = 10_000;
 
 /// The statements the session store prepares (`$1` is the lock name: prefix + key).
 #[derive(Debug, Clone)]

@@ -3,7 +3,7 @@
 
 pub use super::lease::{LeaseStatements, PrimitiveStatements};
 use super::parse_url;
-pub use super::session::SessionStatements;
+pub use super::session_sql::SessionStatements;
 use crate::Result;
 
 /// The lease-table statements for a `postgres://` URL's `schema` and `table` options.
@@ -31,4 +31,4 @@ pub const CLOCK_US: &str = super::CLOCK_US;
 
 /// How far behind the clock (µs) a session connection's clock-back must find the fence
 /// sequence before it moves it (see `SessionStatements::clock_back`).
-pub const CLOCK_BACK_SLACK_US: i64 = super::session::CLOCK_BACK_SLACK_US;
+pub const CLOCK_BACK_SLACK_US: i64 = super::session_sql::CLOCK_BACK_SLACK_US;

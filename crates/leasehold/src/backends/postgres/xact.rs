@@ -1,6 +1,13 @@
 //! Transaction locks: `pg_advisory_xact_lock` inside the caller's transaction.
 
-use super::*;
+use std::time::Duration;
+
+use tokio_postgres::error::SqlState;
+use tokio_postgres::{Client, Transaction};
+
+use super::session_sql::LOCK_ID;
+use super::{ms, pg_err};
+use crate::{Error, Key, Result};
 
 /// Takes `pg_advisory_xact_lock(hashtextextended(KEY, 0))` in `tx`, waiting on the server
 /// (bounded by the session's `lock_timeout`, if set). The lock ends when `tx` commits or rolls

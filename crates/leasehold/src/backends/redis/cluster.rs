@@ -20,96 +20,28 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use async_trait::async_trait;
-use redis::cluster::{ClusterClient, ClusterClientBuilder};
+use redis::cluster::ClusterClient;
 use redis::cluster_async::ClusterConnection;
 use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
 use redis::{Script, Value};
 
-use super::prims::{Intents, On};
-use super::scripts::{FORGET, GRANT, RELEASE, RENEW_MANY, key_slot};
+use super::cluster_url::{builder, parse_url};
+use super::form::{Form, form_store};
+use super::script_calls::On;
+use super::scripts::{GRANT, RELEASE, RENEW_MANY, key_slot};
 use super::shard_sub::ShardSubscriber;
 use super::status::parse_holder;
+use super::wait::Intents;
 use super::{Names, RENEW_CHUNK, redis_err, ttl_ms};
 use crate::Holder;
 use crate::backends::Limits;
-use crate::store::{AcquireRequest, Attempt, Grant, RenewItem, Watch};
-use crate::{Error, FenceRepeat, FenceToken, Guarantees, Key, LockKind, OwnerToken, Result, Store};
+use crate::store::{AcquireRequest, RenewItem, Watch};
+use crate::{Error, FenceRepeat, Guarantees, Key, LockKind, OwnerToken, Result};
 
 const BACKEND: &str = "redis-cluster";
-
-crate::url::option_keys! {
-    /// The options a `redis-cluster://` URL takes.
-    pub(crate) enum ClusterOption {
-        Prefix = "prefix",
-    }
-}
-
-/// A `redis-cluster://` URL, parsed.
-#[derive(Debug, Clone)]
-pub(crate) struct ClusterUrl {
-    /// `redis://[user:pass@]host:port` per seed.
-    pub seeds: Vec<String>,
-    pub prefix: String,
-}
-
-/// Parses a `redis-cluster://` URL: at least one `host:port` seed, no database (a cluster has
-/// only database 0), typed options.
-pub(crate) fn parse_url(url: &str) -> Result<ClusterUrl> {
-    let (base, opts) = crate::url::options::<ClusterOption>(url)?;
-    let mut prefix = "leasehold:".to_owned();
-    for crate::url::Opt { key, value, .. } in opts {
-        match key {
-            ClusterOption::Prefix => {
-                if value.contains(['{', '}']) {
-                    return Err(Error::invalid("redis prefix must not contain '{' or '}'"));
-                }
-                prefix = value.to_owned();
-            }
-        }
-    }
-    let rest = base
-        .strip_prefix("redis-cluster://")
-        .ok_or_else(|| Error::invalid("a Redis Cluster URL starts with redis-cluster://"))?;
-    let (authority, path) = rest.split_once('/').unwrap_or((rest, ""));
-    if !path.is_empty() {
-        return Err(Error::invalid(format!(
-            "redis-cluster:// takes no database (a cluster has only database 0), got /{path}"
-        )));
-    }
-    let (auth, hosts) = match authority.rsplit_once('@') {
-        Some((a, h)) => (format!("{a}@"), h),
-        None => (String::new(), authority),
-    };
-    let mut seeds = Vec::new();
-    for h in hosts.split(',') {
-        let ok = h.rsplit_once(':').is_some_and(|(host, port)| {
-            !host.is_empty() && port.parse::<u16>().is_ok_and(|p| p > 0)
-        });
-        if !ok {
-            return Err(Error::invalid(format!(
-                "redis-cluster:// seed {h:?} is not HOST:PORT (form: \
-                 redis-cluster://HOST:PORT[,HOST:PORT…])"
-            )));
-        }
-        seeds.push(format!("redis://{auth}{h}"));
-    }
-    Ok(ClusterUrl { seeds, prefix })
-}
-
-/// The cluster client for `seeds`: connections bounded by the connect limit, no response
-/// timeout of its own (the caller's op timeout bounds every request, and a long renewal must
-/// not turn the requests behind it into unknown outcomes), retries on MOVED/ASK/TRYAGAIN and
-/// broken connections as redis-rs does (each bounded by the op timeout around it).
-pub(super) fn builder(seeds: &[String], limits: Limits) -> ClusterClientBuilder {
-    ClusterClientBuilder::new(seeds.to_vec())
-        .connection_timeout(limits.connect)
-        .response_timeout(Duration::from_secs(3600))
-        .retries(8)
-        .max_retry_wait(500)
-}
 
 /// The Redis Cluster lease store.
 #[derive(Clone)]
@@ -272,139 +204,118 @@ pub(super) fn masters_of(text: &str) -> Vec<(String, u16)> {
         .collect()
 }
 
-#[async_trait]
-impl Store for RedisClusterStore {
-    fn guarantees(&self) -> Guarantees {
-        Guarantees {
-            backend: BACKEND,
-            kind: LockKind::Lease,
-            exclusion: "linearizable per key while the master of its slot lives (single-threaded \
-                        script execution there)",
-            store_failure: "replication is asynchronous: a master failover can lose a grant and \
-                            admit a second holder; its fence is larger than the stale holder's \
-                            under the clock assumption, so a fenced resource refuses the stale \
-                            one",
-            expiry: "the slot master's clock (SET PX, PEXPIRE)",
-            fence: "max(counter + 1, server TIME in µs) of a per-key counter (no TTL) in the \
-                    key's slot, in the granting script",
-            fence_repeat: FenceRepeat::ClockBacked,
-            failure_admits_second_holder: true,
-            holders_know_fence: true,
-            holders_know_info: true,
-            waiting: "sharded pub/sub (SSUBSCRIBE) on the master of the key's slot, \
-                      re-subscribed after MOVED or a failover, a poll every second in case a \
-                      message was lost; else the holder's PTTL",
-            primitives: crate::Primitives {
-                note: "semaphores (a slot's keys carry the semaphore's hash tag: the permit \
-                       check and the grant are one script on its slot's master), fenced \
-                       readers with writer preference (their keys share KEY's tag), several \
-                       keys (one after another, sorted, each on its own master)",
-                ..crate::Primitives::ALL
-            },
-        }
-    }
-
-    async fn try_acquire(&self, req: &AcquireRequest<'_>) -> Result<Attempt> {
-        let sent = Instant::now();
-        Ok(match self.on().grant(req).await? {
-            Ok(fence) => Attempt::Granted(Grant::new(FenceToken::new(fence), sent)),
-            Err(pttl) => Attempt::Busy { holder_expires_in: pttl },
-        })
-    }
-
-    async fn acquire(&self, req: &AcquireRequest<'_>, until: Option<Instant>) -> Result<Attempt> {
-        super::prims::acquire(self, req, until).await
-    }
-
-    async fn renew(&self, key: &Key, owner: &OwnerToken, ttl: Duration) -> Result<bool> {
-        let item = RenewItem { key: key.clone(), owner: *owner, ttl };
-        Ok(self.renew_many(std::slice::from_ref(&item)).await?[0])
-    }
-
-    async fn renew_many(&self, items: &[RenewItem]) -> Result<Vec<bool>> {
-        // A script touches one slot: one call per slot (chunked), all in flight together.
-        let mut by_slot: HashMap<u16, Vec<usize>> = HashMap::new();
-        for (i, it) in items.iter().enumerate() {
-            by_slot.entry(key_slot(&self.names.lease(&it.key))).or_default().push(i);
-        }
-        let calls = by_slot.values().flat_map(|ix| ix.chunks(RENEW_CHUNK)).map(|chunk| {
-            let mut c = self.conn.clone();
-            let mut inv = self.renew_many.prepare_invoke();
-            for &i in chunk {
-                let it = &items[i];
-                inv.key(self.names.lease(&it.key)).key(self.names.holder(&it.key));
-                inv.arg(&it.owner.hex()[..]).arg(ttl_ms(it.ttl));
-            }
-            async move {
-                let r: Vec<i64> = inv.invoke_async(&mut c).await?;
-                Ok::<_, redis::RedisError>(chunk.iter().copied().zip(r).collect::<Vec<_>>())
-            }
-        });
-        let mut out = vec![false; items.len()];
-        for r in futures_util::future::join_all(calls).await {
-            for (i, v) in r.map_err(|e| redis_err(BACKEND, "renew", e))? {
-                out[i] = v == 1;
+form_store!(RedisClusterStore {
+        fn guarantees(&self) -> Guarantees {
+            Guarantees {
+                backend: BACKEND,
+                kind: LockKind::Lease,
+                exclusion: "linearizable per key while the master of its slot lives (single-threaded \
+                            script execution there)",
+                store_failure: "replication is asynchronous: a master failover can lose a grant and \
+                                admit a second holder; its fence is larger than the stale holder's \
+                                under the clock assumption, so a fenced resource refuses the stale \
+                                one",
+                expiry: "the slot master's clock (SET PX, PEXPIRE)",
+                fence: "max(counter + 1, server TIME in µs) of a per-key counter (no TTL) in the \
+                        key's slot, in the granting script",
+                fence_repeat: FenceRepeat::ClockBacked,
+                failure_admits_second_holder: true,
+                holders_know_fence: true,
+                holders_know_info: true,
+                waiting: "sharded pub/sub (SSUBSCRIBE) on the master of the key's slot, \
+                          re-subscribed after MOVED or a failover, a poll every second in case a \
+                          message was lost; else the holder's PTTL",
+                primitives: crate::Primitives {
+                    note: "semaphores (a slot's keys carry the semaphore's hash tag: the permit \
+                           check and the grant are one script on its slot's master), fenced \
+                           readers with writer preference (their keys share KEY's tag), several \
+                           keys (one after another, sorted, each on its own master)",
+                    ..crate::Primitives::ALL
+                },
             }
         }
-        Ok(out)
-    }
 
-    async fn release(&self, key: &Key, owner: &OwnerToken) -> Result<bool> {
-        let mut c = self.conn.clone();
-        let n: i64 = self
-            .release
-            .key(self.names.lease(key))
-            .key(self.names.holder(key))
-            .key(self.names.released_by(key))
-            .arg(&owner.hex()[..])
-            .arg(self.names.channel(key))
-            .arg(self.names.tombstone_ms())
-            .arg("SPUBLISH")
-            .invoke_async(&mut c)
-            .await
-            .map_err(|e| redis_err(BACKEND, "release", e))?;
-        // 2: redis-rs retried it (a lost reply, MOVED) and the first attempt had released it.
-        Ok(n != 0)
-    }
-
-    fn set_op_timeout(&self, op_timeout: Duration) {
-        self.names.set_op_timeout(op_timeout);
-    }
-
-    async fn holders(&self, key: Option<&Key>) -> Result<Vec<Holder>> {
-        let names = match key {
-            Some(k) => vec![self.names.lease(k)],
-            None => {
-                let pattern = self.names.lease_pattern();
-                let mut all = Vec::new();
-                for (host, port) in self.masters().await? {
-                    all.extend(self.scan(&host, port, &pattern).await?);
+        async fn renew_many(&self, items: &[RenewItem]) -> Result<Vec<bool>> {
+            // A script touches one slot: one call per slot (chunked), all in flight together.
+            let mut by_slot: HashMap<u16, Vec<usize>> = HashMap::new();
+            for (i, it) in items.iter().enumerate() {
+                by_slot.entry(key_slot(&self.names.lease(&it.key))).or_default().push(i);
+            }
+            let calls = by_slot.values().flat_map(|ix| ix.chunks(RENEW_CHUNK)).map(|chunk| {
+                let mut c = self.conn.clone();
+                let mut inv = self.renew_many.prepare_invoke();
+                for &i in chunk {
+                    let it = &items[i];
+                    inv.key(self.names.lease(&it.key)).key(self.names.holder(&it.key));
+                    inv.arg(&it.owner.hex()[..]).arg(ttl_ms(it.ttl));
                 }
-                all.sort();
-                all.dedup();
-                all
+                async move {
+                    let r: Vec<i64> = inv.invoke_async(&mut c).await?;
+                    Ok::<_, redis::RedisError>(chunk.iter().copied().zip(r).collect::<Vec<_>>())
+                }
+            });
+            let mut out = vec![false; items.len()];
+            for r in futures_util::future::join_all(calls).await {
+                for (i, v) in r.map_err(|e| redis_err(BACKEND, "renew", e))? {
+                    out[i] = v == 1;
+                }
             }
-        };
-        let mut out = Vec::new();
-        for chunk in names.chunks(32) {
-            let found = futures_util::future::join_all(chunk.iter().map(|lk| self.holder(lk)));
-            for h in found.await {
-                out.extend(h?);
-            }
+            Ok(out)
         }
-        Ok(out)
+
+        async fn release(&self, key: &Key, owner: &OwnerToken) -> Result<bool> {
+            let mut c = self.conn.clone();
+            let n: i64 = self
+                .release
+                .key(self.names.lease(key))
+                .key(self.names.holder(key))
+                .key(self.names.released_by(key))
+                .arg(&owner.hex()[..])
+                .arg(self.names.channel(key))
+                .arg(self.names.tombstone_ms())
+                .arg("SPUBLISH")
+                .invoke_async(&mut c)
+                .await
+                .map_err(|e| redis_err(BACKEND, "release", e))?;
+            // 2: redis-rs retried it (a lost reply, MOVED) and the first attempt had released it.
+            Ok(n != 0)
+        }
+
+        async fn holders(&self, key: Option<&Key>) -> Result<Vec<Holder>> {
+            let names = match key {
+                Some(k) => vec![self.names.lease(k)],
+                None => {
+                    let pattern = self.names.lease_pattern();
+                    let mut all = Vec::new();
+                    for (host, port) in self.masters().await? {
+                        all.extend(self.scan(&host, port, &pattern).await?);
+                    }
+                    all.sort();
+                    all.dedup();
+                    all
+                }
+            };
+            let mut out = Vec::new();
+            for chunk in names.chunks(32) {
+                let found = futures_util::future::join_all(chunk.iter().map(|lk| self.holder(lk)));
+                for h in found.await {
+                    out.extend(h?);
+                }
+            }
+            Ok(out)
+        }
+});
+
+#[async_trait]
+impl Form for RedisClusterStore {
+    type Conn = ClusterConnection;
+
+    fn names(&self) -> &Names {
+        &self.names
     }
 
-    async fn forget(&self, key: &Key) -> Result<()> {
-        let mut c = self.conn.clone();
-        let _: i64 = Script::new(FORGET)
-            .key(self.names.lease(key))
-            .key(self.names.fence(key))
-            .key(self.names.released_by(key))
-            .invoke_async(&mut c)
-            .await
-            .map_err(|e| redis_err(BACKEND, "forget", e))?;
-        Ok(())
+    async fn scripts(&self) -> Result<On<'_, ClusterConnection>> {
+        Ok(self.on())
     }
 }
 
@@ -432,25 +343,6 @@ pub(crate) const STORE: crate::backends::Descriptor = crate::backends::Descripto
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn urls() {
-        let u = parse_url("redis-cluster://u:PW@a:1,b:2?prefix=x:").unwrap();
-        assert_eq!(u.seeds, ["redis://u:PW@a:1", "redis://u:PW@b:2"]);
-        assert_eq!(u.prefix, "x:");
-        assert_eq!(parse_url("redis-cluster://a:1").unwrap().prefix, "leasehold:");
-        for (url, named) in [
-            ("redis-cluster://a:1/2", "database"),
-            ("redis-cluster://a", "HOST:PORT"),
-            ("redis-cluster://a:1,", "HOST:PORT"),
-            ("redis-cluster://a:x", "HOST:PORT"),
-            ("redis-cluster://a:1?prefix={p}", "prefix"),
-            ("redis-cluster://a:1?wait_replicas=1", "valid options: prefix"),
-        ] {
-            let m = parse_url(url).unwrap_err().to_string();
-            assert!(m.contains(named), "{url}: {m}");
-        }
-    }
 
     #[test]
     fn masters_are_read_from_cluster_nodes() {

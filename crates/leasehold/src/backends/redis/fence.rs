@@ -21,12 +21,16 @@
 //! let n: i64 = res.incr_by("report:2026-11", &fencing, "{report:2026-11}:rows", 10).await?;
 //! # let _ = n; Ok(()) }
 //! ```
+//!
+// The links name their items by path: these docs are shown at `leasehold::fence::redis`.
+//! [`Fencing`]: crate::Fencing
 
 pub use redis;
 use redis::aio::ConnectionManager;
 use redis::{FromRedisValue, Script, ToRedisArgs};
 
-use crate::fence::{Fencing, Installed, stale};
+use crate::fence::Fencing;
+use crate::fence::claim::{Installed, stale};
 use crate::{Error, Result};
 
 const CLAIM: &str = r"
@@ -122,7 +126,7 @@ impl RedisFence {
     /// one, or equal with the same owner, and the resource is unclaimed or guarded by the same
     /// lock key. Otherwise [`Error::StaleFence`].
     pub async fn claim(&mut self, resource: &str, fencing: &Fencing) -> Result<()> {
-        crate::fence::require_token(resource, fencing)?;
+        crate::fence::claim::require_token(resource, fencing)?;
         let r: Vec<Option<String>> = self
             .claim
             .key(self.fence_key(resource))

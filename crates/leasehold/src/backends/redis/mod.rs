@@ -35,7 +35,12 @@
 //! which a second holder can be admitted, but does not close it.
 
 pub mod cluster;
+mod cluster_url;
 mod connect;
+/// The fence resource; its public path is `leasehold::fence::redis`.
+#[doc(hidden)]
+pub mod fence;
+mod form;
 mod linger;
 mod options;
 mod prims;
@@ -43,6 +48,7 @@ mod probe;
 mod probe_ha;
 mod pubsub;
 pub mod redlock;
+mod script_calls;
 mod scripts;
 pub mod sentinel;
 mod sentinel_url;
@@ -50,24 +56,26 @@ mod shard_sub;
 mod status;
 #[cfg(feature = "tools")]
 pub mod tools;
+mod wait;
 pub(crate) use connect::redis_err;
+use form::{Form, form_store};
 pub(crate) use options::parse_query;
 pub(crate) use pubsub::{SubWatch, Subscriber};
-use scripts::{FORGET, GRANT, RELEASE, RENEW_MANY};
+use script_calls::{Answer, On};
+use scripts::{GRANT, RELEASE, RENEW_MANY};
 pub(crate) use scripts::{GRANT_NO_FENCE, Names};
+use wait::Intents;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use futures_util::StreamExt;
 use redis::Script;
-use redis::aio::{ConnectionManager, ConnectionManagerConfig, PubSubSink};
-use tokio::sync::Notify;
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 
 use super::Limits;
-use crate::store::{AcquireRequest, Attempt, Grant, RenewItem, Watch};
-use crate::{Error, FenceRepeat, FenceToken, Guarantees, Key, LockKind, OwnerToken, Result, Store};
+use crate::store::{AcquireRequest, RenewItem, Watch};
+use crate::{Error, FenceRepeat, Guarantees, Key, LockKind, OwnerToken, Result};
 use crate::{Holder, HolderInfo};
 
 /// Leases renewed per script call; the calls of one batch share one pipelined round trip.
@@ -287,8 +295,8 @@ impl Node {
     }
 
     /// The grant scripts (the mutex's, readers', slots') on this node's connection.
-    fn on<'a>(&self, names: &'a Names, backend: &'static str) -> prims::On<'a, ConnectionManager> {
-        prims::On { conn: self.conn.clone(), names, backend, publish: "PUBLISH" }
+    fn on<'a>(&self, names: &'a Names, backend: &'static str) -> On<'a, ConnectionManager> {
+        On { conn: self.conn.clone(), names, backend, publish: "PUBLISH" }
     }
 }
 
@@ -368,101 +376,85 @@ impl RedisStore {
     }
 }
 
-#[async_trait]
-impl Store for RedisStore {
-    fn guarantees(&self) -> Guarantees {
-        Guarantees {
-            backend: "redis",
-            kind: LockKind::Lease,
-            exclusion: "linearizable while the one server lives (single-threaded script execution)",
-            store_failure: match self.wait_replicas {
-                None => {
-                    "a restart without persistence, or a failover to a replica that missed the \
-                     grant, can admit a second holder; its fence is larger than the stale \
-                     holder's, so a fenced resource refuses the stale one"
-                }
-                Some(_) => {
-                    "each grant waits for wait_replicas acknowledgements (or fails closed): a \
-                     failover to an acknowledging replica keeps the grant; asynchronous \
-                     replication can still lose it, and then a second holder is admitted \
-                     with a larger fence"
-                }
-            },
-            expiry: "the server's clock (SET PX, PEXPIRE)",
-            fence: "max(counter + 1, server TIME in µs) of a per-key counter (no TTL), in the \
-                    granting script",
-            fence_repeat: FenceRepeat::ClockBacked,
-            failure_admits_second_holder: true,
-            holders_know_fence: true,
-            holders_know_info: true,
-            waiting: "pub/sub message on release (one waiter woken per process), else the \
-                      holder's PTTL",
-            primitives: crate::Primitives { note: PRIMITIVES_NOTE, ..crate::Primitives::ALL },
-        }
-    }
-
-    async fn try_acquire(&self, req: &AcquireRequest<'_>) -> Result<Attempt> {
-        let sent = Instant::now();
-        match self.node.on(&self.names, "redis").grant(req).await? {
-            Ok(fence) => {
-                if let Some((n, t)) = self.wait_replicas {
-                    let acked = self.node.wait_replicas(n, t).await?;
-                    if acked < n {
-                        let _ = self.node.release(&self.names, req.key, req.owner).await;
-                        return Err(Error::unavailable(
-                            format!(
-                                "grant acknowledged by {acked} of the {n} replicas required within {t:?}; released it"
-                            ),
-                            None,
-                        ));
+form_store!(RedisStore {
+        fn guarantees(&self) -> Guarantees {
+            Guarantees {
+                backend: "redis",
+                kind: LockKind::Lease,
+                exclusion: "linearizable while the one server lives (single-threaded script execution)",
+                store_failure: match self.wait_replicas {
+                    None => {
+                        "a restart without persistence, or a failover to a replica that missed the \
+                         grant, can admit a second holder; its fence is larger than the stale \
+                         holder's, so a fenced resource refuses the stale one"
                     }
-                }
-                Ok(Attempt::Granted(Grant::new(FenceToken::new(fence), sent)))
+                    Some(_) => {
+                        "each grant waits for wait_replicas acknowledgements (or fails closed): a \
+                         failover to an acknowledging replica keeps the grant; asynchronous \
+                         replication can still lose it, and then a second holder is admitted \
+                         with a larger fence"
+                    }
+                },
+                expiry: "the server's clock (SET PX, PEXPIRE)",
+                fence: "max(counter + 1, server TIME in µs) of a per-key counter (no TTL), in the \
+                        granting script",
+                fence_repeat: FenceRepeat::ClockBacked,
+                failure_admits_second_holder: true,
+                holders_know_fence: true,
+                holders_know_info: true,
+                waiting: "pub/sub message on release (one waiter woken per process), else the \
+                          holder's PTTL",
+                primitives: crate::Primitives { note: PRIMITIVES_NOTE, ..crate::Primitives::ALL },
             }
-            Err(pttl) => Ok(Attempt::Busy { holder_expires_in: pttl }),
         }
+
+        async fn renew_many(&self, items: &[RenewItem]) -> Result<Vec<bool>> {
+            self.node.renew_many(&self.names, items).await
+        }
+
+        async fn release(&self, key: &Key, owner: &OwnerToken) -> Result<bool> {
+            self.node.release(&self.names, key, owner).await
+        }
+
+        async fn holders(&self, key: Option<&Key>) -> Result<Vec<Holder>> {
+            self.node.holders_with_readers(&self.names, key, "redis").await
+        }
+});
+
+#[async_trait]
+impl Form for RedisStore {
+    type Conn = ConnectionManager;
+
+    fn names(&self) -> &Names {
+        &self.names
     }
 
-    async fn acquire(&self, req: &AcquireRequest<'_>, until: Option<Instant>) -> Result<Attempt> {
-        prims::acquire(self, req, until).await
+    async fn scripts(&self) -> Result<On<'_, ConnectionManager>> {
+        Ok(self.node.on(&self.names, "redis"))
     }
 
-    async fn renew(&self, key: &Key, owner: &OwnerToken, ttl: Duration) -> Result<bool> {
-        let item = RenewItem { key: key.clone(), owner: *owner, ttl };
-        Ok(self.node.renew_many(&self.names, std::slice::from_ref(&item)).await?[0])
-    }
-
-    async fn renew_many(&self, items: &[RenewItem]) -> Result<Vec<bool>> {
-        self.node.renew_many(&self.names, items).await
-    }
-
-    async fn release(&self, key: &Key, owner: &OwnerToken) -> Result<bool> {
-        self.node.release(&self.names, key, owner).await
-    }
-
-    fn set_op_timeout(&self, op_timeout: Duration) {
-        self.names.set_op_timeout(op_timeout);
-    }
-
-    async fn holders(&self, key: Option<&Key>) -> Result<Vec<Holder>> {
-        self.node.holders_with_readers(&self.names, key, "redis").await
-    }
-
-    async fn forget(&self, key: &Key) -> Result<()> {
-        let mut c = self.node.conn.clone();
-        let _: i64 = Script::new(FORGET)
-            .key(self.names.lease(key))
-            .key(self.names.fence(key))
-            .key(self.names.released_by(key))
-            .invoke_async(&mut c)
-            .await
-            .map_err(|e| redis_err("redis", "forget", e))?;
-        Ok(())
+    /// The grant, then, with `wait_replicas`, the replicas' acknowledgement: short of it, the
+    /// grant is released and the attempt fails closed.
+    async fn grant(&self, req: &AcquireRequest<'_>) -> Result<Answer> {
+        let r = self.node.on(&self.names, "redis").grant(req).await?;
+        if let (Ok(_), Some((n, t))) = (&r, self.wait_replicas) {
+            let acked = self.node.wait_replicas(n, t).await?;
+            if acked < n {
+                let _ = self.node.release(&self.names, req.key, req.owner).await;
+                return Err(Error::unavailable(
+                    format!(
+                        "grant acknowledged by {acked} of the {n} replicas required within {t:?}; released it"
+                    ),
+                    None,
+                ));
+            }
+        }
+        Ok(r)
     }
 }
 
 #[async_trait]
-impl prims::Intents for RedisStore {
+impl Intents for RedisStore {
     async fn watch_key(&self, key: &Key) -> Result<Box<dyn Watch>> {
         Ok(Box::new(self.node.sub.watch(self.names.channel(key)).await?))
     }

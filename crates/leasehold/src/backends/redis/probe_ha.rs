@@ -55,7 +55,7 @@ async fn facts(url: &str) -> std::result::Result<RedisFacts, String> {
 }
 
 pub(crate) async fn cluster(url: &str, r: &mut Probe) -> std::result::Result<(), String> {
-    let u = super::cluster::parse_url(url).map_err(|e| e.to_string())?;
+    let u = super::cluster_url::parse_url(url).map_err(|e| e.to_string())?;
     let auth = u.seeds[0].strip_prefix("redis://").and_then(|s| s.rsplit_once('@'));
     let auth = auth.map_or(String::new(), |(a, _)| format!("{a}@"));
     let mut text = None;

@@ -1,8 +1,18 @@
 //! Release notifications over Redis pub/sub: one subscriber connection per server, waiters
 //! of a key queued on one `Notify`, idle subscriptions dropped after a linger (`linger.rs`).
 
-use super::*;
+use std::sync::Arc;
+use std::time::Instant;
+
+use async_trait::async_trait;
+use futures_util::StreamExt;
+use redis::aio::PubSubSink;
+use tokio::sync::Notify;
+
+use super::connect::redis_err;
 use crate::backends::redis::linger::{Channels, Lingering, Settled, start_sweeper};
+use crate::store::Watch;
+use crate::{Error, Result};
 
 /// Release notifications: one pub/sub connection per server, shared by every waiter of the
 /// store. Waiters of one key in this process queue on one `Notify`, and a release wakes one

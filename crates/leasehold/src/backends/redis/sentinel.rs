@@ -28,14 +28,18 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use futures_util::StreamExt;
+use redis::aio::ConnectionManager;
 use tokio::sync::Notify;
 
+use super::form::{Form, form_store};
+use super::script_calls::{Answer, On};
 use super::sentinel_url::{SentinelUrl, Unanswered, ask_sentinel, parse_url};
-use super::{Names, Node, SubWatch, redis_err};
+use super::wait::Intents;
+use super::{Names, Node, SubWatch};
 use crate::Holder;
 use crate::backends::Limits;
-use crate::store::{AcquireRequest, Attempt, Grant, RenewItem, Watch};
-use crate::{Error, FenceRepeat, FenceToken, Guarantees, Key, LockKind, OwnerToken, Result, Store};
+use crate::store::{AcquireRequest, RenewItem, Watch};
+use crate::{Error, FenceRepeat, Guarantees, Key, LockKind, OwnerToken, Result};
 
 const BACKEND: &str = "redis-sentinel";
 /// The longest a waiter waits without asking the store again (a subscription on a primary
@@ -257,35 +261,72 @@ async fn listen_switches(shared: Weak<Shared>) {
     }
 }
 
-#[async_trait]
-impl Store for RedisSentinelStore {
-    fn guarantees(&self) -> Guarantees {
-        Guarantees {
-            backend: BACKEND,
-            kind: LockKind::Lease,
-            exclusion: "linearizable while the primary lives (single-threaded script execution)",
-            store_failure: "replication is asynchronous: a failover to a replica that missed a \
-                            grant admits a second holder; its fence is larger than the stale \
-                            holder's under the clock assumption, so a fenced resource refuses \
-                            the stale one (wait_replicas narrows the window, does not close it)",
-            expiry: "the primary's clock (SET PX, PEXPIRE)",
-            fence: "max(counter + 1, server TIME in µs) of a per-key counter (no TTL), in the \
-                    granting script",
-            fence_repeat: FenceRepeat::ClockBacked,
-            failure_admits_second_holder: true,
-            holders_know_fence: true,
-            holders_know_info: true,
-            waiting: "pub/sub on the primary, moved to the new one on +switch-master, a poll \
-                      every second; else the holder's PTTL",
-            primitives: crate::Primitives {
-                note: super::PRIMITIVES_NOTE,
-                ..crate::Primitives::ALL
-            },
+form_store!(RedisSentinelStore {
+        fn guarantees(&self) -> Guarantees {
+            Guarantees {
+                backend: BACKEND,
+                kind: LockKind::Lease,
+                exclusion: "linearizable while the primary lives (single-threaded script execution)",
+                store_failure: "replication is asynchronous: a failover to a replica that missed a \
+                                grant admits a second holder; its fence is larger than the stale \
+                                holder's under the clock assumption, so a fenced resource refuses \
+                                the stale one (wait_replicas narrows the window, does not close it)",
+                expiry: "the primary's clock (SET PX, PEXPIRE)",
+                fence: "max(counter + 1, server TIME in µs) of a per-key counter (no TTL), in the \
+                        granting script",
+                fence_repeat: FenceRepeat::ClockBacked,
+                failure_admits_second_holder: true,
+                holders_know_fence: true,
+                holders_know_info: true,
+                waiting: "pub/sub on the primary, moved to the new one on +switch-master, a poll \
+                          every second; else the holder's PTTL",
+                primitives: crate::Primitives {
+                    note: super::PRIMITIVES_NOTE,
+                    ..crate::Primitives::ALL
+                },
+            }
         }
+
+        async fn renew_many(&self, items: &[RenewItem]) -> Result<Vec<bool>> {
+            let names = &self.shared.names;
+            Ok(self.on_primary(|n| async move { n.renew_many(names, items).await }).await?.0)
+        }
+
+        async fn release(&self, key: &Key, owner: &OwnerToken) -> Result<bool> {
+            let names = &self.shared.names;
+            match self.on_primary(|n| async move { n.release(names, key, owner).await }).await? {
+                (false, true) => Err(Error::UnknownOutcome(format!(
+                    "release of {key:?}: the primary went away mid-request and the new primary has \
+                     no grant (removed by the first attempt, lost in the failover, or ended)"
+                ))),
+                (released, _) => Ok(released),
+            }
+        }
+
+        async fn holders(&self, key: Option<&Key>) -> Result<Vec<Holder>> {
+            let names = &self.shared.names;
+            let read = |n: Node| async move { n.holders_with_readers(names, key, BACKEND).await };
+            Ok(self.on_primary(read).await?.0)
+        }
+});
+
+#[async_trait]
+impl Form for RedisSentinelStore {
+    type Conn = ConnectionManager;
+
+    fn names(&self) -> &Names {
+        &self.shared.names
     }
 
-    async fn try_acquire(&self, req: &AcquireRequest<'_>) -> Result<Attempt> {
-        let sent = Instant::now();
+    /// The primary in use (found first if none is).
+    async fn scripts(&self) -> Result<On<'_, ConnectionManager>> {
+        Ok(self.shared.node().await?.on(&self.shared.names, BACKEND))
+    }
+
+    /// On the primary, retried once on a primary found again (as every request); then,
+    /// with `wait_replicas`, the replicas' acknowledgement: short of it, the grant is
+    /// released and the attempt fails closed.
+    async fn grant(&self, req: &AcquireRequest<'_>) -> Result<Answer> {
         let names = &self.shared.names;
         let wait = self.shared.url.opts.wait_replicas;
         let (r, _) = self
@@ -307,64 +348,12 @@ impl Store for RedisSentinelStore {
                 Ok(r)
             })
             .await?;
-        Ok(match r {
-            Ok(fence) => Attempt::Granted(Grant::new(FenceToken::new(fence), sent)),
-            Err(pttl) => Attempt::Busy { holder_expires_in: pttl },
-        })
-    }
-
-    async fn acquire(&self, req: &AcquireRequest<'_>, until: Option<Instant>) -> Result<Attempt> {
-        super::prims::acquire(self, req, until).await
-    }
-
-    async fn renew(&self, key: &Key, owner: &OwnerToken, ttl: Duration) -> Result<bool> {
-        let item = RenewItem { key: key.clone(), owner: *owner, ttl };
-        Ok(self.renew_many(std::slice::from_ref(&item)).await?[0])
-    }
-
-    async fn renew_many(&self, items: &[RenewItem]) -> Result<Vec<bool>> {
-        let names = &self.shared.names;
-        Ok(self.on_primary(|n| async move { n.renew_many(names, items).await }).await?.0)
-    }
-
-    async fn release(&self, key: &Key, owner: &OwnerToken) -> Result<bool> {
-        let names = &self.shared.names;
-        match self.on_primary(|n| async move { n.release(names, key, owner).await }).await? {
-            (false, true) => Err(Error::UnknownOutcome(format!(
-                "release of {key:?}: the primary went away mid-request and the new primary has \
-                 no grant (removed by the first attempt, lost in the failover, or ended)"
-            ))),
-            (released, _) => Ok(released),
-        }
-    }
-
-    fn set_op_timeout(&self, op_timeout: Duration) {
-        self.shared.names.set_op_timeout(op_timeout);
-    }
-
-    async fn holders(&self, key: Option<&Key>) -> Result<Vec<Holder>> {
-        let names = &self.shared.names;
-        let read = |n: Node| async move { n.holders_with_readers(names, key, BACKEND).await };
-        Ok(self.on_primary(read).await?.0)
-    }
-
-    async fn forget(&self, key: &Key) -> Result<()> {
-        let names = &self.shared.names;
-        let node = self.shared.node().await?;
-        let mut c = node.conn.clone();
-        let _: i64 = redis::Script::new(super::scripts::FORGET)
-            .key(names.lease(key))
-            .key(names.fence(key))
-            .key(names.released_by(key))
-            .invoke_async(&mut c)
-            .await
-            .map_err(|e| redis_err(BACKEND, "forget", e))?;
-        Ok(())
+        Ok(r)
     }
 }
 
 #[async_trait]
-impl super::prims::Intents for RedisSentinelStore {
+impl Intents for RedisSentinelStore {
     async fn note_intent(&self, req: &AcquireRequest<'_>, left: Option<Duration>) -> Result<bool> {
         let names = &self.shared.names;
         let note = |n: Node| async move { n.on(names, BACKEND).note_intent(req, left).await };

@@ -74,7 +74,7 @@ impl ShardSubscriber {
             }
             Ok(())
         };
-        let client = super::cluster::builder(&self.seeds, self.limits)
+        let client = super::cluster_url::builder(&self.seeds, self.limits)
             .use_protocol(redis::ProtocolVersion::RESP3)
             .push_sender(push)
             .build()

@@ -11,8 +11,6 @@
 
 use std::path::{Path, PathBuf};
 
-use tokio::sync::watch;
-
 use crate::Key;
 
 const BUCKETS: u64 = 1024;
@@ -49,14 +47,17 @@ pub(super) use linux::Doorbell;
 mod linux {
     use crate::backends::inotify::{self, InotifyFd};
     use std::collections::HashMap;
+    use std::path::{Path, PathBuf};
     use std::sync::{Arc, Mutex, Weak};
 
     use nix::fcntl::{OFlag, open};
     use nix::sys::inotify::AddWatchFlags;
     use nix::sys::stat::Mode;
     use tokio::io::unix::AsyncFd;
+    use tokio::sync::watch;
 
-    use super::*;
+    use super::{bucket, dir_of};
+    use crate::Key;
 
     /// One store's view of its database's doorbell directory: one inotify instance, started
     /// by the first waiter, ended within a second of the store being dropped.

@@ -33,13 +33,18 @@
 //! whose fences never go back ([`crate::FenceRepeat::Never`], or
 //! [`crate::FenceRepeat::ClockBacked`] while its clock assumption holds): it cannot tell two
 //! holders with the same token apart, and needs none to exist.
+//!
+// The links name their items by path: these docs are shown at `leasehold::fence::sqlite`.
+//! [`Fencing`]: crate::Fencing
+//! [`commit`]: crate::fence::sqlite::commit
 
 pub use rusqlite;
 use rusqlite::{Connection, OptionalExtension, Transaction, params};
 
 use crate::Result;
 use crate::backends::sqlite::SqlExt;
-use crate::fence::{Fencing, Installed, stale};
+use crate::fence::Fencing;
+use crate::fence::claim::{Installed, stale};
 
 /// The fence table: one row per protected resource.
 pub const SCHEMA: &str = "CREATE TABLE IF NOT EXISTS leasehold_fence (
@@ -87,7 +92,7 @@ fn in_time(fencing: &Fencing) -> Result<()> {
 /// Otherwise [`crate::Error::StaleFence`]; [`crate::Error::Lost`] once the lease's time is
 /// up. Call inside the caller's transaction.
 pub fn claim(conn: &Connection, resource: &str, fencing: &Fencing) -> Result<()> {
-    crate::fence::require_token(resource, fencing)?;
+    crate::fence::claim::require_token(resource, fencing)?;
     in_time(fencing)?;
     let n = conn
         .execute(
@@ -108,7 +113,7 @@ pub fn claim(conn: &Connection, resource: &str, fencing: &Fencing) -> Result<()>
 /// the same transaction as the effect it guards.
 pub fn check(conn: &Connection, resource: &str, fencing: &Fencing) -> Result<()> {
     in_time(fencing)?;
-    crate::fence::verify(resource, fencing, installed(conn, resource)?)
+    crate::fence::claim::verify(resource, fencing, installed(conn, resource)?)
 }
 
 /// Commits a transaction guarded with `fencing`, unless the lease's local deadline has passed:

@@ -29,6 +29,10 @@ mod boot;
 mod path;
 use path::usable;
 mod doorbell;
+/// The fence resource; its public path is `leasehold::fence::sqlite`.
+#[doc(hidden)]
+pub mod fence;
+mod grant;
 mod shared;
 mod wait;
 
@@ -283,7 +287,7 @@ impl Store for SqliteStore {
             let tx = c.transaction_with_behavior(TransactionBehavior::Immediate).sql()?;
             let now = boot::now_ns()?;
             let info = info.as_deref();
-            let out = match wait::grant_in(&tx, &key, &owner, ttl, boot, now, info, &ask)? {
+            let out = match grant::grant_in(&tx, &key, &owner, ttl, boot, now, info, &ask)? {
                 Ok(f) => Attempt::Granted(Grant::new(fence(f), sent)),
                 Err(left) => Attempt::Busy { holder_expires_in: Some(left) },
             };

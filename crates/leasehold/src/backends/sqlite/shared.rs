@@ -82,7 +82,7 @@ pub(super) fn readers_left(
 }
 
 /// The latest expiry among live intents of writers other than `owner`.
-fn intents_left(
+pub(super) fn intents_left(
     tx: &Transaction<'_>,
     key: &Key,
     owner: &str,
@@ -169,41 +169,6 @@ pub(super) fn record_slot(
     )
     .sql()?;
     Ok(())
-}
-
-/// A reader's grant attempt: refused while an exclusive grant lives or another writer's
-/// intent does; else a fence from the key's counter and a reader row.
-#[allow(clippy::too_many_arguments)]
-pub(super) fn grant_shared_in(
-    tx: &Transaction<'_>,
-    key: &Key,
-    owner: &str,
-    ttl: i64,
-    boot: &str,
-    now: i64,
-    info: Option<&str>,
-    exclusive_left: Option<Duration>,
-) -> Result<std::result::Result<i64, Duration>> {
-    if let Some(left) = exclusive_left {
-        return Ok(Err(left));
-    }
-    if let Some(left) = intents_left(tx, key, owner, boot, now)? {
-        return Ok(Err(left));
-    }
-    let f: i64 = tx
-        .query_row(
-            super::wait::GRANT_FENCE,
-            params![key.as_str(), crate::token::wall_clock_us() as i64],
-            |r| r.get(0),
-        )
-        .sql()?;
-    tx.execute(
-        "INSERT OR REPLACE INTO leasehold_readers (key, owner, fence, boot_id, expires_ns, info)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-        params![key.as_str(), owner, f, boot, now.saturating_add(ttl), info],
-    )
-    .sql()?;
-    Ok(Ok(f))
 }
 
 /// Whether a waiter in `mode` would find `key` free now (for the queue's cheap looks): no

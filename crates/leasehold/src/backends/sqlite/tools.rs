@@ -3,4 +3,4 @@
 //! chosen clocks against the library's rule.
 
 /// `?1` key, `?2` the clock in µs → the new fence, `max(counter + 1, clock)`.
-pub const GRANT_FENCE: &str = super::wait::GRANT_FENCE;
+pub const GRANT_FENCE: &str = super::grant::GRANT_FENCE;

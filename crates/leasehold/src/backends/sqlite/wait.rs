@@ -11,15 +11,11 @@
 
 use std::time::{Duration, Instant};
 
-/// The fence of a grant, in the granting transaction: `?1` key, `?2` the clock in µs →
-/// `max(counter + 1, clock)` ([`crate::token::next_fence`]; pinned to it by the testkit).
-pub(super) const GRANT_FENCE: &str = "INSERT INTO leasehold_fences (key, fence) VALUES (?1, ?2)
-             ON CONFLICT (key) DO UPDATE SET fence = max(fence + 1, ?2) RETURNING fence";
-
-use rusqlite::{OptionalExtension, Transaction, params};
+use rusqlite::{Transaction, params};
 use tokio::sync::watch;
 
-use super::{SqlExt, SqliteStore, boot, fence, ns, remaining, shared};
+use super::grant::grant_in;
+use super::{SqlExt, SqliteStore, boot, fence, ns, shared};
 use crate::store::{AcquireRequest, Attempt, Grant, within_op_timeout};
 use crate::{Key, Result};
 
@@ -30,65 +26,6 @@ const POLL_MIN: Duration = Duration::from_millis(1);
 const POLL_MAX: Duration = Duration::from_millis(50);
 /// With a doorbell: the slow look that still sees releases that rang nothing.
 const SAFETY_POLL: Duration = Duration::from_secs(1);
-
-/// One grant attempt inside an open write transaction: `Ok(fence)` or `Err(time left)`.
-#[allow(clippy::too_many_arguments)]
-pub(super) fn grant_in(
-    tx: &Transaction<'_>,
-    key: &Key,
-    owner: &str,
-    ttl: i64,
-    boot: &str,
-    now: i64,
-    info: Option<&str>,
-    ask: &shared::Ask,
-) -> Result<std::result::Result<i64, Duration>> {
-    if let Some(slot) = &ask.slot {
-        shared::check_permits(tx, slot, boot, now)?;
-    }
-    let cur: Option<(String, i64)> = tx
-        .query_row(
-            "SELECT boot_id, expires_ns FROM leasehold_leases WHERE key = ?1",
-            [key.as_str()],
-            |r| Ok((r.get(0)?, r.get(1)?)),
-        )
-        .optional()
-        .sql()?;
-    let exclusive_left =
-        cur.filter(|(b, exp)| b == boot && *exp > now).map(|(_, e)| remaining(e, now));
-    if ask.mode == crate::Mode::Shared {
-        return shared::grant_shared_in(tx, key, owner, ttl, boot, now, info, exclusive_left);
-    }
-    let readers = shared::readers_left(tx, key, boot, now)?;
-    if let Some(left) = exclusive_left.or(readers) {
-        // Only readers can overtake a waiting writer: behind another writer, no intent.
-        if ask.intent && readers.is_some() {
-            let hold = left + Duration::from_nanos(u64::try_from(ttl).unwrap_or(0));
-            shared::note_intent(tx, key, owner, boot, now, hold)?;
-        }
-        return Ok(Err(left));
-    }
-    let f: i64 = tx
-        .query_row(GRANT_FENCE, params![key.as_str(), crate::token::wall_clock_us() as i64], |r| {
-            r.get(0)
-        })
-        .sql()?;
-    tx.execute(
-        "INSERT INTO leasehold_leases (key, owner, fence, boot_id, expires_ns, info)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6)
-         ON CONFLICT (key) DO UPDATE SET owner = excluded.owner, fence = excluded.fence,
-             boot_id = excluded.boot_id, expires_ns = excluded.expires_ns, info = excluded.info",
-        params![key.as_str(), owner, f, boot, now.saturating_add(ttl), info],
-    )
-    .sql()?;
-    if ask.intent {
-        shared::clear_intent(tx, key, owner)?;
-    }
-    if let Some(slot) = &ask.slot {
-        shared::record_slot(tx, key, owner, slot)?;
-    }
-    Ok(Ok(f))
-}
 
 /// In a release's transaction: calls the next ticket, if anyone holds one.
 pub(super) fn call_next(tx: &Transaction<'_>, key: &Key) -> Result<()> {

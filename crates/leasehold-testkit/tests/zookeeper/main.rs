@@ -16,7 +16,6 @@ mod conformance {
     primitives_suite!(zk_fixture());
 }
 
-#[path = "zookeeper/curator.rs"]
 mod curator;
 
 leasehold_testkit::process_suite! {

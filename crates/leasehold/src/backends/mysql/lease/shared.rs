@@ -19,7 +19,7 @@
 use mysql_async::prelude::Queryable;
 use mysql_async::{Conn, IsolationLevel, TxOpts, Value};
 
-use super::{CLOCK_US, my_err};
+use crate::backends::mysql::{CLOCK_US, my_err};
 use crate::{Error, Result};
 
 const NOW: &str = "UTC_TIMESTAMP(6)";

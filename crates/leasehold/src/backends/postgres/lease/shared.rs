@@ -20,7 +20,15 @@
 //!   `pg_advisory_xact_lock` on the semaphore's name; a request naming another count is
 //!   refused while a slot granted for it lives.
 
-use super::*;
+use std::collections::HashSet;
+use std::time::Instant;
+
+use tokio_postgres::{Client, Statement};
+
+use super::PostgresStore;
+use crate::backends::postgres::{CLOCK_US, PgConn, left, ms, server_bounds};
+use crate::store::{AcquireRequest, Attempt, Grant, RenewItem};
+use crate::{Error, FenceToken, Holder, HolderInfo, Key, OwnerToken, Result};
 
 /// The lease row lets a writer in: no reader's grant still runs.
 pub(super) const NO_READERS: &str = "(l.shared_until IS NULL OR l.shared_until <= now())";
