@@ -353,6 +353,54 @@ pub async fn stalled_session_holder_keeps_lock(locker: &Locker, url: &str, worke
     assert!(lease.release().await.unwrap().is_clean());
 }
 
+/// Session stores whose session lives on the server (etcd, ZooKeeper): a waiter frozen past
+/// its session (`url` gives it a short one, `session`) held nothing, so on resuming it waits
+/// on with a new session: it gets the key once the holder releases, with a larger fence. It
+/// used to fail "store unavailable" (its queue place had gone with the session). A second
+/// waiter frozen the same way, whose wait runs out while the key is still held, answers busy.
+pub async fn waiter_frozen_past_its_session(
+    locker: &Locker,
+    url: &str,
+    worker: &Path,
+    session: Duration,
+) {
+    let key = unique_key("frozen-waiter");
+    let holder = locker.acquire(&key, Duration::from_secs(30)).await.unwrap();
+    let frozen = |wait_ms: &str| {
+        let mut w = Proc::spawn(worker, url, &["wait", "--key", &key, "--wait-ms", wait_ms]);
+        async move {
+            assert_eq!(w.line().await, "waiting");
+            // In the queue behind the holder, then frozen well past its session.
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            w.stop();
+            tokio::time::sleep(session * 2 + Duration::from_secs(2)).await;
+            w.cont();
+            w
+        }
+    };
+    // Frozen, resumed, then the holder releases within its wait: it gets the key.
+    let mut waiter = frozen("60000").await;
+    tokio::time::sleep(session + Duration::from_secs(1)).await;
+    let held = holder.fence().get();
+    assert!(holder.release().await.unwrap().is_clean());
+    let got = waiter.line().await;
+    let fence: u64 = match got.strip_prefix("acquired ") {
+        Some(f) => f.parse().unwrap(),
+        None => panic!("a waiter resumed past its session said {got:?}, not acquired"),
+    };
+    assert!(fence > held, "fence {fence} after {held}");
+    assert_eq!(waiter.line().await, "released true");
+    assert_eq!(waiter.wait().await, 0);
+
+    // Frozen, resumed, and its wait runs out with the key still held: busy, no error.
+    let holder = locker.acquire(&key, Duration::from_secs(30)).await.unwrap();
+    let wait = session * 2 + Duration::from_secs(6);
+    let mut waiter = frozen(&wait.as_millis().to_string()).await;
+    assert_eq!(waiter.line().await, "busy");
+    assert_eq!(waiter.wait().await, 0);
+    assert!(holder.release().await.unwrap().is_clean());
+}
+
 /// A process whose `main` returns `Err` from a `?` that dropped a lease (the `lh-exit`
 /// binary, on a multi-threaded runtime, and on a current-thread one that follows the
 /// documented `Locker::close` pattern) leaves the key free at once: no holder, and a one-shot

@@ -265,6 +265,14 @@ impl Workers {
         self.procs[i].line().await
     }
 
+    /// Freezes worker `i` (SIGSTOP) for `pause`, then resumes it: a GC pause or a VM
+    /// migration, in whatever it was doing (waiting, holding, releasing).
+    pub async fn freeze(&self, i: usize, pause: Duration) {
+        self.procs[i].stop();
+        tokio::time::sleep(pause).await;
+        self.procs[i].cont();
+    }
+
     /// Tells every worker to stop, waits (bounded by `limit` each: a worker that does not
     /// finish is a hang) for their `done` lines and exits, and checks the history.
     pub async fn stop(mut self, limit: Duration) -> Report {
@@ -306,6 +314,27 @@ impl Workers {
         let holds = history::check_dir(self.dir.path()).expect("read the holders' histories");
         Report { counts, effects, counter, by_holder, holds }
     }
+}
+
+/// Session stores whose session lives on the server (etcd, ZooKeeper; `url` asks for a
+/// short one, `session`): three workers loop on one key while each in turn is frozen past its
+/// session, holding or (mostly, two of three being behind the holder) waiting. A frozen holder
+/// loses its grant, and its late effect is refused; a frozen waiter held nothing and waits on
+/// with a new session. So: the history is safe, and no acquire failed (before, every waiter
+/// resumed past its session failed "store unavailable").
+pub async fn frozen_past_sessions(worker: &Path, url: &str, key: &str, session: Duration) {
+    let w = Workers::start(worker, url, key, 3, Duration::from_secs(10));
+    let t = Duration::from_secs(60);
+    let mut seen = w.wait_effects(0, 6, t).await;
+    for round in 0..3 {
+        w.freeze(round % 3, session + session / 2 + Duration::from_secs(1)).await;
+        seen = w.wait_effects(seen, 6, t).await;
+    }
+    let report = w.stop(t).await;
+    report.assert_safe();
+    let total = report.total();
+    assert_eq!(total.acquire_errors, 0, "an acquire failed though the store was up: {total}");
+    assert_eq!(total.release_errors, 0, "{total}");
 }
 
 /// What a run recorded.

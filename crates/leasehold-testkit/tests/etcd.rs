@@ -333,3 +333,32 @@ async fn racing_permit_counts_never_mix() {
     assert_eq!(mixed, 0, "both counts granted at once in {mixed} rounds");
     assert!(refused >= 60, "one of each pair refused: {refused}");
 }
+
+/// A waiter frozen (SIGSTOP) past its etcd lease held nothing: resumed, it waits on with a new
+/// session and gets the key when the holder releases, or answers busy when its wait runs out.
+/// It used to fail "store unavailable".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiter_frozen_past_its_session_waits_on() {
+    let cluster = EtcdCluster::single();
+    let url = cluster.url("?ttl=2s");
+    let l = Locker::connect(&url).await.unwrap();
+    let worker = std::path::Path::new(env!("CARGO_BIN_EXE_lh-worker"));
+    process::waiter_frozen_past_its_session(&l, &url, worker, Duration::from_secs(2)).await;
+}
+
+/// The torture run with workers frozen past their sessions in turn (holding or waiting): the
+/// history is safe and no acquire fails.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn torture_workers_frozen_past_their_sessions() {
+    let cluster = EtcdCluster::single();
+    let worker = std::path::Path::new(env!("CARGO_BIN_EXE_lh-worker"));
+    let key = unique_key("torture-frozen");
+    let session = Duration::from_secs(2);
+    leasehold_testkit::torture::frozen_past_sessions(
+        worker,
+        &cluster.url("?ttl=2s"),
+        &key,
+        session,
+    )
+    .await;
+}

@@ -54,6 +54,28 @@ macro_rules! cfg_sql {
     };
 }
 
+/// Items the stores whose session lives on their servers use (etcd's lease, ZooKeeper's
+/// session): its signals and the shared session-store core.
+macro_rules! cfg_store_session {
+    ($($item:tt)*) => {
+        used_if! {
+            (any(feature = "etcd", feature = "zookeeper"))
+            $($item)*
+        }
+    };
+}
+
+/// Items the stores that undo an abandoned request in the background use (PostgreSQL, MySQL,
+/// etcd, ZooKeeper: a release waits until no abandoned request can grab what it frees).
+macro_rules! cfg_undoing {
+    ($($item:tt)*) => {
+        used_if! {
+            (any(feature = "postgres", feature = "mysql", feature = "etcd", feature = "zookeeper"))
+            $($item)*
+        }
+    };
+}
+
 /// Items every fence resource uses (SQLite, Redis, PostgreSQL, MySQL, etcd).
 macro_rules! cfg_fence_resource {
     ($($item:tt)*) => {

@@ -5,6 +5,7 @@
 //! lh-worker hold  --key K --ttl-ms N --resource sqlite:PATH|redis://… --fenced 0|1
 //! lh-worker permit --key K --permits N --iters I --dir DIR --who NAME
 //! lh-worker fenced --key K --ttl-ms N --resource PATH --history FILE --who NAME
+//! lh-worker wait  --key K --wait-ms N
 //! ```
 //!
 //! The store URL comes from `$LH_WORKER_STORE` (never argv, where `ps` shows it).
@@ -70,6 +71,9 @@ async fn run() -> Res<()> {
             let files = (Path::new(&resource), Path::new(&history));
             fenced(&locker, &opt("key")?, ttl, files, &opt("who")?).await
         }
+        "wait" => {
+            wait(&locker, &opt("key")?, Duration::from_millis(opt("wait-ms")?.parse()?)).await
+        }
         other => Err(format!("unknown command {other}").into()),
     }
 }
@@ -127,6 +131,22 @@ async fn permit(
         if p.release().await?.may_have_overlapped() {
             return Err("release found the permit no longer ours".into());
         }
+    }
+    Ok(())
+}
+
+/// Says "waiting", waits up to `wait` for `key`, and says what came of it: "acquired FENCE"
+/// (then "released true|false" after giving it back), "busy" when the wait ran out, or
+/// "error: …".
+async fn wait(locker: &Locker, key: &str, wait: Duration) -> Res<()> {
+    println!("waiting");
+    match locker.acquire(key, Duration::from_secs(30)).wait(Wait::For(wait)).await {
+        Ok(lease) => {
+            println!("acquired {}", lease.fence());
+            println!("released {}", lease.release().await?.is_clean());
+        }
+        Err(leasehold::Error::Busy { .. }) => println!("busy"),
+        Err(e) => println!("error: {e}"),
     }
     Ok(())
 }
@@ -222,7 +242,8 @@ async fn fenced(
                 n.unknown += 1;
                 continue;
             }
-            Err(_) => {
+            Err(e) => {
+                eprintln!("lh-worker {who}: acquire failed: {e}");
                 n.acquire_errors += 1;
                 tokio::time::sleep(Duration::from_millis(50)).await;
                 continue;

@@ -320,3 +320,29 @@ async fn a_chroot_that_cannot_be_created_is_config() {
     let e = l.acquire("k", Duration::from_secs(30)).await.expect_err("nothing can be created");
     assert!(e.is_config() && !e.is_unavailable(), "{e:?}");
 }
+
+/// A waiter frozen (SIGSTOP) past its ZooKeeper session held nothing: resumed, it waits on with a new
+/// session and gets the key when the holder releases, or answers busy when its wait runs out.
+/// It used to fail "store unavailable".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiter_frozen_past_its_session_waits_on() {
+    let server = ZkServer::start();
+    let url = server.url("?session=2s");
+    let l = Locker::connect(&url).await.unwrap();
+    let worker = std::path::Path::new(env!("CARGO_BIN_EXE_lh-worker"));
+    process::waiter_frozen_past_its_session(&l, &url, worker, Duration::from_secs(2)).await;
+}
+
+/// The torture run with workers frozen past their sessions in turn (holding or waiting): the
+/// history is safe and no acquire fails.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn torture_workers_frozen_past_their_sessions() {
+    let server = ZkServer::start();
+    let worker = std::path::Path::new(env!("CARGO_BIN_EXE_lh-worker"));
+    let key = unique_key("torture-frozen");
+    // 6 s: the client's connect must answer within 2/5 of it, for every worker and every new
+    // session, also on a loaded machine.
+    let session = Duration::from_secs(6);
+    let url = server.url("?session=6s");
+    leasehold_testkit::torture::frozen_past_sessions(worker, &url, &key, session).await;
+}

@@ -29,7 +29,9 @@
 //! When a keepalive goes unanswered, [`crate::Lease::admit`] turns false at once; when none
 //! is confirmed by `sent + 0.9·TTL` of the last confirmed one (before the server can expire the
 //! lease) or the server answers that the lease is gone, `lost()` fires, and the next acquire
-//! opens a new session.
+//! opens a new session. A contender whose session ends while it waits (its process frozen
+//! past the TTL) held nothing: it waits on with a new session, within its deadline
+//! ([`SessionCore`], shared with ZooKeeper).
 //!
 //! Errors: a user or password the cluster refuses, a role without permission on the prefix
 //! (gRPC `Unauthenticated`, `PermissionDenied`, etcd's "authentication failed") is
@@ -38,19 +40,18 @@
 
 mod probe;
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 
 use self::client::Client;
 use self::rpc::{
-    Compare, CompareResult, EventType, FilterType, KeyValue, RangeRequest, RequestOp,
-    ResponseHeader, ResponseOp, SortOrder, SortTarget, TxnRequest, TxnResponse, WatchCreateRequest,
+    Compare, CompareResult, KeyValue, RangeRequest, RequestOp, SortOrder, SortTarget, TxnRequest,
+    TxnResponse,
 };
 use super::Limits;
-use super::session::Undoing;
+use super::session::{SessionCore, Waited};
 use crate::store::{AcquireRequest, Attempt};
 use crate::{
     Error, FenceRepeat, FenceToken, Guarantees, Holder, HolderInfo, Key, LockKind, Mode,
@@ -161,23 +162,15 @@ async fn range(client: &Client, req: RangeRequest) -> client::Result<Vec<KeyValu
     Ok(retry(|| client.range(req.clone())).await?.kvs)
 }
 
-#[derive(Debug)]
-struct Held {
-    key: Key,
-    lock_key: String,
-    rev: i64,
-    session: Arc<Session>,
-}
-
 /// The etcd store. See the module docs for layout, fences and session semantics.
 pub struct EtcdStore {
     client: Client,
     cfg: Config,
     /// The bound on opening a session (its first request may open the connection).
     connect: Duration,
-    session: tokio::sync::Mutex<Option<Arc<Session>>>,
-    held: Mutex<HashMap<OwnerToken, Held>>,
-    undoing: Arc<Undoing>,
+    /// The session, the grants bound to it (by owner: their key and its create revision) and
+    /// the abandoned places being undone.
+    core: SessionCore<Session, (String, i64)>,
 }
 
 impl std::fmt::Debug for EtcdStore {
@@ -219,9 +212,7 @@ impl EtcdStore {
                 client,
                 connect: limits.connect,
                 cfg: cfg.clone(),
-                session: tokio::sync::Mutex::new(None),
-                held: Mutex::default(),
-                undoing: Arc::default(),
+                core: SessionCore::new("etcd"),
             };
             store.session().await?;
             Ok(store)
@@ -252,21 +243,13 @@ impl EtcdStore {
 
     /// The current session, opening a new one when the last has ended.
     async fn session(&self) -> Result<Arc<Session>> {
-        let mut s = self.session.lock().await;
-        if let Some(cur) = s.as_ref()
-            && !cur.ended()
-        {
-            return Ok(cur.clone());
-        }
-        let open = Session::open(&self.client, self.cfg.ttl_secs);
-        let new =
-            crate::limits::within(self.connect, || "opening an etcd session".into(), open).await?;
-        *s = Some(new.clone());
-        Ok(new)
+        self.core.session(|| self.open_session()).await
     }
 
-    fn held(&self) -> std::sync::MutexGuard<'_, HashMap<OwnerToken, Held>> {
-        self.held.lock().unwrap_or_else(|p| p.into_inner())
+    /// A new session (an etcd lease and its keepalive task), within the connect limit.
+    async fn open_session(&self) -> Result<Arc<Session>> {
+        let open = Session::open(&self.client, self.cfg.ttl_secs);
+        crate::limits::within(self.connect, || "opening an etcd session".into(), open).await
     }
 
     fn grant(
@@ -276,22 +259,39 @@ impl EtcdStore {
         rev: i64,
         session: Arc<Session>,
         sent: Instant,
-    ) -> Attempt {
-        let grant = session.signals.grant(FenceToken::from_i64(rev), sent, "etcd");
-        self.held().insert(*req.owner, Held { key: req.key.clone(), lock_key, rev, session });
-        Attempt::Granted(grant)
+    ) -> Waited {
+        self.core.grant(req, (lock_key, rev), rev, session, sent)
+    }
+
+    /// An acquisition through the shared core: a session lost while waiting is replaced.
+    async fn acquire_on_sessions(
+        &self,
+        req: &AcquireRequest<'_>,
+        until: Option<Instant>,
+    ) -> Result<Attempt> {
+        let attempt = |session| self.attempt(req, session, until);
+        self.core.acquire(req, until, || self.open_session(), attempt).await
     }
 }
 
 impl EtcdStore {
     /// One acquisition: a single conditional put (`until` = None), or a place in the queue and
     /// predecessor watches until `until`.
-    async fn attempt(&self, req: &AcquireRequest<'_>, until: Option<Instant>) -> Result<Attempt> {
+    async fn attempt(
+        &self,
+        req: &AcquireRequest<'_>,
+        session: Arc<Session>,
+        until: Option<Instant>,
+    ) -> Result<Waited> {
         if let Some(slot) = &req.slot {
-            return semaphore::attempt(self, req, slot, until).await;
+            return semaphore::attempt(self, req, slot, session, until).await;
         }
-        let session = self.session().await?;
         let name = self.lock_name(req.key);
+        // An abandoned place of ours on this lock is being removed: let it finish first, so
+        // its delete cannot meet the key we are about to put (the same owner's key name).
+        let settle =
+            until.map_or(Duration::from_secs(10), |u| u.saturating_duration_since(Instant::now()));
+        self.core.undoing.settled(&name, settle).await;
         let pfx = format!("{name}/");
         let lock_key = rw::grant_key(&self.cfg.prefix, req.key, req.owner, req.mode);
         let value = lock_value(req.owner, req.info);
@@ -317,23 +317,41 @@ impl EtcdStore {
                 success: vec![put],
                 failure: vec![],
             },
-            // Take a place in the queue, as concurrency.Mutex does.
-            Some(_) => TxnRequest { compare: vec![], success: vec![put, first], failure: vec![] },
+            // Take a place in the queue, as concurrency.Mutex does, and read our key back:
+            // its create revision is our place (a put over a key of ours still there from an
+            // ended session keeps that key's place).
+            Some(_) => TxnRequest {
+                compare: vec![],
+                success: vec![put, first, RequestOp::range(RangeRequest::key(lock_key.as_str()))],
+                failure: vec![],
+            },
         };
         let sent = Instant::now();
         let mut guard = PutGuard::spawn(self, txn, &name, &lock_key, req.owner);
-        let resp = guard.outcome().await?;
-        let rev = header_rev(resp.header.as_ref())?;
+        let resp = match guard.outcome().await? {
+            Ok(resp) => resp,
+            Err(why) => return Ok(Waited::SessionLost(why)),
+        };
         let Some(until) = until else {
             guard.disarm();
             if resp.succeeded {
+                let rev = header_rev(resp.header.as_ref())?;
                 return Ok(self.grant(req, lock_key, rev, session, sent));
             }
-            return Ok(Attempt::Busy { holder_expires_in: None });
+            return Ok(Waited::Done(Attempt::Busy { holder_expires_in: None }));
         };
+        let rev = match resp.responses.get(2).and_then(first_kv) {
+            Some(kv) => kv.create_revision,
+            None => header_rev(resp.header.as_ref())?,
+        };
+        guard.put_at(rev);
         if resp.responses.get(1).and_then(first_kv).is_some_and(|kv| kv.create_revision == rev) {
-            guard.disarm();
-            return Ok(self.grant(req, lock_key, rev, session, sent));
+            let granted = self.grant(req, lock_key, rev, session, sent);
+            match granted {
+                Waited::Done(_) => guard.disarm(),
+                Waited::SessionLost(_) => guard.undo_before_retry().await,
+            }
+            return Ok(granted);
         }
         // Wait for every blocker created before ours to go, watching only the latest of them.
         let before: Vec<RequestOp> = blockers
@@ -355,7 +373,7 @@ impl EtcdStore {
         loop {
             if Instant::now() >= until {
                 guard.undo_now().await?;
-                return Ok(Attempt::Busy { holder_expires_in: None });
+                return Ok(Waited::Done(Attempt::Busy { holder_expires_in: None }));
             }
             let ours = RangeRequest { keys_only: true, ..RangeRequest::key(lock_key.as_str()) };
             let mut success = before.clone();
@@ -372,30 +390,39 @@ impl EtcdStore {
                 .map_err(|e| etcd_err("txn", e))?;
             let ops = &r.responses;
             if ops.get(n).and_then(first_kv).is_none_or(|kv| kv.create_revision != rev) {
+                // Our key went with our session's lease (the process was frozen past the TTL):
+                // nothing was granted; the core waits on with a new session.
                 guard.disarm();
-                return Err(Error::unavailable(
-                    format!("etcd session {:x} ended while waiting for {:?}", session.id, req.key),
-                    None,
-                ));
+                return Ok(Waited::SessionLost(format!(
+                    "our key {lock_key} is gone: etcd session {:x} ended while waiting",
+                    session.id
+                )));
             }
             let pred = ops[..n.min(ops.len())].iter().filter_map(first_kv);
             let Some(pred) = pred.max_by_key(|kv| kv.create_revision) else {
-                guard.disarm();
                 // Granted when the last key before ours went; the deadline counts from the
-                // request that queued us (the session has been kept alive since).
-                return Ok(self.grant(req, lock_key, rev, session, sent));
+                // request that queued us (the session has been kept alive since). On a session
+                // that has ended meanwhile, no grant: our key goes first.
+                let granted = self.grant(req, lock_key, rev, session, sent);
+                match granted {
+                    Waited::Done(_) => guard.disarm(),
+                    Waited::SessionLost(_) => guard.undo_before_retry().await,
+                }
+                return Ok(granted);
             };
             let pred = pred.key.clone();
-            if !wait_deleted(&self.client, &pred, header_rev(r.header.as_ref())?, until).await? {
-                continue; // `until` passed: the loop head undoes and answers busy
+            let seen = header_rev(r.header.as_ref())?;
+            tokio::select! {
+                gone = wait_deleted(&self.client, &pred, seen, until) => {
+                    if !gone? {
+                        continue; // `until` passed: the loop head undoes and answers busy
+                    }
+                }
+                why = session.signals.end("etcd") => {
+                    guard.undo_before_retry().await;
+                    return Ok(Waited::SessionLost(why));
+                }
             }
-        }
-    }
-
-    fn held_entry(&self, key: &Key, owner: &OwnerToken) -> Option<(String, i64, Arc<Session>)> {
-        match self.held().get(owner) {
-            Some(h) if h.key == *key => Some((h.lock_key.clone(), h.rev, h.session.clone())),
-            _ => None,
         }
     }
 }
@@ -435,16 +462,17 @@ impl Store for EtcdStore {
     }
 
     async fn try_acquire(&self, req: &AcquireRequest<'_>) -> Result<Attempt> {
-        self.attempt(req, None).await
+        self.acquire_on_sessions(req, None).await
     }
 
     async fn acquire(&self, req: &AcquireRequest<'_>, until: Option<Instant>) -> Result<Attempt> {
-        // The whole wait (queue place, predecessor watches) answers within `until` + op timeout.
-        crate::store::acquire_in_server(req, until, |_| self.attempt(req, until)).await
+        // The whole wait (queue place, predecessor watches, the sessions it outlives) answers
+        // within `until` + op timeout.
+        crate::store::acquire_in_server(req, until, |_| self.acquire_on_sessions(req, until)).await
     }
 
     async fn renew(&self, key: &Key, owner: &OwnerToken, _ttl: Duration) -> Result<bool> {
-        let Some((lock_key, rev, session)) = self.held_entry(key, owner) else {
+        let Some(((lock_key, rev), session)) = self.core.held(key, owner) else {
             return Ok(false);
         };
         if session.ended() {
@@ -457,15 +485,8 @@ impl Store for EtcdStore {
 
     async fn release(&self, key: &Key, owner: &OwnerToken) -> Result<bool> {
         let name = self.lock_name(key);
-        self.undoing.settled(&name, Duration::from_secs(10)).await;
-        let held = {
-            let mut map = self.held();
-            match map.get(owner) {
-                Some(h) if h.key == *key => map.remove(owner),
-                _ => None,
-            }
-        };
-        let Some(h) = held else {
+        self.core.undoing.settled(&name, Duration::from_secs(10)).await;
+        let Some(h) = self.core.take(key, owner) else {
             // Not granted by this store instance (another process, or an acquire whose outcome
             // was unknown): the key name carries the owner, the value must match it too.
             let o = owner.to_string();
@@ -476,13 +497,10 @@ impl Store for EtcdStore {
             return delete_if_value(&self.client, &reader, &o).await;
         };
         // Only our own key, and only the grant we were given (its create revision).
+        let (lock_key, rev) = h.place;
         let req = TxnRequest {
-            compare: vec![Compare::create_revision(
-                h.lock_key.as_str(),
-                CompareResult::Equal,
-                h.rev,
-            )],
-            success: vec![RequestOp::delete(h.lock_key.as_str())],
+            compare: vec![Compare::create_revision(lock_key.as_str(), CompareResult::Equal, rev)],
+            success: vec![RequestOp::delete(lock_key.as_str())],
             failure: vec![],
         };
         let r = txn(&self.client, req).await.map_err(|e| etcd_err("release", e))?;

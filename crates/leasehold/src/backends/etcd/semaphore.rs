@@ -13,8 +13,16 @@
 //! The fence is the grant key's create revision, as the mutex's: strictly increasing per
 //! slot. A waiter watches the last key under its slot's prefix for its deletion.
 
-use super::*;
-use crate::store::SlotOf;
+use std::sync::Arc;
+use std::time::Instant;
+
+use super::queue::{PutGuard, header_rev, wait_deleted};
+use super::rpc::{Compare, CompareResult, KeyValue, RangeRequest, RequestOp, TxnRequest};
+use super::session::Session;
+use super::{EtcdStore, etcd_err, retry, rw};
+use crate::backends::session::Waited;
+use crate::store::{AcquireRequest, Attempt, SlotOf};
+use crate::{Error, HolderInfo, Mode, OwnerToken, Result};
 
 /// Failed comparisons (another slot changed in between) a one-shot attempt reads again
 /// after, before it answers busy.
@@ -80,16 +88,16 @@ pub(super) async fn attempt(
     store: &EtcdStore,
     req: &AcquireRequest<'_>,
     slot: &SlotOf<'_>,
+    session: Arc<Session>,
     until: Option<Instant>,
-) -> Result<Attempt> {
-    let session = store.session().await?;
+) -> Result<Waited> {
     let name = store.lock_name(req.key);
     let pfx = format!("{name}/");
     let base = store.lock_name(slot.semaphore);
     let (from, to) = slots_range(&base);
     let lock_key = rw::grant_key(&store.cfg.prefix, req.key, req.owner, Mode::Exclusive);
     let value = slot_value(req.owner, slot, req.info);
-    let busy = || Ok(Attempt::Busy { holder_expires_in: None });
+    let busy = || Ok(Waited::Done(Attempt::Busy { holder_expires_in: None }));
     let mut conflicts = 0;
     loop {
         let look = RangeRequest { key: from.clone(), range_end: to.clone(), ..Default::default() };
@@ -100,10 +108,17 @@ pub(super) async fn attempt(
         let here = read.kvs.iter().filter(|kv| kv.key.starts_with(pfx.as_bytes()));
         if let Some(last) = here.max_by_key(|kv| kv.create_revision) {
             let Some(until) = until else { return busy() };
-            if Instant::now() >= until
-                || !wait_deleted(&store.client, &last.key, seen, until).await?
-            {
+            if Instant::now() >= until {
                 return busy();
+            }
+            tokio::select! {
+                gone = wait_deleted(&store.client, &last.key, seen, until) => {
+                    if !gone? {
+                        return busy();
+                    }
+                }
+                // Nothing of ours is on the slot yet: a new session waits on.
+                why = session.signals.end("etcd") => return Ok(Waited::SessionLost(why)),
             }
             continue;
         }
@@ -118,8 +133,11 @@ pub(super) async fn attempt(
         };
         let sent = Instant::now();
         let mut guard = PutGuard::spawn(store, txn, &name, &lock_key, req.owner);
-        let resp = guard.outcome().await?;
-        guard.disarm(); // granted, or nothing was put
+        let resp = match guard.outcome().await? {
+            Ok(resp) => resp,
+            Err(why) => return Ok(Waited::SessionLost(why)),
+        };
+        guard.disarm(); // granted (or on an ended session, going with it), or nothing was put
         if resp.succeeded {
             let rev = header_rev(resp.header.as_ref())?;
             return Ok(store.grant(req, lock_key, rev, session, sent));
@@ -136,6 +154,7 @@ pub(super) async fn attempt(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::backends::etcd::{lock_value, parse_value};
 
     fn kv(key: &str, value: String) -> KeyValue {
         KeyValue { key: key.into(), value: value.into_bytes(), ..Default::default() }

@@ -9,7 +9,7 @@ use tokio::sync::watch;
 use super::client::{self, Client};
 use super::{etcd_err, rpc};
 use crate::Result;
-use crate::backends::session::SessionSignals;
+use crate::backends::session::{SessionSignals, StoreSession};
 
 /// The session's local deadline: the server expires the lease no earlier than `ttl` after it
 /// applied the keepalive, itself after `sent`.
@@ -45,6 +45,12 @@ impl Session {
 
     pub(super) fn ended(&self) -> bool {
         self.signals.ended()
+    }
+}
+
+impl StoreSession for Session {
+    fn signals(&self) -> &SessionSignals {
+        &self.signals
     }
 }
 

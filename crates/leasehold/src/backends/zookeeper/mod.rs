@@ -33,7 +33,10 @@
 //! client is not reconnected within 0.4 × the session timeout (the client notices silence
 //! after at most 0.4 × the timeout, so this lands before the server can expire the session).
 //! `Expired` fires `lost()` at once; the next acquire opens a new session. A release after the
-//! session expired answers `Ok(false)` (not ours any more: the server deleted the node).
+//! session expired answers `Ok(false)` (not ours any more: the server deleted the node). A
+//! contender whose session ends while it waits (its process frozen past the session timeout)
+//! held nothing: it waits on with a new session, within its deadline ([`SessionCore`], shared
+//! with etcd).
 //!
 //! Opening a session answers within the connect limit ([`crate::Locker::connect_within`],
 //! 5 s by default), not within the session timeout: a server that is not there, or does not
@@ -50,16 +53,14 @@ use config::{Config, parse_url, valid_path};
 use node::{CreateGuard, create_node, find_own};
 use session::Session;
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use tokio::sync::watch;
-use zookeeper_client::{Acls, Client, CreateMode, EventType, SessionState};
+use zookeeper_client::{Client, EventType};
 
 use super::Limits;
-use super::session::{SessionSignals, Undoing};
+use super::session::{SessionCore, Waited};
 use crate::store::{AcquireRequest, Attempt};
 use crate::{
     Error, FenceRepeat, FenceToken, Guarantees, Holder, HolderInfo, Key, LockKind, Mode,
@@ -104,6 +105,12 @@ fn session_gone(e: &zookeeper_client::Error) -> bool {
     matches!(e, zookeeper_client::Error::SessionExpired | zookeeper_client::Error::ClientClosed)
 }
 
+/// Whether `e` is a request's failure because our session is over ([`session_gone`]).
+fn cut_by_session_end(e: &Error) -> bool {
+    let source = std::error::Error::source(e);
+    source.and_then(|s| s.downcast_ref::<zookeeper_client::Error>()).is_some_and(session_gone)
+}
+
 /// The owner token as a UUID (8-4-4-4-12), the form Curator's protected names carry.
 fn uuid(owner: &OwnerToken) -> String {
     let h = owner.to_string();
@@ -116,21 +123,14 @@ fn owner_of(node: &str) -> Option<OwnerToken> {
     uuid.replace('-', "").parse().ok()
 }
 
-#[derive(Debug)]
-struct Held {
-    key: Key,
-    path: String,
-    session: Arc<Session>,
-}
-
 /// The ZooKeeper store. See the module docs for layout, fences and session semantics.
 pub struct ZookeeperStore {
     cfg: Config,
     /// The bound on opening a session.
     connect: Duration,
-    session: tokio::sync::Mutex<Option<Arc<Session>>>,
-    held: Mutex<HashMap<OwnerToken, Held>>,
-    undoing: Arc<Undoing>,
+    /// The session, the grants bound to it (by owner: their node's path) and the abandoned
+    /// places being undone.
+    core: SessionCore<Session, String>,
 }
 
 impl std::fmt::Debug for ZookeeperStore {
@@ -150,13 +150,8 @@ impl ZookeeperStore {
 
     async fn open(url: &str, limits: Limits) -> Result<ZookeeperStore> {
         let cfg = parse_url(url)?;
-        let store = ZookeeperStore {
-            cfg,
-            connect: limits.connect,
-            session: tokio::sync::Mutex::new(None),
-            held: Mutex::default(),
-            undoing: Arc::default(),
-        };
+        let store =
+            ZookeeperStore { cfg, connect: limits.connect, core: SessionCore::new("zookeeper") };
         // Another service at the first server's address (Redis, PostgreSQL, MySQL, a web
         // server) is named as such instead of timing out as an outage (`backends::peer`).
         let first = store.cfg.hosts.split(',').next().and_then(super::peer::host_port);
@@ -182,19 +177,7 @@ impl ZookeeperStore {
     }
 
     async fn session(&self) -> Result<Arc<Session>> {
-        let mut s = self.session.lock().await;
-        if let Some(cur) = s.as_ref()
-            && !cur.ended()
-        {
-            return Ok(cur.clone());
-        }
-        let new = Session::open(&self.cfg, self.connect).await?;
-        *s = Some(new.clone());
-        Ok(new)
-    }
-
-    fn held(&self) -> std::sync::MutexGuard<'_, HashMap<OwnerToken, Held>> {
-        self.held.lock().unwrap_or_else(|p| p.into_inner())
+        self.core.session(|| Session::open(&self.cfg, self.connect)).await
     }
 
     fn grant(
@@ -204,10 +187,26 @@ impl ZookeeperStore {
         czxid: i64,
         session: Arc<Session>,
         sent: Instant,
-    ) -> Attempt {
-        let grant = session.signals.grant(FenceToken::from_i64(czxid), sent, "zookeeper");
-        self.held().insert(*req.owner, Held { key: req.key.clone(), path, session });
-        Attempt::Granted(grant)
+    ) -> Waited {
+        self.core.grant(req, path, czxid, session, sent)
+    }
+
+    /// An acquisition through the shared core: a session lost while waiting is replaced.
+    async fn acquire_on_sessions(
+        &self,
+        req: &AcquireRequest<'_>,
+        until: Option<Instant>,
+    ) -> Result<Attempt> {
+        let attempt = |session| async move {
+            match self.attempt(req, session, until).await {
+                // A request our session's end cut off ("session expired", the client closed),
+                // possibly before the session's task has said so: nothing was granted.
+                Err(e) if cut_by_session_end(&e) => Ok(Waited::SessionLost(e.to_string())),
+                r => r,
+            }
+        };
+        let open = || Session::open(&self.cfg, self.connect);
+        self.core.acquire(req, until, open, attempt).await
     }
 
     /// The children of `lock` that are lock nodes, in Curator's order.
@@ -219,17 +218,27 @@ impl ZookeeperStore {
         }
     }
 
-    async fn attempt(&self, req: &AcquireRequest<'_>, until: Option<Instant>) -> Result<Attempt> {
+    async fn attempt(
+        &self,
+        req: &AcquireRequest<'_>,
+        session: Arc<Session>,
+        until: Option<Instant>,
+    ) -> Result<Waited> {
         if let Some(slot) = &req.slot {
-            return semaphore::attempt(self, req, slot, until).await;
+            return semaphore::attempt(self, req, slot, session, until).await;
         }
-        let session = self.session().await?;
+        let busy = || Ok(Waited::Done(Attempt::Busy { holder_expires_in: None }));
         let client = session.client()?;
         let lock = self.lock_path(req.key)?;
+        // An abandoned place of ours on this lock is being removed: let it finish first, so
+        // a search for it by our UUID cannot meet the node we are about to create.
+        let settle =
+            until.map_or(Duration::from_secs(10), |u| u.saturating_duration_since(Instant::now()));
+        self.core.undoing.settled(&lock, settle).await;
         let kind = rw::Kind::of(req.mode, self.cfg.curator);
         if until.is_none() && rw::would_wait(&Self::queue(&client, &lock).await?, req.mode) {
             // One attempt on a taken lock: do not join the queue at all.
-            return Ok(Attempt::Busy { holder_expires_in: None });
+            return busy();
         }
         let uuid = uuid(req.owner);
         let sent = Instant::now();
@@ -242,7 +251,7 @@ impl ZookeeperStore {
         ));
         let mut guard = CreateGuard {
             task: Some(task),
-            armed: Some((client.clone(), self.undoing.clone(), lock.clone(), uuid)),
+            armed: Some((client.clone(), self.core.undoing.clone(), lock.clone(), uuid)),
             path: None,
         };
         let (path, czxid) = guard.outcome().await?;
@@ -250,32 +259,45 @@ impl ZookeeperStore {
         loop {
             let queue = Self::queue(&client, &lock).await?;
             let Some(pos) = queue.iter().position(|c| c.name == me) else {
+                // Our ephemeral node went with our session (the process was frozen past the
+                // session timeout): nothing was granted; the core waits on with a new session.
                 guard.disarm();
-                return Err(Error::unavailable(
-                    format!("our zookeeper node {path} vanished (session expired?)"),
-                    None,
-                ));
+                return Ok(Waited::SessionLost(format!(
+                    "our zookeeper node {path} is gone: session {:x} ended while waiting",
+                    session.id
+                )));
             };
             let Some(blocker) = rw::blocker(&queue, pos) else {
+                // On a session that has ended meanwhile no grant: the node goes with it.
                 guard.disarm();
                 return Ok(self.grant(req, path, czxid, session, sent));
             };
             let Some(until) = until else {
                 guard.undo_now().await?;
-                return Ok(Attempt::Busy { holder_expires_in: None });
+                return busy();
             };
             if Instant::now() >= until {
                 guard.undo_now().await?;
-                return Ok(Attempt::Busy { holder_expires_in: None });
+                return busy();
             }
             debug_assert!(blocker.seq < queue[pos].seq);
             let pred = format!("{lock}/{}", blocker.name);
             let watcher = match client.check_and_watch_stat(&pred).await {
                 Ok((Some(_), w)) => w,
                 Ok((None, _)) => continue, // already gone
+                Err(e) if session_gone(&e) => {
+                    guard.disarm(); // our node went with the session
+                    return Ok(Waited::SessionLost(zk_err("watch", e).to_string()));
+                }
                 Err(e) => return Err(zk_err("watch", e)),
             };
-            let woke = tokio::time::timeout_at(until.into(), watcher.changed()).await;
+            let woke = tokio::select! {
+                woke = tokio::time::timeout_at(until.into(), watcher.changed()) => woke,
+                why = session.signals.end("zookeeper") => {
+                    guard.disarm(); // our node goes with the session (its client is closed)
+                    return Ok(Waited::SessionLost(why));
+                }
+            };
             if let Ok(ev) = woke
                 && ev.event_type != EventType::NodeDeleted
                 && ev.event_type != EventType::Session
@@ -322,19 +344,17 @@ impl Store for ZookeeperStore {
     }
 
     async fn try_acquire(&self, req: &AcquireRequest<'_>) -> Result<Attempt> {
-        self.attempt(req, None).await
+        self.acquire_on_sessions(req, None).await
     }
 
     async fn acquire(&self, req: &AcquireRequest<'_>, until: Option<Instant>) -> Result<Attempt> {
-        // The whole wait (queue place, predecessor watches) answers within `until` + op timeout.
-        crate::store::acquire_in_server(req, until, |_| self.attempt(req, until)).await
+        // The whole wait (queue place, predecessor watches, the sessions it outlives) answers
+        // within `until` + op timeout.
+        crate::store::acquire_in_server(req, until, |_| self.acquire_on_sessions(req, until)).await
     }
 
     async fn renew(&self, key: &Key, owner: &OwnerToken, _ttl: Duration) -> Result<bool> {
-        let (path, session) = match self.held().get(owner) {
-            Some(h) if h.key == *key => (h.path.clone(), h.session.clone()),
-            _ => return Ok(false),
-        };
+        let Some((path, session)) = self.core.held(key, owner) else { return Ok(false) };
         if session.ended() {
             return Ok(false);
         }
@@ -348,17 +368,10 @@ impl Store for ZookeeperStore {
 
     async fn release(&self, key: &Key, owner: &OwnerToken) -> Result<bool> {
         let lock = self.lock_path(key)?;
-        self.undoing.settled(&lock, Duration::from_secs(10)).await;
-        let held = {
-            let mut map = self.held();
-            match map.get(owner) {
-                Some(h) if h.key == *key => map.remove(owner),
-                _ => None,
-            }
-        };
-        let (client, path) = match held {
+        self.core.undoing.settled(&lock, Duration::from_secs(10)).await;
+        let (client, path) = match self.core.take(key, owner) {
             Some(h) => match h.session.client() {
-                Ok(c) => (c, h.path),
+                Ok(c) => (c, h.place),
                 // The session is gone, and its ephemeral node with it.
                 Err(_) if h.session.ended() => return Ok(false),
                 Err(e) => return Err(e),

@@ -2,7 +2,14 @@
 //! protection mode: after a lost answer, look for our UUID before creating again), and what
 //! removes it when the acquire that made it hands out no grant.
 
-use super::*;
+use std::sync::Arc;
+use std::time::Duration;
+
+use zookeeper_client::{Acls, Client, CreateMode};
+
+use super::{session_gone, zk_err};
+use crate::backends::session::Undoing;
+use crate::{Error, Result};
 
 type CreateTask =
     tokio::task::JoinHandle<std::result::Result<(String, i64), zookeeper_client::Error>>;
@@ -88,6 +95,8 @@ pub(super) async fn remove_own(
     };
     match client.delete(&path, None).await {
         Ok(()) | Err(zookeeper_client::Error::NoNode) => Ok(()),
+        // The session is over, and its ephemeral node with it.
+        Err(e) if session_gone(&e) => Ok(()),
         Err(e) => Err(zk_err("delete", e)),
     }
 }

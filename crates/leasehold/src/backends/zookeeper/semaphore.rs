@@ -19,8 +19,17 @@
 //! leasehold does not hold `locks` while it waits (Curator's acquirers do): it watches the
 //! `leases` children and takes `locks` only when a slot looks free.
 
-use super::*;
-use crate::store::SlotOf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use zookeeper_client::Client;
+
+use super::node::{CreateGuard, create_node};
+use super::session::Session;
+use super::{ZookeeperStore, owner_of, rw, uuid, zk_err};
+use crate::backends::session::Waited;
+use crate::store::{AcquireRequest, Attempt, SlotOf};
+use crate::{Error, FenceToken, Holder, HolderInfo, Key, OwnerToken, Result};
 
 /// How long a one-shot attempt waits for `locks` (held for a few round trips by a leasehold
 /// acquirer; as long as its wait by a Curator one).
@@ -130,7 +139,7 @@ async fn lock(
         "lock-",
         String::new(),
     ));
-    let armed = Some((client.clone(), store.undoing.clone(), locks.to_owned(), uuid));
+    let armed = Some((client.clone(), store.core.undoing.clone(), locks.to_owned(), uuid));
     let mut guard = CreateGuard { task: Some(task), armed, path: None };
     let (path, _) = guard.outcome().await?;
     let me = path.rsplit('/').next().unwrap_or_default().to_owned();
@@ -164,7 +173,7 @@ async fn take(
     client: &Client,
     leases: &str,
     session: Arc<Session>,
-) -> Result<Option<Attempt>> {
+) -> Result<Option<Waited>> {
     if !free(&read_leases(client, leases).await?.1, slot)? {
         return Ok(None);
     }
@@ -173,7 +182,7 @@ async fn take(
     let data = lease_data(req.owner, slot, req.info);
     let task =
         tokio::spawn(create_node(client.clone(), leases.to_owned(), uuid.clone(), "lease-", data));
-    let armed = Some((client.clone(), store.undoing.clone(), leases.to_owned(), uuid));
+    let armed = Some((client.clone(), store.core.undoing.clone(), leases.to_owned(), uuid));
     let mut guard = CreateGuard { task: Some(task), armed, path: None };
     let (path, czxid) = guard.outcome().await?;
     guard.disarm();
@@ -186,12 +195,12 @@ pub(super) async fn attempt(
     store: &ZookeeperStore,
     req: &AcquireRequest<'_>,
     slot: &SlotOf<'_>,
+    session: Arc<Session>,
     until: Option<Instant>,
-) -> Result<Attempt> {
-    let session = store.session().await?;
+) -> Result<Waited> {
     let client = session.client()?;
     let (locks, leases) = paths(store, slot.semaphore)?;
-    let busy = Ok(Attempt::Busy { holder_expires_in: None });
+    let busy = Ok(Waited::Done(Attempt::Busy { holder_expires_in: None }));
     loop {
         let (names, seen) = read_leases(&client, &leases).await?;
         if free(&seen, slot)? {
@@ -211,7 +220,13 @@ pub(super) async fn attempt(
         match client.list_and_watch_children(&leases).await {
             Ok((now, w)) => {
                 if now.len() == names.len() && now.iter().all(|n| names.contains(n)) {
-                    let _ = tokio::time::timeout_at(until.into(), w.changed()).await;
+                    tokio::select! {
+                        _ = tokio::time::timeout_at(until.into(), w.changed()) => {}
+                        // No lease of ours yet: a new session waits on.
+                        why = session.signals.end("zookeeper") => {
+                            return Ok(Waited::SessionLost(why));
+                        }
+                    }
                 }
             }
             // No lease yet (or the container was cleaned up): look again shortly.

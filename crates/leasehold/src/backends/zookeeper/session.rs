@@ -1,6 +1,15 @@
 //! One ZooKeeper session, and the task that follows its state into every grant's admit() and lost().
 
-use super::*;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tokio::sync::watch;
+use zookeeper_client::{Client, SessionState};
+
+use super::config::Config;
+use super::zk_err;
+use crate::backends::session::{SessionSignals, StoreSession};
+use crate::{Error, Result};
 
 /// One ZooKeeper session and the task that follows its state.
 pub(super) struct Session {
@@ -16,6 +25,12 @@ pub(super) struct Session {
 impl std::fmt::Debug for Session {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "Session({:x})", self.id)
+    }
+}
+
+impl StoreSession for Session {
+    fn signals(&self) -> &SessionSignals {
+        &self.signals
     }
 }
 
