@@ -154,6 +154,7 @@ pub(super) async fn attempt(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::Key;
     use crate::backends::etcd::{lock_value, parse_value};
 
     fn kv(key: &str, value: String) -> KeyValue {
