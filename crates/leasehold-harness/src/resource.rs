@@ -44,39 +44,11 @@ const ETCD_KEY: &str = "leasehold-test/row-1";
 const DATA: &str =
     "CREATE TABLE IF NOT EXISTS data (id VARCHAR(64) PRIMARY KEY, value TEXT NOT NULL)";
 
-/// Opens `sqlite:PATH`, `redis://HOST:PORT`, `postgres://…?options=-csearch_path%3DS`,
-/// `mysql://…/DB` or `etcd://…` (the lock store's own URL), setting up the fence table if
-/// needed.
+/// Opens `sqlite:PATH` (a file of the tool's own), or the store a store URL names (the lock
+/// store's own: `redis://…`, `postgres://…` with the `search_path` its tables go in, e.g.
+/// `options=-csearch_path%3DS`, `mysql://…/DB`, `etcd://…`), connecting as the URL's parsed
+/// configuration says, and sets up the fence table if needed.
 pub async fn open(spec: &str) -> Resource {
-    #[cfg(feature = "etcd")]
-    if spec.starts_with("etcd://") {
-        let store =
-            leasehold::backends::etcd::EtcdStore::connect(spec).await.expect("resource etcd");
-        return Resource::Etcd(Box::new((
-            leasehold::fence::etcd::EtcdFence::for_store(&store),
-            store,
-        )));
-    }
-    #[cfg(feature = "postgres")]
-    if spec.starts_with("postgres") {
-        use leasehold::fence::postgres::tokio_postgres;
-        let (db, conn) =
-            tokio_postgres::connect(spec, tokio_postgres::NoTls).await.expect("resource pg");
-        tokio::spawn(conn);
-        let path: String = db.query_one("SHOW search_path", &[]).await.unwrap().get(0);
-        db.batch_execute(&format!("CREATE SCHEMA IF NOT EXISTS {path}")).await.unwrap();
-        leasehold::fence::postgres::install(&db).await.expect("fence table");
-        db.batch_execute(DATA).await.unwrap();
-        return Resource::Postgres(db);
-    }
-    #[cfg(feature = "mysql")]
-    if spec.starts_with("mysql") {
-        use leasehold::fence::mysql::mysql_async::{self, prelude::Queryable};
-        let mut db = mysql_async::Conn::from_url(spec).await.expect("resource mysql");
-        leasehold::fence::mysql::install(&mut db).await.expect("fence table");
-        db.query_drop(DATA).await.unwrap();
-        return Resource::Mysql(db);
-    }
     if let Some(path) = spec.strip_prefix("sqlite:") {
         let db = Connection::open(path).expect("open resource db");
         db.busy_timeout(Duration::from_secs(10)).unwrap();
@@ -87,17 +59,49 @@ pub async fn open(spec: &str) -> Resource {
         .unwrap();
         return Resource::Sqlite(db);
     }
-    #[cfg(feature = "redis")]
-    if spec.starts_with("redis") {
-        // The store URL's prefix option names the fence hash and the value key.
-        let fence = RedisFence::connect(spec).await.expect("connect resource redis");
-        let key = redis_key(fence.prefix());
-        let base = spec.split('?').next().unwrap_or(spec);
-        let client = leasehold::fence::redis::redis::Client::open(base).expect("redis url");
-        let conn = client.get_connection_manager().await.expect("connect resource redis");
-        return Resource::Redis(fence, conn, key);
+    let url = leasehold::StoreUrl::parse(spec).expect("resource store URL");
+    #[allow(unused_imports)]
+    use leasehold::Scheme;
+    match url.scheme() {
+        #[cfg(feature = "etcd")]
+        Scheme::Etcd => {
+            let store =
+                leasehold::backends::etcd::tools::connect(&url).await.expect("resource etcd");
+            Resource::Etcd(Box::new((leasehold::fence::etcd::EtcdFence::for_store(&store), store)))
+        }
+        #[cfg(feature = "postgres")]
+        Scheme::Postgres => {
+            use leasehold::fence::postgres::tokio_postgres;
+            let cfg = leasehold::backends::postgres::tools::client_config(&url).expect("pg URL");
+            let (db, conn) = cfg.connect(tokio_postgres::NoTls).await.expect("resource pg");
+            tokio::spawn(conn);
+            let path: String = db.query_one("SHOW search_path", &[]).await.unwrap().get(0);
+            db.batch_execute(&format!("CREATE SCHEMA IF NOT EXISTS {path}")).await.unwrap();
+            leasehold::fence::postgres::install(&db).await.expect("fence table");
+            db.batch_execute(DATA).await.unwrap();
+            Resource::Postgres(db)
+        }
+        #[cfg(feature = "mysql")]
+        Scheme::Mysql => {
+            use leasehold::fence::mysql::mysql_async::{self, prelude::Queryable};
+            let opts = leasehold::backends::mysql::tools::client_opts(&url).expect("mysql URL");
+            let mut db = mysql_async::Conn::new(opts).await.expect("resource mysql");
+            leasehold::fence::mysql::install(&mut db).await.expect("fence table");
+            db.query_drop(DATA).await.unwrap();
+            Resource::Mysql(db)
+        }
+        #[cfg(feature = "redis")]
+        Scheme::Redis | Scheme::Rediss => {
+            // The store URL's prefix option names the fence hash and the value key.
+            use leasehold::backends::redis::tools;
+            let fence = tools::fence(&url).await.expect("connect resource redis");
+            let key = redis_key(fence.prefix());
+            let client = tools::client(&url).expect("redis url");
+            let conn = client.get_connection_manager().await.expect("connect resource redis");
+            Resource::Redis(fence, conn, key)
+        }
+        _ => panic!("no resource on {url} in this build (its store's feature is off)"),
     }
-    panic!("no resource for {spec:?} in this build (its store's feature is off)")
 }
 
 /// A write on a SQL resource whose transaction is still open: applied, not yet committed.

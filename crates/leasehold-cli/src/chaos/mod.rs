@@ -71,45 +71,50 @@ pub struct Settings {
 
 /// The resource chaos writes to, on the user's own store where it can hold one (so its final
 /// state can be read with psql, mariadb, redis-cli or etcdctl), else an SQLite file in `out`.
+/// The spec is the store URL (its options name the resource's keys and tables too), or
+/// `sqlite:PATH`; what each store's URL says is read from its parsed configuration.
 pub fn resource_spec(store: &StoreUrl, out: &Path) -> (String, String) {
-    let url = store.expose();
-    let base = url.split('?').next().unwrap_or(url);
-    let option = |name: &str| store.option(name);
+    let own = || {
+        let p = out.join("resource.db");
+        (format!("sqlite:{}", p.display()), format!("SQLite file {} (table data)", p.display()))
+    };
     match store.scheme() {
+        #[cfg(feature = "postgres")]
         Scheme::Postgres => {
+            use leasehold::backends::postgres::tools;
             // The store's own schema when the URL names one, else leasehold_chaos.
-            let schema = option("schema")
-                .filter(|s| s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'))
-                .unwrap_or("leasehold_chaos");
+            let schema = tools::schema(store).ok().flatten().unwrap_or("leasehold_chaos");
+            let Ok(url) = tools::with_search_path(store, schema) else { return own() };
             (
-                format!("{base}?options=-csearch_path%3D{schema}"),
+                url.expose().to_owned(),
                 format!(
                     "PostgreSQL: table {schema}.data (id 'row-1') and fence table \
                      {schema}.leasehold_fence"
                 ),
             )
         }
-        Scheme::Mysql => {
-            (base.to_owned(), "MySQL: tables data (id 'row-1') and leasehold_fence".into())
-        }
+        #[cfg(feature = "mysql")]
+        Scheme::Mysql => (
+            store.expose().to_owned(),
+            "MySQL: tables data (id 'row-1') and leasehold_fence".into(),
+        ),
+        #[cfg(feature = "redis")]
         Scheme::Redis => {
             // The whole URL: its prefix option names the resource's keys too.
-            let prefix = option("prefix").unwrap_or("leasehold:");
+            let prefix = leasehold::backends::redis::tools::prefix(store).unwrap_or("leasehold:");
             (
-                url.to_owned(),
+                store.expose().to_owned(),
                 format!(
                     "Redis: key {prefix}{{row-1}}:value and fence hash {prefix}fence:{{row-1}}"
                 ),
             )
         }
+        #[cfg(feature = "etcd")]
         Scheme::Etcd => (
-            url.to_owned(),
+            store.expose().to_owned(),
             "etcd: key leasehold-test/row-1, fenced by the lock key's create revision".into(),
         ),
-        _ => {
-            let p = out.join("resource.db");
-            (format!("sqlite:{}", p.display()), format!("SQLite file {} (table data)", p.display()))
-        }
+        _ => own(),
     }
 }
 
@@ -117,23 +122,19 @@ pub fn resource_spec(store: &StoreUrl, out: &Path) -> (String, String) {
 /// SQLite file in `out` (Redis and etcd writes are one atomic step, with no transaction to
 /// freeze in).
 fn tx_resource_spec(url: &StoreUrl, out: &Path) -> (String, String) {
-    let (spec, what) = resource_spec(url, out);
-    if spec.starts_with("postgres") || spec.starts_with("mysql") || spec.starts_with("sqlite") {
-        return (spec, what);
+    match url.scheme() {
+        Scheme::Postgres | Scheme::Mysql => resource_spec(url, out),
+        _ => {
+            let p = out.join("resource.db");
+            (format!("sqlite:{}", p.display()), format!("SQLite file {} (table data)", p.display()))
+        }
     }
-    let p = out.join("resource.db");
-    (format!("sqlite:{}", p.display()), format!("SQLite file {} (table data)", p.display()))
 }
 
-/// The session timeout an etcd or ZooKeeper URL asks for (their defaults otherwise); zero for
-/// other stores.
+/// The session timeout the URL asks for (etcd's `ttl`, ZooKeeper's `session`, their defaults
+/// otherwise); zero for stores whose locks are not bound to a session.
 fn session_timeout(u: &StoreUrl) -> Duration {
-    let option = match u.scheme() {
-        Scheme::Etcd => "ttl",
-        Scheme::Zk => "session",
-        _ => return Duration::ZERO,
-    };
-    u.duration(option).ok().flatten().unwrap_or(Duration::from_secs(10))
+    u.session_timeout().unwrap_or(Duration::ZERO)
 }
 
 /// The single `HOST:PORT` a store URL points at, and the URL with it replaced by `to`.
@@ -141,16 +142,9 @@ fn through(
     url: &StoreUrl,
     to: std::net::SocketAddr,
 ) -> Result<(std::net::SocketAddr, StoreUrl), String> {
-    let (scheme, rest) = url.expose().split_once("://").ok_or("no scheme")?;
-    let end = rest.find(['/', '?']).unwrap_or(rest.len());
-    let authority = &rest[..end];
-    let (user, hostport) = match authority.rsplit_once('@') {
-        Some((u, h)) => (format!("{u}@"), h),
-        None => (String::new(), authority),
-    };
-    if hostport.contains(',') {
+    let [hostport] = url.hosts()[..] else {
         return Err("the partition scenario needs a store URL with one host".into());
-    }
+    };
     use std::net::ToSocketAddrs;
     let addr = hostport
         .to_socket_addrs()
@@ -162,7 +156,7 @@ fn through(
             )
         })?;
     // The same URL with another address: a new URL, parsed where it is made.
-    let moved = StoreUrl::parse(&format!("{scheme}://{user}{to}{}", &rest[end..]));
+    let moved = url.with_hosts(&to.to_string());
     Ok((addr, moved.map_err(|e| e.to_string())?))
 }
 
@@ -552,18 +546,23 @@ async fn remove_resource(u: &StoreUrl, spec: &str, permits: Option<u32>) -> Resu
     }
     #[cfg(feature = "redis")]
     if u.scheme() == Scheme::Redis {
+        use leasehold::backends::redis::tools;
         use leasehold::fence::redis::redis;
-        let prefix = u.option("prefix").unwrap_or("leasehold:").to_owned();
-        let base = u.expose().split('?').next().unwrap_or(u.expose());
-        let client = redis::Client::open(base).map_err(|e| e.to_string())?;
+        let client = tools::client(u).map_err(|e| e.to_string())?;
         let mut conn =
             client.get_multiplexed_async_connection().await.map_err(|e| e.to_string())?;
+        let names = |k: &str| {
+            let key = leasehold::Key::new(k).map_err(|e| e.to_string())?;
+            tools::key_names(u, &key).map_err(|e| e.to_string())
+        };
+        let lock = names(KEY)?;
+        let mut del = vec![lock.fence, lock.released_by];
         // A semaphore's slots KEY#i each have a counter of their own.
-        let slots = (0..permits.unwrap_or(0)).map(|i| format!("{prefix}{{{KEY}#{i}}}:fence"));
+        for i in 0..permits.unwrap_or(0) {
+            del.push(names(&format!("{KEY}#{i}"))?.fence);
+        }
         redis::cmd("DEL")
-            .arg(format!("{prefix}{{{KEY}}}:fence"))
-            .arg(format!("{prefix}{{{KEY}}}:released-by"))
-            .arg(slots.collect::<Vec<_>>())
+            .arg(del)
             .query_async::<i64>(&mut conn)
             .await
             .map_err(|e| e.to_string())?;
