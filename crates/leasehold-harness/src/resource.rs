@@ -43,23 +43,27 @@ pub async fn open(spec: &str) -> Resource {
     if let Some(r) = SqliteResource::open(spec) {
         return Resource::Sqlite(r);
     }
+    // Any other spec is a store URL, parsed once; each store's resource knows its `Scheme`.
+    let url = leasehold::StoreUrl::parse(spec).expect("resource store URL");
+    #[allow(unused_variables)]
+    let url = &url;
     #[cfg(feature = "redis")]
-    if let Some(r) = RedisResource::open(spec).await {
+    if let Some(r) = RedisResource::open(url).await {
         return Resource::Redis(r);
     }
     #[cfg(feature = "postgres")]
-    if let Some(r) = PgResource::open(spec).await {
+    if let Some(r) = PgResource::open(url).await {
         return Resource::Postgres(r);
     }
     #[cfg(feature = "mysql")]
-    if let Some(r) = MyResource::open(spec).await {
+    if let Some(r) = MyResource::open(url).await {
         return Resource::Mysql(r);
     }
     #[cfg(feature = "etcd")]
-    if let Some(r) = EtcdResource::open(spec).await {
+    if let Some(r) = EtcdResource::open(url).await {
         return Resource::Etcd(r);
     }
-    panic!("no resource for {spec:?} in this build (its store's feature is off)")
+    panic!("no resource for {url} in this build (its store's feature is off)")
 }
 
 /// A write on a SQL resource whose transaction is still open: applied, not yet committed.

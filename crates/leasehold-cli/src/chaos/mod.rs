@@ -84,16 +84,9 @@ fn through(
     url: &StoreUrl,
     to: std::net::SocketAddr,
 ) -> Result<(std::net::SocketAddr, StoreUrl), String> {
-    let (scheme, rest) = url.expose().split_once("://").ok_or("no scheme")?;
-    let end = rest.find(['/', '?']).unwrap_or(rest.len());
-    let authority = &rest[..end];
-    let (user, hostport) = match authority.rsplit_once('@') {
-        Some((u, h)) => (format!("{u}@"), h),
-        None => (String::new(), authority),
-    };
-    if hostport.contains(',') {
+    let [hostport] = url.hosts()[..] else {
         return Err("the partition scenario needs a store URL with one host".into());
-    }
+    };
     use std::net::ToSocketAddrs;
     let addr = hostport
         .to_socket_addrs()
@@ -105,7 +98,7 @@ fn through(
             )
         })?;
     // The same URL with another address: a new URL, parsed where it is made.
-    let moved = StoreUrl::parse(&format!("{scheme}://{user}{to}{}", &rest[end..]));
+    let moved = url.with_hosts(&to.to_string());
     Ok((addr, moved.map_err(|e| e.to_string())?))
 }
 

@@ -42,6 +42,6 @@ impl StoreKit for Kit {
 
     /// The lease's `ttl=`, else etcd's default of 10 s.
     fn session_timeout(&self, url: &StoreUrl) -> Duration {
-        url.duration("ttl").ok().flatten().unwrap_or(Duration::from_secs(10))
+        url.session_timeout().unwrap_or(Duration::from_secs(10))
     }
 }

@@ -5,6 +5,7 @@ use leasehold::backends::etcd::EtcdStore;
 use leasehold::backends::etcd::tools::{client, rpc};
 use leasehold::fence::Fencing;
 use leasehold::fence::etcd::EtcdFence;
+use leasehold::{Scheme, StoreUrl};
 
 /// The resource's key.
 const KEY: &str = "leasehold-test/row-1";
@@ -14,11 +15,11 @@ pub struct EtcdResource(Box<(EtcdFence, EtcdStore)>);
 
 impl EtcdResource {
     /// Opens `etcd://…` (the lock store's own URL); `None` for another spec.
-    pub async fn open(spec: &str) -> Option<Self> {
-        if !spec.starts_with("etcd://") {
+    pub async fn open(url: &StoreUrl) -> Option<Self> {
+        if url.scheme() != Scheme::Etcd {
             return None;
         }
-        let store = EtcdStore::connect(spec).await.expect("resource etcd");
+        let store = leasehold::backends::etcd::tools::connect(url).await.expect("resource etcd");
         Some(EtcdResource(Box::new((EtcdFence::for_store(&store), store))))
     }
 

@@ -27,9 +27,10 @@ impl StoreKit for Kit {
         if !cfg!(feature = "mysql") {
             return None;
         }
-        let raw = url.expose();
+        // The whole URL: the resource connects as the store does (its options are read from
+        // the parsed configuration, not passed to the driver).
         Some(ResourceSpec {
-            spec: raw.split('?').next().unwrap_or(raw).to_owned(),
+            spec: url.expose().to_owned(),
             what: "MySQL: tables data (id 'row-1') and leasehold_fence".into(),
             transactional: true,
         })

@@ -3,6 +3,7 @@
 
 use leasehold::fence::Fencing;
 use leasehold::fence::mysql::mysql_async::{self, Conn, Transaction, prelude::Queryable};
+use leasehold::{Scheme, StoreUrl};
 
 use crate::row::{DATA, NAME, backend};
 
@@ -15,11 +16,12 @@ fn my(e: mysql_async::Error) -> leasehold::Error {
 
 impl MyResource {
     /// Opens `mysql://…/DB` (creating the tables); `None` for another spec.
-    pub async fn open(spec: &str) -> Option<Self> {
-        if !spec.starts_with("mysql") {
+    pub async fn open(url: &StoreUrl) -> Option<Self> {
+        if url.scheme() != Scheme::Mysql {
             return None;
         }
-        let mut db = Conn::from_url(spec).await.expect("resource mysql");
+        let opts = leasehold::backends::mysql::tools::client_opts(url).expect("mysql URL");
+        let mut db = Conn::new(opts).await.expect("resource mysql");
         leasehold::fence::mysql::install(&mut db).await.expect("fence table");
         db.query_drop(DATA).await.unwrap();
         Some(MyResource(db))

@@ -3,6 +3,7 @@
 
 use leasehold::fence::Fencing;
 use leasehold::fence::postgres::tokio_postgres::{self, Client, Transaction};
+use leasehold::{Scheme, StoreUrl};
 
 use crate::row::{DATA, NAME, backend};
 
@@ -16,12 +17,12 @@ fn pg(e: tokio_postgres::Error) -> leasehold::Error {
 impl PgResource {
     /// Opens `postgres://…?options=-csearch_path%3DS` (creating the schema and tables);
     /// `None` for another spec.
-    pub async fn open(spec: &str) -> Option<Self> {
-        if !spec.starts_with("postgres") {
+    pub async fn open(url: &StoreUrl) -> Option<Self> {
+        if url.scheme() != Scheme::Postgres {
             return None;
         }
-        let (db, conn) =
-            tokio_postgres::connect(spec, tokio_postgres::NoTls).await.expect("resource pg");
+        let cfg = leasehold::backends::postgres::tools::client_config(url).expect("pg URL");
+        let (db, conn) = cfg.connect(tokio_postgres::NoTls).await.expect("resource pg");
         tokio::spawn(conn);
         let path: String = db.query_one("SHOW search_path", &[]).await.unwrap().get(0);
         db.batch_execute(&format!("CREATE SCHEMA IF NOT EXISTS {path}")).await.unwrap();

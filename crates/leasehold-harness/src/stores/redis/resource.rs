@@ -1,9 +1,11 @@
 //! The fenced resource on a Redis server: a value key beside leasehold's fence hash, both
 //! under the store URL's prefix; a fenced write is one atomic step (no transaction to hold).
 
+use leasehold::backends::redis::tools;
 use leasehold::fence::Fencing;
 use leasehold::fence::redis::RedisFence;
 use leasehold::fence::redis::redis::{self, aio::ConnectionManager};
+use leasehold::{Scheme, StoreUrl};
 
 use crate::row::NAME;
 
@@ -22,14 +24,14 @@ fn value_key(prefix: &str) -> String {
 impl RedisResource {
     /// Opens `redis://…` (the lock store's own URL: its prefix option names the fence hash
     /// and the value key); `None` for another spec.
-    pub async fn open(spec: &str) -> Option<Self> {
-        if !spec.starts_with("redis") {
+    pub async fn open(url: &StoreUrl) -> Option<Self> {
+        if !matches!(url.scheme(), Scheme::Redis | Scheme::Rediss) {
             return None;
         }
-        let fence = RedisFence::connect(spec).await.expect("connect resource redis");
+        // The store URL's prefix option names the fence hash and the value key.
+        let fence = tools::fence(url).await.expect("connect resource redis");
         let key = value_key(fence.prefix());
-        let base = spec.split('?').next().unwrap_or(spec);
-        let client = redis::Client::open(base).expect("redis url");
+        let client = tools::client(url).expect("redis url");
         let conn = client.get_connection_manager().await.expect("connect resource redis");
         Some(RedisResource { fence, conn, key })
     }

@@ -25,6 +25,6 @@ impl StoreKit for Kit {
 
     /// The URL's `session=`, else the default of 10 s.
     fn session_timeout(&self, url: &StoreUrl) -> Duration {
-        url.duration("session").ok().flatten().unwrap_or(Duration::from_secs(10))
+        url.session_timeout().unwrap_or(Duration::from_secs(10))
     }
 }

@@ -28,7 +28,7 @@ use redis::cluster_async::ClusterConnection;
 use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
 use redis::{Script, Value};
 
-use super::cluster_url::{builder, parse_url};
+use super::cluster_url::{ClusterUrl, builder, parse_url};
 use super::form::{Form, form_store};
 use super::script_calls::On;
 use super::scripts::{GRANT, RELEASE, RENEW_MANY, key_slot};
@@ -71,11 +71,10 @@ impl RedisClusterStore {
     /// [`crate::DEFAULT_CONNECT_TIMEOUT`]. [`Error::Config`] when the nodes refuse the
     /// password or the ACL user, [`Error::Unavailable`] when no seed answers.
     pub async fn connect(url: &str) -> Result<Self> {
-        Self::open(url, Limits::default()).await
+        Self::open(&parse_url(url)?, Limits::default()).await
     }
 
-    pub(crate) async fn open(url: &str, limits: Limits) -> Result<Self> {
-        let u = parse_url(url)?;
+    pub(crate) async fn open(u: &ClusterUrl, limits: Limits) -> Result<Self> {
         let client: ClusterClient = builder(&u.seeds, limits)
             .build()
             .map_err(|e| Error::invalid(format!("bad redis-cluster URL: {e}")))?;
@@ -123,11 +122,11 @@ impl RedisClusterStore {
         }
         Ok(RedisClusterStore {
             conn,
-            names: Names::cluster(u.prefix),
+            names: Names::cluster(u.prefix.clone()),
             renew_many,
             release,
             read: Arc::new(Script::new(READ)),
-            sub: ShardSubscriber::new(u.seeds, limits),
+            sub: ShardSubscriber::new(u.seeds.clone(), limits),
         })
     }
 
@@ -335,10 +334,21 @@ impl Intents for RedisClusterStore {
 /// `redis-cluster://HOST:PORT[,HOST:PORT…]`.
 pub(crate) const STORE: crate::backends::Descriptor = crate::backends::Descriptor {
     form: "redis-cluster://HOST:PORT[,HOST:PORT…]",
-    options: |url| parse_url(url).map(drop),
-    open: |url, limits| crate::backends::opened(RedisClusterStore::open(url, limits)),
-    probe: |url, p| Box::pin(super::probe_ha::cluster(url, p)),
+    parse: |url| crate::backends::parsed(parse_url(url)),
 };
+
+impl crate::backends::StoreConfig for ClusterUrl {
+    fn open(&self, limits: Limits) -> crate::backends::Boxed<'_, Result<Arc<dyn crate::Store>>> {
+        crate::backends::opened(RedisClusterStore::open(self, limits))
+    }
+
+    fn probe<'a>(
+        &'a self,
+        p: &'a mut crate::probe::findings::Probe,
+    ) -> crate::backends::Boxed<'a, std::result::Result<(), String>> {
+        Box::pin(super::probe_ha::cluster(self, p))
+    }
+}
 
 #[cfg(test)]
 mod tests {

@@ -21,6 +21,9 @@ pub(crate) struct ClusterUrl {
     /// `redis://[user:pass@]host:port` per seed.
     pub seeds: Vec<String>,
     pub prefix: String,
+    /// `user:pass@` (or empty), for every node.
+    #[cfg_attr(not(feature = "tools"), allow(dead_code))]
+    pub auth: String,
 }
 
 /// Parses a `redis-cluster://` URL: at least one `host:port` seed, no database (a cluster has
@@ -64,7 +67,7 @@ pub(crate) fn parse_url(url: &str) -> Result<ClusterUrl> {
         }
         seeds.push(format!("redis://{auth}{h}"));
     }
-    Ok(ClusterUrl { seeds, prefix })
+    Ok(ClusterUrl { seeds, prefix, auth })
 }
 
 /// The cluster client for `seeds`: connections bounded by the connect limit, no response
