@@ -117,14 +117,16 @@ pub struct Counts {
     pub overlapped: u64,
     /// Acquires or releases whose outcome was unknown.
     pub unknown: u64,
-    /// Acquires that failed (no primary for a while, or busy for the whole wait).
+    /// Acquires that failed (no primary for a while, say).
     pub acquire_errors: u64,
+    /// Acquires that found the key held for their whole wait.
+    pub busy: u64,
     /// Releases that failed.
     pub release_errors: u64,
 }
 
 impl Counts {
-    const NAMES: [&'static str; 8] = [
+    const NAMES: [&'static str; 9] = [
         "holds",
         "effects",
         "refused",
@@ -132,10 +134,11 @@ impl Counts {
         "overlapped",
         "unknown",
         "acquire_errors",
+        "busy",
         "release_errors",
     ];
 
-    fn fields(&mut self) -> [&mut u64; 8] {
+    fn fields(&mut self) -> [&mut u64; 9] {
         [
             &mut self.holds,
             &mut self.effects,
@@ -144,6 +147,7 @@ impl Counts {
             &mut self.overlapped,
             &mut self.unknown,
             &mut self.acquire_errors,
+            &mut self.busy,
             &mut self.release_errors,
         ]
     }
@@ -321,7 +325,8 @@ impl Workers {
 /// session, holding or (mostly, two of three being behind the holder) waiting. A frozen holder
 /// loses its grant, and its late effect is refused; a frozen waiter held nothing and waits on
 /// with a new session. So: the history is safe, and no acquire failed (before, every waiter
-/// resumed past its session failed "store unavailable").
+/// resumed past its session failed "store unavailable"); one may find the key busy for its
+/// whole wait (frozen itself, then behind a frozen holder), as `run` may answer 75.
 pub async fn frozen_past_sessions(worker: &Path, url: &str, key: &str, session: Duration) {
     let w = Workers::start(worker, url, key, 3, Duration::from_secs(10));
     let t = Duration::from_secs(60);

@@ -242,6 +242,10 @@ async fn fenced(
                 n.unknown += 1;
                 continue;
             }
+            Err(leasehold::Error::Busy { .. }) => {
+                n.busy += 1;
+                continue;
+            }
             Err(e) => {
                 eprintln!("lh-worker {who}: acquire failed: {e}");
                 n.acquire_errors += 1;
