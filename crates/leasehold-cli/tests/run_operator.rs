@@ -1,7 +1,8 @@
 //! `run` as the next operator met it (issue 35): outcomes in the metrics, SIGTERM that
 //! escalates, a job that does not get the store's password, refused combinations, man pages
-//! groff reads cleanly, a key freed at once after `kill -9`, and holder info that can be
-//! turned off and keeps secrets out. Every store URL here goes through $LEASEHOLD_STORE.
+//! groff reads cleanly, a key freed at once after `kill -9`, holder info that can be
+//! turned off and keeps secrets out, and a waiter behind an `--at-least` holder that starts
+//! when the period ends. Every store URL here goes through $LEASEHOLD_STORE.
 
 mod common;
 
@@ -353,4 +354,57 @@ fn kill_9_then_next(e: &Env, store: &str, password: Option<&str>) {
     let took = killed.elapsed();
     assert_eq!(code(&next), 0, "{store}: {}", stderr(&next));
     assert!(took < Duration::from_secs(3), "{store}: the next run waited {took:?} (ttl 10s)");
+}
+
+/// A waiter behind an `--at-least` holder starts when the period ends, not at the holder's
+/// original TTL: shortening the key to the time left used to notify nobody, so on Redis and
+/// PostgreSQL a waiter that was already waiting slept until the TTL it read when it started
+/// waiting (here 20 s; the period is 4 s).
+#[test]
+fn a_waiter_behind_at_least_starts_when_the_period_ends_on_redis_and_postgres() {
+    let redis = leasehold_testkit::servers::RedisServer::start();
+    let schema = leasehold_testkit::PgSchema::new();
+    let pg = format!(
+        "{}{}schema={}",
+        leasehold_testkit::postgres_base(),
+        if leasehold_testkit::postgres_base().contains('?') { '&' } else { '?' },
+        schema.name
+    );
+    let e = Env::new();
+    for store in [redis.url(), pg] {
+        waiter_behind_at_least(&e, &store);
+    }
+}
+
+/// A holder runs a 1 s job under `--ttl 20s --at-least 4s`; a `--wait 60s` waiter starts while
+/// the job runs. The waiter's job must start within 2 s of the end of the period.
+fn waiter_behind_at_least(e: &Env, store: &str) {
+    use std::time::{Duration, Instant};
+    for f in ["started", "waited"] {
+        let _ = std::fs::remove_file(e.path(f));
+    }
+    let t0 = Instant::now();
+    let mut holder = e.cmd();
+    holder
+        .env("LEASEHOLD_STORE", store)
+        .args(["run", "--ttl", "20s", "--at-least", "4s", "period", "--"])
+        .args(["sh", "-c", "touch started; sleep 1"]);
+    let holder = std::thread::spawn(move || holder.output().unwrap());
+    wait_for(&e.path("started"));
+    let waiter = e
+        .cmd()
+        .env("LEASEHOLD_STORE", store)
+        .args(["run", "--wait", "60s", "period", "--", "touch", "waited"])
+        .output()
+        .unwrap();
+    let took = t0.elapsed();
+    let holder = holder.join().unwrap();
+    assert_eq!(code(&holder), 0, "{store}: {}", stderr(&holder));
+    assert_eq!(code(&waiter), 0, "{store}: {}", stderr(&waiter));
+    assert!(e.path("waited").exists());
+    assert!(took >= Duration::from_millis(3500), "{store}: started inside the period: {took:?}");
+    assert!(
+        took < Duration::from_secs(6),
+        "{store}: the waiter started {took:?} after the holder (period 4 s, ttl 20 s)"
+    );
 }

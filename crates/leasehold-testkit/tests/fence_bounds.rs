@@ -229,3 +229,112 @@ async fn sqlite_late_commit_is_refused() {
     assert_eq!(lf.time_left(), Some(Duration::ZERO));
     assert!(matches!(sqlite::check(&db, "r2", &lf), Err(Error::Lost { .. })));
 }
+
+/// A lease on an embedded store, auto-renewed, for the tests below (the lock store does not
+/// matter to the fence resource; its renewals do).
+async fn renewed_lease(ttl: Duration) -> (tempfile::TempDir, leasehold::Locker, leasehold::Lease) {
+    let store = tempfile::tempdir().unwrap();
+    let locker = leasehold::Locker::connect(&format!("sqlite://{}/l.db", store.path().display()))
+        .await
+        .unwrap();
+    let lease = locker.acquire("k", ttl).await.unwrap();
+    (store, locker, lease)
+}
+
+/// Waits until the lease has less than `left` before its local deadline (just before a
+/// renewal moves it), so a check made then sees little time left, as in the trial.
+async fn until_left_below(lease: &leasehold::Lease, left: Duration) {
+    let t0 = Instant::now();
+    while lease.deadline().unwrap().saturating_duration_since(Instant::now()) >= left {
+        assert!(t0.elapsed() < Duration::from_secs(10), "the lease never got below {left:?}");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+/// Issue 35: a worker that checks, works 1.5 s and writes under a 2 s lease that
+/// auto-renewal keeps alive commits. (Bounded by the time left at the check, its session was
+/// ended by the server while the lease stayed healthy, and the write met "connection closed".)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_checked_transaction_lives_as_long_as_its_renewed_lease() {
+    let (_schema, mut db) = pg_setup().await;
+    let (_dir, _locker, lease) = renewed_lease(Duration::from_secs(2)).await;
+    let f = lease.fencing();
+    leasehold::fence::postgres::claim(&db, "r", &f).await.unwrap();
+    until_left_below(&lease, Duration::from_millis(1300)).await;
+    let tx = db.transaction().await.unwrap();
+    leasehold::fence::postgres::check(&tx, "r", &f).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(1500)).await; // the work
+    tx.execute("INSERT INTO data VALUES (1, 'worked')", &[]).await.expect("the write");
+    leasehold::fence::postgres::commit(tx, &f).await.expect("the commit");
+    let rows = db.query("SELECT v FROM data", &[]).await.unwrap();
+    assert_eq!(rows.len(), 1);
+    assert!(lease.release().await.unwrap().is_clean());
+}
+
+/// A checked transaction idle past the lease's window (`ttl·(1 − drift) − margin`, the most
+/// time a renewal leaves) is ended by the server's backstop; the holder hears a typed
+/// [`Error::Lost`], from `commit` and from its own statement through `effect_error`, never a
+/// bare driver error, and nothing is committed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_transaction_ended_by_its_backstop_is_a_typed_loss() {
+    let (schema, mut db) = pg_setup().await;
+    let (_dir, _locker, lease) = renewed_lease(Duration::from_secs(1)).await;
+    let f = lease.fencing();
+    leasehold::fence::postgres::claim(&db, "r", &f).await.unwrap();
+    let tx = db.transaction().await.unwrap();
+    leasehold::fence::postgres::check(&tx, "r", &f).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(1500)).await; // idle longer than the window
+    let raw = tx.execute("INSERT INTO data VALUES (1, 'late')", &[]).await.unwrap_err();
+    let typed = leasehold::fence::postgres::effect_error(&f, raw);
+    assert!(matches!(typed, Error::Lost { .. }), "{typed:?}");
+    let r = leasehold::fence::postgres::commit(tx, &f).await;
+    assert!(matches!(r, Err(Error::Lost { .. })), "{r:?}");
+    let c = pg(&schema).await;
+    assert!(c.query("SELECT v FROM data", &[]).await.unwrap().is_empty());
+    drop(db);
+    assert!(lease.release().await.unwrap().is_clean());
+}
+
+/// MySQL, as the PostgreSQL case above: whole seconds, so a 3 s lease checked with under
+/// 1.9 s left (bounded to 2 s before) and 2.5 s of work.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mysql_checked_transaction_lives_as_long_as_its_renewed_lease() {
+    let (_db, mut c) = my_setup().await;
+    let (_dir, _locker, lease) = renewed_lease(Duration::from_secs(3)).await;
+    let f = lease.fencing();
+    {
+        let mut tx = c.start_transaction(Default::default()).await.unwrap();
+        leasehold::fence::mysql::claim(&mut tx, "r", &f).await.unwrap();
+        leasehold::fence::mysql::commit(tx, &f).await.unwrap();
+    }
+    until_left_below(&lease, Duration::from_millis(1900)).await;
+    let mut tx = c.start_transaction(Default::default()).await.unwrap();
+    leasehold::fence::mysql::check(&mut tx, "r", &f).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(2500)).await; // the work
+    tx.query_drop("INSERT INTO data VALUES (1, 'worked')").await.expect("the write");
+    leasehold::fence::mysql::commit(tx, &f).await.expect("the commit");
+    let rows: Vec<String> = c.query("SELECT v FROM data").await.unwrap();
+    assert_eq!(rows, vec!["worked".to_owned()]);
+    assert!(lease.release().await.unwrap().is_clean());
+}
+
+/// MySQL: a connection idle past the lease's window (rounded up to whole seconds) is closed
+/// by the server; the holder hears [`Error::Lost`], and nothing is committed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mysql_transaction_ended_by_its_backstop_is_a_typed_loss() {
+    let (db, mut c) = my_setup().await;
+    let (_dir, _locker, lease) = renewed_lease(Duration::from_secs(1)).await;
+    let f = lease.fencing();
+    let mut tx = c.start_transaction(Default::default()).await.unwrap();
+    leasehold::fence::mysql::claim(&mut tx, "r", &f).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(2500)).await; // idle past the 1 s bound
+    let raw = tx.query_drop("INSERT INTO data VALUES (1, 'late')").await.unwrap_err();
+    let typed = leasehold::fence::mysql::effect_error(&f, raw);
+    assert!(matches!(typed, Error::Lost { .. }), "{typed:?}");
+    let r = leasehold::fence::mysql::commit(tx, &f).await;
+    assert!(matches!(r, Err(Error::Lost { .. })), "{r:?}");
+    let mut other = my(&db).await;
+    let rows: Vec<String> = other.query("SELECT v FROM data").await.unwrap();
+    assert!(rows.is_empty(), "{rows:?}");
+    assert!(lease.release().await.unwrap().is_clean());
+}

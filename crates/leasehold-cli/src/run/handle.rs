@@ -38,11 +38,12 @@ pub(crate) struct Supervisor {
 }
 
 impl Supervisor {
-    /// Starts `leasehold supervise -- COMMAND` with `env` added to the command's environment
-    /// and the variables `withheld` removed from it (and from the supervisor's).
+    /// Starts `leasehold supervise -- COMMAND` with the variables `withheld` removed from its
+    /// environment (and so from the command's). It starts the command on [`Supervisor::go`],
+    /// and exits without starting it if this is dropped first, so `run` may start it before
+    /// it has a grant: a handoff then does not wait for this binary to start.
     pub fn spawn(
         command: &[OsString],
-        env: &[(&str, String)],
         withheld: &[OsString],
         grace: Duration,
     ) -> std::io::Result<Self> {
@@ -64,9 +65,6 @@ impl Supervisor {
         for k in withheld {
             cmd.env_remove(k);
         }
-        for (k, v) in env {
-            cmd.env(k, v);
-        }
         // SAFETY: fcntl only, between fork and exec.
         unsafe {
             cmd.pre_exec(move || inherit_fd(fd));
@@ -76,6 +74,13 @@ impl Supervisor {
         ours.set_nonblocking(true)?;
         let (rx, tx) = tokio::net::UnixStream::from_std(ours)?.into_split();
         Ok(Supervisor { child, tx, rx: BufReader::new(rx).lines() })
+    }
+
+    /// Starts the command with `env` added to its environment (the grant's variables).
+    pub async fn go(&mut self, env: &[(&str, String)]) {
+        if let Ok(json) = serde_json::to_string(env) {
+            self.send(format!("go {json}")).await;
+        }
     }
 
     async fn send(&mut self, line: String) {

@@ -33,6 +33,23 @@ pub(crate) const ENV_STORE_ID: &str = "LEASEHOLD_STORE_ID";
 /// Set (to anything but `0`), `run` records no holder info, as `--no-holder-info`.
 pub(crate) const ENV_NO_HOLDER_INFO: &str = "LEASEHOLD_NO_HOLDER_INFO";
 
+/// Set to `1`, `run` writes when each step between a command's end and the next holder's
+/// start happens (`leasehold: timeline STEP NS` on stderr, NS in CLOCK_REALTIME
+/// nanoseconds, comparable between processes): what `scripts/handoff` breaks the handoff
+/// down with.
+pub(crate) const ENV_TIMELINE: &str = "LEASEHOLD_TIMELINE";
+
+/// One step of the timeline ([`ENV_TIMELINE`]); nothing unless it is set.
+fn mark(step: &str) {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    if *ON.get_or_init(|| std::env::var_os(ENV_TIMELINE).is_some_and(|v| v == "1")) {
+        let ns = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        eprintln!("leasehold: timeline {step} {ns}");
+    }
+}
+
 /// `run --help`.
 pub(crate) const ABOUT: &str = "\
 Run CMD while holding KEY: flock(1) for a cluster.
@@ -255,6 +272,17 @@ async fn run_under_lease(
     };
     // The round trip says whether the ttl leaves renewals room: the acquire's own when it
     // does not wait, else one status request's.
+    // Orphans of a killed supervisor come to this process, which then kills them.
+    #[cfg(target_os = "linux")]
+    let _ = nix::sys::prctl::set_child_subreaper(true);
+    // A run that waits starts its supervisor now (it starts the command on `go`), so that the
+    // handoff from the previous holder does not wait for this binary to start again.
+    let mut early = match wait {
+        Wait::No => None,
+        _ => Some(Supervisor::spawn(&command, &withheld, plan.grace).map_err(|e| {
+            Exit::fail(code::SOFTWARE, format!("cannot start the supervisor: {e}"))
+        })?),
+    };
     let sent = Instant::now();
     let (acquired, rtt) = if wait == Wait::No {
         let a = acquire(wait).await;
@@ -285,6 +313,7 @@ async fn run_under_lease(
         Err(e) => return Err(e.into()),
     };
     let granted = Instant::now();
+    mark("granted");
     if measured && kind == LockKind::Lease {
         if rtt * 3 > ttl {
             let _ = lease.release().await;
@@ -310,12 +339,15 @@ async fn run_under_lease(
     let mut env = lease.env();
     env.push((ENV_STORE_ID.to_owned(), store_id.clone()));
     let env: Vec<(&str, String)> = env.iter().map(|(k, v)| (k.as_str(), v.clone())).collect();
-    // Orphans of a killed supervisor come to this process, which then kills them.
-    #[cfg(target_os = "linux")]
-    let _ = nix::sys::prctl::set_child_subreaper(true);
     note_withheld(&withheld);
-    let mut sup = match Supervisor::spawn(&command, &env, &withheld, plan.grace) {
-        Ok(s) => s,
+    let spawned =
+        early.take().map_or_else(|| Supervisor::spawn(&command, &withheld, plan.grace), Ok);
+    let mut sup = match spawned {
+        Ok(mut s) => {
+            s.go(&env).await;
+            mark("supervisor-spawned");
+            s
+        }
         Err(e) => {
             let _ = lease.release().await;
             return Err(Exit::fail(code::SOFTWARE, format!("cannot start the supervisor: {e}")));
@@ -336,7 +368,7 @@ async fn run_under_lease(
     }
     let prog = command[0].to_string_lossy().into_owned();
     match sup.next().await {
-        Event::Started(_) => {}
+        Event::Started(_) => mark("started"),
         other => {
             let _ = lease.release().await;
             let _ = sup.child.wait().await;
@@ -353,10 +385,11 @@ async fn run_under_lease(
     }
 
     let ended = watch(&mut sup, &lease, &key, plan.grace, &mut signals).await;
-    let _ = sup.child.wait().await;
+    mark("ended");
     let (status, lost) = match ended {
         Watched::Ended(status, lost) => (status, lost),
         Watched::SupervisorGone => {
+            let _ = sup.child.wait().await;
             #[cfg(target_os = "linux")]
             supervise::tree::kill_below(
                 std::process::id() as i32,
@@ -371,6 +404,7 @@ async fn run_under_lease(
         }
     };
     if let Some(reason) = lost {
+        let _ = sup.child.wait().await;
         let _ = lease.release().await;
         let _ = tokio::time::timeout(Duration::from_secs(1), locker.close()).await;
         return Err(Exit::fail(
@@ -404,6 +438,10 @@ async fn run_under_lease(
         }
         (_, lease) => lease.release().await.map(|r| r.is_clean()),
     };
+    mark("released");
+    // The command and everything it started are gone (the supervisor says so only then), so
+    // the release did not wait for the supervisor's own exit, a millisecond of each handoff.
+    let _ = sup.child.wait().await;
     // A release sent in the background gets a short while; the store's expiry is the
     // backstop, and exit does not wait again.
     let _ = tokio::time::timeout(Duration::from_secs(1), locker.close()).await;

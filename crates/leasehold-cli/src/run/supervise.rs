@@ -73,6 +73,31 @@ struct Sup {
     leader: Option<std::process::ExitStatus>,
     /// What to release if `run` dies first.
     release: Option<ReleaseOrder>,
+    /// What `run` sent after `go`, read with it and not yet acted on.
+    pending: Vec<u8>,
+}
+
+/// Reads `run`'s `go ENV_JSON` line: the variables to add to the command's environment;
+/// `None` when the socket closed first. Bytes read past the line are left in `rest`.
+fn read_go(
+    sock: &mut UnixStream,
+    rest: &mut Vec<u8>,
+) -> Result<Option<Vec<(String, String)>>, String> {
+    let mut chunk = [0u8; 4096];
+    loop {
+        if let Some(end) = rest.iter().position(|&b| b == b'\n') {
+            let line: Vec<u8> = rest.drain(..=end).collect();
+            let line = String::from_utf8_lossy(&line);
+            let json = line.strip_prefix("go ").ok_or("expected `go` from `run`")?;
+            return serde_json::from_str(json.trim_end()).map(Some).map_err(|e| e.to_string());
+        }
+        match sock.read(&mut chunk) {
+            Ok(0) => return Ok(None),
+            Ok(n) => rest.extend_from_slice(&chunk[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => return Ok(None),
+        }
+    }
 }
 
 fn supervise(grace: Duration, command: Vec<OsString>) -> Result<(), String> {
@@ -104,13 +129,19 @@ fn supervise(grace: Duration, command: Vec<OsString>) -> Result<(), String> {
     #[cfg(not(target_os = "linux"))]
     let sfd: Option<Never> = None;
 
+    // `run` may start this process before it has its grant (so that a handoff does not wait
+    // for this binary to start): the command starts on `go`, with the grant's environment.
+    // The socket closed first: `run` got no grant, and nothing is started.
+    let mut sock = sock;
+    let mut pending = Vec::new();
+    let Some(env) = read_go(&mut sock, &mut pending)? else { return Ok(()) };
     let stdin = std::io::stdin();
     let tty = nix::unistd::isatty(stdin.as_fd()).unwrap_or(false)
         && tcgetpgrp(stdin.as_fd()).is_ok_and(|g| g == getpgrp());
     let me = getpid();
     let (prog, args) = command.split_first().ok_or("no command")?;
     let mut cmd = std::process::Command::new(prog);
-    cmd.args(args).env_remove(ENV_FD).env(ENV_RUN_PID, me.to_string());
+    cmd.args(args).env_remove(ENV_FD).env(ENV_RUN_PID, me.to_string()).envs(env);
     // SAFETY: only async-signal-safe calls between fork and exec.
     unsafe {
         cmd.pre_exec(move || {
@@ -150,7 +181,7 @@ fn supervise(grace: Duration, command: Vec<OsString>) -> Result<(), String> {
         let _ = tcsetpgrp(stdin.as_fd(), pgid);
     }
     let _ = writeln!(sock_w, "started {pgid}");
-    let mut sup = Sup { sock, pgid, me, tty, leader: None, release: None };
+    let mut sup = Sup { sock, pgid, me, tty, leader: None, release: None, pending };
     let status = sup.watch(sfd.as_ref(), grace);
     sup.restore_tty();
     if status.is_none()
@@ -187,7 +218,7 @@ impl Sup {
         grace: Duration,
     ) -> Option<std::process::ExitStatus> {
         let grace_ns = grace.as_nanos() as i64;
-        let mut buf = Vec::new();
+        let mut buf = std::mem::take(&mut self.pending);
         let (mut term_at, mut kill_at): (Option<i64>, Option<i64>) = (None, None);
         let mut termed = false;
         let mut leftover_kill_at: Option<i64> = None;
@@ -204,6 +235,10 @@ impl Sup {
             if self.leader.is_some() || sfd.is_none() {
                 // Grandchildren that are not ours die without telling us: look again soon.
                 wait_ms = if wait_ms < 0 { 20 } else { wait_ms.min(20) };
+            }
+            if buf.contains(&b'\n') {
+                // Lines that came with `go` are acted on at once.
+                wait_ms = 0;
             }
             let timeout = PollTimeout::try_from(wait_ms).unwrap_or(PollTimeout::NONE);
             let mut fds = vec![PollFd::new(self.sock.as_fd(), PollFlags::POLLIN)];
@@ -230,6 +265,9 @@ impl Sup {
                     }
                     Ok(n) => buf.extend_from_slice(&chunk[..n]),
                 }
+            }
+            // The lines read now, or with `go`.
+            {
                 while let Some(end) = buf.iter().position(|&b| b == b'\n') {
                     let line: Vec<u8> = buf.drain(..=end).collect();
                     let line = String::from_utf8_lossy(&line);
@@ -332,6 +370,12 @@ impl Sup {
     fn leftovers(&self) -> usize {
         #[cfg(target_os = "linux")]
         {
+            // A subreaper with no child has no descendant (an orphan below it is reparented
+            // to it): the common answer without scanning every process in /proc, which
+            // took milliseconds of each handoff on a busy host.
+            if !tree::has_children() {
+                return 0;
+            }
             tree::descendants(self.me.as_raw()).len()
         }
         #[cfg(not(target_os = "linux"))]
@@ -447,6 +491,16 @@ pub(crate) mod tree {
 
     use nix::sys::signal::{Signal, kill};
     use nix::unistd::Pid;
+
+    /// Whether this process has a child, live or not yet reaped (`waitid` without reaping:
+    /// `ECHILD` means none).
+    pub fn has_children() -> bool {
+        // SAFETY: waitid writes only into `info`, which outlives the call.
+        let mut info: nix::libc::siginfo_t = unsafe { std::mem::zeroed() };
+        let flags = nix::libc::WEXITED | nix::libc::WNOHANG | nix::libc::WNOWAIT;
+        let r = unsafe { nix::libc::waitid(nix::libc::P_ALL, 0, &mut info, flags) };
+        !(r < 0 && nix::errno::Errno::last() == nix::errno::Errno::ECHILD)
+    }
 
     /// Every live (not zombie) process descended from `root`.
     pub fn descendants(root: i32) -> Vec<i32> {

@@ -301,6 +301,9 @@ impl crate::fence::Authority for Shared {
     fn deadline(&self) -> Option<Instant> {
         Shared::deadline(self)
     }
+    fn window(&self) -> Option<Duration> {
+        self.deadline().map(|_| deadline_after(self.ttl, self.timing.drift, self.timing.margin))
+    }
 }
 
 #[cfg(test)]

@@ -35,6 +35,9 @@ pub(crate) trait Authority: Send + Sync {
     fn lost_now(&self) -> Option<LostReason>;
     /// Its local deadline, if it has one.
     fn deadline(&self) -> Option<Instant>;
+    /// The most time left a confirmed renewal gives it (`ttl·(1 − drift) − margin`), if it
+    /// has a deadline.
+    fn window(&self) -> Option<Duration>;
 }
 
 /// Where a fencing's time limit comes from.
@@ -91,6 +94,51 @@ impl Fencing {
         }
     }
 
+    /// The server-side backstop of a checked transaction (`docs/fencing.md`, "Transactions
+    /// bounded by the lease"): the longest any one statement, or the idle time between two,
+    /// may last before the database ends the transaction. For a fixed deadline, the time
+    /// left; for a lease, the most time left a confirmed renewal can give it (its window),
+    /// since a healthy lease's deadline keeps moving and the server cannot hear of it
+    /// mid-transaction. `None` without a deadline; zero once the time is up.
+    #[cfg_attr(not(any(feature = "postgres", feature = "mysql")), allow(dead_code))]
+    pub(crate) fn backstop(&self) -> Option<Duration> {
+        let left = self.time_left()?;
+        if left.is_zero() {
+            return Some(left);
+        }
+        match &self.bound {
+            Some(Bound::Lease(w)) => {
+                let window = w.upgrade().and_then(|s| s.window()).unwrap_or_default();
+                Some(left.max(window))
+            }
+            _ => Some(left),
+        }
+    }
+
+    /// The grant's local deadline as microseconds since a point fixed for this process, or
+    /// `None` without one: recorded on the server by a check, so that the last check before
+    /// the commit can move the server's deadline by exactly as much as renewals confirmed
+    /// since moved the local one (see [`Fencing::renews`]).
+    #[cfg_attr(not(any(feature = "postgres", feature = "mysql")), allow(dead_code))]
+    pub(crate) fn deadline_mark(&self) -> Option<i64> {
+        static EPOCH: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+        let epoch = *EPOCH.get_or_init(Instant::now);
+        let deadline = match self.bound.as_ref()? {
+            Bound::At(d) => *d,
+            Bound::Lease(w) => w.upgrade()?.deadline()?,
+        };
+        let us = deadline.saturating_duration_since(epoch).as_micros();
+        Some(i64::try_from(us).unwrap_or(i64::MAX))
+    }
+
+    /// Whether renewals can move this fencing's deadline (it is bound to a lease, not to a
+    /// fixed instant): only then may a commit's last check take a deadline later than the
+    /// one its checks recorded.
+    #[cfg_attr(not(any(feature = "postgres", feature = "mysql")), allow(dead_code))]
+    pub(crate) fn renews(&self) -> bool {
+        matches!(self.bound, Some(Bound::Lease(_)))
+    }
+
     cfg_fence_table! {
         /// The error for an effect refused because the grant's time is up.
         pub(crate) fn time_is_up(&self) -> Error {
@@ -102,6 +150,27 @@ impl Fencing {
                 _ => LostReason::DeadlinePassed,
             };
             Error::Lost { key: self.key.clone(), reason }
+        }
+
+        /// The error for a checked transaction the database ended (its session closed, its
+        /// statement cancelled by the backstop): the grant's loss once its time is up, else
+        /// [`LostReason::SessionEnded`] saying the transaction outlived the backstop, so the
+        /// holder hears a loss of its transaction, never a bare driver error. Nothing of the
+        /// transaction was committed.
+        #[cfg_attr(not(any(feature = "postgres", feature = "mysql")), allow(dead_code))]
+        pub(crate) fn ended_by_bound(&self, why: &str) -> Error {
+            if self.time_left().is_some_and(|l| l.is_zero()) {
+                return self.time_is_up();
+            }
+            let bound = self.backstop().unwrap_or_default();
+            Error::Lost {
+                key: self.key.clone(),
+                reason: LostReason::SessionEnded(format!(
+                    "the database ended the checked transaction, nothing committed: a statement \
+                     ran, or the transaction sat idle, longer than the lease's window \
+                     ({bound:?}); do long work outside the transaction ({why})"
+                )),
+            }
         }
     }
 

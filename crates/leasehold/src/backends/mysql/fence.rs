@@ -19,14 +19,21 @@
 //!
 //! **Bounded by the lease.** With a [`Fencing`] from [`crate::Lease::fencing`], `claim` and
 //! `check` refuse at once ([`Error::Lost`]) once the lease's local deadline has passed, and
-//! otherwise bound the connection by the time left `T`, in the whole seconds the server
-//! counts in (`T` rounded up, at least 1 s): `wait_timeout` (the server closes a connection
-//! idle that long, which rolls its transaction back and frees its row locks, so a holder
-//! frozen inside the transaction stops blocking a successor's `claim`) and
-//! `innodb_lock_wait_timeout`. They also record the deadline on the server's clock
-//! (`@leasehold_deadline`, `UTC_TIMESTAMP(6)` + `T`). [`commit`] sends the last check and the
-//! `COMMIT` in one request, so the server itself refuses to commit once its clock has passed
-//! the deadline ([`Error::Lost`], rolled back), and then puts the connection's timeouts back.
+//! otherwise bound the connection by a backstop, in the whole seconds the server counts in
+//! (rounded up, at least 1 s): the lease's window `W = ttl·(1 − drift) − margin`, the most
+//! time left a confirmed renewal gives it (for a fixed deadline, the time left).
+//! `wait_timeout` (the server closes a connection idle that long, which rolls its
+//! transaction back and frees its row locks, so a holder frozen inside the transaction stops
+//! blocking a successor's `claim` about when its lease can expire) and
+//! `innodb_lock_wait_timeout` are set to it, so a healthy holder's transaction is ended only
+//! if it sits idle longer than `W`. They also record the deadline on the server's clock
+//! (`@leasehold_deadline`, `UTC_TIMESTAMP(6)` + the time left, with the local deadline's mark
+//! in `@leasehold_mark`). [`commit`] sends the last check and the `COMMIT` in one request, so
+//! the server itself refuses to commit once its clock has passed that deadline, moved by
+//! exactly as much as renewals confirmed since moved the local one ([`Error::Lost`], rolled
+//! back), and then puts the connection's timeouts back. A connection the server closed at
+//! the backstop is reported as [`Error::Lost`] by `check`, `commit` and, for the caller's own
+//! statements, [`effect_error`].
 //! These are session variables: end a bounded transaction with [`commit`] or [`rollback`],
 //! which restore them; a connection whose bounded transaction ended otherwise keeps the
 //! short `wait_timeout` (the server closes it once idle that long) until the next `commit` or
@@ -82,14 +89,13 @@ async fn installed<Q: Queryable>(
     q: &mut Q,
     resource: &str,
     lock: &str,
-) -> Result<Option<Installed>> {
+) -> std::result::Result<Option<Installed>, mysql_async::Error> {
     let row: Option<(Vec<u8>, u64, Vec<u8>)> = q
         .exec_first(
             format!("SELECT lock_key, fence, owner FROM leasehold_fence WHERE resource = ? {lock}"),
             (resource.as_bytes(),),
         )
-        .await
-        .map_err(|e| err("read", e))?;
+        .await?;
     Ok(row.map(|(k, t, o)| Installed {
         key: String::from_utf8_lossy(&k).into_owned(),
         token: t,
@@ -97,24 +103,62 @@ async fn installed<Q: Queryable>(
     }))
 }
 
-/// Bounds the connection by the time left (see the module docs); nothing without a deadline,
-/// [`Error::Lost`] once it has passed.
+/// Bounds the connection by the lease's backstop (see the module docs); nothing without a
+/// deadline, [`Error::Lost`] once it has passed.
 async fn bound<Q: Queryable>(q: &mut Q, fencing: &Fencing) -> Result<()> {
-    let Some(left) = fencing.time_left() else { return Ok(()) };
+    let (Some(left), Some(backstop)) = (fencing.time_left(), fencing.backstop()) else {
+        return Ok(());
+    };
     if left < std::time::Duration::from_millis(1) {
         return Err(fencing.time_is_up());
     }
-    let secs = left.as_micros().div_ceil(1_000_000).clamp(1, 31_536_000);
+    let secs = backstop.as_micros().div_ceil(1_000_000).clamp(1, 31_536_000);
     let us = left.as_micros().min(u128::from(u64::MAX));
+    let mark = fencing.deadline_mark().unwrap_or_default();
     // The first bound of a connection keeps what it replaces, for `commit`/`rollback`.
     q.query_drop(format!(
         "SET @leasehold_wait_timeout = IFNULL(@leasehold_wait_timeout, @@SESSION.wait_timeout),
              @leasehold_lock_wait = IFNULL(@leasehold_lock_wait, @@SESSION.innodb_lock_wait_timeout),
              SESSION wait_timeout = {secs}, SESSION innodb_lock_wait_timeout = {secs},
-             @leasehold_deadline = UTC_TIMESTAMP(6) + INTERVAL {us} MICROSECOND"
+             @leasehold_deadline = UTC_TIMESTAMP(6) + INTERVAL {us} MICROSECOND,
+             @leasehold_mark = {mark}"
     ))
     .await
-    .map_err(|e| err("bound", e))
+    .map_err(|e| guarded_err("bound", fencing, e))
+}
+
+/// MySQL 8's "disconnected by the server because of inactivity", the lock wait timeout, and
+/// the lost-connection client codes.
+const ENDED: [u16; 4] = [4031, 1205, 2006, 2013];
+
+/// Whether `e` is the server ending a bounded connection: closed (its idle backstop, seen as
+/// a closed or reset connection on the next request) or a lock wait cut short by it.
+fn ended(e: &mysql_async::Error) -> bool {
+    match e {
+        mysql_async::Error::Io(_) => true,
+        mysql_async::Error::Driver(mysql_async::DriverError::ConnectionClosed) => true,
+        mysql_async::Error::Server(s) => ENDED.contains(&s.code),
+        _ => false,
+    }
+}
+
+/// `e` from a statement of a transaction guarded by `fencing`, as the holder should hear it.
+fn guarded_err(what: &str, fencing: &Fencing, e: mysql_async::Error) -> Error {
+    if fencing.time_left().is_some() && ended(&e) {
+        fencing.ended_by_bound(&format!("fence {what}: {e}"))
+    } else {
+        err(what, e)
+    }
+}
+
+/// The error to report for one of the caller's own statements in a transaction checked with
+/// `fencing` that failed: [`Error::Lost`] when the server ended the connection at its bound
+/// (closed after idling past the backstop, or a lock wait cut short by it) and `fencing`
+/// carries a deadline, since the caller must then retry in a new transaction, on a new
+/// connection, if the lease is still held; [`Error::Backend`] with the driver's error
+/// otherwise. Nothing of such a transaction was committed.
+pub fn effect_error(fencing: &Fencing, e: mysql_async::Error) -> Error {
+    guarded_err("effect", fencing, e)
 }
 
 /// Puts back the timeouts the first bound replaced, and forgets the deadline.
@@ -122,7 +166,8 @@ const RESTORE: &str = "SET SESSION wait_timeout =
         CAST(IFNULL(@leasehold_wait_timeout, @@SESSION.wait_timeout) AS UNSIGNED),
     SESSION innodb_lock_wait_timeout =
         CAST(IFNULL(@leasehold_lock_wait, @@SESSION.innodb_lock_wait_timeout) AS UNSIGNED),
-    @leasehold_wait_timeout = NULL, @leasehold_lock_wait = NULL, @leasehold_deadline = NULL";
+    @leasehold_wait_timeout = NULL, @leasehold_lock_wait = NULL, @leasehold_deadline = NULL,
+    @leasehold_mark = NULL";
 
 /// MySQL's "Subquery returns more than 1 row": what the last check raises once the server's
 /// clock has passed the deadline.
@@ -139,23 +184,29 @@ pub async fn commit(mut tx: Transaction<'_>, fencing: &Fencing) -> Result<()> {
     }
     // Deadline recorded by no check of this transaction: take this process's time left.
     let us = left.map_or(0, |l| l.as_micros().min(u128::from(u64::MAX)));
+    // How far renewals confirmed since the last check moved the local deadline; a fixed
+    // deadline does not move.
+    let moved = match fencing.deadline_mark() {
+        Some(m) if fencing.renews() => format!("GREATEST(0, {m} - IFNULL(@leasehold_mark, {m}))"),
+        _ => "0".to_owned(),
+    };
     let check = match left {
         None => "DO 0".to_owned(),
         Some(_) => format!(
-            "SET @leasehold_deadline = IFNULL(@leasehold_deadline,
+            "SET @leasehold_deadline = IFNULL(@leasehold_deadline + INTERVAL {moved} MICROSECOND,
                  UTC_TIMESTAMP(6) + INTERVAL {us} MICROSECOND);
              SELECT IF(UTC_TIMESTAMP(6) < @leasehold_deadline, 1, (SELECT 1 UNION ALL SELECT 2))"
         ),
     };
     match tx.query_drop(format!("{check}; COMMIT; {RESTORE}")).await {
         // Committed by the batch; this only settles the driver's transaction state.
-        Ok(()) => tx.commit().await.map_err(|e| err("commit", e)),
+        Ok(()) => tx.commit().await.map_err(|e| guarded_err("commit", fencing, e)),
         Err(mysql_async::Error::Server(e)) if e.code == PAST_DEADLINE => {
             rollback_with(tx, fencing.time_is_up()).await
         }
         Err(e) => {
             let _ = tx.rollback().await;
-            Err(err("commit", e))
+            Err(guarded_err("commit", fencing, e))
         }
     }
 }
@@ -179,7 +230,8 @@ async fn rollback_with(tx: Transaction<'_>, e: Error) -> Result<()> {
 pub async fn claim<Q: Queryable>(q: &mut Q, resource: &str, fencing: &Fencing) -> Result<()> {
     crate::fence::claim::require_token(resource, fencing)?;
     bound(q, fencing).await?;
-    let current = installed(q, resource, "FOR UPDATE").await?;
+    let current =
+        installed(q, resource, "FOR UPDATE").await.map_err(|e| guarded_err("read", fencing, e))?;
     if !may_claim(current.as_ref(), fencing) {
         return Err(stale(resource, fencing, current));
     }
@@ -194,7 +246,7 @@ pub async fn claim<Q: Queryable>(q: &mut Q, resource: &str, fencing: &Fencing) -
         ),
     )
     .await
-    .map_err(|e| err("claim", e))
+    .map_err(|e| guarded_err("claim", fencing, e))
 }
 
 /// Succeeds iff `fencing` is exactly what `resource` has installed, and keeps it so until the
@@ -202,9 +254,8 @@ pub async fn claim<Q: Queryable>(q: &mut Q, resource: &str, fencing: &Fencing) -
 /// once the lease's time is up (the connection is bounded by it: see the module docs).
 pub async fn check<Q: Queryable>(q: &mut Q, resource: &str, fencing: &Fencing) -> Result<()> {
     bound(q, fencing).await?;
-    crate::fence::claim::verify(
-        resource,
-        fencing,
-        installed(q, resource, "LOCK IN SHARE MODE").await?,
-    )
+    let found = installed(q, resource, "LOCK IN SHARE MODE")
+        .await
+        .map_err(|e| guarded_err("read", fencing, e))?;
+    crate::fence::claim::verify(resource, fencing, found)
 }

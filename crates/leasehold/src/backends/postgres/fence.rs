@@ -20,17 +20,22 @@
 //!
 //! **Bounded by the lease.** With a [`Fencing`] from [`crate::Lease::fencing`], `claim` and
 //! `check` refuse at once ([`Error::Lost`]) once the lease's local deadline has passed, and
-//! otherwise bound the rest of the transaction by the time left `T`:
-//! `statement_timeout`, `lock_timeout` and `idle_in_transaction_session_timeout` are set to
-//! `T` for the transaction (`SET LOCAL`), so a holder frozen inside it has its session ended
-//! by the server, its row locks freed, near its deadline instead of blocking a successor's
-//! `claim` for as long as the freeze lasts. [`commit`] makes the last check on the server's
-//! own clock: it refuses ([`Error::Lost`], rolled back) once the deadline (recorded on the
-//! server by `claim`/`check` as `leasehold.deadline`) has passed, else bounds the idle time
-//! until the `COMMIT` by what is left, so no effect commits after the deadline. What remains
-//! is in `docs/fencing.md`: the idle timer restarts with each statement the caller runs after
-//! its last `check`, so a successor may wait that much past the deadline, and a `Fencing`
-//! without a deadline (`Fencing::new`, `from_env`, a session lock) is not bounded.
+//! otherwise set a server-side backstop for the rest of the transaction (`SET LOCAL`
+//! `statement_timeout`, `lock_timeout`, `idle_in_transaction_session_timeout`): the lease's
+//! window `W = ttl·(1 − drift) − margin`, the most time left a confirmed renewal gives it
+//! (for a fixed deadline, [`Fencing::with_deadline`], the time left). A healthy lease's
+//! deadline keeps moving and nothing can tell the server mid-statement, so the backstop does
+//! not follow it: it ends a holder frozen inside the transaction (its row locks freed) about
+//! when its lease can expire, and it ends a healthy holder's transaction only if one
+//! statement, or the idle time between two, lasts longer than `W`. The checks also record
+//! the deadline on the server's clock (`leasehold.deadline`, with the local deadline's mark
+//! beside it). [`commit`] makes the last check on the server's own clock, against that
+//! deadline moved by exactly as much as the renewals confirmed since moved the local one: it
+//! refuses ([`Error::Lost`], rolled back) once it has passed, else bounds the idle time until
+//! the `COMMIT` by what is left, so no effect commits after the deadline. A transaction the
+//! database ended at its backstop is reported as [`Error::Lost`] by `check`, `commit` and,
+//! for the caller's own statements, [`effect_error`]. What remains is in `docs/fencing.md`;
+//! a `Fencing` without a deadline (`Fencing::new`, `from_env`, a session lock) is not bounded.
 //!
 //! For a table of your own, one statement suffices: `UPDATE t SET …, fence = $tok WHERE id =
 //! $id AND fence <= $tok`. It cannot tell two holders with the same token apart, so it relies
@@ -95,7 +100,7 @@ async fn installed<C: GenericClient + Sync>(
     c: &C,
     resource: &str,
     lock: &str,
-) -> Result<Option<Installed>> {
+) -> std::result::Result<Option<Installed>, tokio_postgres::Error> {
     let row = c
         .query_opt(
             &format!(
@@ -103,8 +108,7 @@ async fn installed<C: GenericClient + Sync>(
             ),
             &[&resource],
         )
-        .await
-        .map_err(|e| err("read", e))?;
+        .await?;
     Ok(row.map(|r| Installed {
         key: r.get(0),
         token: crate::FenceToken::from_i64(r.get(1)).get(),
@@ -112,22 +116,75 @@ async fn installed<C: GenericClient + Sync>(
     }))
 }
 
-/// The transaction's bound from the time left (see the module docs): `Ok(None)` for a
-/// fencing without a deadline, the statement otherwise; `Err(Lost)` once it has passed.
-fn bound(fencing: &Fencing) -> Result<Option<(String, f64)>> {
-    let Some(left) = fencing.time_left() else { return Ok(None) };
-    let ms = i64::try_from(left.as_millis()).unwrap_or(i64::MAX).min(i64::from(i32::MAX));
-    if ms < 1 {
+/// What a check sends to bound its transaction (see the module docs).
+struct Bounds {
+    /// The backstop, as `statement_timeout` and friends take it (`"1234ms"`).
+    backstop: String,
+    /// The time left, in seconds: the deadline recorded on the server's clock.
+    left: f64,
+    /// [`Fencing::deadline_mark`], recorded beside it.
+    mark: String,
+}
+
+/// The transaction's bounds (see the module docs): `Ok(None)` for a fencing without a
+/// deadline; `Err(Lost)` once it has passed.
+fn bound(fencing: &Fencing) -> Result<Option<Bounds>> {
+    let (Some(left), Some(backstop)) = (fencing.time_left(), fencing.backstop()) else {
+        return Ok(None);
+    };
+    let ms = |d: std::time::Duration| {
+        i64::try_from(d.as_millis()).unwrap_or(i64::MAX).min(i64::from(i32::MAX))
+    };
+    if ms(left) < 1 {
         return Err(fencing.time_is_up());
     }
-    Ok(Some((format!("{ms}ms"), ms as f64 / 1000.0)))
+    Ok(Some(Bounds {
+        backstop: format!("{}ms", ms(backstop)),
+        left: left.as_secs_f64(),
+        mark: fencing.deadline_mark().unwrap_or_default().to_string(),
+    }))
 }
 
 /// Sets the transaction's bounds (one statement, sent ahead of the check it guards).
 const BOUND: &str = "SELECT set_config('statement_timeout', $1, true),
         set_config('lock_timeout', $1, true),
         set_config('idle_in_transaction_session_timeout', $1, true),
-        set_config('leasehold.deadline', (clock_timestamp() + make_interval(secs => $2))::text, true)";
+        set_config('leasehold.deadline', (clock_timestamp() + make_interval(secs => $2))::text, true),
+        set_config('leasehold.mark', $3, true)";
+
+/// Whether `e` is the database ending a bounded transaction: its session closed (the idle
+/// backstop, 25P03, arrives as a closed connection), or a statement cancelled by the
+/// statement backstop or a lock wait cut short by it.
+fn ended(e: &tokio_postgres::Error) -> bool {
+    e.is_closed()
+        || [
+            SqlState::IDLE_IN_TRANSACTION_SESSION_TIMEOUT,
+            SqlState::QUERY_CANCELED,
+            SqlState::LOCK_NOT_AVAILABLE,
+            SqlState::ADMIN_SHUTDOWN,
+        ]
+        .iter()
+        .any(|c| e.code() == Some(c))
+}
+
+/// `e` from a statement of a transaction guarded by `fencing`, as the holder should hear it.
+fn guarded_err(what: &str, fencing: &Fencing, e: tokio_postgres::Error) -> Error {
+    if fencing.time_left().is_some() && ended(&e) {
+        fencing.ended_by_bound(&format!("fence {what}: {}", crate::backends::postgres::pg_text(&e)))
+    } else {
+        err(what, e)
+    }
+}
+
+/// The error to report for one of the caller's own statements in a transaction checked with
+/// `fencing` that failed: [`Error::Lost`] when the database ended the transaction at its
+/// bound (the session closed, the statement cancelled by the backstop, a lock wait cut short
+/// by it) and `fencing` carries a deadline, since the caller must then retry in a new
+/// transaction if the lease is still held; [`Error::Backend`] with the driver's error
+/// otherwise. Nothing of such a transaction was committed.
+pub fn effect_error(fencing: &Fencing, e: tokio_postgres::Error) -> Error {
+    guarded_err("effect", fencing, e)
+}
 
 /// Runs `then` after the bound statement, pipelined: one round trip.
 async fn bounded<C, T, F>(c: &C, fencing: &Fencing, then: F) -> Result<T>
@@ -137,9 +194,12 @@ where
 {
     match bound(fencing)? {
         None => then.await,
-        Some((ms, secs)) => {
-            let set =
-                async { c.query_one(BOUND, &[&ms, &secs]).await.map_err(|e| err("bound", e)) };
+        Some(b) => {
+            let set = async {
+                c.query_one(BOUND, &[&b.backstop, &b.left, &b.mark])
+                    .await
+                    .map_err(|e| guarded_err("bound", fencing, e))
+            };
             // Both are in flight: when both fail, the statement's own error (a missing
             // table, say) is the one that says what is wrong, not the other's 25P02.
             match tokio::join!(set, then) {
@@ -173,10 +233,18 @@ pub async fn claim<C: GenericClient + Sync>(
             &[&resource, &fencing.key().as_str(), &token(fencing), &fencing.owner().to_string()],
         )
         .await
-        .map_err(|e| err("claim", e))
+        .map_err(|e| guarded_err("claim", fencing, e))
     })
     .await?;
-    if n == 1 { Ok(()) } else { Err(stale(resource, fencing, installed(c, resource, "").await?)) }
+    if n == 1 {
+        Ok(())
+    } else {
+        Err(stale(
+            resource,
+            fencing,
+            installed(c, resource, "").await.map_err(|e| guarded_err("read", fencing, e))?,
+        ))
+    }
 }
 
 /// Succeeds iff `fencing` is exactly what `resource` has installed, and keeps it so until the
@@ -187,26 +255,36 @@ pub async fn check<C: GenericClient + Sync>(
     resource: &str,
     fencing: &Fencing,
 ) -> Result<()> {
-    let found = bounded(c, fencing, installed(c, resource, "FOR SHARE")).await?;
+    let read = async {
+        installed(c, resource, "FOR SHARE").await.map_err(|e| guarded_err("read", fencing, e))
+    };
+    let found = bounded(c, fencing, read).await?;
     crate::fence::claim::verify(resource, fencing, found)
 }
 
 /// The last check, on the server's clock, right before the commit: no row (so no commit)
 /// once the deadline has passed; else the idle time until the `COMMIT` is bounded by what is
-/// left. `$1`: the time left in seconds as this process sees it, used when no `claim` or
-/// `check` of this transaction recorded the deadline on the server.
+/// left. The deadline is the one the last `claim`/`check` recorded, moved by `$2 − mark`
+/// (how far confirmed renewals moved the local deadline since; `$2` is NULL for a fixed
+/// deadline, which nothing moves). `$1`: the time left in seconds as this process sees it,
+/// used when no `claim` or `check` of this transaction recorded a deadline on the server.
 const LAST_CHECK: &str =
     "SELECT set_config('idle_in_transaction_session_timeout', left_ms || 'ms', true)
     FROM (SELECT floor(extract(epoch FROM
-            coalesce(nullif(current_setting('leasehold.deadline', true), '')::timestamptz,
+            coalesce(nullif(current_setting('leasehold.deadline', true), '')::timestamptz
+                       + make_interval(secs => greatest(0, ($2::float8
+                           - nullif(current_setting('leasehold.mark', true), '')::float8)
+                           / 1e6)),
                      clock_timestamp() + make_interval(secs => $1))
             - clock_timestamp()) * 1000)::bigint AS left_ms) t
     WHERE left_ms >= 1";
 
 /// Commits a transaction that `claim` or `check` guarded with `fencing`: refused, and rolled
 /// back, with [`Error::Lost`] once the lease's local deadline has passed, as this process
-/// sees it or as the server's clock measures it from the deadline the checks recorded (see
-/// the module docs). A fencing without a deadline commits as `tx.commit()` does.
+/// sees it or as the server's clock measures it from the deadline the checks recorded, moved
+/// by the renewals confirmed since (see the module docs). A transaction the database already
+/// ended at its bound is [`Error::Lost`] too. A fencing without a deadline commits as
+/// `tx.commit()` does.
 pub async fn commit(tx: Transaction<'_>, fencing: &Fencing) -> Result<()> {
     let bound = match bound(fencing) {
         Ok(b) => b,
@@ -215,8 +293,9 @@ pub async fn commit(tx: Transaction<'_>, fencing: &Fencing) -> Result<()> {
             return Err(e);
         }
     };
-    if let Some((_, secs)) = bound {
-        match tx.query_opt(LAST_CHECK, &[&secs]).await {
+    if let Some(b) = bound {
+        let moved = fencing.renews().then(|| fencing.deadline_mark().unwrap_or_default() as f64);
+        match tx.query_opt(LAST_CHECK, &[&b.left, &moved]).await {
             Ok(Some(_)) => {}
             Ok(None) => {
                 let _ = tx.rollback().await;
@@ -224,9 +303,9 @@ pub async fn commit(tx: Transaction<'_>, fencing: &Fencing) -> Result<()> {
             }
             Err(e) => {
                 let _ = tx.rollback().await;
-                return Err(err("commit", e));
+                return Err(guarded_err("commit", fencing, e));
             }
         }
     }
-    tx.commit().await.map_err(|e| err("commit", e))
+    tx.commit().await.map_err(|e| guarded_err("commit", fencing, e))
 }

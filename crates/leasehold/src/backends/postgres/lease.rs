@@ -37,7 +37,10 @@ pub struct LeaseStatements {
     /// took the key first), takes the next one; a waiter granted by its ticket notifies the
     /// other waiters that the call was answered.
     pub grant_queued: String,
-    /// `$1` key, `$2` owner, `$3` TTL in ms → 1 row updated iff renewed.
+    /// `$1` key, `$2` owner, `$3` TTL in ms, `$4` notification channel → one row iff
+    /// renewed. A renewal that shortens the lease (`run --at-least` cutting the key to the
+    /// rest of its period) notifies `s 0 KEY`, so waiters that read the longer expiry look
+    /// again instead of sleeping until it.
     pub renew: String,
     /// `$1` keys, `$2` owners, `$3` TTLs in ms (arrays) → the renewed (key, owner) rows.
     pub renew_many: String,
@@ -72,8 +75,12 @@ impl LeaseStatements {
                                             FROM {t} l WHERE l.key = $1), 0)
              WHERE NOT EXISTS (SELECT 1 FROM g)", US = CLOCK_US, NO_READERS = shared::NO_READERS),
             renew: format!(
-            "UPDATE {t} SET expires_at = now() + $3::bigint * interval '1 millisecond'
-             WHERE key = $1 AND owner = $2 AND expires_at > now()"),
+            "WITH old AS (SELECT key, expires_at FROM {t}
+                          WHERE key = $1 AND owner = $2 AND expires_at > now() FOR UPDATE),
+                  upd AS (UPDATE {t} l SET expires_at = now() + $3::bigint * interval '1 millisecond'
+                          FROM old WHERE l.key = old.key
+                          RETURNING l.expires_at < old.expires_at AS shorter)
+             SELECT CASE WHEN shorter THEN pg_notify($4, 's 0 ' || $1) END FROM upd"),
             renew_many: format!(
             "UPDATE {t} l SET expires_at = now() + x.ms * interval '1 millisecond'
              FROM unnest($1::text[], $2::text[], $3::bigint[]) AS x(key, owner, ms)
@@ -496,10 +503,10 @@ impl Store for PostgresStore {
 
     async fn renew(&self, key: &Key, owner: &OwnerToken, ttl: Duration) -> Result<bool> {
         let c = self.conn().await?;
-        let params: [&(dyn tokio_postgres::types::ToSql + Sync); 3] =
-            [&key.as_str(), &owner.to_string(), &ms(ttl)];
-        let n = self.run(&c, "renew", self.op(), c.pg.client.execute(&c.renew, &params)).await?;
-        if n == 1 {
+        let params: [&(dyn tokio_postgres::types::ToSql + Sync); 4] =
+            [&key.as_str(), &owner.to_string(), &ms(ttl), &self.sql.channel];
+        let rows = self.run(&c, "renew", self.op(), c.pg.client.query(&c.renew, &params)).await?;
+        if rows.len() == 1 {
             return Ok(true);
         }
         let item = RenewItem { key: key.clone(), owner: *owner, ttl };

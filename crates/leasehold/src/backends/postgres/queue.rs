@@ -85,13 +85,15 @@ impl Queues {
         });
     }
 
-    /// A notification: `r TURN KEY` (released), `g TURN KEY` (taken by the called waiter), or
-    /// a bare key (a release by a version without queues: everyone looks again).
+    /// A notification: `r TURN KEY` (released), `g TURN KEY` (taken by the called waiter),
+    /// `s 0 KEY` (the holder shortened its lease: every waiter reads the new expiry), or a
+    /// bare key (a release by a version without queues: everyone looks again).
     pub(super) fn notified(&self, payload: &str) {
         let mut parts = payload.splitn(3, ' ');
         match (parts.next(), parts.next().map(str::parse::<i64>), parts.next()) {
             (Some("r"), Some(Ok(turn)), Some(key)) => self.released(key, turn),
             (Some("g"), Some(Ok(turn)), Some(key)) => self.taken(key, turn),
+            (Some("s"), Some(Ok(_)), Some(key)) => self.update(key, |q| q.pokes += 1),
             _ => self.update(payload, |q| q.pokes += 1),
         }
     }
@@ -132,5 +134,8 @@ mod tests {
         assert_eq!(q.state(&key).pokes, 1, "a malformed payload names no waited-on key");
         q.notified("r 9 other");
         assert_eq!(q.state(&key).turn, 3);
+        q.notified("s 0 a key");
+        let s = q.state(&key);
+        assert_eq!((s.turn, s.pokes), (3, 2), "a shortened lease makes every waiter look");
     }
 }

@@ -248,6 +248,7 @@ form_store!(RedisClusterStore {
                     inv.key(self.names.lease(&it.key)).key(self.names.holder(&it.key));
                     inv.arg(&it.owner.hex()[..]).arg(ttl_ms(it.ttl));
                 }
+                inv.arg("SPUBLISH");
                 async move {
                     let r: Vec<i64> = inv.invoke_async(&mut c).await?;
                     Ok::<_, redis::RedisError>(chunk.iter().copied().zip(r).collect::<Vec<_>>())

@@ -205,6 +205,7 @@ impl Node {
                 inv.key(names.lease(&it.key)).key(names.holder(&it.key));
                 inv.arg(&it.owner.hex()[..]).arg(ttl_ms(it.ttl));
             }
+            inv.arg("PUBLISH");
             let r: Vec<i64> = inv.invoke_async(&mut c).await?;
             return Ok(r.into_iter().map(|v| v == 1).collect());
         }
@@ -219,6 +220,7 @@ impl Node {
                 for it in chunk {
                     cmd.arg(&it.owner.hex()[..]).arg(ttl_ms(it.ttl));
                 }
+                cmd.arg("PUBLISH");
             }
             match pipe.query_async::<Vec<Vec<i64>>>(&mut c).await {
                 Ok(r) => return Ok(r.into_iter().flatten().map(|v| v == 1).collect()),

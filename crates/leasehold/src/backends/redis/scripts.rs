@@ -56,7 +56,11 @@ if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
 end
 return {0, redis.call('PTTL', KEYS[1])}";
 
-/// `KEYS`: lease and holder info of each lease, in pairs; `ARGV`: owner and ttl ms of each.
+/// `KEYS`: lease and holder info of each lease, in pairs; `ARGV`: owner and ttl ms of each,
+/// then the publishing command (`PUBLISH`, or `SPUBLISH` on a cluster).
+/// A renewal that shortens a lease (`run --at-least` cutting the key to the rest of its
+/// period) publishes on its release channel (`LEASE:released`, payload `0`), so waiters that
+/// read the longer expiry look again instead of sleeping until it.
 /// A lease key holding `readers` is held by readers (`prims.rs`): the owner's entry in
 /// `LEASE:readers` is renewed if it is live, and the marker kept to the latest reader.
 pub(super) const RENEW_MANY: &str = r"
@@ -66,8 +70,12 @@ for i = 1, #KEYS / 2 do
   local k = KEYS[2 * i - 1]
   local v = redis.call('GET', k)
   if v == ARGV[2 * i - 1] then
+    local before = redis.call('PTTL', k)
     out[i] = redis.call('PEXPIRE', k, ARGV[2 * i])
     redis.call('PEXPIRE', KEYS[2 * i], ARGV[2 * i])
+    if before > tonumber(ARGV[2 * i]) then
+      redis.call(ARGV[#ARGV], k .. ':released', '0')
+    end
   elseif v == 'readers' then
     out[i] = 0
     local r = redis.call('HGET', k .. ':readers', ARGV[2 * i - 1])
