@@ -5,6 +5,7 @@
 mod etcd;
 mod failure;
 mod mysql;
+mod nats;
 mod pg_sync;
 mod postgres;
 mod redis;
@@ -18,6 +19,7 @@ mod zookeeper;
 pub use etcd::EtcdCluster;
 pub use failure::{FailingStore, Plan, plan};
 pub use mysql::MyServer;
+pub use nats::NatsServer;
 pub use pg_sync::{PgSyncPair, SYNC_NAME};
 pub use postgres::PgServer;
 pub use redis::{GRANT_LOST, RedisServer};

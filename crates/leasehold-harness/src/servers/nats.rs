@@ -1,0 +1,120 @@
+//! A private `nats-server` with JetStream (one server, its store in a temp dir), killed on
+//! drop: stopped, killed and restarted on the same port and store by the tests that fail it.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+
+use super::{kill9_child, on_free_port, respawn, sbin, until_up};
+
+/// A private `nats-server -js` on a free loopback port.
+pub struct NatsServer {
+    port: u16,
+    dir: tempfile::TempDir,
+    child: Option<Child>,
+}
+
+impl NatsServer {
+    /// Starts one, JetStream on, its store (file-backed streams) in a fresh temp dir.
+    pub fn start() -> Self {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let mut s = NatsServer { port: 0, dir, child: None };
+        on_free_port(10, "nats-server", |port| {
+            s.port = port;
+            s.spawn()
+        });
+        s
+    }
+
+    fn spawn(&mut self) -> bool {
+        let store = self.dir.path().join("jetstream");
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.dir.path().join("nats.log"))
+            .expect("nats log");
+        let child = Command::new(sbin("nats-server"))
+            .args(["-a", "127.0.0.1", "-p", &self.port.to_string(), "-js", "-n", "lh-nats"])
+            .arg("-sd")
+            .arg(&store)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("spawn nats-server");
+        let mut child = Some(child);
+        let port = self.port;
+        let up = until_up(&mut child, Duration::from_secs(10), || jetstream_up(port));
+        self.child = child;
+        if !up {
+            kill9_child(&mut self.child);
+        }
+        up
+    }
+
+    /// `nats://127.0.0.1:PORT` plus `suffix` (e.g. `/bucket?storage=memory`).
+    pub fn url(&self, suffix: &str) -> String {
+        format!("nats://127.0.0.1:{}{suffix}", self.port)
+    }
+
+    /// The port it listens on.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// `kill -9`: the server dies with whatever it had not written to its store.
+    pub fn kill9(&mut self) {
+        kill9_child(&mut self.child);
+    }
+
+    /// Starts it again on the same port and store (after [`NatsServer::kill9`]).
+    pub fn restart(&mut self) {
+        kill9_child(&mut self.child);
+        respawn(Duration::from_secs(20), "nats-server", || self.spawn());
+    }
+
+    /// Kills it, removes its JetStream store (every stream and bucket, so every sequence
+    /// starts again at 1) and starts it again on the same port.
+    pub fn restart_empty(&mut self) {
+        kill9_child(&mut self.child);
+        let _ = std::fs::remove_dir_all(self.dir.path().join("jetstream"));
+        respawn(Duration::from_secs(20), "nats-server", || self.spawn());
+    }
+
+    /// SIGSTOP: the server holds its connections but answers nothing.
+    pub fn stop(&self) {
+        self.signal(Signal::SIGSTOP);
+    }
+
+    /// SIGCONT after [`NatsServer::stop`].
+    pub fn cont(&self) {
+        self.signal(Signal::SIGCONT);
+    }
+
+    fn signal(&self, sig: Signal) {
+        if let Some(c) = &self.child {
+            let _ = kill(Pid::from_raw(c.id() as i32), sig);
+        }
+    }
+}
+
+impl Drop for NatsServer {
+    fn drop(&mut self) {
+        kill9_child(&mut self.child);
+    }
+}
+
+/// Whether a NATS server on `port` answers with JetStream on: its `INFO` line says so.
+fn jetstream_up(port: u16) -> bool {
+    let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) else { return false };
+    let _ = s.set_read_timeout(Some(Duration::from_secs(1)));
+    let mut buf = [0u8; 4096];
+    let n = s.read(&mut buf).unwrap_or(0);
+    let info = String::from_utf8_lossy(&buf[..n]);
+    let _ = s.write_all(b"QUIT\r\n");
+    info.starts_with("INFO") && info.contains("\"jetstream\":true")
+}

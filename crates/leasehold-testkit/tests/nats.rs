@@ -1,0 +1,140 @@
+//! NATS JetStream KV: the conformance suite, the primitives (semaphores and readers refused),
+//! the process-level scenarios, and the store failures after which fences must not go back
+//! (a restarted server, a deleted JetStream store: every stream sequence starts again at 1),
+//! on a private `nats-server -js`.
+
+use std::time::Duration;
+
+use leasehold::{Error, Locker, Wait};
+use leasehold_testkit::conformance::unique_key;
+use leasehold_testkit::servers::NatsServer;
+use leasehold_testkit::{Fixture, conformance_suite, primitives_suite, process};
+
+/// A fixture over a private `nats-server -js` started for this test.
+async fn nats_fixture() -> Fixture {
+    let server = NatsServer::start();
+    let url = server.url("");
+    let locker = Locker::connect(&url)
+        .await
+        .unwrap_or_else(|e| panic!("cannot open the store at {url}: {e}"));
+    Fixture { locker, url, guard: Box::new(server) }
+}
+
+conformance_suite!(nats_fixture());
+primitives_suite!(nats_fixture());
+
+leasehold_testkit::process_suite! {
+    mutex { multi_process_mutual_exclusion: nats_fixture() }
+    stalled nats_fixture(), resource leasehold_testkit::sqlite_resource;
+}
+
+/// A stale release never deletes the successor's grant.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stale_release_does_not_delete_the_successor() {
+    let fx = nats_fixture().await;
+    process::stale_release_keeps_successor(&fx.locker, &fx.url).await;
+}
+
+/// Fences never go back: not across releases and expiries, not across a `kill -9` and
+/// restart, and not when the JetStream store is lost (every bucket gone, every stream's
+/// sequence starting again at 1): the server's clock starts the chain above it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fences_never_go_back_across_restarts_and_a_lost_store() {
+    let mut server = NatsServer::start();
+    let key = unique_key("nats-fences");
+    let mut issued = Vec::new();
+    let grant = async |l: &Locker, issued: &mut Vec<u64>| {
+        for _ in 0..3 {
+            let lease = l.acquire(&key, Duration::from_secs(30)).await.unwrap();
+            issued.push(lease.fence().get());
+            assert!(lease.release().await.unwrap().is_clean());
+        }
+        // An expiry too: the next grant takes over an expired grant.
+        let gone = l.acquire(&key, Duration::from_millis(200)).auto_renew(false).await.unwrap();
+        issued.push(gone.fence().get());
+        drop(gone.detach());
+        let next =
+            l.acquire(&key, Duration::from_secs(30)).wait(Wait::For(Duration::from_secs(10)));
+        let next = next.await.unwrap();
+        issued.push(next.fence().get());
+        assert!(next.release().await.unwrap().is_clean());
+    };
+    let l = Locker::connect(&server.url("")).await.unwrap();
+    grant(&l, &mut issued).await;
+    server.restart(); // kill -9, same store
+    let l = Locker::connect(&server.url("")).await.unwrap();
+    grant(&l, &mut issued).await;
+    server.restart_empty(); // the store is gone: buckets, chains, sequences
+    let l = Locker::connect(&server.url("")).await.unwrap();
+    grant(&l, &mut issued).await;
+    // The same with memory storage, which a restart always empties.
+    let mem = server.url("/mem?storage=memory");
+    let l = Locker::connect(&mem).await.unwrap();
+    grant(&l, &mut issued).await;
+    server.restart();
+    let l = Locker::connect(&mem).await.unwrap();
+    grant(&l, &mut issued).await;
+    assert!(issued.windows(2).all(|w| w[1] > w[0]), "a fence went back: {issued:?}");
+    assert!(*issued.last().unwrap() < leasehold::store::MAX_FENCE);
+}
+
+/// Leases of different TTLs on one key exclude each other (one grants' bucket for every TTL;
+/// only the heartbeats live in per-TTL buckets), and each expires at its own TTL.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leases_of_different_ttls_share_one_key() {
+    let fx = nats_fixture().await;
+    let other = leasehold_testkit::conformance::other(&fx.locker);
+    let key = unique_key("nats-ttls");
+    let short =
+        fx.locker.acquire(&key, Duration::from_millis(300)).auto_renew(false).await.unwrap();
+    let r = other.acquire(&key, Duration::from_secs(60)).await;
+    assert!(matches!(r, Err(Error::Busy { .. })), "a 60 s lease beside a 300 ms one: {r:?}");
+    let fence = short.fence();
+    drop(short.detach());
+    let long = other
+        .acquire(&key, Duration::from_secs(60))
+        .wait(Wait::For(Duration::from_secs(10)))
+        .await
+        .expect("granted once the 300 ms lease expired");
+    assert!(long.fence() > fence);
+    let r = fx.locker.acquire(&key, Duration::from_millis(300)).await;
+    assert!(matches!(r, Err(Error::Busy { .. })), "a 300 ms lease beside a 60 s one: {r:?}");
+    assert!(long.release().await.unwrap().is_clean());
+}
+
+/// A frozen server: requests answer within the op timeout as unknown or unavailable, never
+/// hang; the holder's lease is lost by its local deadline.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_frozen_server_is_answered_within_the_bounds() {
+    let server = NatsServer::start();
+    let l =
+        Locker::connect(&server.url("")).await.unwrap().with_op_timeout(Duration::from_millis(500));
+    let key = unique_key("nats-frozen");
+    let a = l.acquire(&key, Duration::from_secs(2)).await.unwrap();
+    server.stop();
+    let t0 = std::time::Instant::now();
+    let r = l.acquire(&unique_key("nats-frozen-2"), Duration::from_secs(2)).await;
+    assert!(r.as_ref().is_err_and(|e| e.is_unavailable()), "{r:?}");
+    assert!(t0.elapsed() < Duration::from_secs(3), "answered after {:?}", t0.elapsed());
+    let lost = tokio::time::timeout(Duration::from_secs(5), a.lost()).await;
+    server.cont();
+    assert!(lost.is_ok(), "lost() did not fire by the local deadline");
+}
+
+#[tokio::test]
+async fn url_options_are_checked() {
+    for bad in [
+        "nats://",
+        "nats://127.0.0.1",
+        "nats://127.0.0.1:1?replicas=0",
+        "nats://127.0.0.1:1?storage=disk",
+        "nats://127.0.0.1:1?x=1",
+        "nats://127.0.0.1:1/a.b",
+    ] {
+        let r = Locker::connect(bad).await;
+        assert!(matches!(r, Err(Error::InvalidInput(_))), "{bad}: {r:?}");
+    }
+    let closed = format!("nats://127.0.0.1:{}", leasehold_testkit::servers::free_port());
+    let e = Locker::connect(&closed).await.expect_err("nothing listens");
+    assert!(e.is_unavailable() && !e.is_config(), "{e:?}");
+}
