@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use leasehold::{Error, Locker, Wait};
 use leasehold_testkit::conformance::unique_key;
-use leasehold_testkit::servers::NatsServer;
+use leasehold_testkit::servers::{NatsCluster, NatsServer};
 use leasehold_testkit::{Fixture, conformance_suite, primitives_suite, process};
 
 /// A fixture over a private `nats-server -js` started for this test.
@@ -137,4 +137,78 @@ async fn url_options_are_checked() {
     let closed = format!("nats://127.0.0.1:{}", leasehold_testkit::servers::free_port());
     let e = Locker::connect(&closed).await.expect_err("nothing listens");
     assert!(e.is_unavailable() && !e.is_config(), "{e:?}");
+}
+
+/// On a 3-node JetStream cluster with 3 replicas, killing a node while a grant is held (the
+/// stream's leader or not) admits no second holder: the holder renews through it, a rival is
+/// refused, and the next grant's fence is larger. The TTL is above JetStream's Raft election
+/// time (NATS 2.9 elects within 4 to 9 s): with a shorter one a leader's loss ends the
+/// holder's lease by its local deadline (safe, and not what this test is about).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_lost_from_a_3_node_cluster_keeps_the_grant() {
+    let mut cluster = tokio::task::spawn_blocking(|| NatsCluster::start(3)).await.unwrap();
+    let url = cluster.url("?replicas=3");
+    // The JetStream meta leader is elected a moment after the servers answer.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let l = loop {
+        match Locker::connect(&url).await {
+            Ok(l) => break l,
+            Err(e) if std::time::Instant::now() < deadline => {
+                let _ = e;
+                tokio::time::sleep(Duration::from_millis(250)).await;
+            }
+            Err(e) => panic!("no JetStream cluster at {url}: {e}"),
+        }
+    };
+    let rival = leasehold_testkit::conformance::other(&l);
+    let key = unique_key("nats-cluster");
+    let ttl = Duration::from_secs(20);
+    let a = l.acquire(&key, ttl).await.unwrap();
+    for node in 0..3 {
+        cluster.kill9(node);
+        // Past a renewal and an election: the holder renews through the loss, the rival never
+        // gets in.
+        let r = rival.acquire(&key, ttl).wait(Wait::For(Duration::from_secs(12)));
+        let r = r.await;
+        assert!(
+            // Busy, or no answer while the cluster elects (unavailable, unknown): never a grant.
+            r.as_ref().is_err_and(|e| e.is_busy() || e.is_unavailable()),
+            "node {node} lost: {r:?}"
+        );
+        if a.is_lost() {
+            panic!("the holder lost its grant to node {node}'s loss: {}", a.lost().await);
+        }
+        cluster.restart(node);
+    }
+    // The restarted node rejoins and its streams elect leaders again. Until they have, the
+    // holder cannot renew; under load that can outlast its lease, and then (only then) the
+    // rival may be granted.
+    let fence = a.fence();
+    let settle = std::time::Instant::now() + Duration::from_secs(60);
+    let second = loop {
+        match rival.acquire(&key, ttl).await {
+            Err(Error::Busy { .. }) => break None,
+            Ok(second) => {
+                assert!(a.is_lost(), "a second holder while the first holds: {second:?}");
+                break Some(second);
+            }
+            Err(e) if e.is_unavailable() && std::time::Instant::now() < settle => {
+                tokio::time::sleep(Duration::from_millis(250)).await;
+            }
+            Err(e) => panic!("the cluster did not settle: {e}"),
+        }
+    };
+    let b = match second {
+        Some(b) => b,
+        None => {
+            assert!(a.release().await.unwrap().is_clean());
+            rival
+                .acquire(&key, ttl)
+                .wait(Wait::For(Duration::from_secs(15)))
+                .await
+                .expect("the rival after the release")
+        }
+    };
+    assert!(b.fence() > fence);
+    assert!(b.release().await.unwrap().is_clean());
 }

@@ -19,7 +19,7 @@ mod zookeeper;
 pub use etcd::EtcdCluster;
 pub use failure::{FailingStore, Plan, plan};
 pub use mysql::MyServer;
-pub use nats::NatsServer;
+pub use nats::{NatsCluster, NatsServer};
 pub use pg_sync::{PgSyncPair, SYNC_NAME};
 pub use postgres::PgServer;
 pub use redis::{GRANT_LOST, RedisServer};

@@ -1,5 +1,6 @@
-//! A private `nats-server` with JetStream (one server, its store in a temp dir), killed on
-//! drop: stopped, killed and restarted on the same port and store by the tests that fail it.
+//! Private `nats-server`s with JetStream (one server, or a 3-node JetStream cluster), their
+//! stores in a temp dir, killed on drop: stopped, killed and restarted on the same ports and
+//! stores by the tests that fail them.
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -9,7 +10,7 @@ use std::time::Duration;
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
-use super::{kill9_child, on_free_port, respawn, sbin, until_up};
+use super::{free_port, kill9_child, on_free_port, respawn, sbin, until_up};
 
 /// A private `nats-server -js` on a free loopback port.
 pub struct NatsServer {
@@ -117,4 +118,96 @@ fn jetstream_up(port: u16) -> bool {
     let info = String::from_utf8_lossy(&buf[..n]);
     let _ = s.write_all(b"QUIT\r\n");
     info.starts_with("INFO") && info.contains("\"jetstream\":true")
+}
+
+/// One node of a [`NatsCluster`].
+struct ClusterNode {
+    port: u16,
+    route_port: u16,
+    child: Option<Child>,
+}
+
+/// A private JetStream cluster of `n` `nats-server`s (named `n0`, `n1`, …) on free loopback
+/// ports, routed to each other.
+pub struct NatsCluster {
+    nodes: Vec<ClusterNode>,
+    dir: tempfile::TempDir,
+}
+
+impl NatsCluster {
+    /// Starts `n` nodes and waits until each answers with JetStream on (the meta leader may be
+    /// elected a moment later: a client retries its first bucket).
+    pub fn start(n: usize) -> Self {
+        for _ in 0..5 {
+            let dir = tempfile::tempdir().expect("temp dir");
+            let nodes = (0..n)
+                .map(|_| ClusterNode { port: free_port(), route_port: free_port(), child: None })
+                .collect();
+            let mut c = NatsCluster { nodes, dir };
+            if (0..n).all(|i| c.spawn(i)) {
+                return c;
+            }
+        }
+        panic!("could not start a NATS cluster of {n} on free ports");
+    }
+
+    fn spawn(&mut self, i: usize) -> bool {
+        let routes: Vec<String> = self
+            .nodes
+            .iter()
+            .enumerate()
+            .filter(|(j, _)| *j != i)
+            .map(|(_, m)| format!("nats://127.0.0.1:{}", m.route_port))
+            .collect();
+        let m = &self.nodes[i];
+        let store = self.dir.path().join(format!("n{i}"));
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.dir.path().join(format!("n{i}.log")))
+            .expect("nats log");
+        let child = Command::new(sbin("nats-server"))
+            .args(["-a", "127.0.0.1", "-p", &m.port.to_string(), "-js", "-n", &format!("n{i}")])
+            .arg("-sd")
+            .arg(&store)
+            .args(["--cluster_name", "lh", "--cluster"])
+            .arg(format!("nats://127.0.0.1:{}", m.route_port))
+            .args(["--routes", &routes.join(",")])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("spawn nats-server");
+        let mut child = Some(child);
+        let port = m.port;
+        let up = until_up(&mut child, Duration::from_secs(10), || jetstream_up(port));
+        self.nodes[i].child = child;
+        up
+    }
+
+    /// `nats://127.0.0.1:P0,127.0.0.1:P1,…` plus `suffix` (e.g. `?replicas=3`).
+    pub fn url(&self, suffix: &str) -> String {
+        let hosts: Vec<String> =
+            self.nodes.iter().map(|m| format!("127.0.0.1:{}", m.port)).collect();
+        format!("nats://{}{suffix}", hosts.join(","))
+    }
+
+    /// `kill -9` of node `i`.
+    pub fn kill9(&mut self, i: usize) {
+        kill9_child(&mut self.nodes[i].child);
+    }
+
+    /// Starts node `i` again on its ports and store.
+    pub fn restart(&mut self, i: usize) {
+        kill9_child(&mut self.nodes[i].child);
+        respawn(Duration::from_secs(20), "nats-server", || self.spawn(i));
+    }
+}
+
+impl Drop for NatsCluster {
+    fn drop(&mut self) {
+        for m in &mut self.nodes {
+            kill9_child(&mut m.child);
+        }
+    }
 }

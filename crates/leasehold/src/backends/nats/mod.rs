@@ -222,21 +222,30 @@ impl NatsStore {
     }
 
     /// Publishes `payload` on `subject` with `headers`; the server's answer is the sequence.
+    ///
+    /// "No responders" (no stream took the message: a cluster's routes or the stream's leader
+    /// coming back) means nothing was stored, so it is sent again until the op timeout.
     async fn publish(&self, subject: String, headers: HeaderMap, payload: Bytes) -> Result<Cas> {
         use async_nats::jetstream::context::PublishErrorKind;
         let write = async {
-            let ack = self
-                .js
-                .publish_with_headers(subject, headers, payload)
-                .await
-                .map_err(|e| nats_err("publish", e))?;
-            match ack.await {
-                Ok(a) => Ok(Cas::Applied(a.sequence)),
-                Err(e) if e.kind() == PublishErrorKind::WrongLastSequence => Ok(Cas::Conflict),
-                Err(e) if e.kind() == PublishErrorKind::TimedOut => {
-                    Err(Error::UnknownOutcome(format!("NATS publish got no acknowledgement: {e}")))
-                }
-                Err(e) => Err(nats_err("publish", e)),
+            loop {
+                let ack = self
+                    .js
+                    .publish_with_headers(subject.clone(), headers.clone(), payload.clone())
+                    .await
+                    .map_err(|e| nats_err("publish", e))?;
+                return match ack.await {
+                    Ok(a) => Ok(Cas::Applied(a.sequence)),
+                    Err(e) if e.kind() == PublishErrorKind::WrongLastSequence => Ok(Cas::Conflict),
+                    Err(e) if e.kind() == PublishErrorKind::StreamNotFound => {
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        continue;
+                    }
+                    Err(e) if e.kind() == PublishErrorKind::TimedOut => Err(Error::UnknownOutcome(
+                        format!("NATS publish got no acknowledgement: {e}"),
+                    )),
+                    Err(e) => Err(nats_err("publish", e)),
+                };
             }
         };
         self.bounded("publish", true, write).await
@@ -398,17 +407,24 @@ impl Store for NatsStore {
         let ttl_ms = record::bucket_ttl_ms(ttl);
         if ttl_ms == held.record.ttl_ms {
             // One request: a heartbeat that applies only if nobody ended the last one.
-            return Ok(match self.write_beat(owner, ttl_ms, last).await? {
-                Cas::Applied(seq) => {
-                    held.beat = Some(seq);
-                    self.held().insert(*owner, held);
-                    true
+            let mut last = Some(last);
+            while let Some(expected) = last.take() {
+                match self.write_beat(owner, ttl_ms, expected).await? {
+                    Cas::Applied(seq) => {
+                        held.beat = Some(seq);
+                        self.held().insert(*owner, held);
+                        return Ok(true);
+                    }
+                    // Only this owner writes anything but a contender's `DEL` there: a live
+                    // heartbeat at another sequence is our own renewal whose answer was lost.
+                    Cas::Conflict => match self.beat(owner, ttl_ms).await? {
+                        Beat::Alive { seq, .. } if seq != expected => last = Some(seq),
+                        _ => {}
+                    },
                 }
-                Cas::Conflict => {
-                    self.held().remove(owner);
-                    false
-                }
-            });
+            }
+            self.held().remove(owner);
+            return Ok(false);
         }
         // Another TTL: a heartbeat in its bucket, then the grant names that bucket
         // (compare-and-set, so a contender that ended the old heartbeat wins or loses whole).
