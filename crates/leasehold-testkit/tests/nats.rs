@@ -160,6 +160,12 @@ async fn a_node_lost_from_a_3_node_cluster_keeps_the_grant() {
             Err(e) => panic!("no JetStream cluster at {url}: {e}"),
         }
     };
+    // doctor sees the stream's Raft group: three replicas, a leader and its two peers.
+    let p = leasehold::probe::probe(&url.parse().expect("a nats:// URL")).await.unwrap();
+    assert_eq!(p.setting("replicas"), Some("3"), "{p:?}");
+    assert!(p.setting("leader").is_some_and(|l| l.starts_with('n')), "{p:?}");
+    let peers = p.settings.iter().filter(|s| s.setting.starts_with("peer ")).count();
+    assert_eq!(peers, 2, "{p:?}");
     let rival = leasehold_testkit::conformance::other(&l);
     let key = unique_key("nats-cluster");
     let ttl = Duration::from_secs(20);
@@ -211,4 +217,18 @@ async fn a_node_lost_from_a_3_node_cluster_keeps_the_grant() {
     };
     assert!(b.fence() > fence);
     assert!(b.release().await.unwrap().is_clean());
+}
+
+/// `doctor`'s probe reads the grants' bucket: replicas and storage, with the verdicts they
+/// call for (one replica, memory storage), and each peer of a cluster's stream.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn doctor_reads_replicas_storage_and_peers() {
+    let server = NatsServer::start();
+    let url = server.url("/probed?storage=memory");
+    let p = leasehold::probe::probe(&url.parse().expect("a nats:// URL")).await.unwrap();
+    assert_eq!(p.setting("replicas"), Some("1"), "{p:?}");
+    assert_eq!(p.setting("storage"), Some("memory"), "{p:?}");
+    assert!(p.setting("server").is_some_and(|s| s.contains("2.")), "{p:?}");
+    assert!(p.verdicts.iter().any(|v| v.contains("memory storage")), "{p:?}");
+    assert!(p.verdicts.iter().any(|v| v.contains("single point of failure")), "{p:?}");
 }

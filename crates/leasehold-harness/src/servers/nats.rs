@@ -38,8 +38,9 @@ impl NatsServer {
             .append(true)
             .open(self.dir.path().join("nats.log"))
             .expect("nats log");
+        let name = unique_name(self.dir.path(), "lh");
         let child = Command::new(sbin("nats-server"))
-            .args(["-a", "127.0.0.1", "-p", &self.port.to_string(), "-js", "-n", "lh-nats"])
+            .args(["-a", "127.0.0.1", "-p", &self.port.to_string(), "-js", "-n", &name])
             .arg("-sd")
             .arg(&store)
             .stdin(Stdio::null())
@@ -49,7 +50,7 @@ impl NatsServer {
             .expect("spawn nats-server");
         let mut child = Some(child);
         let port = self.port;
-        let up = until_up(&mut child, Duration::from_secs(10), || jetstream_up(port));
+        let up = until_up(&mut child, Duration::from_secs(10), || jetstream_up(port, &name));
         self.child = child;
         if !up {
             kill9_child(&mut self.child);
@@ -109,15 +110,25 @@ impl Drop for NatsServer {
     }
 }
 
-/// Whether a NATS server on `port` answers with JetStream on: its `INFO` line says so.
-fn jetstream_up(port: u16) -> bool {
+/// A server name no other test's server has (`TAG-` and the temp dir's name), so that the
+/// readiness check knows its own server from another test's that took the port first.
+fn unique_name(dir: &std::path::Path, tag: &str) -> String {
+    let unique = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    format!("{tag}-{}", unique.trim_start_matches('.'))
+}
+
+/// Whether the NATS server named `name` answers on `port` with JetStream on: its `INFO`
+/// line says so.
+fn jetstream_up(port: u16, name: &str) -> bool {
     let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) else { return false };
     let _ = s.set_read_timeout(Some(Duration::from_secs(1)));
     let mut buf = [0u8; 4096];
     let n = s.read(&mut buf).unwrap_or(0);
     let info = String::from_utf8_lossy(&buf[..n]);
     let _ = s.write_all(b"QUIT\r\n");
-    info.starts_with("INFO") && info.contains("\"jetstream\":true")
+    info.starts_with("INFO")
+        && info.contains("\"jetstream\":true")
+        && info.contains(&format!("\"server_name\":\"{name}\""))
 }
 
 /// One node of a [`NatsCluster`].
@@ -127,8 +138,8 @@ struct ClusterNode {
     child: Option<Child>,
 }
 
-/// A private JetStream cluster of `n` `nats-server`s (named `n0`, `n1`, …) on free loopback
-/// ports, routed to each other.
+/// A private JetStream cluster of `n` `nats-server`s (named `n0-…`, `n1-…`, …) on free
+/// loopback ports, routed to each other.
 pub struct NatsCluster {
     nodes: Vec<ClusterNode>,
     dir: tempfile::TempDir,
@@ -160,6 +171,7 @@ impl NatsCluster {
             .map(|(_, m)| format!("nats://127.0.0.1:{}", m.route_port))
             .collect();
         let m = &self.nodes[i];
+        let name = unique_name(self.dir.path(), &format!("n{i}"));
         let store = self.dir.path().join(format!("n{i}"));
         let log = std::fs::OpenOptions::new()
             .create(true)
@@ -167,7 +179,7 @@ impl NatsCluster {
             .open(self.dir.path().join(format!("n{i}.log")))
             .expect("nats log");
         let child = Command::new(sbin("nats-server"))
-            .args(["-a", "127.0.0.1", "-p", &m.port.to_string(), "-js", "-n", &format!("n{i}")])
+            .args(["-a", "127.0.0.1", "-p", &m.port.to_string(), "-js", "-n", &name])
             .arg("-sd")
             .arg(&store)
             .args(["--cluster_name", "lh", "--cluster"])
@@ -180,7 +192,7 @@ impl NatsCluster {
             .expect("spawn nats-server");
         let mut child = Some(child);
         let port = m.port;
-        let up = until_up(&mut child, Duration::from_secs(10), || jetstream_up(port));
+        let up = until_up(&mut child, Duration::from_secs(10), || jetstream_up(port, &name));
         self.nodes[i].child = child;
         up
     }
