@@ -47,6 +47,7 @@ URLs:
   mysql://USER[:PASS]@HOST:PORT/DB[?mode=session]
   etcd://H1:P1[,H2:P2…][/PREFIX][?ttl=10s]
   zk://H1:P1[,H2:P2…][/CHROOT][?session=10s]
+  nats://[USER:PASS@]H1:P1[,H2:P2…][/BUCKET][?replicas=1&storage=file]  NATS JetStream KV
 Keep passwords out of `ps` and shell history with --store-file or $LEASEHOLD_STORE_FILE
 (a file of mode 0600 holding the URL).";
 

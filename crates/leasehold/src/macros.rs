@@ -22,6 +22,7 @@ macro_rules! cfg_any_store {
                 feature = "mysql",
                 feature = "etcd",
                 feature = "zookeeper",
+                feature = "nats",
             ))
             $($item)*
         }
@@ -38,6 +39,7 @@ macro_rules! cfg_networked {
                 feature = "mysql",
                 feature = "etcd",
                 feature = "zookeeper",
+                feature = "nats",
             ))
             $($item)*
         }

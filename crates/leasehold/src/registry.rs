@@ -71,6 +71,8 @@ stores! {
     Etcd ["etcd"] feature "etcd" if (feature = "etcd") => crate::backends::etcd::STORE,
     /// `zk://` (ZooKeeper).
     Zk ["zk"] feature "zookeeper" if (feature = "zookeeper") => crate::backends::zookeeper::STORE,
+    /// `nats://` (NATS JetStream KV).
+    Nats ["nats"] feature "nats" if (feature = "nats") => crate::backends::nats::STORE,
 }
 
 /// One line of the registry.

@@ -341,7 +341,8 @@ impl Error {
         feature = "postgres",
         feature = "mysql",
         feature = "etcd",
-        feature = "zookeeper"
+        feature = "zookeeper",
+        feature = "nats"
     )
 ))]
 pub(crate) fn assert_refused<T: std::fmt::Debug>(

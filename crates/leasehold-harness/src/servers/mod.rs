@@ -7,6 +7,7 @@ pub use crate::failure::{FailingStore, Plan};
 pub use crate::spawn::{blocking, free_port};
 pub use crate::stores::etcd::server::EtcdCluster;
 pub use crate::stores::mysql::server::MyServer;
+pub use crate::stores::nats::server::{NatsCluster, NatsServer};
 pub use crate::stores::plan;
 pub use crate::stores::postgres::server::PgServer;
 pub use crate::stores::postgres::sync_pair::{PgSyncPair, SYNC_NAME};

@@ -16,6 +16,7 @@ pub use crate::kit::{ResourceSpec, StoreKit};
 
 pub mod etcd;
 pub mod mysql;
+pub mod nats;
 pub mod postgres;
 pub mod redis;
 pub mod sqlite;
@@ -23,8 +24,15 @@ pub mod topology;
 pub mod zookeeper;
 
 /// Every store the tools know something about, in the order messages list them.
-pub const KITS: &[&dyn StoreKit] =
-    &[&redis::Kit, &redis::RedlockKit, &postgres::Kit, &mysql::Kit, &etcd::Kit, &zookeeper::Kit];
+pub const KITS: &[&dyn StoreKit] = &[
+    &redis::Kit,
+    &redis::RedlockKit,
+    &postgres::Kit,
+    &mysql::Kit,
+    &etcd::Kit,
+    &zookeeper::Kit,
+    &nats::Kit,
+];
 
 /// What the tools know about the store `scheme` names (a store with no entry knows nothing:
 /// the trait's defaults).

@@ -21,6 +21,8 @@ pub mod file;
 pub(crate) mod inotify;
 #[cfg(feature = "mysql")]
 pub mod mysql;
+#[cfg(feature = "nats")]
+pub mod nats;
 #[cfg(any(
     feature = "redis",
     feature = "postgres",

@@ -1,0 +1,35 @@
+//! What leasehold's own tools need of the NATS store (feature `tools`, not a stable API): the
+//! names, headers and values with which `leasehold bench` drives a raw async-nats client
+//! through the very requests the store sends (read the key, write the heartbeat and read its
+//! stamp, compare-and-set the grant; the release marker).
+
+use std::time::Duration;
+
+/// The header that makes a write a compare-and-set on the subject's last sequence.
+pub const EXPECTED_LAST: &str = super::record::EXPECTED_LAST;
+/// The release marker's header carrying the released grant's fence.
+pub const FENCE_HEADER: &str = super::record::FENCE_HEADER;
+/// The KV operation header (`DEL` on a release marker).
+pub const KV_OPERATION: &str = super::record::KV_OPERATION;
+
+/// The subject of `key`'s grant in the grants' bucket `bucket`.
+pub fn grant_subject(bucket: &str, key: &str) -> String {
+    format!("$KV.{bucket}.{}", super::record::token(key))
+}
+
+/// The heartbeat bucket a lease of `ttl` uses, and its `max_age`.
+pub fn heartbeat_bucket(bucket: &str, ttl: Duration) -> (String, Duration) {
+    let ms = super::record::bucket_ttl_ms(ttl);
+    (super::record::beat_bucket(bucket, ms), Duration::from_millis(ms))
+}
+
+/// The grant's value as the store writes it (owner token, fence, TTL bucket; no holder info).
+pub fn grant_value(owner: &crate::OwnerToken, fence: u64, ttl: Duration) -> String {
+    let ttl_ms = super::record::bucket_ttl_ms(ttl);
+    super::record::Record { owner: *owner, fence, ttl_ms, info: None }.encode()
+}
+
+/// The fence a grant issues after `prev`, its heartbeat stamped at `stamp_ns`.
+pub fn next_fence(prev: u64, stamp_ns: i128) -> u64 {
+    super::record::next_fence(prev, stamp_ns)
+}
