@@ -40,6 +40,7 @@ pub enum ChaosScenario {
     UnknownAcquire,
 }
 
+#[cfg(feature = "chaos")]
 impl ChaosScenario {
     /// Whether the holder loses the store (and should notice) rather than freezing.
     pub fn cuts_the_holder_off(self) -> bool {

@@ -9,6 +9,7 @@ pub fn esc(s: &str) -> String {
     s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
 }
 
+#[cfg(feature = "chaos")]
 /// The smallest 1, 2 or 5 × 10^k at least `raw`: a round axis tick interval.
 pub fn round_step(raw: f64) -> f64 {
     if !raw.is_finite() || raw <= 0.0 {
@@ -18,6 +19,7 @@ pub fn round_step(raw: f64) -> f64 {
     [1.0, 2.0, 5.0, 10.0].into_iter().map(|m| m * mag).find(|s| *s >= raw).unwrap_or(10.0 * mag)
 }
 
+#[cfg(feature = "chaos")]
 /// The ticks of a linear axis from `lo` to `hi`, about `n` of them: every multiple of a round
 /// step ([`round_step`]) in the range, each with its label. Values are `k × step` (never
 /// summed step by step, which drifts), and labels carry the decimals the step needs and no
@@ -34,6 +36,7 @@ pub fn ticks(lo: f64, hi: f64, n: usize) -> Vec<(f64, String)> {
         .collect()
 }
 
+#[cfg(feature = "bench")]
 /// The ticks of a log axis of microseconds from 10^`lo` to 10^`hi`, each with its label in
 /// µs, ms or s: 1, 2 and 5 × 10^k when the axis spans two decades or fewer, else powers of
 /// ten.
@@ -55,15 +58,17 @@ pub fn log_ticks_us(lo: i32, hi: i32) -> Vec<(f64, String)> {
     out
 }
 
+#[cfg(feature = "bench")]
 const COLORS: &[&str] =
     &["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf"];
 
+#[cfg(feature = "bench")]
 /// Pick a color for series `i`.
 pub fn color(i: usize) -> &'static str {
     COLORS[i % COLORS.len()]
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "bench", feature = "chaos"))]
 mod tests {
     use super::{log_ticks_us, round_step, ticks};
 

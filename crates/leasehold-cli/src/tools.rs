@@ -149,6 +149,7 @@ pub(crate) async fn bench(
 }
 
 /// `bench --single`: the cluster against one server ([`bench::cluster_vs_single`]).
+#[cfg(feature = "bench")]
 async fn cluster_bench(
     settings: bench::Settings,
     single: &str,
