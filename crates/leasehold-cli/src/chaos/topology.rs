@@ -108,15 +108,16 @@ fn bump(path: &std::path::Path) -> std::io::Result<u64> {
 /// Connects to `url`; a `redlock://` URL gets the run's external fence source when there is
 /// one (this process's, or a holder's from [`ENV_FENCES`]).
 pub(super) async fn connect(url: &str) -> leasehold::Result<Locker> {
+    let url = leasehold::StoreUrl::parse(url)?;
     let file = FENCES.get().cloned().or_else(|| std::env::var_os(ENV_FENCES).map(PathBuf::from));
     #[cfg(feature = "redis")]
-    if let Some(f) = file.filter(|_| url.starts_with("redlock://")) {
-        let store = leasehold::backends::redis::redlock::RedlockStore::connect(url).await?;
+    if let Some(f) = file.filter(|_| url.scheme() == leasehold::Scheme::Redlock) {
+        let store = leasehold::backends::redis::tools::redlock(&url).await?;
         return Ok(Locker::new(store.with_fence_source(std::sync::Arc::new(FileFences(f)))));
     }
     #[cfg(not(feature = "redis"))]
     let _ = file;
-    Locker::connect(url).await
+    Locker::open(&url, leasehold::DEFAULT_CONNECT_TIMEOUT).await
 }
 
 /// The environment a holder process gets: the fence file, when the run has one.
@@ -127,11 +128,13 @@ pub(super) fn worker_env() -> Vec<(&'static str, PathBuf)> {
 /// The options a topology's URL carries: the `--store` URL's, when it has the topology's
 /// scheme, else its defaults (a 1 s ZooKeeper session).
 fn options(s: &Settings, scheme: &str) -> String {
-    let given = s.url.expose().strip_prefix(scheme).and_then(|r| r.strip_prefix("://"));
-    match given {
-        Some(rest) => rest.find('?').map_or(String::new(), |i| rest[i..].to_owned()),
-        None if scheme == "zk" => "?session=1s".into(),
-        None => String::new(),
+    if s.url.scheme().as_str() == scheme {
+        let rest = s.url.path_and_options();
+        return rest.find('?').map_or(String::new(), |i| rest[i..].to_owned());
+    }
+    match scheme {
+        "zk" => "?session=1s".into(),
+        _ => String::new(),
     }
 }
 
