@@ -182,9 +182,11 @@ impl StoreUrl {
         self.scheme
     }
 
-    /// The URL as given, credentials included: only to hand the store to another process
-    /// (a child's environment or arguments), which parses it again as its own `StoreUrl`.
-    /// Never print it (print the `StoreUrl`); within a process, use the `StoreUrl` itself.
+    /// The URL as given, credentials included. Kept for what truly needs the text: handing
+    /// the store to another process (a child's environment, a client such as pgbench), which
+    /// parses it again as its own, and finding the text where it must not leak (the CLI's
+    /// `run` withholds environment variables that carry it). Never print it (print the
+    /// `StoreUrl`); within a process, use the `StoreUrl` and its store's typed answers.
     pub fn expose(&self) -> &str {
         &self.raw
     }

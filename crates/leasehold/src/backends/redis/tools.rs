@@ -6,6 +6,7 @@
 use redis::ScriptInvocation;
 
 use super::cluster_url::ClusterUrl;
+use super::redlock::RedlockStore;
 use super::scripts::{CHANNEL, FENCE, HOLDER, RELEASED_BY};
 use super::sentinel_url::SentinelUrl;
 use super::{Names, RedisUrl, RedlockUrl};
@@ -91,6 +92,14 @@ pub fn node_url(url: &StoreUrl, addr: &str) -> Result<String> {
         return Err(Error::invalid(format!("{url} is not a redis:// or redis-cluster:// URL")));
     };
     Ok(format!("redis://{auth}{addr}"))
+}
+
+/// The Redlock store a `redlock://` URL names, opened on its parsed configuration within
+/// [`crate::DEFAULT_CONNECT_TIMEOUT`] as [`RedlockStore::connect`] opens it (to give it a fence
+/// source before a locker takes it).
+pub async fn redlock(url: &StoreUrl) -> Result<RedlockStore> {
+    let u: &RedlockUrl = url.config_of("redlock://")?;
+    RedlockStore::open(u, crate::limits::Limits::default()).await
 }
 
 /// A [`RedisFence`] on the server a `redis://` or `rediss://` URL names, its fence hashes
