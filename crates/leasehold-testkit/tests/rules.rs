@@ -177,9 +177,10 @@ async fn postgres_grants_issue_the_fence_rule() {
     drop(Locker::connect(&format!("{base}&mode=session")).await.unwrap());
     let c = pg_client(&schema).await;
     let clock = format!("{CLOCK}::bigint");
-    let lease = tools::lease_statements(&base).unwrap();
+    let url = |s: &str| s.parse::<leasehold::StoreUrl>().unwrap();
+    let lease = tools::lease_statements(&url(&base)).unwrap();
     let t = format!("\"{}\".\"leasehold_leases\"", schema.name);
-    let prims = tools::primitive_statements(&base).unwrap();
+    let prims = tools::primitive_statements(&url(&base)).unwrap();
     for (form, original) in [
         ("grant", &lease.grant),
         ("grant_queued", &lease.grant_queued),
@@ -219,7 +220,7 @@ async fn postgres_grants_issue_the_fence_rule() {
     // connections), then every grant takes `nextval`. So a connection's first fence is
     // above max(counter + 1, clock) outside the slack window, and above the counter inside
     // it (a failover, hence a new connection, takes far longer than the slack).
-    let session = tools::session_statements(&format!("{base}&mode=session")).unwrap();
+    let session = tools::session_statements(&url(&format!("{base}&mode=session"))).unwrap();
     let seq = format!("\"{}\".leasehold_fence_seq", schema.name);
     let clock_back = session.clock_back.replace(tools::CLOCK_US, &clock);
     assert_ne!(clock_back, session.clock_back, "the clock-back reads the clock");
@@ -245,9 +246,10 @@ async fn mysql_grants_issue_the_fence_rule() {
     drop(Locker::connect(&db.url("?mode=session")).await.unwrap());
     let mut c = mysql_async::Conn::from_url(db.url("")).await.unwrap();
     let clock = format!("CAST({CLOCK} AS UNSIGNED)");
+    let url = |s: String| s.parse::<leasehold::StoreUrl>().unwrap();
     let lease =
-        tools::lease_statements(&db.url("")).unwrap().grant.replace(tools::CLOCK_US, &clock);
-    let session = tools::session_statements(&db.url("?mode=session")).unwrap().fence.unwrap();
+        tools::lease_statements(&url(db.url(""))).unwrap().grant.replace(tools::CLOCK_US, &clock);
+    let session = tools::session_statements(&url(db.url("?mode=session"))).unwrap().fence.unwrap();
     let session = session.replace(tools::CLOCK_US, &clock);
     for (form, sql, table) in
         [("lease", &lease, "leasehold_leases"), ("session", &session, "leasehold_leases_fences")]

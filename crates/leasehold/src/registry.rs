@@ -6,7 +6,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::backends::Descriptor;
+use crate::backends::{Descriptor, StoreConfig};
 use crate::limits::{Limits, within};
 use crate::probe::findings::Probe;
 use crate::url::{redact, secret};
@@ -146,10 +146,12 @@ fn scrubbed<T>(url: &str, result: Result<T>) -> Result<T> {
     }
 }
 
-/// A store URL, parsed once: its [`Scheme`], its store, and its options, checked by the
-/// store's own parser (an unknown option or a bad value refused, naming it and the valid
-/// ones). `Display` and `Debug` redact the password; [`StoreUrl::expose`] gives the text
-/// that connects.
+/// A store URL, parsed once: its [`Scheme`], and its store's typed configuration, made by
+/// the store's own parser (an unknown or repeated option or a bad value refused, naming it
+/// and the valid ones). Opening the store and probing its deployment use that configuration;
+/// nothing reads the URL text again. `Display` and `Debug` redact the password (and print
+/// nothing of the configuration); [`StoreUrl::expose`] gives the text, for the one use that
+/// needs it: handing the store to another process.
 ///
 /// ```
 /// use leasehold::{Scheme, StoreUrl};
@@ -161,7 +163,7 @@ fn scrubbed<T>(url: &str, result: Result<T>) -> Result<T> {
 pub struct StoreUrl {
     raw: String,
     scheme: Scheme,
-    descriptor: &'static Descriptor,
+    config: Arc<dyn StoreConfig>,
 }
 
 impl StoreUrl {
@@ -169,8 +171,8 @@ impl StoreUrl {
     /// error naming the cargo feature that builds it in. No error carries the password.
     pub fn parse(url: &str) -> Result<StoreUrl> {
         let (e, descriptor) = scrubbed(url, entry(url))?;
-        scrubbed(url, (descriptor.options)(url))?;
-        Ok(StoreUrl { raw: url.to_owned(), scheme: e.scheme, descriptor })
+        let config = scrubbed(url, (descriptor.parse)(url))?;
+        Ok(StoreUrl { raw: url.to_owned(), scheme: e.scheme, config })
     }
 
     /// The kind of store.
@@ -178,32 +180,83 @@ impl StoreUrl {
         self.scheme
     }
 
-    /// The value of option `name` (`?name=value`), if given.
-    pub fn option(&self, name: &str) -> Option<&str> {
-        crate::url::option_of(&self.raw, name)
-    }
-
-    /// Duration option `name` in the one syntax ([`crate::parse_duration`]), if given.
-    pub fn duration(&self, name: &str) -> Result<Option<Duration>> {
-        self.option(name).map(crate::parse_duration).transpose()
-    }
-
-    /// The URL with its credentials, to connect with. Never print it: print the `StoreUrl`.
+    /// The URL as given, credentials included: only to hand the store to another process
+    /// (a child's environment or arguments), which parses it again as its own `StoreUrl`.
+    /// Never print it (print the `StoreUrl`); within a process, use the `StoreUrl` itself.
     pub fn expose(&self) -> &str {
         &self.raw
+    }
+
+    /// The store's configuration as its own type `C`, if this URL is that store's: how a
+    /// store's `tools` answers questions about its URL without parsing it again.
+    #[cfg_attr(
+        not(all(
+            feature = "tools",
+            any(feature = "redis", feature = "postgres", feature = "mysql", feature = "etcd")
+        )),
+        allow(dead_code)
+    )]
+    pub(crate) fn config<C: StoreConfig>(&self) -> Option<&C> {
+        let any: &dyn std::any::Any = &*self.config;
+        any.downcast_ref()
+    }
+
+    /// [`StoreUrl::config`], or [`Error::InvalidInput`] saying this URL is not one of `form`
+    /// (a store's `tools`, given another store's URL).
+    #[cfg(feature = "tools")]
+    #[cfg_attr(
+        not(any(feature = "redis", feature = "postgres", feature = "mysql", feature = "etcd")),
+        allow(dead_code)
+    )]
+    pub(crate) fn config_of<C: StoreConfig>(&self, form: &str) -> Result<&C> {
+        self.config().ok_or_else(|| Error::invalid(format!("{self} is not a {form} URL")))
+    }
+
+    /// How long the store keeps a silent holder's session before its locks go: etcd's
+    /// lease TTL (`ttl=`, 10 s by default), ZooKeeper's session timeout (`session=`, 10 s
+    /// by default); `None` for stores whose locks are not bound to a session (feature
+    /// `tools`: chaos waits this long for a cut-off holder's locks to go).
+    #[cfg(feature = "tools")]
+    pub fn session_timeout(&self) -> Option<Duration> {
+        self.config.session_timeout()
+    }
+
+    /// The servers the URL names, `HOST:PORT` each (feature `tools`: the chaos tools put a
+    /// fault proxy in front of one).
+    #[cfg(feature = "tools")]
+    pub fn hosts(&self) -> Vec<&str> {
+        let (_, _, hosts, _) = crate::url::authority(&self.raw);
+        hosts.split(',').filter(|h| !h.is_empty()).collect()
+    }
+
+    /// The same store URL (scheme, credentials, path and options) naming the servers
+    /// `hosts` (`HOST:PORT[,HOST:PORT…]`) instead, parsed again as a new URL (feature
+    /// `tools`: a holder reaching its store through a fault proxy).
+    #[cfg(feature = "tools")]
+    pub fn with_hosts(&self, hosts: &str) -> Result<StoreUrl> {
+        let (scheme, userinfo, _, rest) = crate::url::authority(&self.raw);
+        StoreUrl::parse(&format!("{scheme}://{userinfo}{hosts}{rest}"))
+    }
+
+    /// What follows the servers in the URL: its path and options (`/PATH?OPTIONS`, or `""`),
+    /// without the scheme and credentials (feature `tools`: the same options on a private
+    /// server the chaos tools start, which has no credentials and may be another form).
+    #[cfg(feature = "tools")]
+    pub fn path_and_options(&self) -> &str {
+        crate::url::authority(&self.raw).3
     }
 
     /// Opens the store within `limits.connect`; no error carries the URL's password.
     pub(crate) async fn open(&self, limits: Limits) -> Result<Arc<dyn Store>> {
         // The store bounds each of its connections itself; this bounds the whole of opening,
         // several connections and table creation included.
-        let open = (self.descriptor.open)(&self.raw, limits);
+        let open = self.config.open(limits);
         scrubbed(&self.raw, within(limits.connect, || self.to_string(), open).await)
     }
 
     /// Reads the deployment's settings into `p`, within `limit`.
     pub(crate) async fn read_settings(&self, p: &mut Probe, limit: Duration) -> Result<()> {
-        let read = match tokio::time::timeout(limit, (self.descriptor.probe)(&self.raw, p)).await {
+        let read = match tokio::time::timeout(limit, self.config.probe(p)).await {
             Ok(Ok(())) => Ok(()),
             Ok(Err(e)) => Err(Error::unavailable(e, None)),
             Err(_) => Err(Error::unavailable(
@@ -263,11 +316,25 @@ mod tests {
     fn store_urls() {
         let u = StoreUrl::parse("redis://u:PW@127.0.0.1:1?prefix=a:&wait_timeout=1s").unwrap();
         assert_eq!(u.scheme(), Scheme::Redis);
-        assert_eq!(u.option("prefix"), Some("a:"));
-        assert_eq!(u.duration("wait_timeout").unwrap(), Some(Duration::from_secs(1)));
-        assert_eq!(u.duration("absent").unwrap(), None);
+        // Parsed once, into the store's own typed configuration.
+        let c = u.config::<crate::backends::redis::RedisUrl>().unwrap();
+        assert_eq!((c.base.as_str(), c.opts.prefix.as_str()), ("redis://u:PW@127.0.0.1:1", "a:"));
+        assert_eq!(c.opts.wait_replicas, None, "wait_timeout alone asks for no WAIT");
+        let w = StoreUrl::parse("redis://h:1?wait_replicas=2&wait_timeout=1s").unwrap();
+        let w = w.config::<crate::backends::redis::RedisUrl>().unwrap().opts.wait_replicas;
+        assert_eq!(w, Some((2, Duration::from_secs(1))));
+        assert!(u.config::<crate::backends::redis::cluster::ClusterUrl>().is_none());
         assert!(!format!("{u} {u:?}").contains("PW"));
         assert!(u.expose().contains("PW"));
+        #[cfg(feature = "tools")]
+        {
+            let u = StoreUrl::parse("redis://u:PW@h:1/2?prefix=a:").unwrap();
+            assert_eq!((u.hosts(), u.path_and_options()), (vec!["h:1"], "/2?prefix=a:"));
+            let moved = u.with_hosts("127.0.0.1:7").unwrap();
+            assert_eq!(moved.expose(), "redis://u:PW@127.0.0.1:7/2?prefix=a:");
+            let pg = StoreUrl::parse("postgres://u@h1:1,h2:2/db").unwrap();
+            assert_eq!(pg.hosts(), ["h1:1", "h2:2"]);
+        }
         assert!(StoreUrl::parse("redis://h:1?wait_replica=1").is_err());
         assert!(StoreUrl::parse("nope://x").is_err());
         assert_eq!(StoreUrl::parse("postgresql://u@h/db").unwrap().scheme(), Scheme::Postgres);

@@ -237,14 +237,18 @@ cfg_sql! {
     }
 }
 
-/// The value of option `name` (`?name=value`; a bare `?name` is ""), if given.
-pub(crate) fn option_of<'a>(url: &'a str, name: &str) -> Option<&'a str> {
-    let (_, q) = url.split_once('?')?;
-    q.split('&').find_map(|p| match p.split_once('=') {
-        Some((k, v)) if k == name => Some(v),
-        None if p == name => Some(""),
-        _ => None,
-    })
+/// The parts of `scheme://[userinfo@]hosts[/path][?query]`, the syntax every store URL
+/// shares: the scheme, the userinfo with its `@` (or `""`), the hosts, and the rest (path
+/// and query, or `""`).
+#[cfg_attr(not(feature = "tools"), allow(dead_code))]
+pub(crate) fn authority(url: &str) -> (&str, &str, &str, &str) {
+    let (scheme, rest) = url.split_once("://").unwrap_or(("", url));
+    let end = rest.find(['/', '?']).unwrap_or(rest.len());
+    let (userinfo, hosts) = match rest[..end].rfind('@') {
+        Some(at) => rest[..end].split_at(at + 1),
+        None => ("", &rest[..end]),
+    };
+    (scheme, userinfo, hosts, &rest[end..])
 }
 
 /// The password a store URL carries, in its userinfo (`scheme://user:PASS@host`) or in a
@@ -365,6 +369,13 @@ mod tests {
         }
         let e = duration_option("ttl", "1h30m", Duration::from_secs(1), Duration::from_secs(3600));
         assert!(e.unwrap_err().to_string().contains("out of range (1s to 3600s)"));
+    }
+
+    #[test]
+    fn authorities() {
+        assert_eq!(authority("redis://u:PW@h:1/2?x=y"), ("redis", "u:PW@", "h:1", "/2?x=y"));
+        assert_eq!(authority("etcd://h1:1,h2:2"), ("etcd", "", "h1:1,h2:2", ""));
+        assert_eq!(authority("zk://h:1?session=2s"), ("zk", "", "h:1", "?session=2s"));
     }
 
     #[test]

@@ -87,15 +87,24 @@ impl Side {
     }
 }
 
-async fn node(addr: &str, auth: &str) -> BenchResult<::redis::aio::MultiplexedConnection> {
-    let client = ::redis::Client::open(format!("redis://{auth}{addr}"))
-        .map_err(|e| format!("{addr}: {e}"))?;
+/// A raw connection to the server at `addr` of the deployment `store` names, with its
+/// credentials.
+async fn node(
+    addr: &str,
+    store: &leasehold::StoreUrl,
+) -> BenchResult<::redis::aio::MultiplexedConnection> {
+    let url =
+        leasehold::backends::redis::tools::node_url(store, addr).map_err(|e| e.to_string())?;
+    let client = ::redis::Client::open(url).map_err(|e| format!("{addr}: {e}"))?;
     client.get_multiplexed_async_connection().await.map_err(|e| format!("{addr}: {e}"))
 }
 
 /// The cluster's masters serving slots, `host:port`, with their slot ranges.
-async fn masters(seed: &str, auth: &str) -> BenchResult<Vec<(String, Vec<(u16, u16)>)>> {
-    let mut c = node(seed, auth).await?;
+async fn masters(
+    seed: &str,
+    store: &leasehold::StoreUrl,
+) -> BenchResult<Vec<(String, Vec<(u16, u16)>)>> {
+    let mut c = node(seed, store).await?;
     let text: String = ::redis::cmd("CLUSTER")
         .arg("NODES")
         .query_async(&mut c)
@@ -121,52 +130,39 @@ async fn masters(seed: &str, auth: &str) -> BenchResult<Vec<(String, Vec<(u16, u
     Ok(out)
 }
 
-/// Seeds and the `user:pass@` part of a `redis-cluster://` URL.
-fn seeds(url: &str) -> (Vec<String>, String) {
-    let rest = url.strip_prefix("redis-cluster://").unwrap_or(url);
-    let authority = rest.split(['/', '?']).next().unwrap_or_default();
-    let (auth, hosts) = match authority.rsplit_once('@') {
-        Some((a, h)) => (format!("{a}@"), h),
-        None => (String::new(), authority),
-    };
-    (hosts.split(',').map(str::to_owned).collect(), auth)
-}
-
 /// Runs the comparison.
 pub(super) async fn compare(
     s: &Settings,
     single: &leasehold::StoreUrl,
     p: &Progress,
 ) -> BenchResult<Comparison> {
-    let (seed_list, auth) = seeds(s.url.expose());
+    let seed_list = s.url.hosts();
     let seed = seed_list.first().ok_or("no seed")?;
-    let ms = masters(seed, &auth).await?;
+    let ms = masters(seed, &s.url).await?;
     let mut cluster_nodes = Vec::new();
     for (addr, _) in &ms {
-        cluster_nodes.push((addr.clone(), node(addr, &auth).await?));
+        cluster_nodes.push((addr.clone(), node(addr, &s.url).await?));
     }
-    let single_addr = single.expose().split("://").nth(1).unwrap_or_default();
-    let single_addr = single_addr.split(['/', '?']).next().unwrap_or_default();
-    let (single_auth, single_hostport) = match single_addr.rsplit_once('@') {
-        Some((a, h)) => (format!("{a}@"), h),
-        None => (String::new(), single_addr),
-    };
+    let single_hostport = *single.hosts().first().ok_or("no server")?;
     let sides = [
         Side {
             locker: super::connect(single).await?,
-            nodes: vec![(single_hostport.to_owned(), node(single_hostport, &single_auth).await?)],
+            nodes: vec![(single_hostport.to_owned(), node(single_hostport, single).await?)],
         },
         Side { locker: super::connect(&s.url).await?, nodes: cluster_nodes },
     ];
     let names = ["uncontended", "handoff", "many-keys", "uncontended, raw redis-rs"];
     let raw_single = Raw::on(sides[0].nodes[0].1.clone(), true, "PUBLISH");
-    let cluster_conn = ::redis::cluster::ClusterClient::new(
-        seed_list.iter().map(|h| format!("redis://{auth}{h}")).collect::<Vec<_>>(),
-    )
-    .map_err(|e| format!("cluster client: {e}"))?
-    .get_async_connection()
-    .await
-    .map_err(|e| format!("cluster connection: {e}"))?;
+    let seed_urls: Vec<String> = seed_list
+        .iter()
+        .map(|h| leasehold::backends::redis::tools::node_url(&s.url, h))
+        .collect::<leasehold::Result<_>>()
+        .map_err(|e| e.to_string())?;
+    let cluster_conn = ::redis::cluster::ClusterClient::new(seed_urls)
+        .map_err(|e| format!("cluster client: {e}"))?
+        .get_async_connection()
+        .await
+        .map_err(|e| format!("cluster connection: {e}"))?;
     let raw_cluster = Raw::on(cluster_conn, true, "SPUBLISH");
     // [scenario][side] → per run (cycles/s, per node (µs, script calls))
     type Sample = (f64, u64, Vec<(u64, u64)>);

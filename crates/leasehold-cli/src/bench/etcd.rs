@@ -19,9 +19,9 @@ pub(super) struct EtcdRaw {
 }
 
 impl EtcdRaw {
-    pub(super) async fn connect(url: &str) -> BenchResult<Self> {
+    pub(super) async fn connect(url: &leasehold::StoreUrl) -> BenchResult<Self> {
         let store =
-            leasehold::backends::etcd::EtcdStore::connect(url).await.map_err(|e| e.to_string())?;
+            leasehold::backends::etcd::tools::connect(url).await.map_err(|e| e.to_string())?;
         let client = leasehold::backends::etcd::tools::client(&store);
         let lease = client.lease_grant(60).await.map_err(|e| e.to_string())?.id;
         let owner = OwnerToken::generate().map_err(|e| e.to_string())?.to_string();

@@ -268,12 +268,10 @@ pub async fn run(s: Settings) -> BenchResult<Report> {
     let scheme = s.url.scheme();
     let redis_side =
         if scheme == Scheme::Redis { Some(RedisSide::connect(&s.url).await?) } else { None };
-    let pg_side =
-        if scheme == Scheme::Postgres { Some(PgSide::new(s.url.expose())?) } else { None };
-    let my_raw =
-        if scheme == Scheme::Mysql { Some(MyRaw::connect(s.url.expose()).await?) } else { None };
+    let pg_side = if scheme == Scheme::Postgres { Some(PgSide::new(&s.url)?) } else { None };
+    let my_raw = if scheme == Scheme::Mysql { Some(MyRaw::connect(&s.url).await?) } else { None };
     let etcd_raw =
-        if scheme == Scheme::Etcd { Some(EtcdRaw::connect(s.url.expose()).await?) } else { None };
+        if scheme == Scheme::Etcd { Some(EtcdRaw::connect(&s.url).await?) } else { None };
     let all = s.scenario == Scenario::All;
     let want = |sc: Scenario| all || s.scenario == sc;
     let scenarios: Vec<Scenario> = [

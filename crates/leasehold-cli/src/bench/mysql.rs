@@ -21,31 +21,19 @@ pub(super) struct MyRaw {
     info: String,
 }
 
-/// leasehold's `mysql://` URL options (everything else is the driver's).
-const MY_OPTIONS: &[&str] = &["mode", "table", "prefix", "fence", "heartbeat", "connect_timeout"];
-
 impl MyRaw {
-    pub(super) async fn connect(url: &str) -> BenchResult<Self> {
-        let (base, query) = url.split_once('?').unwrap_or((url, ""));
-        let mut keep: Vec<&str> = query
-            .split('&')
-            .filter(|p| !p.is_empty())
-            .filter(|p| !MY_OPTIONS.contains(&p.split_once('=').map_or(*p, |(k, _)| k)))
-            .collect();
-        if !keep.iter().any(|p| p.starts_with("prefer_socket=")) {
-            keep.push("prefer_socket=false"); // TCP, as the store uses
-        }
-        let session = query.split('&').any(|p| p == "mode=session");
-        let (lease, session) = if session {
-            let st = session_statements(url).map_err(|e| e.to_string())?;
+    pub(super) async fn connect(store: &leasehold::StoreUrl) -> BenchResult<Self> {
+        use leasehold::backends::mysql::tools::{client_opts, is_session};
+        let (lease, session) = if is_session(store).map_err(|e| e.to_string())? {
+            let st = session_statements(store).map_err(|e| e.to_string())?;
             (None, Some(st))
         } else {
-            let st = lease_statements(url).map_err(|e| e.to_string())?;
+            let st = lease_statements(store).map_err(|e| e.to_string())?;
             (Some(st), None)
         };
-        let conn = mysql_async::Conn::from_url(format!("{base}?{}", keep.join("&")))
-            .await
-            .map_err(|e| e.to_string())?;
+        // The driver options the store connects with (TCP unless the URL names a socket).
+        let opts = client_opts(store).map_err(|e| e.to_string())?;
+        let conn = mysql_async::Conn::new(opts).await.map_err(|e| e.to_string())?;
         let owner = OwnerToken::generate().map_err(|e| e.to_string())?.to_string();
         // The holder info a locker keeps beside each grant, as long as the store's.
         let info = leasehold::HolderInfo::this_process().encode();

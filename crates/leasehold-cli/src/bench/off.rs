@@ -64,7 +64,7 @@ pub(super) async fn redis_benchmark(r: &RedisSide, _: Duration) -> BenchResult<f
 }
 
 impl PgSide {
-    pub(super) fn new(_: &str) -> BenchResult<Self> {
+    pub(super) fn new(_: &leasehold::StoreUrl) -> BenchResult<Self> {
         not_built("postgres")
     }
     pub(super) fn scripts(&self) -> &[(&'static str, String)] {
@@ -79,7 +79,7 @@ impl PgSide {
 }
 
 impl MyRaw {
-    pub(super) async fn connect(_: &str) -> BenchResult<Self> {
+    pub(super) async fn connect(_: &leasehold::StoreUrl) -> BenchResult<Self> {
         not_built("mysql")
     }
     pub(super) fn label(&self) -> &'static str {
@@ -88,7 +88,7 @@ impl MyRaw {
 }
 
 impl EtcdRaw {
-    pub(super) async fn connect(_: &str) -> BenchResult<Self> {
+    pub(super) async fn connect(_: &leasehold::StoreUrl) -> BenchResult<Self> {
         not_built("etcd")
     }
 }

@@ -11,6 +11,8 @@ use std::time::Duration;
 pub(super) struct PgSide {
     /// The URL without leasehold's options, as pgbench takes it.
     url: String,
+    /// The driver's configuration the store connects with, for the raw-driver baseline.
+    cfg: tokio_postgres::Config,
     /// (label, pgbench script) pairs.
     scripts: Vec<(&'static str, String)>,
     /// Session locks: pgbench's connection is set up as leasehold's.
@@ -19,27 +21,17 @@ pub(super) struct PgSide {
     session_sql: Option<SessionStatements>,
 }
 
-/// leasehold's URL options (everything else is the server's).
-const PG_OPTIONS: &[&str] =
-    &["mode", "schema", "table", "prefix", "fence", "heartbeat", "pgbouncer"];
-
 impl PgSide {
-    pub(super) fn new(url: &str) -> BenchResult<Self> {
-        let (base, query) = url.split_once('?').unwrap_or((url, ""));
-        let keep: Vec<&str> = query
-            .split('&')
-            .filter(|p| !p.is_empty())
-            .filter(|p| !PG_OPTIONS.contains(&p.split_once('=').map_or(*p, |(k, _)| k)))
-            .collect();
-        let session = query.split('&').any(|p| p == "mode=session");
+    pub(super) fn new(store: &leasehold::StoreUrl) -> BenchResult<Self> {
+        use leasehold::backends::postgres::tools;
+        let session = tools::is_session(store).map_err(|e| e.to_string())?;
         let vars = |sql: &str, third: &str| {
             let sql = sql.replace("$1", ":key").replace("$2", ":owner").replace("$4", ":info");
             sql.replace("$3", third) + ";\n"
         };
         let mut session_sql = None;
         let scripts = if session {
-            let st = leasehold::backends::postgres::tools::session_statements(url)
-                .map_err(|e| e.to_string())?;
+            let st = tools::session_statements(store).map_err(|e| e.to_string())?;
             session_sql = Some(st.clone());
             vec![
                 ("pgbench: leasehold's try-lock and unlock statements", vars(&st.try_grant, "") + &vars(&st.unlock, "")),
@@ -49,16 +41,15 @@ impl PgSide {
                 ),
             ]
         } else {
-            let st = leasehold::backends::postgres::tools::lease_statements(url)
-                .map_err(|e| e.to_string())?;
+            let st = tools::lease_statements(store).map_err(|e| e.to_string())?;
             vec![(
                 "pgbench: leasehold's grant and release statements",
                 vars(&st.grant, ":ttl") + &vars(&st.release, ":chan"),
             )]
         };
-        let url =
-            if keep.is_empty() { base.to_owned() } else { format!("{base}?{}", keep.join("&")) };
-        Ok(PgSide { url, scripts, session, session_sql })
+        let url = tools::driver_url(store).map_err(|e| e.to_string())?.to_owned();
+        let cfg = tools::client_config(store).map_err(|e| e.to_string())?;
+        Ok(PgSide { url, cfg, scripts, session, session_sql })
     }
 
     /// The (label, pgbench script) pairs.
@@ -72,7 +63,9 @@ impl PgSide {
         std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
         let file = dir.join("script.sql");
         std::fs::write(&file, script).map_err(|e| e.to_string())?;
-        let chan = leasehold::backends::postgres::tools::lease_statements("postgres://x/y")
+        let chan = "postgres://x/y"
+            .parse()
+            .and_then(|u| leasehold::backends::postgres::tools::lease_statements(&u))
             .map(|s| s.channel)
             .unwrap_or_default();
         // The password goes to pgbench through its environment, never its argv (`ps`).
@@ -127,9 +120,8 @@ impl PgSide {
             return Ok(None);
         }
         let st = self.session_sql.as_ref().ok_or("session statements")?;
-        let (client, conn) = tokio_postgres::connect(&self.url, tokio_postgres::NoTls)
-            .await
-            .map_err(|e| e.to_string())?;
+        let (client, conn) =
+            self.cfg.connect(tokio_postgres::NoTls).await.map_err(|e| e.to_string())?;
         tokio::spawn(conn);
         for sql in [&st.setup, &st.clock_back] {
             if !sql.is_empty() {

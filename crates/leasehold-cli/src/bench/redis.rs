@@ -11,28 +11,30 @@ pub(super) struct RedisSide {
     pub(super) url: String,
     host: String,
     port: u16,
-    /// The store's key prefix (its `prefix` option).
-    prefix: String,
+    /// The store's URL (its `prefix` option names the keys).
+    store: leasehold::StoreUrl,
     conn: ::redis::aio::ConnectionManager,
 }
 
 impl RedisSide {
     pub(super) async fn connect(store: &leasehold::StoreUrl) -> BenchResult<Self> {
-        let url = store.expose();
-        let base = url.split('?').next().unwrap_or(url).to_string();
-        let client = ::redis::Client::open(base.as_str()).map_err(|e| e.to_string())?;
-        let (host, port) = match client.get_connection_info().addr() {
+        use leasehold::backends::redis::tools;
+        let client = tools::client(store).map_err(|e| e.to_string())?;
+        let info = client.get_connection_info();
+        let (host, port) = match info.addr() {
             ::redis::ConnectionAddr::Tcp(h, p) => (h.clone(), *p),
             other => return Err(format!("unsupported redis address {other:?}")),
         };
+        // The peer crates take a URL: the one the store's driver connects with.
+        let url = tools::driver_url(store).map_err(|e| e.to_string())?.to_owned();
         let conn = client.get_connection_manager().await.map_err(|e| e.to_string())?;
-        let prefix = store.option("prefix").unwrap_or("leasehold:").to_owned();
-        Ok(RedisSide { url: base, host, port, prefix, conn })
+        Ok(RedisSide { url, host, port, store: store.clone(), conn })
     }
 
     /// The Redis key holding the lease of `key` (the store's layout: prefix, key in braces).
     pub(super) fn lease_key(&self, key: &str) -> String {
-        format!("{}{{{key}}}", self.prefix)
+        let key = leasehold::Key::new(key).expect("a bench key");
+        leasehold::backends::redis::tools::key_names(&self.store, &key).expect("a redis URL").lease
     }
 
     /// Calls of the named commands so far (INFO commandstats). Commands a script runs

@@ -31,12 +31,6 @@ use super::{
 
 pub(super) use leasehold_harness::servers::blocking;
 
-/// The path and options of a store URL (everything after `scheme://host:port,…`).
-fn suffix(url: &str) -> &str {
-    let rest = url.split_once("://").map_or("", |(_, r)| r);
-    rest.find(['/', '?']).map_or("", |i| &rest[i..])
-}
-
 /// Runs the trials of `store-kill` or `failover`.
 pub(super) async fn run(s: &Settings) -> Result<(Vec<Trial>, Outline), String> {
     let failover = s.scenario == super::Scenario::Failover;
@@ -55,7 +49,7 @@ pub(super) async fn run(s: &Settings) -> Result<(Vec<Trial>, Outline), String> {
     }
     let guarantees = guarantees.ok_or("no trials were run")?;
     let outline = Outline {
-        store: format!("{scheme}://(private){}", suffix(&s.url.to_string())),
+        store: leasehold::redact(&format!("{scheme}://(private){}", s.url.path_and_options())),
         guarantees,
         resource: format!("{}, fresh for each trial", stores::own_resource(&s.out).what),
         setup: Some(plan.setup.into()),
@@ -71,7 +65,7 @@ pub(super) async fn trial(
     n: usize,
 ) -> Result<(Trial, leasehold::Guarantees), String> {
     let arm = if fenced { "fenced" } else { "unfenced" };
-    let tail = suffix(s.url.expose()).to_owned();
+    let tail = s.url.path_and_options().to_owned();
     let mut private: Box<dyn FailingStore> = blocking(plan.start).await?;
     // The private server's URL: a new one, parsed where it is made.
     let holder_url = leasehold::StoreUrl::parse(&private.url(&tail)).map_err(|e| e.to_string())?;

@@ -73,10 +73,10 @@ pub struct Settings {
     pub locker: Option<Locker>,
 }
 
-/// How long the store keeps a frozen holder's session alive (etcd's, ZooKeeper's; zero
-/// where the lock is a lease): its kit's answer.
+/// The session timeout the URL asks for (etcd's `ttl`, ZooKeeper's `session`, their defaults
+/// otherwise); zero for stores whose locks are not bound to a session.
 fn session_timeout(u: &StoreUrl) -> Duration {
-    stores::kit(u.scheme()).session_timeout(u)
+    u.session_timeout().unwrap_or(Duration::ZERO)
 }
 
 /// The single `HOST:PORT` a store URL points at, and the URL with it replaced by `to`.
@@ -84,16 +84,9 @@ fn through(
     url: &StoreUrl,
     to: std::net::SocketAddr,
 ) -> Result<(std::net::SocketAddr, StoreUrl), String> {
-    let (scheme, rest) = url.expose().split_once("://").ok_or("no scheme")?;
-    let end = rest.find(['/', '?']).unwrap_or(rest.len());
-    let authority = &rest[..end];
-    let (user, hostport) = match authority.rsplit_once('@') {
-        Some((u, h)) => (format!("{u}@"), h),
-        None => (String::new(), authority),
-    };
-    if hostport.contains(',') {
+    let [hostport] = url.hosts()[..] else {
         return Err("the partition scenario needs a store URL with one host".into());
-    }
+    };
     use std::net::ToSocketAddrs;
     let addr = hostport
         .to_socket_addrs()
@@ -105,7 +98,7 @@ fn through(
             )
         })?;
     // The same URL with another address: a new URL, parsed where it is made.
-    let moved = StoreUrl::parse(&format!("{scheme}://{user}{to}{}", &rest[end..]));
+    let moved = url.with_hosts(&to.to_string());
     Ok((addr, moved.map_err(|e| e.to_string())?))
 }
 

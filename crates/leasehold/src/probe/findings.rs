@@ -79,10 +79,3 @@ cfg_sql! {
         }
     }
 }
-
-cfg_sql! {
-    /// The value of a URL option, owned (the probes' messages keep it).
-    pub(crate) fn query_flag(url: &str, name: &str) -> Option<String> {
-        crate::url::option_of(url, name).map(str::to_owned)
-    }
-}

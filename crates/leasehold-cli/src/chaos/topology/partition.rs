@@ -50,8 +50,9 @@ async fn trial(
     n: usize,
 ) -> Result<(Trial, leasehold::Guarantees), String> {
     let arm = if fenced { "fenced" } else { "unfenced" };
-    let raw = s.url.expose();
-    let opts = raw.find('?').map_or("", |i| &raw[i..]).to_owned();
+    // The user's options on the private servers (their path, a chroot, is the servers').
+    let tail = s.url.path_and_options();
+    let opts = tail.find('?').map_or("", |i| &tail[i..]).to_owned();
     let Partitioned { servers, ports, url: direct } =
         faults::blocking(move || (p.start)(&opts)).await?;
     let mut proxies = Vec::new();
@@ -60,11 +61,11 @@ async fn trial(
         proxies.push(FaultProxy::start(to).await.map_err(|e| e.to_string())?);
     }
     let hosts: Vec<String> = proxies.iter().map(|p| p.addr().to_string()).collect();
-    let tail = raw.find('?').map_or("", |i| &raw[i..]);
-    let holder_url = format!("{}://{}{tail}", s.url.scheme(), hosts.join(","));
+    // The direct URL, through the proxies: a new URL, parsed where it is made.
+    let direct_url = leasehold::StoreUrl::parse(&direct).map_err(|e| e.to_string())?;
+    let holder_url = direct_url.with_hosts(&hosts.join(",")).map_err(|e| e.to_string())?;
     fresh_resource(&s.out);
     let spec = stores::own_resource(&s.out).spec;
-    let holder_url: leasehold::StoreUrl = holder_url.parse().map_err(|e| format!("{e}"))?;
     let mut holder = Holder::spawn(s, &holder_url, &spec, fenced).await?;
     let ready = holder.line(s.ttl * 20 + Duration::from_secs(20)).await?;
     let holder_fence: u64 = ready

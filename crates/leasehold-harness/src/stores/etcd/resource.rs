@@ -1,6 +1,7 @@
 //! The fenced resource on etcd: one key, fenced by the lock key's create revision (no claim
 //! step); its unfenced writes go through the store's own client (`leasehold/tools`).
 
+use leasehold::StoreUrl;
 use leasehold::backends::etcd::EtcdStore;
 use leasehold::backends::etcd::tools::{client, rpc};
 use leasehold::fence::Fencing;
@@ -13,13 +14,10 @@ const KEY: &str = "leasehold-test/row-1";
 pub struct EtcdResource(Box<(EtcdFence, EtcdStore)>);
 
 impl EtcdResource {
-    /// Opens `etcd://…` (the lock store's own URL); `None` for another spec.
-    pub async fn open(spec: &str) -> Option<Self> {
-        if !spec.starts_with("etcd://") {
-            return None;
-        }
-        let store = EtcdStore::connect(spec).await.expect("resource etcd");
-        Some(EtcdResource(Box::new((EtcdFence::for_store(&store), store))))
+    /// Opens an `etcd://` URL (the lock store's own).
+    pub async fn open(url: &StoreUrl) -> Self {
+        let store = leasehold::backends::etcd::tools::connect(url).await.expect("resource etcd");
+        EtcdResource(Box::new((EtcdFence::for_store(&store), store)))
     }
 
     /// Writes `value`: with `fencing`, in one transaction comparing the lock key's create

@@ -22,14 +22,13 @@ impl StoreKit for Kit {
         server::plan(failover)
     }
 
-    /// The URL's own database (its options left out).
+    /// The URL's own database.
     fn resource(&self, url: &StoreUrl) -> Option<ResourceSpec> {
         if !cfg!(feature = "mysql") {
             return None;
         }
-        let raw = url.expose();
         Some(ResourceSpec {
-            spec: raw.split('?').next().unwrap_or(raw).to_owned(),
+            spec: url.expose().to_owned(),
             what: "MySQL: tables data (id 'row-1') and leasehold_fence".into(),
             transactional: true,
         })

@@ -31,22 +31,24 @@ impl StoreKit for Kit {
     /// The store's own schema when the URL names one (letters, digits, `_`), else
     /// `leasehold_chaos`, in the URL's database.
     fn resource(&self, url: &StoreUrl) -> Option<ResourceSpec> {
-        if !cfg!(feature = "postgres") {
-            return None;
+        #[cfg(feature = "postgres")]
+        {
+            use leasehold::backends::postgres::tools;
+            let schema = tools::schema(url).ok().flatten().unwrap_or("leasehold_chaos");
+            let spec = tools::with_search_path(url, schema).ok()?;
+            Some(ResourceSpec {
+                spec: spec.expose().to_owned(),
+                what: format!(
+                    "PostgreSQL: table {schema}.data (id 'row-1') and fence table \
+                     {schema}.leasehold_fence"
+                ),
+                transactional: true,
+            })
         }
-        let raw = url.expose();
-        let base = raw.split('?').next().unwrap_or(raw);
-        let schema = url
-            .option("schema")
-            .filter(|s| s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'))
-            .unwrap_or("leasehold_chaos");
-        Some(ResourceSpec {
-            spec: format!("{base}?options=-csearch_path%3D{schema}"),
-            what: format!(
-                "PostgreSQL: table {schema}.data (id 'row-1') and fence table \
-                 {schema}.leasehold_fence"
-            ),
-            transactional: true,
-        })
+        #[cfg(not(feature = "postgres"))]
+        {
+            let _ = url;
+            None
+        }
     }
 }

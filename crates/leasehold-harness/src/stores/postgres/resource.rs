@@ -1,6 +1,7 @@
 //! The fenced resource in a PostgreSQL schema (the one the spec's `search_path` names): a
 //! `data` table beside leasehold's fence table.
 
+use leasehold::StoreUrl;
 use leasehold::fence::Fencing;
 use leasehold::fence::postgres::tokio_postgres::{self, Client, Transaction};
 
@@ -14,20 +15,16 @@ fn pg(e: tokio_postgres::Error) -> leasehold::Error {
 }
 
 impl PgResource {
-    /// Opens `postgres://…?options=-csearch_path%3DS` (creating the schema and tables);
-    /// `None` for another spec.
-    pub async fn open(spec: &str) -> Option<Self> {
-        if !spec.starts_with("postgres") {
-            return None;
-        }
-        let (db, conn) =
-            tokio_postgres::connect(spec, tokio_postgres::NoTls).await.expect("resource pg");
+    /// Opens the schema a PostgreSQL URL's `search_path` names (creating it and its tables).
+    pub async fn open(url: &StoreUrl) -> Self {
+        let cfg = leasehold::backends::postgres::tools::client_config(url).expect("pg URL");
+        let (db, conn) = cfg.connect(tokio_postgres::NoTls).await.expect("resource pg");
         tokio::spawn(conn);
         let path: String = db.query_one("SHOW search_path", &[]).await.unwrap().get(0);
         db.batch_execute(&format!("CREATE SCHEMA IF NOT EXISTS {path}")).await.unwrap();
         leasehold::fence::postgres::install(&db).await.expect("fence table");
         db.batch_execute(DATA).await.unwrap();
-        Some(PgResource(db))
+        PgResource(db)
     }
 
     /// Claims the resource for `fencing`.

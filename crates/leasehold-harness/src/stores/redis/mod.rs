@@ -52,8 +52,9 @@ impl StoreKit for RedlockKit {
 }
 
 /// The key prefix a Redis URL asks for, else leasehold's default.
+#[cfg(feature = "redis")]
 fn prefix(url: &StoreUrl) -> &str {
-    url.option("prefix").unwrap_or("leasehold:")
+    leasehold::backends::redis::tools::prefix(url).unwrap_or("leasehold:")
 }
 
 #[async_trait::async_trait]
@@ -72,17 +73,22 @@ impl StoreKit for Kit {
 
     /// The whole URL: its prefix option names the resource's keys too.
     fn resource(&self, url: &StoreUrl) -> Option<ResourceSpec> {
-        if !cfg!(feature = "redis") {
-            return None;
+        #[cfg(feature = "redis")]
+        {
+            let prefix = prefix(url);
+            Some(ResourceSpec {
+                spec: url.expose().to_owned(),
+                what: format!(
+                    "Redis: key {prefix}{{row-1}}:value and fence hash {prefix}fence:{{row-1}}"
+                ),
+                transactional: false,
+            })
         }
-        let prefix = prefix(url);
-        Some(ResourceSpec {
-            spec: url.expose().to_owned(),
-            what: format!(
-                "Redis: key {prefix}{{row-1}}:value and fence hash {prefix}fence:{{row-1}}"
-            ),
-            transactional: false,
-        })
+        #[cfg(not(feature = "redis"))]
+        {
+            let _ = url;
+            None
+        }
     }
 
     /// The lock key's (and a semaphore's slots') fence counters and the release tombstone
@@ -90,18 +96,23 @@ impl StoreKit for Kit {
     async fn forget(&self, url: &StoreUrl, key: &str, permits: Option<u32>) -> Result<(), String> {
         #[cfg(feature = "redis")]
         {
+            use leasehold::backends::redis::tools;
             use leasehold::fence::redis::redis;
-            let prefix = prefix(url).to_owned();
-            let base = url.expose().split('?').next().unwrap_or(url.expose());
-            let client = redis::Client::open(base).map_err(|e| e.to_string())?;
+            let client = tools::client(url).map_err(|e| e.to_string())?;
             let mut conn =
                 client.get_multiplexed_async_connection().await.map_err(|e| e.to_string())?;
+            let names = |k: &str| {
+                let key = leasehold::Key::new(k).map_err(|e| e.to_string())?;
+                tools::key_names(url, &key).map_err(|e| e.to_string())
+            };
+            let lock = names(key)?;
+            let mut del = vec![lock.fence, lock.released_by];
             // A semaphore's slots KEY#i each have a counter of their own.
-            let slots = (0..permits.unwrap_or(0)).map(|i| format!("{prefix}{{{key}#{i}}}:fence"));
+            for i in 0..permits.unwrap_or(0) {
+                del.push(names(&format!("{key}#{i}"))?.fence);
+            }
             redis::cmd("DEL")
-                .arg(format!("{prefix}{{{key}}}:fence"))
-                .arg(format!("{prefix}{{{key}}}:released-by"))
-                .arg(slots.collect::<Vec<_>>())
+                .arg(del)
                 .query_async::<i64>(&mut conn)
                 .await
                 .map_err(|e| e.to_string())?;

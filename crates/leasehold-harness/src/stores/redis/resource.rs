@@ -1,6 +1,7 @@
 //! The fenced resource on a Redis server: a value key beside leasehold's fence hash, both
 //! under the store URL's prefix; a fenced write is one atomic step (no transaction to hold).
 
+use leasehold::StoreUrl;
 use leasehold::fence::Fencing;
 use leasehold::fence::redis::RedisFence;
 use leasehold::fence::redis::redis::{self, aio::ConnectionManager};
@@ -20,18 +21,15 @@ fn value_key(prefix: &str) -> String {
 }
 
 impl RedisResource {
-    /// Opens `redis://…` (the lock store's own URL: its prefix option names the fence hash
-    /// and the value key); `None` for another spec.
-    pub async fn open(spec: &str) -> Option<Self> {
-        if !spec.starts_with("redis") {
-            return None;
-        }
-        let fence = RedisFence::connect(spec).await.expect("connect resource redis");
+    /// Opens a `redis://` or `rediss://` URL (the lock store's own: its prefix option names
+    /// the fence hash and the value key).
+    pub async fn open(url: &StoreUrl) -> Self {
+        use leasehold::backends::redis::tools;
+        let fence = tools::fence(url).await.expect("connect resource redis");
         let key = value_key(fence.prefix());
-        let base = spec.split('?').next().unwrap_or(spec);
-        let client = redis::Client::open(base).expect("redis url");
+        let client = tools::client(url).expect("redis url");
         let conn = client.get_connection_manager().await.expect("connect resource redis");
-        Some(RedisResource { fence, conn, key })
+        RedisResource { fence, conn, key }
     }
 
     /// Claims the resource for `fencing`.

@@ -17,7 +17,10 @@ pub(super) struct Config {
     pub(super) endpoints: Vec<String>,
     pub(super) user: Option<(String, String)>,
     pub(super) prefix: String,
+    /// The session lease's TTL, in whole seconds (`ttl=`, rounded up; 10 by default).
     pub(super) ttl_secs: i64,
+    /// Whether `ttl=` was given.
+    pub(super) ttl_given: bool,
 }
 
 pub(super) fn parse_url(url: &str) -> Result<Config> {
@@ -50,7 +53,7 @@ pub(super) fn parse_url(url: &str) -> Result<Config> {
     if endpoints.is_empty() {
         return Err(Error::invalid(format!("{url:?} names no etcd endpoint (etcd://HOST:PORT)")));
     }
-    let mut cfg = Config { endpoints, user, prefix, ttl_secs: 10 };
+    let mut cfg = Config { endpoints, user, prefix, ttl_secs: 10, ttl_given: false };
     for crate::url::Opt { key, value: v, .. } in crate::url::options::<OptionKey>(url)?.1 {
         match key {
             OptionKey::Ttl => {
@@ -62,6 +65,7 @@ pub(super) fn parse_url(url: &str) -> Result<Config> {
                     std::time::Duration::from_secs(3600),
                 )?;
                 cfg.ttl_secs = d.as_secs_f64().ceil() as i64;
+                cfg.ttl_given = true;
             }
         }
     }

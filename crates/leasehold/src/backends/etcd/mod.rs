@@ -190,11 +190,10 @@ impl EtcdStore {
     /// Connects and opens the store's session within [`crate::DEFAULT_CONNECT_TIMEOUT`].
     /// [`Error::Config`] when the cluster refuses the user, the password or the role.
     pub async fn connect(url: &str) -> Result<EtcdStore> {
-        Self::open(url, Limits::default()).await
+        Self::open(&parse_url(url)?, Limits::default()).await
     }
 
-    async fn open(url: &str, limits: Limits) -> Result<EtcdStore> {
-        let cfg = parse_url(url)?;
+    async fn open(cfg: &Config, limits: Limits) -> Result<EtcdStore> {
         let opts = client::Options {
             user: cfg.user.clone(),
             connect_timeout: Some(limits.connect),
@@ -549,7 +548,22 @@ impl Store for EtcdStore {
 /// `etcd://H1:P1[,H2:P2…][/PREFIX][?ttl=DUR]`.
 pub(crate) const STORE: super::Descriptor = super::Descriptor {
     form: "etcd://H1:P1[,H2:P2…][/PREFIX][?ttl=10s]",
-    options: |url| parse_url(url).map(drop),
-    open: |url, limits| super::opened(EtcdStore::open(url, limits)),
-    probe: |url, p| Box::pin(probe::etcd(url, p)),
+    parse: |url| super::parsed(parse_url(url)),
 };
+
+impl super::StoreConfig for Config {
+    fn open(&self, limits: Limits) -> super::Boxed<'_, Result<Arc<dyn Store>>> {
+        super::opened(EtcdStore::open(self, limits))
+    }
+
+    fn probe<'a>(
+        &'a self,
+        p: &'a mut crate::probe::findings::Probe,
+    ) -> super::Boxed<'a, std::result::Result<(), String>> {
+        Box::pin(probe::etcd(self, p))
+    }
+
+    fn session_timeout(&self) -> Option<Duration> {
+        Some(Duration::from_secs(self.ttl_secs.unsigned_abs()))
+    }
+}

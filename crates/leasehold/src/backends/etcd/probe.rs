@@ -4,8 +4,12 @@ use crate::probe::findings::*;
 #[allow(unused_imports)]
 use std::time::Duration;
 
-pub(crate) async fn etcd(url: &str, r: &mut Probe) -> std::result::Result<(), String> {
-    let store = crate::backends::etcd::EtcdStore::connect(url).await.map_err(|e| e.to_string())?;
+pub(crate) async fn etcd(
+    cfg: &super::config::Config,
+    r: &mut Probe,
+) -> std::result::Result<(), String> {
+    let limits = crate::limits::Limits::default();
+    let store = super::EtcdStore::open(cfg, limits).await.map_err(|e| e.to_string())?;
     let client = store.client();
     let members = client.member_list().await.map_err(|e| e.to_string())?.members;
     let status = client.status().await.map_err(|e| e.to_string())?;
@@ -25,7 +29,8 @@ pub(crate) async fn etcd(url: &str, r: &mut Probe) -> std::result::Result<(), St
     }
     r.set("raft term", status.raft_term);
     r.set("lock prefix", format!("{:?}", store.prefix()));
-    r.set("session TTL", query_flag(url, "ttl").unwrap_or("10s (default)".into()));
+    let ttl = format!("{}s{}", cfg.ttl_secs, if cfg.ttl_given { "" } else { " (default)" });
+    r.set("session TTL", ttl);
     let voters = members.iter().filter(|m| !m.is_learner).count();
     let tolerate = voters.saturating_sub(1) / 2;
     r.verdict(format!(

@@ -10,6 +10,13 @@ pub mod rpc {
     pub use crate::backends::etcd::rpc::*;
 }
 
+/// The store an `etcd://` URL names, opened on its parsed configuration within
+/// [`crate::DEFAULT_CONNECT_TIMEOUT`], as [`EtcdStore::connect`] opens it.
+pub async fn connect(url: &crate::StoreUrl) -> crate::Result<EtcdStore> {
+    let cfg: &super::config::Config = url.config_of("etcd://")?;
+    EtcdStore::open(cfg, crate::limits::Limits::default()).await
+}
+
 /// A clone of the store's client (it shares the store's connection).
 pub fn client(store: &EtcdStore) -> Client {
     store.client()

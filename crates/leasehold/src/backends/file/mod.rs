@@ -19,7 +19,9 @@
 //! whose attempt after an event fails retries after 2 ms, backing off to 1 s. A waiter that
 //! gives up holds nothing, so it can never make a free key look busy.
 
+mod config;
 mod procfs;
+use config::FileUrl;
 mod shared;
 
 use crate::backends::inotify::{self, InotifyFd};
@@ -544,24 +546,22 @@ impl FileStore {
 }
 
 /// `file://DIR`: no options.
-pub(crate) const STORE: super::Descriptor = super::Descriptor {
-    form: "file://DIR",
-    options: |url| crate::url::options::<crate::url::NoOption>(url).map(drop),
-    open: |url, _| super::opened(std::future::ready(FileStore::open(&url["file://".len()..]))),
-    probe: |url, p| {
-        Box::pin(async move {
-            p.set("dir", &url["file://".len()..]);
-            p.verdict(
-                "one host, local file system only: flock on NFS or other network file systems \
-                 does not exclude other hosts",
-            );
-            p.verdict(
-                "the holder's death releases its lock at once; fences survive in the lock files",
-            );
-            Ok(())
-        })
-    },
-};
+pub(crate) const STORE: super::Descriptor =
+    super::Descriptor { form: "file://DIR", parse: |url| super::parsed(FileUrl::parse(url)) };
+
+impl super::StoreConfig for FileUrl {
+    fn open(&self, _: super::Limits) -> super::Boxed<'_, Result<Arc<dyn Store>>> {
+        super::opened(std::future::ready(FileStore::open(&self.dir)))
+    }
+
+    fn probe<'a>(
+        &'a self,
+        p: &'a mut crate::probe::findings::Probe,
+    ) -> super::Boxed<'a, std::result::Result<(), String>> {
+        self.describe(p);
+        Box::pin(std::future::ready(Ok(())))
+    }
+}
 
 #[cfg(test)]
 mod tests {

@@ -20,12 +20,11 @@ pub struct LeaseStatements {
     pub release: String,
 }
 
-/// The lease-table statements for a `mysql://` URL's `table` option.
+/// The lease-table statements for lease table `table`.
 #[cfg(feature = "tools")]
-pub fn lease_statements(url: &str) -> Result<LeaseStatements> {
-    let (_, o) = parse_url(url)?;
-    let s = LeaseSql::new(&o.table, crate::DEFAULT_OP_TIMEOUT);
-    Ok(LeaseStatements { grant: s.grant, renew: s.renew, release: s.release })
+pub(super) fn lease_statements(table: &str) -> LeaseStatements {
+    let s = LeaseSql::new(table, crate::DEFAULT_OP_TIMEOUT);
+    LeaseStatements { grant: s.grant, renew: s.renew, release: s.release }
 }
 
 /// The lease-table store (`mode=lease`).

@@ -204,10 +204,33 @@ fn parse_url(url: &str) -> Result<(Opts, Options)> {
     Ok((b.into(), o))
 }
 
-/// The driver options of a `mysql://` store URL, leasehold's options removed (TCP unless a
-/// socket is named). For tools that talk to the same server (`leasehold doctor`).
-pub(crate) fn client_opts(url: &str) -> Result<Opts> {
-    parse_url(url).map(|(opts, _)| opts)
+/// A `mysql://` URL, parsed once: the driver's options (leasehold's removed; TCP unless a
+/// socket is named) and leasehold's options.
+#[derive(Clone)]
+pub(crate) struct MysqlUrl {
+    opts: Opts,
+    o: Options,
+}
+
+impl MysqlUrl {
+    /// Parses a `mysql://` URL (see [`parse_url`]).
+    fn parse(url: &str) -> Result<MysqlUrl> {
+        let (opts, o) = parse_url(url)?;
+        Ok(MysqlUrl { opts, o })
+    }
+}
+
+impl super::StoreConfig for MysqlUrl {
+    fn open(&self, limits: Limits) -> super::Boxed<'_, Result<Arc<dyn Store>>> {
+        super::opened(open(self, limits))
+    }
+
+    fn probe<'a>(
+        &'a self,
+        p: &'a mut crate::probe::findings::Probe,
+    ) -> super::Boxed<'a, std::result::Result<(), String>> {
+        Box::pin(probe::mysql(self, p))
+    }
 }
 
 impl MysqlStore {
@@ -249,13 +272,13 @@ fn limits_for(o: &Options, limits: Limits) -> Limits {
     Limits { connect: o.connect_timeout.unwrap_or(limits.connect), ..limits }
 }
 
-async fn open(url: &str, limits: Limits) -> Result<Arc<dyn Store>> {
-    let (opts, o) = parse_url(url)?;
-    let limits = limits_for(&o, limits);
+async fn open(u: &MysqlUrl, limits: Limits) -> Result<Arc<dyn Store>> {
+    let (opts, o) = (u.opts.clone(), &u.o);
+    let limits = limits_for(o, limits);
     Ok(if o.session {
-        Arc::new(MysqlSessionStore::open(opts, &o, limits).await?)
+        Arc::new(MysqlSessionStore::open(opts, o, limits).await?)
     } else {
-        Arc::new(MysqlStore::open(opts, &o, limits).await?)
+        Arc::new(MysqlStore::open(opts, o, limits).await?)
     })
 }
 
@@ -315,9 +338,7 @@ const CLOCK_US: &str = "TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TI
 /// not know.
 pub(crate) const STORE: super::Descriptor = super::Descriptor {
     form: "mysql://USER@HOST:PORT/DB[?mode=lease|session]",
-    options: |url| parse_url(url).map(drop),
-    open: |url, limits| super::opened(open(url, limits)),
-    probe: |url, p| Box::pin(probe::mysql(url, p)),
+    parse: |url| super::parsed(MysqlUrl::parse(url)),
 };
 
 #[cfg(test)]

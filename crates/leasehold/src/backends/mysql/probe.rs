@@ -4,10 +4,9 @@ use crate::probe::findings::*;
 #[allow(unused_imports)]
 use std::time::Duration;
 
-pub(crate) async fn mysql(url: &str, r: &mut Probe) -> std::result::Result<(), String> {
+pub(crate) async fn mysql(u: &super::MysqlUrl, r: &mut Probe) -> std::result::Result<(), String> {
     use mysql_async::{self, prelude::Queryable};
-    let opts = crate::backends::mysql::client_opts(url).map_err(|e| e.to_string())?;
-    let mut c = mysql_async::Conn::new(opts).await.map_err(|e| e.to_string())?;
+    let mut c = mysql_async::Conn::new(u.opts.clone()).await.map_err(|e| e.to_string())?;
     let (version, flush, sync_binlog, read_only, log_bin): (
         String,
         String,
@@ -37,7 +36,7 @@ pub(crate) async fn mysql(url: &str, r: &mut Probe) -> std::result::Result<(), S
     let after = now_s();
     let _ = c.disconnect().await;
 
-    let session = query_flag(url, "mode").as_deref() == Some("session");
+    let session = u.o.session;
     r.set("version", &version);
     r.set("mode", if session { "GET_LOCK session locks" } else { "lease table" });
     r.set("innodb_flush_log_at_trx_commit", &flush);

@@ -376,18 +376,15 @@ pub struct SessionStatements {
     pub release_lock: String,
 }
 
-/// The session-lock statements for a `mysql://…?mode=session` URL. The lock name is the
-/// `prefix` option followed by the key.
+/// The session-lock statements, the fence counters beside lease table `table` (none
+/// without `fence`). The lock name is the `prefix` option followed by the key.
 #[cfg(feature = "tools")]
-pub fn session_statements(url: &str) -> Result<SessionStatements> {
-    let (_, o) = parse_url(url)?;
-    Ok(SessionStatements {
+pub(super) fn session_statements(table: &str, fence: bool) -> SessionStatements {
+    SessionStatements {
         get_lock: format!("SELECT GET_LOCK({LOCK_NAME}, ?)"),
-        fence: o
-            .fence
-            .then(|| fence_sql(&format!("`{}_fences`", o.table), crate::DEFAULT_OP_TIMEOUT)),
+        fence: fence.then(|| fence_sql(&format!("`{table}_fences`"), crate::DEFAULT_OP_TIMEOUT)),
         release_lock: format!("SELECT RELEASE_LOCK({LOCK_NAME})"),
-    })
+    }
 }
 
 /// The fence bump, its lock waits bounded by `op` in the server.

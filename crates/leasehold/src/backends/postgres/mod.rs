@@ -184,6 +184,9 @@ pub(crate) struct Options {
     /// Whether the URL names an `application_name` (else session connections are named after
     /// their holder).
     pub application_name: bool,
+    /// Whether the URL names a `schema` (else it is `public`).
+    #[cfg_attr(not(feature = "tools"), allow(dead_code))]
+    pub schema_given: bool,
 }
 
 crate::url::option_keys! {
@@ -220,6 +223,11 @@ crate::url::option_keys! {
 
 /// The driver's configuration (leasehold's options removed) and leasehold's options.
 pub(crate) fn parse_url(url: &str) -> Result<(Config, Options)> {
+    parse_driver_url(url).map(|(cfg, o, _)| (cfg, o))
+}
+
+/// [`parse_url`], and the URL the driver's configuration was parsed from.
+fn parse_driver_url(url: &str) -> Result<(Config, Options, String)> {
     use crate::url::choice;
     let (base, query) = crate::url::options::<OptionKey>(url)?;
     let mut keep = Vec::new();
@@ -233,6 +241,7 @@ pub(crate) fn parse_url(url: &str) -> Result<(Config, Options)> {
         pgbouncer_transaction: false,
         connect_timeout: None,
         application_name: false,
+        schema_given: false,
     };
     for opt in query {
         let crate::url::Opt { key, value: v, .. } = opt;
@@ -247,7 +256,10 @@ pub(crate) fn parse_url(url: &str) -> Result<(Config, Options)> {
                         ))
                     })?
             }
-            OptionKey::Schema => o.schema = crate::url::identifier("schema", v, 63)?,
+            OptionKey::Schema => {
+                o.schema = crate::url::identifier("schema", v, 63)?;
+                o.schema_given = true;
+            }
             OptionKey::Table => o.table = crate::url::identifier("table", v, 63)?,
             OptionKey::Prefix => o.prefix = v.to_owned(),
             OptionKey::Fence => {
@@ -284,14 +296,40 @@ pub(crate) fn parse_url(url: &str) -> Result<(Config, Options)> {
     if !o.application_name {
         cfg.application_name("leasehold");
     }
-    Ok((cfg, o))
+    Ok((cfg, o, base))
 }
 
-/// The driver configuration of a `postgres://` store URL: leasehold's options removed, its
-/// application name applied. For tools that talk to the same server (`leasehold doctor`,
-/// benchmarks).
-pub(crate) fn client_config(url: &str) -> Result<Config> {
-    parse_url(url).map(|(cfg, _)| cfg)
+/// A `postgres://` URL, parsed once: the driver's configuration (leasehold's options
+/// removed, its application name and `connect_timeout` applied) and leasehold's options.
+#[derive(Clone)]
+pub(crate) struct PostgresUrl {
+    pub cfg: Config,
+    pub opts: Options,
+    /// The URL the driver's configuration was parsed from (leasehold's options removed),
+    /// for tools that hand the server to another client (pgbench).
+    #[cfg_attr(not(feature = "tools"), allow(dead_code))]
+    pub driver_url: String,
+}
+
+impl PostgresUrl {
+    /// Parses a `postgres://` URL (see [`parse_url`]).
+    pub(crate) fn parse(url: &str) -> Result<PostgresUrl> {
+        let (cfg, opts, driver_url) = parse_driver_url(url)?;
+        Ok(PostgresUrl { cfg, opts, driver_url })
+    }
+}
+
+impl super::StoreConfig for PostgresUrl {
+    fn open(&self, limits: Limits) -> super::Boxed<'_, Result<Arc<dyn Store>>> {
+        super::opened(open(self, limits))
+    }
+
+    fn probe<'a>(
+        &'a self,
+        p: &'a mut crate::probe::findings::Probe,
+    ) -> super::Boxed<'a, std::result::Result<(), String>> {
+        Box::pin(probe::postgres(self, p))
+    }
 }
 
 /// One connection and the task that drives it. Dropping it closes the socket at once (the
@@ -473,12 +511,12 @@ fn limits_for(o: &Options, limits: Limits) -> Limits {
     Limits { connect: o.connect_timeout.unwrap_or(limits.connect), ..limits }
 }
 
-async fn open(url: &str, limits: Limits) -> Result<Arc<dyn Store>> {
-    let (cfg, o) = parse_url(url)?;
-    let limits = limits_for(&o, limits);
+async fn open(u: &PostgresUrl, limits: Limits) -> Result<Arc<dyn Store>> {
+    let (cfg, o) = (u.cfg.clone(), &u.opts);
+    let limits = limits_for(o, limits);
     Ok(match o.mode {
-        Form::Lease => Arc::new(PostgresStore::open(cfg, &o, limits).await?),
-        Form::Session => Arc::new(PostgresSessionStore::open(cfg, &o, limits).await?),
+        Form::Lease => Arc::new(PostgresStore::open(cfg, o, limits).await?),
+        Form::Session => Arc::new(PostgresSessionStore::open(cfg, o, limits).await?),
     })
 }
 
@@ -486,9 +524,7 @@ async fn open(url: &str, limits: Limits) -> Result<Arc<dyn Store>> {
 /// not know.
 pub(crate) const STORE: super::Descriptor = super::Descriptor {
     form: "postgres://USER@HOST:PORT/DB[?mode=lease|session]",
-    options: |url| parse_url(url).map(drop),
-    open: |url, limits| super::opened(open(url, limits)),
-    probe: |url, p| Box::pin(probe::postgres(url, p)),
+    parse: |url| super::parsed(PostgresUrl::parse(url)),
 };
 
 #[cfg(test)]

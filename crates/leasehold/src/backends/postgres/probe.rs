@@ -4,10 +4,12 @@ use crate::probe::findings::*;
 #[allow(unused_imports)]
 use std::time::Duration;
 
-pub(crate) async fn postgres(url: &str, r: &mut Probe) -> std::result::Result<(), String> {
+pub(crate) async fn postgres(
+    u: &super::PostgresUrl,
+    r: &mut Probe,
+) -> std::result::Result<(), String> {
     use tokio_postgres::NoTls;
-    let cfg = crate::backends::postgres::client_config(url).map_err(|e| e.to_string())?;
-    let (client, conn) = cfg.connect(NoTls).await.map_err(|e| e.to_string())?;
+    let (client, conn) = u.cfg.connect(NoTls).await.map_err(|e| e.to_string())?;
     // Ended with the probe, also when its caller's time limit drops it midway.
     struct Driver(tokio::task::AbortHandle);
     impl Drop for Driver {
@@ -62,7 +64,7 @@ pub(crate) async fn postgres(url: &str, r: &mut Probe) -> std::result::Result<()
     let after = now_s();
     drop(driver);
 
-    let session = query_flag(url, "mode").as_deref() == Some("session");
+    let session = u.opts.mode == super::Form::Session;
     r.set("version", &version);
     r.set("mode", if session { "session advisory locks" } else { "lease table" });
     r.set("in recovery (standby)", recovery);

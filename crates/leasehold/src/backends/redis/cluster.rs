@@ -53,6 +53,9 @@ pub(crate) struct ClusterUrl {
     /// `redis://[user:pass@]host:port` per seed.
     pub seeds: Vec<String>,
     pub prefix: String,
+    /// `user:pass@` (or empty), for every node.
+    #[cfg_attr(not(feature = "tools"), allow(dead_code))]
+    pub auth: String,
 }
 
 /// Parses a `redis-cluster://` URL: at least one `host:port` seed, no database (a cluster has
@@ -96,7 +99,7 @@ pub(crate) fn parse_url(url: &str) -> Result<ClusterUrl> {
         }
         seeds.push(format!("redis://{auth}{h}"));
     }
-    Ok(ClusterUrl { seeds, prefix })
+    Ok(ClusterUrl { seeds, prefix, auth })
 }
 
 /// The cluster client for `seeds`: connections bounded by the connect limit, no response
@@ -139,11 +142,10 @@ impl RedisClusterStore {
     /// [`crate::DEFAULT_CONNECT_TIMEOUT`]. [`Error::Config`] when the nodes refuse the
     /// password or the ACL user, [`Error::Unavailable`] when no seed answers.
     pub async fn connect(url: &str) -> Result<Self> {
-        Self::open(url, Limits::default()).await
+        Self::open(&parse_url(url)?, Limits::default()).await
     }
 
-    pub(crate) async fn open(url: &str, limits: Limits) -> Result<Self> {
-        let u = parse_url(url)?;
+    pub(crate) async fn open(u: &ClusterUrl, limits: Limits) -> Result<Self> {
         let client: ClusterClient = builder(&u.seeds, limits)
             .build()
             .map_err(|e| Error::invalid(format!("bad redis-cluster URL: {e}")))?;
@@ -191,11 +193,11 @@ impl RedisClusterStore {
         }
         Ok(RedisClusterStore {
             conn,
-            names: Names::cluster(u.prefix),
+            names: Names::cluster(u.prefix.clone()),
             renew_many,
             release,
             read: Arc::new(Script::new(READ)),
-            sub: ShardSubscriber::new(u.seeds, limits),
+            sub: ShardSubscriber::new(u.seeds.clone(), limits),
         })
     }
 
@@ -424,10 +426,21 @@ impl Intents for RedisClusterStore {
 /// `redis-cluster://HOST:PORT[,HOST:PORT…]`.
 pub(crate) const STORE: crate::backends::Descriptor = crate::backends::Descriptor {
     form: "redis-cluster://HOST:PORT[,HOST:PORT…]",
-    options: |url| parse_url(url).map(drop),
-    open: |url, limits| crate::backends::opened(RedisClusterStore::open(url, limits)),
-    probe: |url, p| Box::pin(super::probe_ha::cluster(url, p)),
+    parse: |url| crate::backends::parsed(parse_url(url)),
 };
+
+impl crate::backends::StoreConfig for ClusterUrl {
+    fn open(&self, limits: Limits) -> crate::backends::Boxed<'_, Result<Arc<dyn Store>>> {
+        crate::backends::opened(RedisClusterStore::open(self, limits))
+    }
+
+    fn probe<'a>(
+        &'a self,
+        p: &'a mut crate::probe::findings::Probe,
+    ) -> crate::backends::Boxed<'a, std::result::Result<(), String>> {
+        Box::pin(super::probe_ha::cluster(self, p))
+    }
+}
 
 #[cfg(test)]
 mod tests {

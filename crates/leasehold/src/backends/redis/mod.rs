@@ -51,7 +51,7 @@ mod status;
 #[cfg(feature = "tools")]
 pub mod tools;
 pub(crate) use connect::redis_err;
-pub(crate) use options::parse_query;
+pub(crate) use options::{RedisUrl, RedlockUrl, parse_query};
 pub(crate) use pubsub::{SubWatch, Subscriber};
 use scripts::{FORGET, GRANT, RELEASE, RENEW_MANY};
 pub(crate) use scripts::{GRANT_NO_FENCE, Names};
@@ -355,16 +355,17 @@ impl RedisStore {
     /// [`Error::Config`] when the server refuses the password, the database index, the ACL
     /// user or the TLS handshake, [`Error::Unavailable`] when it does not answer.
     pub async fn connect(url: &str) -> Result<Self> {
-        Self::open(url, Limits::default()).await
+        Self::open(&RedisUrl::parse(url)?, Limits::default()).await
     }
 
-    pub(crate) async fn open(url: &str, limits: Limits) -> Result<Self> {
-        let (base, opts) = parse_query(url)?;
-        if base.starts_with("rediss://") && !cfg!(feature = "redis-tls") {
+    pub(crate) async fn open(u: &RedisUrl, limits: Limits) -> Result<Self> {
+        if u.tls() && !cfg!(feature = "redis-tls") {
             return Err(Error::invalid("rediss:// (TLS) needs leasehold's redis-tls feature"));
         }
-        let node = Node::connect(&base, true, opts.tls_ca.as_deref(), limits).await?;
-        Ok(RedisStore { node, names: Names::new(opts.prefix), wait_replicas: opts.wait_replicas })
+        let opts = &u.opts;
+        let node = Node::connect(&u.base, true, opts.tls_ca.as_deref(), limits).await?;
+        let names = Names::new(opts.prefix.clone());
+        Ok(RedisStore { node, names, wait_replicas: opts.wait_replicas })
     }
 }
 
@@ -477,15 +478,26 @@ impl prims::Intents for RedisStore {
 /// `redis://HOST:PORT[/DB]`.
 pub(crate) const STORE: super::Descriptor = super::Descriptor {
     form: "redis://HOST:PORT",
-    options: |url| parse_query(url).map(drop),
-    open: |url, limits| super::opened(RedisStore::open(url, limits)),
-    probe: |url, p| Box::pin(probe::redis(url, p)),
+    parse: |url| super::parsed(RedisUrl::parse(url)),
 };
 
 /// `rediss://HOST:PORT[?tls_ca=PEM]`.
 #[cfg(feature = "redis-tls")]
 pub(crate) const TLS_STORE: super::Descriptor =
     super::Descriptor { form: "rediss://HOST:PORT[?tls_ca=PEM]", ..STORE };
+
+impl super::StoreConfig for RedisUrl {
+    fn open(&self, limits: Limits) -> super::Boxed<'_, Result<Arc<dyn Store>>> {
+        super::opened(RedisStore::open(self, limits))
+    }
+
+    fn probe<'a>(
+        &'a self,
+        p: &'a mut crate::probe::findings::Probe,
+    ) -> super::Boxed<'a, std::result::Result<(), String>> {
+        Box::pin(probe::redis(self, p))
+    }
+}
 
 #[cfg(test)]
 mod tests {

@@ -1,5 +1,7 @@
 //! The options of a `redis://`, `rediss://` and `redlock://` URL: its keys, parsed once into
-//! [`Options`], and the URL the driver sees (leasehold's options removed).
+//! [`Options`], and the URL the driver sees (leasehold's options removed): together a
+//! [`RedisUrl`], the single server's configuration; a [`RedlockUrl`] is its instances and
+//! the same options.
 
 use std::time::Duration;
 
@@ -24,6 +26,57 @@ pub(crate) struct Options {
     pub wait_replicas: Option<(u32, Duration)>,
     /// PEM file of the CA that signed the server's certificate (`rediss://` only).
     pub tls_ca: Option<std::path::PathBuf>,
+}
+
+/// A `redis://` or `rediss://` URL, parsed once.
+#[derive(Clone)]
+pub(crate) struct RedisUrl {
+    /// The URL the driver connects with: leasehold's options removed, credentials kept.
+    pub base: String,
+    /// leasehold's options.
+    pub opts: Options,
+}
+
+impl RedisUrl {
+    /// Parses a `redis://` or `rediss://` URL (see [`parse_query`]).
+    pub(crate) fn parse(url: &str) -> Result<RedisUrl> {
+        let (base, opts) = parse_query(url)?;
+        Ok(RedisUrl { base, opts })
+    }
+
+    /// Whether it asks for TLS (`rediss://`).
+    pub(crate) fn tls(&self) -> bool {
+        self.base.starts_with("rediss://")
+    }
+}
+
+/// A `redlock://` URL, parsed once: its instances and the options `redis://` takes.
+#[derive(Clone)]
+pub(crate) struct RedlockUrl {
+    /// `[user:pass@]host:port` of each instance.
+    pub hosts: Vec<String>,
+    pub opts: Options,
+}
+
+impl RedlockUrl {
+    /// Parses `redlock://H1:P1,H2:P2,H3:P3[?…]`: at least 3 instances.
+    pub(crate) fn parse(url: &str) -> Result<RedlockUrl> {
+        let (base, opts) = parse_query(url)?;
+        let hosts = base.strip_prefix("redlock://").unwrap_or(&base);
+        let hosts: Vec<String> = hosts
+            .split(',')
+            .filter(|h| !h.is_empty())
+            .map(|h| h.trim_end_matches('/').to_owned())
+            .collect();
+        if hosts.len() < 3 {
+            return Err(Error::invalid(format!(
+                "redlock needs at least 3 instances, got {} in {:?}",
+                hosts.len(),
+                crate::redact(url)
+            )));
+        }
+        Ok(RedlockUrl { hosts, opts })
+    }
 }
 
 /// The URL for the driver (leasehold's options removed) and leasehold's options.

@@ -163,10 +163,9 @@ pub(super) fn redis_persistence(f: &RedisFacts) -> (&'static str, String) {
     }
 }
 
-pub(crate) async fn redis(url: &str, r: &mut Probe) -> std::result::Result<(), String> {
-    let (base, opts) = crate::backends::redis::parse_query(url).map_err(|e| e.to_string())?;
-    let tls_ca = opts.tls_ca.as_deref();
-    let f = redis_facts(&base, tls_ca).await?;
+pub(crate) async fn redis(u: &super::RedisUrl, r: &mut Probe) -> std::result::Result<(), String> {
+    let (base, tls_ca) = (&u.base, u.opts.tls_ca.as_deref());
+    let f = redis_facts(base, tls_ca).await?;
     r.set("version", &f.version);
     r.set("role", &f.role);
     r.set("connected replicas", f.replicas);
@@ -180,8 +179,8 @@ pub(crate) async fn redis(url: &str, r: &mut Probe) -> std::result::Result<(), S
     let delex = version_at_least(&f.version, 8, 4);
     r.set("DELEX … IFEQ (Redis 8.4+)", if delex { "available" } else { "not available" });
     r.clock = Some(f.clock);
-    redis_replica_clocks(&base, tls_ca, &f, r).await;
-    let wait = query_flag(url, "wait_replicas").and_then(|v| v.parse::<u64>().ok());
+    redis_replica_clocks(base, tls_ca, &f, r).await;
+    let wait = u.opts.wait_replicas.map(|(n, _)| n);
     r.set("leasehold wait_replicas", wait.map(|w| w.to_string()).unwrap_or("off".into()));
 
     if f.role != "master" {
@@ -235,12 +234,13 @@ pub(crate) async fn redis(url: &str, r: &mut Probe) -> std::result::Result<(), S
     Ok(())
 }
 
-pub(crate) async fn redlock(url: &str, r: &mut Probe) -> std::result::Result<(), String> {
-    let rest = &url["redlock://".len()..];
-    let (hosts, _) = rest.split_once('?').unwrap_or((rest, ""));
-    let hosts: Vec<&str> = hosts.split(',').filter(|h| !h.is_empty()).collect();
+pub(crate) async fn redlock(
+    u: &super::RedlockUrl,
+    r: &mut Probe,
+) -> std::result::Result<(), String> {
+    let hosts = &u.hosts;
     let mut weak = 0;
-    for h in &hosts {
+    for h in hosts {
         match redis_facts(&format!("redis://{h}"), None).await {
             Ok(f) => {
                 let (kind, _) = redis_persistence(&f);

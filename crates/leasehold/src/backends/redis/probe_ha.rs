@@ -54,8 +54,10 @@ async fn facts(url: &str) -> std::result::Result<RedisFacts, String> {
     }
 }
 
-pub(crate) async fn cluster(url: &str, r: &mut Probe) -> std::result::Result<(), String> {
-    let u = super::cluster::parse_url(url).map_err(|e| e.to_string())?;
+pub(crate) async fn cluster(
+    u: &super::cluster::ClusterUrl,
+    r: &mut Probe,
+) -> std::result::Result<(), String> {
     let auth = u.seeds[0].strip_prefix("redis://").and_then(|s| s.rsplit_once('@'));
     let auth = auth.map_or(String::new(), |(a, _)| format!("{a}@"));
     let mut text = None;
@@ -195,8 +197,10 @@ fn flat(v: &[String]) -> BTreeMap<&str, &str> {
     v.chunks(2).filter(|p| p.len() == 2).map(|p| (p[0].as_str(), p[1].as_str())).collect()
 }
 
-pub(crate) async fn sentinel(url: &str, r: &mut Probe) -> std::result::Result<(), String> {
-    let u = super::sentinel_url::parse_url(url).map_err(|e| e.to_string())?;
+pub(crate) async fn sentinel(
+    u: &super::sentinel_url::SentinelUrl,
+    r: &mut Probe,
+) -> std::result::Result<(), String> {
     let mut primary = None;
     let mut quorums = Vec::new();
     for s in &u.sentinels {

@@ -1,4 +1,4 @@
-//! `redlock://host1:port,host2:port,host3:port[,…][?prefix=P&drift=F]`: the Redlock
+//! `redlock://host1:port,host2:port,host3:port[,…][?prefix=P]`: the Redlock
 //! algorithm over N independent Redis instances.
 //!
 //! A grant needs a majority (N/2+1) of instances to accept `SET NX PX` within the TTL; its
@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 
-use super::{Names, Node, SubWatch, parse_query};
+use super::{Names, Node, RedlockUrl, SubWatch};
 use crate::backends::Limits;
 use crate::store::{AcquireRequest, Attempt, Grant, RenewItem, Watch};
 use crate::{Error, FenceRepeat, FenceToken, Guarantees, Key, LockKind, OwnerToken, Result, Store};
@@ -72,42 +72,18 @@ impl RedlockStore {
     /// least a majority must answer. [`Error::Config`] when the instances that fail all
     /// refuse the configuration (a password, an ACL, a database index).
     pub async fn connect(url: &str) -> Result<Self> {
-        Self::open(url, Limits::default()).await
+        Self::open(&RedlockUrl::parse(url)?, Limits::default()).await
     }
 
-    pub(crate) async fn open(url: &str, limits: Limits) -> Result<Self> {
-        let (base, opts) = parse_query(url)?;
-        let hosts = base.strip_prefix("redlock://").unwrap_or(&base);
-        let mut drift = 0.01;
-        if let Some((_, q)) = url.split_once('?') {
-            for pair in q.split('&') {
-                if let Some(v) = pair.strip_prefix("drift=") {
-                    drift =
-                        v.parse::<f64>().ok().filter(|d| (0.0..0.5).contains(d)).ok_or_else(
-                            || Error::invalid(format!("drift={v:?} is not in [0, 0.5)")),
-                        )?;
-                }
-            }
-        }
-        let hosts = hosts.split('?').next().unwrap_or("");
-        let urls: Vec<String> = hosts
-            .split(',')
-            .filter(|h| !h.is_empty())
-            .map(|h| format!("redis://{}", h.trim_end_matches('/')))
-            .collect();
-        if urls.len() < 3 {
-            return Err(Error::invalid(format!(
-                "redlock needs at least 3 instances, got {} in {url:?}",
-                urls.len()
-            )));
-        }
-        let slots: Vec<Slot> = urls
-            .into_iter()
-            .map(|url| Slot { url, node: tokio::sync::Mutex::new(None), limits })
-            .collect();
+    pub(crate) async fn open(u: &RedlockUrl, limits: Limits) -> Result<Self> {
+        // The drift allowance: 1 % of the TTL (plus 2 ms).
+        let drift = 0.01;
+        let urls = u.hosts.iter().map(|h| format!("redis://{h}"));
+        let slots: Vec<Slot> =
+            urls.map(|url| Slot { url, node: tokio::sync::Mutex::new(None), limits }).collect();
         let store = RedlockStore {
             slots: Arc::new(slots),
-            names: Names::new(opts.prefix),
+            names: Names::new(u.opts.prefix.clone()),
             drift,
             fences: None,
         };
@@ -360,7 +336,18 @@ impl RedlockStore {
 /// `redlock://H1:P1,H2:P2,H3:P3[,…]`.
 pub(crate) const STORE: crate::backends::Descriptor = crate::backends::Descriptor {
     form: "redlock://H1:P1,H2:P2,H3:P3",
-    options: |url| super::parse_query(url).map(drop),
-    open: |url, limits| crate::backends::opened(RedlockStore::open(url, limits)),
-    probe: |url, p| Box::pin(super::probe::redlock(url, p)),
+    parse: |url| crate::backends::parsed(RedlockUrl::parse(url)),
 };
+
+impl crate::backends::StoreConfig for RedlockUrl {
+    fn open(&self, limits: Limits) -> crate::backends::Boxed<'_, Result<Arc<dyn Store>>> {
+        crate::backends::opened(RedlockStore::open(self, limits))
+    }
+
+    fn probe<'a>(
+        &'a self,
+        p: &'a mut crate::probe::findings::Probe,
+    ) -> crate::backends::Boxed<'a, std::result::Result<(), String>> {
+        Box::pin(super::probe::redlock(self, p))
+    }
+}

@@ -167,6 +167,13 @@ if redis.call('EXISTS', KEYS[1]) == 0 then
 end
 return 0";
 
+/// The suffixes of a lease's companions, after its name `PREFIX{KEY}` (see the key layout in
+/// the module docs of `redis`).
+pub(super) const FENCE: &str = ":fence";
+pub(super) const HOLDER: &str = ":holder";
+pub(super) const RELEASED_BY: &str = ":released-by";
+pub(super) const CHANNEL: &str = ":released";
+
 /// Per-key names.
 ///
 /// On one server, a Sentinel primary and Redlock they are `PREFIX{KEY}SUFFIX`. A semaphore's
@@ -227,19 +234,19 @@ impl Names {
     }
     /// The release tombstone (see [`RELEASE`]).
     pub fn released_by(&self, key: &Key) -> String {
-        self.name(key, ":released-by")
+        self.name(key, RELEASED_BY)
     }
     pub fn lease(&self, key: &Key) -> String {
         self.name(key, "")
     }
     pub fn fence(&self, key: &Key) -> String {
-        self.name(key, ":fence")
+        self.name(key, FENCE)
     }
     pub fn channel(&self, key: &Key) -> String {
-        self.name(key, ":released")
+        self.name(key, CHANNEL)
     }
     pub fn holder(&self, key: &Key) -> String {
-        self.name(key, ":holder")
+        self.name(key, HOLDER)
     }
     /// The permit record of the semaphore `sem` (its slots are `sem#I`), in `sem`'s tag.
     pub fn permits(&self, sem: &Key) -> String {

@@ -167,11 +167,11 @@ impl RedisSentinelStore {
     /// password, database index or ACL user; [`Error::Unavailable`] when no sentinel names a
     /// primary that says it is one.
     pub async fn connect(url: &str) -> Result<Self> {
-        Self::open(url, Limits::default()).await
+        Self::open(&parse_url(url)?, Limits::default()).await
     }
 
-    pub(crate) async fn open(url: &str, limits: Limits) -> Result<Self> {
-        let u = parse_url(url)?;
+    pub(crate) async fn open(u: &SentinelUrl, limits: Limits) -> Result<Self> {
+        let u = u.clone();
         let names = Names::new(u.opts.prefix.clone());
         let shared = Arc::new(Shared {
             url: u,
@@ -438,7 +438,18 @@ impl Watch for SentinelWatch {
 /// `redis-sentinel://S1:P1[,S2:P2…]/SERVICE`.
 pub(crate) const STORE: crate::backends::Descriptor = crate::backends::Descriptor {
     form: "redis-sentinel://S1:P1[,S2:P2…]/SERVICE",
-    options: |url| parse_url(url).map(drop),
-    open: |url, limits| crate::backends::opened(RedisSentinelStore::open(url, limits)),
-    probe: |url, p| Box::pin(super::probe_ha::sentinel(url, p)),
+    parse: |url| crate::backends::parsed(parse_url(url)),
 };
+
+impl crate::backends::StoreConfig for SentinelUrl {
+    fn open(&self, limits: Limits) -> crate::backends::Boxed<'_, Result<Arc<dyn Store>>> {
+        crate::backends::opened(RedisSentinelStore::open(self, limits))
+    }
+
+    fn probe<'a>(
+        &'a self,
+        p: &'a mut crate::probe::findings::Probe,
+    ) -> crate::backends::Boxed<'a, std::result::Result<(), String>> {
+        Box::pin(super::probe_ha::sentinel(self, p))
+    }
+}

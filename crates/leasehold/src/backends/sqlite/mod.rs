@@ -26,7 +26,9 @@
 //! [`Error::Unavailable`].
 
 mod boot;
+mod config;
 mod path;
+use config::SqliteUrl;
 use path::usable;
 mod doorbell;
 mod shared;
@@ -473,28 +475,22 @@ fn add_info_column(conn: &Connection) -> rusqlite::Result<()> {
 }
 
 /// `sqlite://PATH`: no options.
-pub(crate) const STORE: super::Descriptor = super::Descriptor {
-    form: "sqlite://PATH",
-    options: |url| crate::url::options::<crate::url::NoOption>(url).map(drop),
-    open: |url, limits| {
-        super::opened(SqliteStore::open_within(Path::new(&url["sqlite://".len()..]), limits))
-    },
-    probe: |url, p| {
-        Box::pin(async move {
-            p.set("path", &url["sqlite://".len()..]);
-            p.verdict(
-                "one machine only: processes on other hosts do not see these leases, even on a \
-                 shared file system",
-            );
-            p.verdict(
-                "leases survive process and machine restarts in the file; a reboot frees them \
-                 (boot id); fences survive power loss (synchronous=FULL)",
-            );
-            p.change("for exclusion across machines, use a networked store (postgres://, etcd://, redis://)");
-            Ok(())
-        })
-    },
-};
+pub(crate) const STORE: super::Descriptor =
+    super::Descriptor { form: "sqlite://PATH", parse: |url| super::parsed(SqliteUrl::parse(url)) };
+
+impl super::StoreConfig for SqliteUrl {
+    fn open(&self, limits: Limits) -> super::Boxed<'_, Result<Arc<dyn Store>>> {
+        super::opened(SqliteStore::open_within(&self.path, limits))
+    }
+
+    fn probe<'a>(
+        &'a self,
+        p: &'a mut crate::probe::findings::Probe,
+    ) -> super::Boxed<'a, std::result::Result<(), String>> {
+        self.describe(p);
+        Box::pin(std::future::ready(Ok(())))
+    }
+}
 
 #[cfg(test)]
 mod tests {

@@ -145,13 +145,12 @@ impl std::fmt::Debug for ZookeeperStore {
 impl ZookeeperStore {
     /// Connects and opens a session within [`crate::DEFAULT_CONNECT_TIMEOUT`].
     pub async fn connect(url: &str) -> Result<ZookeeperStore> {
-        Self::open(url, Limits::default()).await
+        Self::open(&parse_url(url)?, Limits::default()).await
     }
 
-    async fn open(url: &str, limits: Limits) -> Result<ZookeeperStore> {
-        let cfg = parse_url(url)?;
+    async fn open(cfg: &Config, limits: Limits) -> Result<ZookeeperStore> {
         let store = ZookeeperStore {
-            cfg,
+            cfg: cfg.clone(),
             connect: limits.connect,
             session: tokio::sync::Mutex::new(None),
             held: Mutex::default(),
@@ -445,7 +444,22 @@ impl Store for ZookeeperStore {
 /// `zk://H1:P1[,H2:P2…][/CHROOT][?session=DUR&curator=mutex|rwlock]`.
 pub(crate) const STORE: super::Descriptor = super::Descriptor {
     form: "zk://H1:P1[,H2:P2…][/CHROOT][?session=10s&curator=mutex|rwlock]",
-    options: |url| parse_url(url).map(drop),
-    open: |url, limits| super::opened(ZookeeperStore::open(url, limits)),
-    probe: |url, p| Box::pin(probe::zookeeper(url, p)),
+    parse: |url| super::parsed(parse_url(url)),
 };
+
+impl super::StoreConfig for Config {
+    fn open(&self, limits: Limits) -> super::Boxed<'_, Result<Arc<dyn Store>>> {
+        super::opened(ZookeeperStore::open(self, limits))
+    }
+
+    fn probe<'a>(
+        &'a self,
+        p: &'a mut crate::probe::findings::Probe,
+    ) -> super::Boxed<'a, std::result::Result<(), String>> {
+        Box::pin(probe::zookeeper(self, p))
+    }
+
+    fn session_timeout(&self) -> Option<Duration> {
+        Some(self.session)
+    }
+}

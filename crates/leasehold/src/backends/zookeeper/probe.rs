@@ -17,15 +17,15 @@ async fn four(host: &str, cmd: &str) -> Option<String> {
     (!out.is_empty() && !out.contains("is not executed")).then_some(out)
 }
 
-pub(crate) async fn zookeeper(url: &str, r: &mut Probe) -> std::result::Result<(), String> {
-    let store = crate::backends::zookeeper::ZookeeperStore::connect(url)
-        .await
-        .map_err(|e| e.to_string())?;
+pub(crate) async fn zookeeper(
+    cfg: &super::Config,
+    r: &mut Probe,
+) -> std::result::Result<(), String> {
+    let limits = crate::limits::Limits::default();
+    let store = super::ZookeeperStore::open(cfg, limits).await.map_err(|e| e.to_string())?;
     let client = store.client().await.map_err(|e| e.to_string())?;
     r.set("negotiated session timeout", format!("{:?}", client.session_timeout()));
-    let rest = &url["zk://".len()..];
-    let hosts: Vec<&str> =
-        rest.split(['/', '?']).next().unwrap_or("").split(',').filter(|h| !h.is_empty()).collect();
+    let hosts: Vec<&str> = cfg.hosts.split(',').filter(|h| !h.is_empty()).collect();
     let mut modes = Vec::new();
     for h in &hosts {
         match four(h, "srvr").await {
