@@ -2,7 +2,6 @@
 //! ([`StoreKit`]), each store's answer in its folder under [`crate::stores`].
 
 use std::path::PathBuf;
-use std::time::Duration;
 
 use leasehold::{Locker, Scheme, StoreUrl};
 
@@ -22,8 +21,8 @@ pub struct ResourceSpec {
 
 /// What the tools know about one kind of store beyond the library's descriptor. Every
 /// method has the answer of a store that has none of it: no private server to fail, no
-/// resource on the store (chaos then writes to an SQLite file of its own), no session that
-/// outlives a frozen process, nothing to clean up.
+/// resource on the store (chaos then writes to an SQLite file of its own), nothing to clean
+/// up.
 #[async_trait::async_trait]
 pub trait StoreKit: Sync {
     /// The URL schemes this entry answers.
@@ -44,12 +43,6 @@ pub trait StoreKit: Sync {
     /// Chaos's fenced resource on the user's store `url`, when this build can hold one there.
     fn resource(&self, _url: &StoreUrl) -> Option<ResourceSpec> {
         None
-    }
-
-    /// How long the store keeps a frozen holder's session (and so its lock) alive: what the
-    /// URL asks for, else the store's default; zero where the lock is a lease.
-    fn session_timeout(&self, _url: &StoreUrl) -> Duration {
-        Duration::ZERO
     }
 
     /// Removes what chaos's trials on `key` (a semaphore of `permits`) left on the store

@@ -35,35 +35,29 @@ pub enum Resource {
     Etcd(EtcdResource),
 }
 
-/// Opens a resource spec, as [`crate::stores::resource_spec`] makes them: `sqlite:PATH`, or
-/// a store's own URL (`redis://…`, `postgres://…?options=-csearch_path%3DS`, `mysql://…/DB`,
-/// `etcd://…`), setting up the fence table if needed. Panics on a spec no store of this
-/// build opens (its store's feature is off).
+/// Opens a resource spec, as [`crate::stores::resource_spec`] makes them: `sqlite:PATH` (a
+/// file of the tool's own), or a store URL (the lock store's own: `redis://…`, `postgres://…`
+/// with the `search_path` its tables go in, `mysql://…/DB`, `etcd://…`), dispatched on its
+/// [`leasehold::Scheme`] and connecting as its parsed configuration says; sets up the fence
+/// table if needed. Panics on a spec no store of this build opens (its feature is off).
 pub async fn open(spec: &str) -> Resource {
     if let Some(r) = SqliteResource::open(spec) {
         return Resource::Sqlite(r);
     }
-    // Any other spec is a store URL, parsed once; each store's resource knows its `Scheme`.
     let url = leasehold::StoreUrl::parse(spec).expect("resource store URL");
-    #[allow(unused_variables)]
-    let url = &url;
-    #[cfg(feature = "redis")]
-    if let Some(r) = RedisResource::open(url).await {
-        return Resource::Redis(r);
+    #[allow(unused_imports)]
+    use leasehold::Scheme;
+    match url.scheme() {
+        #[cfg(feature = "redis")]
+        Scheme::Redis | Scheme::Rediss => Resource::Redis(RedisResource::open(&url).await),
+        #[cfg(feature = "postgres")]
+        Scheme::Postgres => Resource::Postgres(PgResource::open(&url).await),
+        #[cfg(feature = "mysql")]
+        Scheme::Mysql => Resource::Mysql(MyResource::open(&url).await),
+        #[cfg(feature = "etcd")]
+        Scheme::Etcd => Resource::Etcd(EtcdResource::open(&url).await),
+        _ => panic!("no resource on {url} in this build (its store's feature is off)"),
     }
-    #[cfg(feature = "postgres")]
-    if let Some(r) = PgResource::open(url).await {
-        return Resource::Postgres(r);
-    }
-    #[cfg(feature = "mysql")]
-    if let Some(r) = MyResource::open(url).await {
-        return Resource::Mysql(r);
-    }
-    #[cfg(feature = "etcd")]
-    if let Some(r) = EtcdResource::open(url).await {
-        return Resource::Etcd(r);
-    }
-    panic!("no resource for {url} in this build (its store's feature is off)")
 }
 
 /// A write on a SQL resource whose transaction is still open: applied, not yet committed.

@@ -73,10 +73,10 @@ pub struct Settings {
     pub locker: Option<Locker>,
 }
 
-/// How long the store keeps a frozen holder's session alive (etcd's, ZooKeeper's; zero
-/// where the lock is a lease): its kit's answer.
+/// The session timeout the URL asks for (etcd's `ttl`, ZooKeeper's `session`, their defaults
+/// otherwise); zero for stores whose locks are not bound to a session.
 fn session_timeout(u: &StoreUrl) -> Duration {
-    stores::kit(u.scheme()).session_timeout(u)
+    u.session_timeout().unwrap_or(Duration::ZERO)
 }
 
 /// The single `HOST:PORT` a store URL points at, and the URL with it replaced by `to`.

@@ -51,8 +51,8 @@ fn options(s: &Settings, t: &Topology) -> String {
     if s.url.scheme() != t.scheme {
         return t.default_options.to_owned();
     }
-    let rest = s.url.path_and_options();
-    rest.find('?').map_or(String::new(), |i| rest[i..].to_owned())
+    let tail = s.url.path_and_options();
+    tail.find('?').map_or(String::new(), |i| tail[i..].to_owned())
 }
 
 /// Runs `s.scenario` on topology `name`.

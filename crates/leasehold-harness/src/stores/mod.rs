@@ -1,6 +1,7 @@
 //! What the tools and tests know about each store, one folder per store: how to start a
-//! private server and fail it, the fenced resource chaos writes to on it, how long a frozen
-//! holder's session outlives it, and what a chaos run leaves on it. Each folder implements
+//! private server and fail it, the fenced resource chaos writes to on it, and what a chaos
+//! run leaves on it (how long a frozen holder's session outlives it is the library's
+//! `StoreUrl::session_timeout`). Each folder implements
 //! [`StoreKit`]; [`KITS`] is the one list, looked up by the library's [`Scheme`].
 //!
 //! Adding a store here: its folder (`mod.rs` with its `Kit`, `server.rs`, and `resource.rs`

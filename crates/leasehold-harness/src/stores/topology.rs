@@ -130,7 +130,7 @@ pub static ALL: &[Topology] = &[
     Topology {
         name: "redlock5",
         scheme: Scheme::Redlock,
-        placeholder: "127.0.0.1:1",
+        placeholder: "127.0.0.1:1,127.0.0.1:2,127.0.0.1:3",
         default_options: "",
         runs: "store-kill (a minority killed, restarted empty), partition (a minority cut off)",
         store_kill: Some(|| redlock_set::plan(false)),
@@ -157,7 +157,7 @@ pub static ALL: &[Topology] = &[
     Topology {
         name: "redlock5-majority",
         scheme: Scheme::Redlock,
-        placeholder: "127.0.0.1:1",
+        placeholder: "127.0.0.1:1,127.0.0.1:2,127.0.0.1:3",
         default_options: "",
         runs: "store-kill (a majority restarted empty, one after another)",
         store_kill: Some(|| redlock_set::plan(true)),

@@ -1,7 +1,5 @@
 //! etcd in the tools: a private cluster (one member to kill, three to fail over), chaos's
-//! resource beside the lock keys, and how long a frozen holder's session lives.
-
-use std::time::Duration;
+//! resource beside the lock keys.
 
 use leasehold::{Scheme, StoreUrl};
 
@@ -38,10 +36,5 @@ impl StoreKit for Kit {
             what: "etcd: key leasehold-test/row-1, fenced by the lock key's create revision".into(),
             transactional: false,
         })
-    }
-
-    /// The lease's `ttl=`, else etcd's default of 10 s.
-    fn session_timeout(&self, url: &StoreUrl) -> Duration {
-        url.session_timeout().unwrap_or(Duration::from_secs(10))
     }
 }

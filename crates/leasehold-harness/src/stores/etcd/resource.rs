@@ -1,11 +1,11 @@
 //! The fenced resource on etcd: one key, fenced by the lock key's create revision (no claim
 //! step); its unfenced writes go through the store's own client (`leasehold/tools`).
 
+use leasehold::StoreUrl;
 use leasehold::backends::etcd::EtcdStore;
 use leasehold::backends::etcd::tools::{client, rpc};
 use leasehold::fence::Fencing;
 use leasehold::fence::etcd::EtcdFence;
-use leasehold::{Scheme, StoreUrl};
 
 /// The resource's key.
 const KEY: &str = "leasehold-test/row-1";
@@ -14,13 +14,10 @@ const KEY: &str = "leasehold-test/row-1";
 pub struct EtcdResource(Box<(EtcdFence, EtcdStore)>);
 
 impl EtcdResource {
-    /// Opens `etcd://…` (the lock store's own URL); `None` for another spec.
-    pub async fn open(url: &StoreUrl) -> Option<Self> {
-        if url.scheme() != Scheme::Etcd {
-            return None;
-        }
+    /// Opens an `etcd://` URL (the lock store's own).
+    pub async fn open(url: &StoreUrl) -> Self {
         let store = leasehold::backends::etcd::tools::connect(url).await.expect("resource etcd");
-        Some(EtcdResource(Box::new((EtcdFence::for_store(&store), store))))
+        EtcdResource(Box::new((EtcdFence::for_store(&store), store)))
     }
 
     /// Writes `value`: with `fencing`, in one transaction comparing the lock key's create

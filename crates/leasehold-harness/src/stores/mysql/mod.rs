@@ -22,13 +22,11 @@ impl StoreKit for Kit {
         server::plan(failover)
     }
 
-    /// The URL's own database (its options left out).
+    /// The URL's own database.
     fn resource(&self, url: &StoreUrl) -> Option<ResourceSpec> {
         if !cfg!(feature = "mysql") {
             return None;
         }
-        // The whole URL: the resource connects as the store does (its options are read from
-        // the parsed configuration, not passed to the driver).
         Some(ResourceSpec {
             spec: url.expose().to_owned(),
             what: "MySQL: tables data (id 'row-1') and leasehold_fence".into(),

@@ -1,9 +1,9 @@
 //! The fenced resource in a MySQL/MariaDB database (the spec's): a `data` table beside
 //! leasehold's fence table.
 
+use leasehold::StoreUrl;
 use leasehold::fence::Fencing;
 use leasehold::fence::mysql::mysql_async::{self, Conn, Transaction, prelude::Queryable};
-use leasehold::{Scheme, StoreUrl};
 
 use crate::row::{DATA, NAME, backend};
 
@@ -15,16 +15,13 @@ fn my(e: mysql_async::Error) -> leasehold::Error {
 }
 
 impl MyResource {
-    /// Opens `mysql://…/DB` (creating the tables); `None` for another spec.
-    pub async fn open(url: &StoreUrl) -> Option<Self> {
-        if url.scheme() != Scheme::Mysql {
-            return None;
-        }
+    /// Opens a MySQL URL's database (creating the tables).
+    pub async fn open(url: &StoreUrl) -> Self {
         let opts = leasehold::backends::mysql::tools::client_opts(url).expect("mysql URL");
         let mut db = Conn::new(opts).await.expect("resource mysql");
         leasehold::fence::mysql::install(&mut db).await.expect("fence table");
         db.query_drop(DATA).await.unwrap();
-        Some(MyResource(db))
+        MyResource(db)
     }
 
     /// Claims the resource for `fencing`.

@@ -31,11 +31,6 @@ impl StoreKit for Kit {
     /// The store's own schema when the URL names one (letters, digits, `_`), else
     /// `leasehold_chaos`, in the URL's database.
     fn resource(&self, url: &StoreUrl) -> Option<ResourceSpec> {
-        #[cfg(not(feature = "postgres"))]
-        {
-            let _ = url;
-            None
-        }
         #[cfg(feature = "postgres")]
         {
             use leasehold::backends::postgres::tools;
@@ -45,10 +40,15 @@ impl StoreKit for Kit {
                 spec: spec.expose().to_owned(),
                 what: format!(
                     "PostgreSQL: table {schema}.data (id 'row-1') and fence table \
-                 {schema}.leasehold_fence"
+                     {schema}.leasehold_fence"
                 ),
                 transactional: true,
             })
+        }
+        #[cfg(not(feature = "postgres"))]
+        {
+            let _ = url;
+            None
         }
     }
 }

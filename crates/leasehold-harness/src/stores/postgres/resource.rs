@@ -1,9 +1,9 @@
 //! The fenced resource in a PostgreSQL schema (the one the spec's `search_path` names): a
 //! `data` table beside leasehold's fence table.
 
+use leasehold::StoreUrl;
 use leasehold::fence::Fencing;
 use leasehold::fence::postgres::tokio_postgres::{self, Client, Transaction};
-use leasehold::{Scheme, StoreUrl};
 
 use crate::row::{DATA, NAME, backend};
 
@@ -15,12 +15,8 @@ fn pg(e: tokio_postgres::Error) -> leasehold::Error {
 }
 
 impl PgResource {
-    /// Opens `postgres://…?options=-csearch_path%3DS` (creating the schema and tables);
-    /// `None` for another spec.
-    pub async fn open(url: &StoreUrl) -> Option<Self> {
-        if url.scheme() != Scheme::Postgres {
-            return None;
-        }
+    /// Opens the schema a PostgreSQL URL's `search_path` names (creating it and its tables).
+    pub async fn open(url: &StoreUrl) -> Self {
         let cfg = leasehold::backends::postgres::tools::client_config(url).expect("pg URL");
         let (db, conn) = cfg.connect(tokio_postgres::NoTls).await.expect("resource pg");
         tokio::spawn(conn);
@@ -28,7 +24,7 @@ impl PgResource {
         db.batch_execute(&format!("CREATE SCHEMA IF NOT EXISTS {path}")).await.unwrap();
         leasehold::fence::postgres::install(&db).await.expect("fence table");
         db.batch_execute(DATA).await.unwrap();
-        Some(PgResource(db))
+        PgResource(db)
     }
 
     /// Claims the resource for `fencing`.

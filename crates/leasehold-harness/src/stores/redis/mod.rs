@@ -73,17 +73,22 @@ impl StoreKit for Kit {
 
     /// The whole URL: its prefix option names the resource's keys too.
     fn resource(&self, url: &StoreUrl) -> Option<ResourceSpec> {
-        if !cfg!(feature = "redis") {
-            return None;
+        #[cfg(feature = "redis")]
+        {
+            let prefix = prefix(url);
+            Some(ResourceSpec {
+                spec: url.expose().to_owned(),
+                what: format!(
+                    "Redis: key {prefix}{{row-1}}:value and fence hash {prefix}fence:{{row-1}}"
+                ),
+                transactional: false,
+            })
         }
-        let prefix = prefix(url);
-        Some(ResourceSpec {
-            spec: url.expose().to_owned(),
-            what: format!(
-                "Redis: key {prefix}{{row-1}}:value and fence hash {prefix}fence:{{row-1}}"
-            ),
-            transactional: false,
-        })
+        #[cfg(not(feature = "redis"))]
+        {
+            let _ = url;
+            None
+        }
     }
 
     /// The lock key's (and a semaphore's slots') fence counters and the release tombstone

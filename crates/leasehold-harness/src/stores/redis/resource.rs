@@ -1,11 +1,10 @@
 //! The fenced resource on a Redis server: a value key beside leasehold's fence hash, both
 //! under the store URL's prefix; a fenced write is one atomic step (no transaction to hold).
 
-use leasehold::backends::redis::tools;
+use leasehold::StoreUrl;
 use leasehold::fence::Fencing;
 use leasehold::fence::redis::RedisFence;
 use leasehold::fence::redis::redis::{self, aio::ConnectionManager};
-use leasehold::{Scheme, StoreUrl};
 
 use crate::row::NAME;
 
@@ -22,18 +21,15 @@ fn value_key(prefix: &str) -> String {
 }
 
 impl RedisResource {
-    /// Opens `redis://…` (the lock store's own URL: its prefix option names the fence hash
-    /// and the value key); `None` for another spec.
-    pub async fn open(url: &StoreUrl) -> Option<Self> {
-        if !matches!(url.scheme(), Scheme::Redis | Scheme::Rediss) {
-            return None;
-        }
-        // The store URL's prefix option names the fence hash and the value key.
+    /// Opens a `redis://` or `rediss://` URL (the lock store's own: its prefix option names
+    /// the fence hash and the value key).
+    pub async fn open(url: &StoreUrl) -> Self {
+        use leasehold::backends::redis::tools;
         let fence = tools::fence(url).await.expect("connect resource redis");
         let key = value_key(fence.prefix());
         let client = tools::client(url).expect("redis url");
         let conn = client.get_connection_manager().await.expect("connect resource redis");
-        Some(RedisResource { fence, conn, key })
+        RedisResource { fence, conn, key }
     }
 
     /// Claims the resource for `fencing`.

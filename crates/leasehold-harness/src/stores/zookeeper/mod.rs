@@ -1,9 +1,7 @@
-//! ZooKeeper in the tools: a private standalone server to kill, an ensemble to fail over
-//! (a topology), and how long a frozen holder's session lives.
+//! ZooKeeper in the tools: a private standalone server to kill, and an ensemble to fail over
+//! (a topology).
 
-use std::time::Duration;
-
-use leasehold::{Scheme, StoreUrl};
+use leasehold::Scheme;
 
 use crate::failure::Plan;
 use crate::kit::StoreKit;
@@ -21,10 +19,5 @@ impl StoreKit for Kit {
 
     fn plan(&self, failover: bool) -> Option<Plan> {
         server::plan(failover)
-    }
-
-    /// The URL's `session=`, else the default of 10 s.
-    fn session_timeout(&self, url: &StoreUrl) -> Duration {
-        url.session_timeout().unwrap_or(Duration::from_secs(10))
     }
 }
