@@ -58,6 +58,8 @@ macro_rules! cfg_sql {
 
 /// Items the stores whose session lives on their servers use (etcd's lease, ZooKeeper's
 /// session): its signals and the shared session-store core.
+// Used only by `backends/session.rs`, which builds only with these stores.
+#[allow(unused_macros)]
 macro_rules! cfg_store_session {
     ($($item:tt)*) => {
         used_if! {
@@ -69,6 +71,8 @@ macro_rules! cfg_store_session {
 
 /// Items the stores that undo an abandoned request in the background use (PostgreSQL, MySQL,
 /// etcd, ZooKeeper: a release waits until no abandoned request can grab what it frees).
+// Used only by `backends/session.rs`, which builds only with these stores.
+#[allow(unused_macros)]
 macro_rules! cfg_undoing {
     ($($item:tt)*) => {
         used_if! {
