@@ -18,6 +18,15 @@ pub fn primitive_statements(url: &str) -> Result<PrimitiveStatements> {
     Ok(PrimitiveStatements::new(&o.schema, &o.table))
 }
 
+/// The lease table of a `postgres://` URL: (schema, table, horizon), for a tool that measures
+/// it; and the driver's configuration for that server (leasehold's options removed).
+pub fn lease_table(
+    url: &str,
+) -> Result<(String, String, std::time::Duration, tokio_postgres::Config)> {
+    let (cfg, o) = parse_url(url)?;
+    Ok((o.schema, o.table, o.horizon, cfg))
+}
+
 /// The session-lock statements for a `postgres://…?mode=session` URL.
 pub fn session_statements(url: &str) -> Result<SessionStatements> {
     let (_, o) = parse_url(url)?;

@@ -44,6 +44,7 @@ crate::url::option_keys! {
     /// The options a `redis-cluster://` URL takes.
     pub(crate) enum ClusterOption {
         Prefix = "prefix",
+        Horizon = "horizon",
     }
 }
 
@@ -53,6 +54,8 @@ pub(crate) struct ClusterUrl {
     /// `redis://[user:pass@]host:port` per seed.
     pub seeds: Vec<String>,
     pub prefix: String,
+    /// How long a key's fence counter outlives its last grant (`crate::horizon`).
+    pub horizon: Duration,
 }
 
 /// Parses a `redis-cluster://` URL: at least one `host:port` seed, no database (a cluster has
@@ -60,6 +63,7 @@ pub(crate) struct ClusterUrl {
 pub(crate) fn parse_url(url: &str) -> Result<ClusterUrl> {
     let (base, opts) = crate::url::options::<ClusterOption>(url)?;
     let mut prefix = "leasehold:".to_owned();
+    let mut horizon = crate::horizon::DEFAULT_HORIZON;
     for crate::url::Opt { key, value, .. } in opts {
         match key {
             ClusterOption::Prefix => {
@@ -68,6 +72,7 @@ pub(crate) fn parse_url(url: &str) -> Result<ClusterUrl> {
                 }
                 prefix = value.to_owned();
             }
+            ClusterOption::Horizon => horizon = crate::horizon::horizon_option(value)?,
         }
     }
     let rest = base
@@ -96,7 +101,7 @@ pub(crate) fn parse_url(url: &str) -> Result<ClusterUrl> {
         }
         seeds.push(format!("redis://{auth}{h}"));
     }
-    Ok(ClusterUrl { seeds, prefix })
+    Ok(ClusterUrl { seeds, prefix, horizon })
 }
 
 /// The cluster client for `seeds`: connections bounded by the connect limit, no response
@@ -191,7 +196,7 @@ impl RedisClusterStore {
         }
         Ok(RedisClusterStore {
             conn,
-            names: Names::cluster(u.prefix),
+            names: Names::cluster(u.prefix).with_horizon(u.horizon),
             renew_many,
             release,
             read: Arc::new(Script::new(READ)),
@@ -285,8 +290,9 @@ impl Store for RedisClusterStore {
                             under the clock assumption, so a fenced resource refuses the stale \
                             one",
             expiry: "the slot master's clock (SET PX, PEXPIRE)",
-            fence: "max(counter + 1, server TIME in µs) of a per-key counter (no TTL) in the \
-                    key's slot, in the granting script",
+            fence: "max(counter + 1, server TIME in µs) of a per-key counter in the key's \
+                    slot, in the granting script; the counter expires ttl + horizon after the \
+                    last grant or renewal (horizon=, a day by default)",
             fence_repeat: FenceRepeat::ClockBacked,
             failure_admits_second_holder: true,
             holders_know_fence: true,
@@ -335,6 +341,7 @@ impl Store for RedisClusterStore {
                 inv.key(self.names.lease(&it.key)).key(self.names.holder(&it.key));
                 inv.arg(&it.owner.hex()[..]).arg(ttl_ms(it.ttl));
             }
+            inv.arg(self.names.horizon_ms());
             async move {
                 let r: Vec<i64> = inv.invoke_async(&mut c).await?;
                 Ok::<_, redis::RedisError>(chunk.iter().copied().zip(r).collect::<Vec<_>>())

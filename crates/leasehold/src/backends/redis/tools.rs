@@ -13,7 +13,8 @@ pub fn scripts() -> (&'static str, &'static str) {
 
 /// The grant's keys and arguments as the store sends them, for the lease key `lease`
 /// (`PREFIX{KEY}`), an owner token, a TTL in ms and the holder's info line
-/// ([`crate::HolderInfo::encode`], `""` for none).
+/// ([`crate::HolderInfo::encode`], `""` for none), with the default horizon
+/// ([`crate::horizon::DEFAULT_HORIZON`]).
 pub fn grant_args(
     inv: &mut ScriptInvocation<'_>,
     lease: &str,
@@ -23,6 +24,12 @@ pub fn grant_args(
 ) {
     inv.key(lease).key(format!("{lease}:fence")).key(format!("{lease}:holder"));
     inv.arg(owner).arg(ttl_ms).arg(info);
+    inv.arg(crate::horizon::DEFAULT_HORIZON.as_millis() as u64);
+}
+
+/// The horizon a `redis://` URL sets (`horizon=`, else the default).
+pub fn horizon(url: &str) -> crate::Result<std::time::Duration> {
+    Ok(super::parse_query(url)?.1.horizon)
 }
 
 /// The release's keys and arguments as a store sends them (its tombstone living the default
