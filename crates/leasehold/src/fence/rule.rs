@@ -36,6 +36,7 @@ where
 /// the horizon (`horizon_us`, µs), read against the resource's clock `now_us`: a clock-backed
 /// fence (at least [`crate::horizon::CLOCK_FENCE_MIN`]) issued more than the horizon ago.
 /// Fences without an age (revisions) are never past it.
+#[cfg_attr(not(any(feature = "tools", feature = "sqlite")), allow(dead_code))]
 pub fn past_horizon(fence: u64, now_us: u64, horizon_us: u64) -> bool {
     fence >= crate::horizon::CLOCK_FENCE_MIN && fence.saturating_add(horizon_us) < now_us
 }
@@ -45,6 +46,7 @@ pub fn past_horizon(fence: u64, now_us: u64, horizon_us: u64) -> bool {
 /// Every fence the forgotten one had refused is smaller, so older than the horizon at any
 /// later instant (the resource's clock stepping back by less than the horizon), and
 /// [`past_horizon`] refuses it; a holder that claims once per horizon keeps its claim.
+#[cfg_attr(not(feature = "tools"), allow(dead_code))]
 pub fn may_forget(fence: u64, claimed_us: u64, now_us: u64, horizon_us: u64) -> bool {
     fence >= crate::horizon::CLOCK_FENCE_MIN
         && fence.saturating_add(horizon_us.saturating_mul(2)) < now_us
