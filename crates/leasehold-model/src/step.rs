@@ -352,11 +352,8 @@ impl Model for Protocol {
         if cfg.forget_after > 0 && s.store.counter != self.no_counter() && s.live_grant().is_none()
         {
             // The horizon: ticks of the store's clock since the key's last grant.
-            let h = if cfg.broken == Broken::ForgetTooSoon {
-                cfg.clock_back
-            } else {
-                cfg.forget_after
-            };
+            let h =
+                if cfg.broken == Broken::ForgetTooSoon { cfg.clock_back } else { cfg.forget_after };
             if !s.ghost.issued || s.ghost.last_grant_clock <= -(h as i8) {
                 out.push(Action::Forget);
             }

@@ -31,6 +31,7 @@ mod primitives;
 #[cfg(feature = "redis")]
 mod redis;
 mod report;
+mod scale;
 mod table;
 mod uncontended;
 
@@ -90,6 +91,10 @@ pub enum Scenario {
     Primitives,
     /// All of the above.
     All,
+    /// `--leases` distinct keys locked once each (acquire, fenced write, release), and the
+    /// store's memory or table size before, after the last key and after the horizon (the
+    /// store URL's `horizon=`); redis:// and postgres:// only, not part of `all`.
+    Scale,
 }
 
 /// Settings of one bench invocation.
@@ -296,8 +301,10 @@ pub async fn run(s: Settings) -> BenchResult<Report> {
         Scenario::ManyKeys,
         Scenario::HoldMany,
         Scenario::Primitives,
+        Scenario::Scale,
     ]
     .into_iter()
+    .filter(|sc| *sc != Scenario::Scale || s.scenario == Scenario::Scale)
     .filter(|sc| want(*sc))
     .collect();
     let progress = Progress::new((scenarios.len() * s.runs) as u64);
@@ -356,6 +363,7 @@ pub async fn run(s: Settings) -> BenchResult<Report> {
                     primitives::primitives(&s, &locker, redis_side.as_ref(), &progress).await?,
                 );
             }
+            Scenario::Scale => ran.scale = Some(scale::scale(&s, &locker, &progress).await?),
             Scenario::All => unreachable!("expanded above"),
         }
     }

@@ -21,7 +21,7 @@ pub(super) struct PgSide {
 
 /// leasehold's URL options (everything else is the server's).
 const PG_OPTIONS: &[&str] =
-    &["mode", "schema", "table", "prefix", "fence", "heartbeat", "pgbouncer"];
+    &["mode", "schema", "table", "prefix", "fence", "heartbeat", "pgbouncer", "horizon"];
 
 impl PgSide {
     pub(super) fn new(url: &str) -> BenchResult<Self> {
