@@ -163,8 +163,12 @@ async fn until(deadline: Instant) {
 
 #[cfg(feature = "redis")]
 mod redis {
-    use super::*;
+    use std::time::{Duration, Instant};
+
+    use leasehold::Locker;
     use leasehold::fence::redis::RedisFence;
+
+    use super::{BenchResult, Scale, Settings, Size, TTL, finish, lock_all, until};
 
     async fn size(c: &mut ::redis::aio::MultiplexedConnection) -> BenchResult<Size> {
         let info: String =
@@ -232,8 +236,12 @@ mod redis {
 
 #[cfg(feature = "postgres")]
 mod postgres {
-    use super::*;
+    use std::time::Instant;
+
+    use leasehold::Locker;
     use leasehold::fence::postgres::{self as fence, tokio_postgres};
+
+    use super::{BenchResult, PAR, Scale, Settings, Size, TTL, finish, lock_all, until};
 
     /// The server's message, not just "db error".
     fn pg(e: tokio_postgres::Error) -> String {
