@@ -18,6 +18,10 @@ pub enum BenchScenario {
     Primitives,
     /// All of the above.
     All,
+    /// `--leases` distinct keys locked once each (acquire, fenced write, release), and the
+    /// store's memory or table size before, after the last key and after the horizon (the
+    /// store URL's `horizon=`); redis:// and postgres:// only, not part of `all`.
+    Scale,
 }
 
 /// The scenarios `chaos` runs, as `--scenario` spells them.

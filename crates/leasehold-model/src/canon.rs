@@ -19,7 +19,7 @@ pub(crate) const BASE: i64 = 1 << 20;
 impl Protocol {
     /// How far below the clock a fence keeps its exact value.
     fn window(&self) -> i16 {
-        i16::from(self.config.max_skew) + 1
+        i16::from(self.config.max_skew.max(self.config.clock_back)) + 1
     }
 
     /// The fences move with the clock unless they are plain counters.
@@ -73,7 +73,11 @@ impl Protocol {
         if s.replica.grant.is_some_and(|g| g.expires <= -skew) {
             s.replica.grant = None;
         }
-        s.ghost.last_grant_clock = s.ghost.last_grant_clock.max(-skew - 1);
+        // The last grant's age matters up to the largest skew, and up to the horizon plus a
+        // step back where the store forgets.
+        let forget =
+            i8::try_from(self.config.forget_after + self.config.clock_back).unwrap_or(i8::MAX);
+        s.ghost.last_grant_clock = s.ghost.last_grant_clock.max((-skew - 1).min(-forget));
         if self.clocked_fences() {
             self.compress_fences(s);
         }

@@ -207,6 +207,9 @@ pub struct State {
     pub granted_now: bool,
     /// Failovers so far.
     pub failovers: u8,
+    /// How far the serving store's clock has stepped back in all (it never makes it up: a
+    /// clock that steps back and one that stands still are the same to the fence rule).
+    pub back: u8,
     /// The clients.
     pub clients: Vec<Client>,
     /// The resource's installed claim: (owner, fence in the store frame).
@@ -269,5 +272,15 @@ pub enum Action {
     Failover {
         /// Ticks behind.
         skew: u8,
+    },
+    /// The store forgets the key's counter: the horizon has passed since its last grant,
+    /// and no grant is live.
+    Forget,
+    /// The store's clock steps back `by` ticks (at most [`crate::Config::clock_back`] in all,
+    /// so it never falls further behind real time): every value in the store frame moves up
+    /// by `by`.
+    StepBack {
+        /// Ticks back.
+        by: u8,
     },
 }

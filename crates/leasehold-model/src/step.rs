@@ -49,7 +49,10 @@ impl Protocol {
         self.canon_store(s);
         if s.failovers >= self.config.failovers {
             s.replica = Data::default();
-            s.ghost.last_grant_clock = 0;
+            // The last grant's age matters to a failover's assumption, and to forgetting.
+            if self.config.forget_after == 0 {
+                s.ghost.last_grant_clock = 0;
+            }
         }
         let liveness = self.config.liveness.is_some();
         for c in &mut s.clients {
@@ -291,7 +294,19 @@ pub(crate) fn client_of(a: &Action) -> Option<u8> {
         | Action::ApplyUnanswered(i)
         | Action::LoseRes(i)
         | Action::ClaimTimeout(i) => Some(i),
-        Action::Tick { .. } | Action::Replicate | Action::Failover { .. } => None,
+        Action::Tick { .. }
+        | Action::Replicate
+        | Action::Failover { .. }
+        | Action::Forget
+        | Action::StepBack { .. } => None,
+    }
+}
+
+impl Protocol {
+    /// The counter of a key with no fence issued (or forgotten): far below the clock (0 as a
+    /// plain counter).
+    fn no_counter(&self) -> i16 {
+        if self.config.broken == Broken::PlainCounter { 0 } else { i16::MIN / 2 }
     }
 }
 
@@ -300,8 +315,7 @@ impl Model for Protocol {
     type Action = Action;
 
     fn init_states(&self) -> Vec<State> {
-        // No fence issued yet: the counter is 0, far below the clock (or 0 as a plain counter).
-        let none = if self.config.broken == Broken::PlainCounter { 0 } else { i16::MIN / 2 };
+        let none = self.no_counter();
         let data = Data { grant: None, counter: none };
         let mut s = State {
             now: 0,
@@ -309,6 +323,7 @@ impl Model for Protocol {
             replica: data,
             granted_now: false,
             failovers: 0,
+            back: 0,
             clients: (0..self.config.clients).map(|_| self.new_client()).collect(),
             installed: None,
             ghost: Ghost { max_fence: none, ..Ghost::default() },
@@ -333,6 +348,18 @@ impl Model for Protocol {
                     out.push(Action::Failover { skew });
                 }
             }
+        }
+        if cfg.forget_after > 0 && s.store.counter != self.no_counter() && s.live_grant().is_none()
+        {
+            // The horizon: ticks of the store's clock since the key's last grant.
+            let h =
+                if cfg.broken == Broken::ForgetTooSoon { cfg.clock_back } else { cfg.forget_after };
+            if !s.ghost.issued || s.ghost.last_grant_clock <= -(h as i8) {
+                out.push(Action::Forget);
+            }
+        }
+        for by in 1..=cfg.clock_back.saturating_sub(s.back) {
+            out.push(Action::StepBack { by });
         }
         let time_left = cfg.liveness.is_none() || s.now < cfg.horizon;
         if time_left && !self.time_waits(s, out) {
@@ -395,6 +422,14 @@ impl Model for Protocol {
                 s.failovers += 1;
                 s.granted_now = false;
                 s.ghost.failover_at = Some(s.ghost.grants);
+            }
+            Action::Forget => {
+                s.store.counter = self.no_counter();
+                s.store.grant = None;
+            }
+            Action::StepBack { by } => {
+                self.shift_store(&mut s, by as i8);
+                s.back += by;
             }
             _ => self.client_step(&mut s, a),
         }

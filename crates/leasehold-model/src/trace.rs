@@ -27,6 +27,7 @@ pub fn render(model: &Protocol, path: &Path<State, Action>) -> String {
                 clock += 1;
             }
             Action::Failover { skew } => clock -= i64::from(skew),
+            Action::StepBack { by } => clock -= i64::from(by),
             _ => {}
         }
         let granted = matches!(a, Action::Acquire(_) | Action::AcquireUnanswered(_))
@@ -114,6 +115,8 @@ fn describe(a: &Action, before: &State, s: &State, clock: i64, f: &dyn Fn(u8) ->
         Action::Failover { skew } => {
             format!("FAILOVER: the replica takes over, its clock {skew} behind; {}", store())
         }
+        Action::Forget => format!("the store forgets the idle key's counter ({})", store()),
+        Action::StepBack { by } => format!("the store's clock steps back {by} ({})", store()),
     }
 }
 

@@ -110,7 +110,17 @@ fn a_clock_slower_than_the_drift_outlives_the_grant() {
 }
 
 #[test]
+fn forgetting_a_counter_past_the_horizon_keeps_fences_growing() {
+    holds("forget", Config::forget());
+}
+
+#[test]
+fn forgetting_a_counter_too_soon_for_the_clock_step_back_repeats_a_fence() {
+    caught(Broken::ForgetTooSoon, &[FENCES_GROW]);
+}
+
+#[test]
 fn every_rule_that_can_be_switched_off_has_a_test() {
-    // The seven tests above; a new `Broken` variant needs its own.
-    assert_eq!(Broken::ALL.len(), 7);
+    // The eight tests above; a new `Broken` variant needs its own.
+    assert_eq!(Broken::ALL.len(), 8);
 }

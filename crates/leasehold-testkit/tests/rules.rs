@@ -290,7 +290,7 @@ async fn redis_grant_script_issues_the_fence_rule() {
     let (grant, _) = leasehold::backends::redis::tools::scripts();
     let time = "local t = redis.call('TIME')";
     assert!(grant.contains(time), "the grant script reads the clock with TIME");
-    let script = redis::Script::new(&grant.replace(time, "local t = {ARGV[4], ARGV[5]}"));
+    let script = redis::Script::new(&grant.replace(time, "local t = {ARGV[5], ARGV[6]}"));
     let client = redis::Client::open(server.url()).unwrap();
     let mut conn = client.get_connection_manager().await.unwrap();
     for (n, counter) in fence_cases().into_iter().enumerate() {
@@ -306,12 +306,16 @@ async fn redis_grant_script_issues_the_fence_rule() {
             .arg("owner")
             .arg(30_000)
             .arg("")
+            .arg(60_000)
             .arg(CLOCK / 1_000_000)
             .arg(CLOCK % 1_000_000)
             .invoke_async(&mut conn)
             .await
             .unwrap();
         assert_eq!((ok, fence), (1, expected_fence(counter)), "counter {counter:?}");
+        // The counter outlives the grant by the horizon (60 s here), no longer.
+        let pttl: i64 = redis::cmd("PTTL").arg(&counter_key).query_async(&mut conn).await.unwrap();
+        assert!((60_000..=90_000).contains(&pttl), "counter {counter:?}: pttl {pttl}");
     }
 }
 
@@ -323,7 +327,7 @@ async fn redis_shared_grant_script_issues_the_fence_rule() {
     let grant = leasehold::backends::redis::tools::shared_grant_script();
     let time = "local t = redis.call('TIME')";
     assert!(grant.contains(time), "the reader's grant reads the clock with TIME");
-    let script = redis::Script::new(&grant.replace(time, "local t = {ARGV[4], ARGV[5]}"));
+    let script = redis::Script::new(&grant.replace(time, "local t = {ARGV[5], ARGV[6]}"));
     let client = redis::Client::open(server.url()).unwrap();
     let mut conn = client.get_connection_manager().await.unwrap();
     for (n, counter) in fence_cases().into_iter().enumerate() {
@@ -340,11 +344,15 @@ async fn redis_shared_grant_script_issues_the_fence_rule() {
             .arg("owner")
             .arg(30_000)
             .arg("")
+            .arg(60_000)
             .arg(CLOCK / 1_000_000)
             .arg(CLOCK % 1_000_000)
             .invoke_async(&mut conn)
             .await
             .unwrap();
         assert_eq!((ok, fence), (1, expected_fence(counter)), "counter {counter:?}");
+        // The counter outlives the grant by the horizon (60 s here), no longer.
+        let pttl: i64 = redis::cmd("PTTL").arg(&counter_key).query_async(&mut conn).await.unwrap();
+        assert!((60_000..=90_000).contains(&pttl), "counter {counter:?}: pttl {pttl}");
     }
 }

@@ -62,6 +62,10 @@ pub enum StaleReason {
     /// The grant no longer holds its lock in the store (etcd: the lock key is gone or was
     /// created again).
     GrantGone,
+    /// Nothing is installed for this grant and its fence is older than the resource's horizon
+    /// ([`crate::horizon`]): a holder frozen past the horizon, whose resource has forgotten
+    /// the claims it knew. Acquire again.
+    PastHorizon,
 }
 
 impl fmt::Display for StaleReason {
@@ -77,6 +81,9 @@ impl fmt::Display for StaleReason {
                 f.write_str("this grant carries no fence (its store issues none)")
             }
             StaleReason::GrantGone => f.write_str("the grant no longer holds its lock"),
+            StaleReason::PastHorizon => {
+                f.write_str("its fence is older than the resource's horizon (acquire again)")
+            }
         }
     }
 }

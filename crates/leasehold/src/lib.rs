@@ -80,6 +80,7 @@ mod client;
 mod error;
 mod guarantees;
 mod holder;
+pub mod horizon;
 mod key;
 mod limits;
 mod mode;
@@ -100,7 +101,7 @@ pub mod fence;
 #[cfg(feature = "tools")]
 pub mod rules {
     pub use crate::client::lease_state::deadline_after;
-    pub use crate::fence::rule::{may_apply, may_claim};
+    pub use crate::fence::rule::{may_apply, may_claim, may_forget, past_horizon};
     pub use crate::token::next_fence;
 }
 

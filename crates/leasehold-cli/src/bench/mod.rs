@@ -32,6 +32,7 @@ mod primitives;
 #[cfg(feature = "redis")]
 mod redis;
 mod report;
+mod scale;
 mod table;
 mod uncontended;
 
@@ -280,8 +281,10 @@ pub async fn run(s: Settings) -> BenchResult<Report> {
         Scenario::ManyKeys,
         Scenario::HoldMany,
         Scenario::Primitives,
+        Scenario::Scale,
     ]
     .into_iter()
+    .filter(|sc| *sc != Scenario::Scale || s.scenario == Scenario::Scale)
     .filter(|sc| want(*sc))
     .collect();
     let progress = Progress::new((scenarios.len() * s.runs) as u64);
@@ -340,6 +343,7 @@ pub async fn run(s: Settings) -> BenchResult<Report> {
                     primitives::primitives(&s, &locker, redis_side.as_ref(), &progress).await?,
                 );
             }
+            Scenario::Scale => ran.scale = Some(scale::scale(&s, &locker, &progress).await?),
             Scenario::All => unreachable!("expanded above"),
         }
     }

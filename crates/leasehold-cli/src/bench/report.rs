@@ -43,6 +43,9 @@ pub struct Scenarios {
     pub primitives: Option<Primitives>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub uncontended: Option<Uncontended>,
+    /// Not a contender race: printed on its own ([`super::scale::text`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub scale: Option<super::scale::Scale>,
 }
 
 /// One scenario that ran, borrowed from [`Scenarios`]: what the table and the charts read of

@@ -48,6 +48,9 @@ pub fn table(r: &Report) -> String {
             }
         }
     }
+    if let Some(sc) = &r.scenarios.scale {
+        out.push_str(&super::scale::text(sc));
+    }
     out
 }
 

@@ -32,6 +32,27 @@ where
     installed.is_some_and(|(k, f, o)| k == presented.0 && f == presented.1 && o == presented.2)
 }
 
+/// Whether a resource with nothing installed for a claim must refuse its fence as older than
+/// the horizon (`horizon_us`, µs), read against the resource's clock `now_us`: a clock-backed
+/// fence (at least [`crate::horizon::CLOCK_FENCE_MIN`]) issued more than the horizon ago.
+/// Fences without an age (revisions) are never past it.
+#[cfg_attr(not(any(feature = "tools", feature = "sqlite")), allow(dead_code))]
+pub fn past_horizon(fence: u64, now_us: u64, horizon_us: u64) -> bool {
+    fence >= crate::horizon::CLOCK_FENCE_MIN && fence.saturating_add(horizon_us) < now_us
+}
+
+/// Whether a resource may forget the claim `fence`, last claimed at `claimed_us`: its fence is
+/// clock-backed and older than twice the horizon, and nobody claimed it within the horizon.
+/// Every fence the forgotten one had refused is smaller, so older than the horizon at any
+/// later instant (the resource's clock stepping back by less than the horizon), and
+/// [`past_horizon`] refuses it; a holder that claims once per horizon keeps its claim.
+#[cfg_attr(not(feature = "tools"), allow(dead_code))]
+pub fn may_forget(fence: u64, claimed_us: u64, now_us: u64, horizon_us: u64) -> bool {
+    fence >= crate::horizon::CLOCK_FENCE_MIN
+        && fence.saturating_add(horizon_us.saturating_mul(2)) < now_us
+        && claimed_us.saturating_add(horizon_us) < now_us
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -49,5 +70,20 @@ mod tests {
         assert!(may_apply(i, ("k", 5, "a")));
         assert!(!may_apply(i, ("k", 5, "b")) && !may_apply(i, ("k", 6, "a")));
         assert!(!may_apply::<str, str>(None, ("k", 5, "a")), "nothing installed");
+    }
+
+    #[test]
+    fn horizon() {
+        let (h, now) = (1_000_000, 2_000_000_000_000_000);
+        assert!(past_horizon(now - h - 1, now, h));
+        assert!(!past_horizon(now - h, now, h), "exactly the horizon old is kept");
+        assert!(!past_horizon(42, now, h), "a revision has no age");
+        assert!(may_forget(now - 2 * h - 1, now - h - 1, now, h));
+        assert!(!may_forget(now - 2 * h - 1, now - h, now, h), "claimed within the horizon");
+        assert!(!may_forget(now - 2 * h, now - h - 1, now, h), "fence not twice the horizon old");
+        assert!(!may_forget(42, 0, now, h), "a revision's claim is kept");
+        // What a forgotten claim refused stays refused: older fences are past the horizon.
+        let forgotten = now - 2 * h - 1;
+        assert!(past_horizon(forgotten - 1, now - h + 1, h), "even with the clock back < h");
     }
 }

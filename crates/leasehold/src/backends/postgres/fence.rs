@@ -55,13 +55,27 @@ use crate::fence::Fencing;
 use crate::fence::claim::{Installed, stale};
 use crate::{Error, Result};
 
-/// The fence table: one row per protected resource.
+/// The fence table: one row per protected resource claimed within twice the horizon, and
+/// the index [`prune`] finds the older ones by.
 pub const SCHEMA: &str = "CREATE TABLE IF NOT EXISTS leasehold_fence (
     resource text PRIMARY KEY,
     lock_key text NOT NULL,
     fence    bigint NOT NULL,
     owner    text NOT NULL
-)";
+);
+CREATE INDEX IF NOT EXISTS leasehold_fence_by_fence ON leasehold_fence (fence)";
+
+/// Rows [`prune`] deletes per statement.
+const PRUNE_BATCH: i64 = 1000;
+
+/// `$1` the horizon in µs, `$2` at most this many → rows deleted: claims of clock-backed
+/// fences older than twice the horizon ([`crate::fence::rule::may_forget`]).
+const PRUNE: &str = "WITH d AS (DELETE FROM leasehold_fence WHERE resource IN (
+       SELECT resource FROM leasehold_fence
+       WHERE fence >= 1000000000000000
+         AND fence < (extract(epoch FROM clock_timestamp()) * 1000000)::bigint - 2 * $1::bigint
+       ORDER BY fence LIMIT $2 FOR UPDATE SKIP LOCKED) RETURNING 1)
+     SELECT count(*) FROM d";
 
 fn err(what: &str, e: tokio_postgres::Error) -> Error {
     let text = crate::backends::postgres::pg_text(&e);
@@ -216,34 +230,83 @@ where
 /// or equal with the same owner, and the resource is unclaimed or guarded by the same key.
 /// Otherwise [`Error::StaleFence`]; [`Error::Lost`] once the lease's time is up (the
 /// transaction is bounded by it: see the module docs). Call inside the caller's transaction.
+///
+/// With the default horizon ([`crate::horizon::DEFAULT_HORIZON`]): see [`claim_within`].
 pub async fn claim<C: GenericClient + Sync>(
     c: &C,
     resource: &str,
     fencing: &Fencing,
 ) -> Result<()> {
+    claim_within(c, resource, fencing, crate::horizon::DEFAULT_HORIZON).await
+}
+
+/// [`claim`] on a resource whose table keeps a claim for twice `horizon`: a clock-backed
+/// fence issued more than `horizon` ago (by the database's clock) is refused with
+/// [`StaleReason::PastHorizon`](crate::StaleReason::PastHorizon), whatever is installed, so a
+/// holder frozen past the horizon stays refused after [`prune`] forgot its resource's row.
+/// Fences without an age (etcd revisions, ZooKeeper zxids: below
+/// [`crate::horizon::CLOCK_FENCE_MIN`]) are never refused as old, and their rows are kept.
+/// Use one horizon for a table; a holder must claim within the horizon of its grant.
+pub async fn claim_within<C: GenericClient + Sync>(
+    c: &C,
+    resource: &str,
+    fencing: &Fencing,
+    horizon: std::time::Duration,
+) -> Result<()> {
     crate::fence::claim::require_token(resource, fencing)?;
-    let n = bounded(c, fencing, async {
-        c.execute(
-            "INSERT INTO leasehold_fence AS f (resource, lock_key, fence, owner)
-             VALUES ($1, $2, $3, $4)
-             ON CONFLICT (resource) DO UPDATE SET fence = excluded.fence, owner = excluded.owner
-             WHERE f.lock_key = excluded.lock_key
-               AND (excluded.fence > f.fence
-                    OR (excluded.fence = f.fence AND excluded.owner = f.owner))",
-            &[&resource, &fencing.key().as_str(), &token(fencing), &fencing.owner().to_string()],
+    let h = crate::horizon::micros(horizon);
+    let (key, tok, owner) = (fencing.key().as_str(), token(fencing), fencing.owner().to_string());
+    let row = bounded(c, fencing, async {
+        c.query_one(
+            "WITH p AS (SELECT $3::bigint >= 1000000000000000
+                        AND $3::bigint + $5::bigint
+                            < (extract(epoch FROM clock_timestamp()) * 1000000)::bigint AS past),
+                  i AS (INSERT INTO leasehold_fence AS f (resource, lock_key, fence, owner)
+                        SELECT $1, $2, $3, $4 FROM p WHERE NOT p.past
+                        ON CONFLICT (resource) DO UPDATE
+                          SET fence = excluded.fence, owner = excluded.owner
+                        WHERE f.lock_key = excluded.lock_key
+                          AND (excluded.fence > f.fence
+                               OR (excluded.fence = f.fence AND excluded.owner = f.owner))
+                        RETURNING 1)
+             SELECT (SELECT past FROM p), EXISTS (SELECT 1 FROM i)",
+            &[&resource, &key, &tok, &owner, &h],
         )
         .await
         .map_err(|e| guarded_err("claim", fencing, e))
     })
     .await?;
-    if n == 1 {
+    let (past, done): (bool, bool) = (row.get(0), row.get(1));
+    if past {
+        return Err(crate::fence::claim::past_horizon(resource, fencing));
+    }
+    if done {
         Ok(())
     } else {
-        Err(stale(
-            resource,
-            fencing,
-            installed(c, resource, "").await.map_err(|e| guarded_err("read", fencing, e))?,
-        ))
+        let found =
+            installed(c, resource, "").await.map_err(|e| guarded_err("read", fencing, e))?;
+        Err(stale(resource, fencing, found))
+    }
+}
+
+/// Deletes the claims older than twice `horizon` (clock-backed fences only), in statements of
+/// at most 1,000 rows each (each its own transaction: run it outside the caller's), until
+/// none is left; returns how many. Call it from a maintenance task, e.g. every quarter of the
+/// horizon: the table then holds the resources claimed within about twice the horizon. Safe
+/// at any time: a fence a deleted row would have refused is smaller than the row's, so older
+/// than the horizon, and [`claim_within`] refuses it. (Claims do not prune as they go: the
+/// deleted rows would stay locked until the caller's commit, and two such transactions
+/// claiming each other's old resources would deadlock.)
+pub async fn prune<C: GenericClient + Sync>(c: &C, horizon: std::time::Duration) -> Result<u64> {
+    let h = crate::horizon::micros(horizon);
+    let mut total = 0;
+    loop {
+        let row = c.query_one(PRUNE, &[&h, &PRUNE_BATCH]).await.map_err(|e| err("prune", e))?;
+        let n: i64 = row.get(0);
+        total += n as u64;
+        if n < PRUNE_BATCH {
+            return Ok(total);
+        }
     }
 }
 

@@ -190,6 +190,8 @@ pub struct PostgresStore {
     slots: shared::SlotConn,
     conn: tokio::sync::Mutex<Option<Arc<LeaseConn>>>,
     listener: Arc<Listener>,
+    /// Deletes idle rows past the horizon while the store lives.
+    _pruner: super::prune::Pruner,
 }
 
 impl std::fmt::Debug for PostgresStore {
@@ -203,7 +205,14 @@ impl PostgresStore {
         let table = format!("\"{}\".\"{}\"", o.schema, o.table);
         let sql = LeaseStatements::new(&o.schema, &o.table);
         let prims_sql = PrimitiveStatements::new(&o.schema, &o.table);
+        let base: String = o.table.chars().take(55).collect();
+        let prune_sql = super::prune::PruneStatements::new(
+            &table,
+            &format!("\"{}\".\"{base}_readers\"", o.schema),
+        );
+        let pruner = super::prune::Pruner::start(cfg.clone(), limits.connect, prune_sql, o.horizon);
         let store = PostgresStore {
+            _pruner: pruner,
             listener: Arc::new(Listener {
                 cfg: cfg.clone(),
                 connect: limits.connect,
@@ -394,7 +403,8 @@ impl Store for PostgresStore {
                             holder's; synchronous replication keeps the grants",
             expiry: "the database's now(); no client clock takes part",
             fence: "per-row max(fence + 1, clock_timestamp() in µs), set by the granting \
-                    statement; rows are never deleted",
+                    statement; a row idle past the horizon (horizon=, a day by default) is \
+                    deleted, and the clock then starts above its fences",
             fence_repeat: FenceRepeat::ClockBacked,
             failure_admits_second_holder: true,
             holders_know_fence: true,

@@ -1,11 +1,13 @@
 //! PostgreSQL, three lock forms on one server:
 //!
-//! - `postgres://USER@HOST:PORT/DB[?mode=lease&schema=S&table=T]` (the default): a **lease
+//! - `postgres://USER@HOST:PORT/DB[?mode=lease&schema=S&table=T&horizon=DUR]` (the default): a **lease
 //!   table**. Grant, renew and release are one statement each; expiry is decided by the
 //!   database's `now()` (no client clock takes part); the per-row fence counter is bumped by
-//!   the granting statement only, to `max(fence + 1, clock_timestamp() in µs)`, and the row is
-//!   never deleted, so fences never go back, not even on a promoted standby that missed the
-//!   last grants ([`crate::FenceRepeat::ClockBacked`]).
+//!   the granting statement only, to `max(fence + 1, clock_timestamp() in µs)`, so fences
+//!   never go back, not even on a promoted standby that missed the last grants
+//!   ([`crate::FenceRepeat::ClockBacked`]). A row nobody held, read or waited on within the
+//!   horizon (`horizon=`, a day by default; [`crate::horizon`]) is deleted by the store's
+//!   pruning task (`prune.rs`); the next grant's fence then comes from the clock, above it.
 //!   Waiters `LISTEN` on one channel per table and wake no later than the holder's expiry.
 //!   A refused waiter takes a ticket in the key's row (`tickets`); a release calls the next
 //!   ticket (`turn`) and notifies `r TURN KEY`, so only the called waiter tries at once and a
@@ -183,6 +185,8 @@ pub(crate) struct Options {
     /// Whether the URL names a `schema` (else it is `public`).
     #[cfg_attr(not(feature = "tools"), allow(dead_code))]
     pub schema_given: bool,
+    /// How long the lease table keeps an idle key's row (`horizon=`, [`crate::horizon`]).
+    pub horizon: Duration,
 }
 
 crate::url::option_keys! {
@@ -194,6 +198,7 @@ crate::url::option_keys! {
         Prefix = "prefix",
         Fence = "fence",
         Heartbeat = "heartbeat",
+        Horizon = "horizon",
         Pgbouncer = "pgbouncer",
         User = "user",
         Password = "password",
@@ -238,6 +243,7 @@ fn parse_driver_url(url: &str) -> Result<(Config, Options, String)> {
         connect_timeout: None,
         application_name: false,
         schema_given: false,
+        horizon: crate::horizon::DEFAULT_HORIZON,
     };
     for opt in query {
         let crate::url::Opt { key, value: v, .. } = opt;
@@ -269,6 +275,7 @@ fn parse_driver_url(url: &str) -> Result<(Config, Options, String)> {
                     Duration::from_secs(3600),
                 )?
             }
+            OptionKey::Horizon => o.horizon = crate::horizon::horizon_option(v)?,
             // Set on the driver's config below: the driver takes whole seconds only, and
             // its error would not name the option.
             OptionKey::ConnectTimeout => {
@@ -460,6 +467,7 @@ const CLOCK_US: &str = "(extract(epoch FROM clock_timestamp()) * 1000000)::bigin
 #[doc(hidden)]
 pub mod fence;
 mod lease;
+mod prune;
 mod queue;
 mod session;
 mod session_sql;

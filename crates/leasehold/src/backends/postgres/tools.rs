@@ -25,6 +25,15 @@ pub fn primitive_statements(url: &StoreUrl) -> Result<PrimitiveStatements> {
     Ok(PrimitiveStatements::new(&o.schema, &o.table))
 }
 
+/// The lease table of a `postgres://` URL: (schema, table, horizon), for a tool that measures
+/// it; and the driver's configuration for that server (leasehold's options removed).
+pub fn lease_table(
+    url: &StoreUrl,
+) -> Result<(String, String, std::time::Duration, tokio_postgres::Config)> {
+    let c = config(url)?;
+    Ok((c.opts.schema.clone(), c.opts.table.clone(), c.opts.horizon, c.cfg.clone()))
+}
+
 /// The session-lock statements for a `postgres://…?mode=session` URL.
 pub fn session_statements(url: &StoreUrl) -> Result<SessionStatements> {
     let o = &config(url)?.opts;

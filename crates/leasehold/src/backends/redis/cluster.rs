@@ -122,7 +122,7 @@ impl RedisClusterStore {
         }
         Ok(RedisClusterStore {
             conn,
-            names: Names::cluster(u.prefix.clone()),
+            names: Names::cluster(u.prefix.clone()).with_horizon(u.horizon),
             renew_many,
             release,
             read: Arc::new(Script::new(READ)),
@@ -215,8 +215,9 @@ form_store!(RedisClusterStore {
                                 under the clock assumption, so a fenced resource refuses the stale \
                                 one",
                 expiry: "the slot master's clock (SET PX, PEXPIRE)",
-                fence: "max(counter + 1, server TIME in µs) of a per-key counter (no TTL) in the \
-                        key's slot, in the granting script",
+                fence: "max(counter + 1, server TIME in µs) of a per-key counter in the key's \
+                        slot, in the granting script; the counter expires ttl + horizon after the \
+                        last grant or renewal (horizon=, a day by default)",
                 fence_repeat: FenceRepeat::ClockBacked,
                 failure_admits_second_holder: true,
                 holders_know_fence: true,
@@ -248,6 +249,7 @@ form_store!(RedisClusterStore {
                     inv.key(self.names.lease(&it.key)).key(self.names.holder(&it.key));
                     inv.arg(&it.owner.hex()[..]).arg(ttl_ms(it.ttl));
                 }
+                inv.arg(self.names.horizon_ms());
                 inv.arg("SPUBLISH");
                 async move {
                     let r: Vec<i64> = inv.invoke_async(&mut c).await?;

@@ -12,6 +12,7 @@ crate::url::option_keys! {
     /// The options a `redis-cluster://` URL takes.
     pub(crate) enum ClusterOption {
         Prefix = "prefix",
+        Horizon = "horizon",
     }
 }
 
@@ -21,6 +22,8 @@ pub(crate) struct ClusterUrl {
     /// `redis://[user:pass@]host:port` per seed.
     pub seeds: Vec<String>,
     pub prefix: String,
+    /// How long a key's fence counter outlives its last grant (`crate::horizon`).
+    pub horizon: Duration,
     /// `user:pass@` (or empty), for every node.
     #[cfg_attr(not(feature = "tools"), allow(dead_code))]
     pub auth: String,
@@ -31,6 +34,7 @@ pub(crate) struct ClusterUrl {
 pub(crate) fn parse_url(url: &str) -> Result<ClusterUrl> {
     let (base, opts) = crate::url::options::<ClusterOption>(url)?;
     let mut prefix = "leasehold:".to_owned();
+    let mut horizon = crate::horizon::DEFAULT_HORIZON;
     for crate::url::Opt { key, value, .. } in opts {
         match key {
             ClusterOption::Prefix => {
@@ -39,6 +43,7 @@ pub(crate) fn parse_url(url: &str) -> Result<ClusterUrl> {
                 }
                 prefix = value.to_owned();
             }
+            ClusterOption::Horizon => horizon = crate::horizon::horizon_option(value)?,
         }
     }
     let rest = base
@@ -67,7 +72,7 @@ pub(crate) fn parse_url(url: &str) -> Result<ClusterUrl> {
         }
         seeds.push(format!("redis://{auth}{h}"));
     }
-    Ok(ClusterUrl { seeds, prefix, auth })
+    Ok(ClusterUrl { seeds, prefix, auth, horizon })
 }
 
 /// The cluster client for `seeds`: connections bounded by the connect limit, no response

@@ -7,10 +7,17 @@
 //! that hash with the caller's [`Fencing`]. In Redis Cluster, give the target keys the same
 //! `{RESOURCE}` hash tag so they share the fence hash's slot.
 //!
-//! Fence hashes have no TTL, by design: an expired one would let any older grant claim the
-//! resource again. A retired resource's hash is deleted with `redis-cli del 'PREFIX
-//! fence:{RESOURCE}'` once no holder of its lock key can still write (fences are
-//! clock-backed, so a later claim still starts above every earlier one).
+//! **Bounded by the horizon** (`crate::horizon`; the URL's `horizon=`, default a day): a
+//! claim whose clock-backed fence was issued more than the horizon ago (by the Redis server's
+//! clock) is refused with [`StaleReason::PastHorizon`](crate::StaleReason::PastHorizon),
+//! whatever is installed, and a fence hash expires when its fence is twice the horizon old.
+//! A fence the expired hash would have refused is smaller than its fence, so already past
+//! the horizon: a holder frozen that long stays refused. A holder must claim within the
+//! horizon of its grant, and its effects are refused once its claim is twice the horizon
+//! old: the horizon must exceed the longest a grant is held. Fences without an age (below
+//! [`crate::horizon::CLOCK_FENCE_MIN`]: etcd revisions, ZooKeeper zxids) are never refused as
+//! old, and their hashes have no TTL: a retired resource's hash is deleted with `redis-cli
+//! del 'PREFIX fence:{RESOURCE}'` once no holder of its lock key can still write.
 //!
 //! ```no_run
 //! # async fn demo(fencing: leasehold::fence::Fencing) -> leasehold::Result<()> {
@@ -33,7 +40,15 @@ use crate::fence::Fencing;
 use crate::fence::claim::{Installed, stale};
 use crate::{Error, Result};
 
+/// `KEYS`: the fence hash; `ARGV`: lock key, fence, owner, horizon in µs. `{1}` claimed, `{2}`
+/// past the horizon, `{0, key, fence, owner}` refused by what is installed.
 const CLAIM: &str = r"
+redis.replicate_commands()
+local t = redis.call('TIME')
+local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local f, h = tonumber(ARGV[2]), tonumber(ARGV[4])
+local aged = f >= 1000000000000000
+if aged and f + h < now_us then return {2} end
 local function gt(a, b)
   if #a ~= #b then return #a > #b end
   return a > b
@@ -42,6 +57,11 @@ local cur = redis.call('HMGET', KEYS[1], 'key', 'fence', 'owner')
 if cur[1] and cur[1] ~= ARGV[1] then return {0, cur[1], cur[2], cur[3]} end
 if (not cur[2]) or gt(ARGV[2], cur[2]) or (ARGV[2] == cur[2] and ARGV[3] == cur[3]) then
   redis.call('HSET', KEYS[1], 'key', ARGV[1], 'fence', ARGV[2], 'owner', ARGV[3])
+  if aged then
+    redis.call('PEXPIREAT', KEYS[1], string.format('%d', math.floor((f + 2 * h) / 1000)))
+  else
+    redis.call('PERSIST', KEYS[1])
+  end
   return {1}
 end
 return {0, cur[1], cur[2], cur[3]}";
@@ -58,6 +78,7 @@ return redis.call(ARGV[4], KEYS[2], unpack(ARGV, 5))";
 pub struct RedisFence {
     conn: ConnectionManager,
     prefix: String,
+    horizon: std::time::Duration,
     claim: Script,
     call: Script,
 }
@@ -94,6 +115,7 @@ impl RedisFence {
         RedisFence {
             conn,
             prefix: prefix.to_owned(),
+            horizon: crate::horizon::DEFAULT_HORIZON,
             claim: Script::new(CLAIM),
             call: Script::new(CALL),
         }
@@ -108,7 +130,14 @@ impl RedisFence {
         let conn = client.get_connection_manager().await.map_err(|e| {
             Error::unavailable(format!("cannot connect to redis: {e}"), Some(e.into()))
         })?;
-        Ok(Self::with_prefix(conn, &opts.prefix))
+        Ok(Self::with_prefix(conn, &opts.prefix).with_horizon(opts.horizon))
+    }
+
+    /// This resource with `horizon` (the URL's `horizon=`; default
+    /// [`crate::horizon::DEFAULT_HORIZON`]): see the module docs.
+    pub fn with_horizon(mut self, horizon: std::time::Duration) -> Self {
+        self.horizon = horizon;
+        self
     }
 
     /// The key prefix (the URL's `prefix` option): put the keys a fenced effect writes under
@@ -124,7 +153,9 @@ impl RedisFence {
 
     /// Installs `fencing` on `resource`: succeeds iff its fence is greater than the installed
     /// one, or equal with the same owner, and the resource is unclaimed or guarded by the same
-    /// lock key. Otherwise [`Error::StaleFence`].
+    /// lock key, and a clock-backed fence is not older than the horizon. Otherwise
+    /// [`Error::StaleFence`] (reason [`PastHorizon`](crate::StaleReason::PastHorizon) for the
+    /// last).
     pub async fn claim(&mut self, resource: &str, fencing: &Fencing) -> Result<()> {
         crate::fence::claim::require_token(resource, fencing)?;
         let r: Vec<Option<String>> = self
@@ -133,11 +164,13 @@ impl RedisFence {
             .arg(fencing.key().as_str())
             .arg(fencing.token().get())
             .arg(fencing.owner().to_string())
+            .arg(crate::horizon::micros(self.horizon))
             .invoke_async(&mut self.conn)
             .await
             .map_err(|e| err("fence claim", e))?;
         match r.first() {
             Some(Some(one)) if one == "1" => Ok(()),
+            Some(Some(two)) if two == "2" => Err(crate::fence::claim::past_horizon(resource, fencing)),
             _ => Err(stale(resource, fencing, installed_from(r.get(1..).unwrap_or(&[])))),
         }
     }

@@ -1,14 +1,15 @@
-//! `redis://[user:pass@]host:port[/db][?prefix=P&wait_replicas=N&wait_timeout=DUR]`: leases
+//! `redis://[user:pass@]host:port[/db][?prefix=P&wait_replicas=N&wait_timeout=DUR&horizon=DUR]`: leases
 //! on one Redis server (a multiplexed, auto-reconnecting connection). `rediss://` (feature
 //! `redis-tls`) is the same over TLS, verified against the system roots or, with
 //! `tls_ca=PATH`, against that PEM CA certificate.
 //!
 //! Key layout (prefix default `leasehold:`), inspectable with `redis-cli`:
 //! - `leasehold:{KEY}`: the lease, a string holding the owner token, with a PX expiry;
-//! - `leasehold:{KEY}:fence`: the fence counter, no expiry, set by the granting script only
-//!   to `max(counter + 1, the server's TIME in µs)`; while a lease exists its value is the
-//!   holder's fence. Counters never expire (a fence must outlive every lease of its key); a
-//!   retired prefix is removed with `redis-cli --scan --pattern 'PREFIX*' | xargs redis-cli del`
+//! - `leasehold:{KEY}:fence`: the fence counter, set by the granting script only to
+//!   `max(counter + 1, the server's TIME in µs)`; while a lease exists its value is the
+//!   holder's fence. It expires the lease's ttl plus the horizon (`horizon=`, a day by
+//!   default; [`crate::horizon`]) after the last grant or renewal: the next grant's fence then
+//!   comes from the clock, above every fence the counter issued. A retired prefix is removed with `redis-cli --scan --pattern 'PREFIX*' | xargs redis-cli del`
 //!   once no holder or fenced resource relies on it;
 //! - `leasehold:{KEY}:holder`: who holds the lease (host, pid, since, command; see
 //!   [`crate::HolderInfo`]), written, extended and deleted by the same scripts as the
@@ -169,6 +170,7 @@ impl Node {
         }
         let line = info.map(HolderInfo::encode).unwrap_or_default();
         inv.key(names.holder(key)).arg(&owner.hex()[..]).arg(ttl_ms(ttl)).arg(line);
+        inv.arg(names.horizon_ms());
         let (ok, n): (i64, i64) = inv
             .invoke_async(&mut c)
             .await
@@ -205,6 +207,7 @@ impl Node {
                 inv.key(names.lease(&it.key)).key(names.holder(&it.key));
                 inv.arg(&it.owner.hex()[..]).arg(ttl_ms(it.ttl));
             }
+            inv.arg(names.horizon_ms());
             inv.arg("PUBLISH");
             let r: Vec<i64> = inv.invoke_async(&mut c).await?;
             return Ok(r.into_iter().map(|v| v == 1).collect());
@@ -220,6 +223,7 @@ impl Node {
                 for it in chunk {
                     cmd.arg(&it.owner.hex()[..]).arg(ttl_ms(it.ttl));
                 }
+                cmd.arg(names.horizon_ms());
                 cmd.arg("PUBLISH");
             }
             match pipe.query_async::<Vec<Vec<i64>>>(&mut c).await {
@@ -374,7 +378,7 @@ impl RedisStore {
         }
         let opts = &u.opts;
         let node = Node::connect(&u.base, true, opts.tls_ca.as_deref(), limits).await?;
-        let names = Names::new(opts.prefix.clone());
+        let names = Names::new(opts.prefix.clone()).with_horizon(opts.horizon);
         Ok(RedisStore { node, names, wait_replicas: opts.wait_replicas })
     }
 }
@@ -399,8 +403,9 @@ form_store!(RedisStore {
                     }
                 },
                 expiry: "the server's clock (SET PX, PEXPIRE)",
-                fence: "max(counter + 1, server TIME in µs) of a per-key counter (no TTL), in the \
-                        granting script",
+                fence: "max(counter + 1, server TIME in µs) of a per-key counter, in the granting \
+                        script; the counter expires ttl + horizon after the last grant or renewal \
+                        (horizon=, a day by default), and the clock then starts above its fences",
                 fence_repeat: FenceRepeat::ClockBacked,
                 failure_admits_second_holder: true,
                 holders_know_fence: true,

@@ -16,6 +16,7 @@ crate::url::option_keys! {
         WaitTimeout = "wait_timeout",
         Protocol = "protocol",
         TlsCa = "tls_ca",
+        Horizon = "horizon",
     }
 }
 
@@ -26,6 +27,9 @@ pub(crate) struct Options {
     pub wait_replicas: Option<(u32, Duration)>,
     /// PEM file of the CA that signed the server's certificate (`rediss://` only).
     pub tls_ca: Option<std::path::PathBuf>,
+    /// How long a key's fence counter outlives its last grant or renewal (`horizon=`,
+    /// [`crate::horizon`]).
+    pub horizon: Duration,
 }
 
 /// A `redis://` or `rediss://` URL, parsed once.
@@ -83,7 +87,12 @@ impl RedlockUrl {
 pub(crate) fn parse_query(url: &str) -> Result<(String, Options)> {
     let (base, query) = crate::url::options::<OptionKey>(url)?;
     let mut keep = Vec::new();
-    let mut opts = Options { prefix: "leasehold:".into(), wait_replicas: None, tls_ca: None };
+    let mut opts = Options {
+        prefix: "leasehold:".into(),
+        wait_replicas: None,
+        tls_ca: None,
+        horizon: crate::horizon::DEFAULT_HORIZON,
+    };
     let mut wait_n = None;
     let mut wait_t = Duration::from_millis(100);
     for opt in query {
@@ -98,7 +107,7 @@ pub(crate) fn parse_query(url: &str) -> Result<(String, Options)> {
             OptionKey::TlsCa if !base.starts_with("rediss://") => {
                 return Err(Error::invalid(
                     "option \"tls_ca\" is for rediss:// (TLS) URLs only; valid options: prefix, \
-                     wait_replicas, wait_timeout, protocol",
+                     wait_replicas, wait_timeout, protocol, horizon",
                 ));
             }
             OptionKey::TlsCa => opts.tls_ca = Some(v.into()),
@@ -117,6 +126,7 @@ pub(crate) fn parse_query(url: &str) -> Result<(String, Options)> {
                 )?;
                 wait_t = Duration::from_millis(d.as_micros().div_ceil(1000) as u64);
             }
+            OptionKey::Horizon => opts.horizon = crate::horizon::horizon_option(v)?,
             OptionKey::Protocol => keep.push(opt),
         }
     }
@@ -137,6 +147,9 @@ mod tests {
         assert_eq!(b, "redis://h:1/2?protocol=resp3");
         assert_eq!(o.prefix, "app:");
         assert_eq!(o.wait_replicas, Some((1, Duration::from_millis(50))));
+        assert_eq!(o.horizon, crate::horizon::DEFAULT_HORIZON);
+        let (_, o) = parse_query("redis://h?horizon=90s").unwrap();
+        assert_eq!(o.horizon, Duration::from_secs(90));
         assert!(parse_query("redis://h?wait_replicas=x").is_err());
         assert!(parse_query("redis://h?prefix={x}").is_err());
         let (b, o) = parse_query("redis://h").unwrap();
@@ -163,7 +176,8 @@ mod tests {
             ("redis://h?tls_ca=/ca.pem", "tls_ca"),
             ("redlock://h:1,h:2?tls_ca=/ca.pem", "tls_ca"),
             ("redis://h?wait_replica=1", "wait_replica"),
-            ("redis://h?bogus", "prefix, wait_replicas, wait_timeout, protocol, tls_ca"),
+            ("redis://h?bogus", "prefix, wait_replicas, wait_timeout, protocol, tls_ca, horizon"),
+            ("redis://h?horizon=500ms", "horizon"),
         ];
         crate::url::assert_refused(parse_query, &cases);
     }

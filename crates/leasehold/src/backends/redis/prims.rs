@@ -30,7 +30,7 @@ use super::Names;
 use crate::Key;
 
 /// A reader's grant. `KEYS`: lease, fence counter, readers, intents; `ARGV`: owner, ttl ms,
-/// info line. `{1, fence}`, or `{0, ms}` to wait (a writer holds, or another waits).
+/// info line, the store's horizon in ms (the counter outlives the last reader by it). `{1, fence}`, or `{0, ms}` to wait (a writer holds, or another waits).
 pub(super) const GRANT_SHARED: &str = r"
 redis.replicate_commands()
 local t = redis.call('TIME')
@@ -75,6 +75,7 @@ for i = 1, #rs, 2 do
 end
 redis.call('SET', KEYS[1], 'readers', 'PX', last - now_ms)
 redis.call('PEXPIRE', KEYS[3], last - now_ms)
+redis.call('PEXPIRE', KEYS[2], last - now_ms + tonumber(ARGV[4]))
 return {1, tonumber(f)}";
 
 /// A waiting writer's intent, recorded only while readers hold (only they can overtake it).
@@ -102,14 +103,14 @@ end
 return 0";
 
 /// Before the mutex's grant of a slot: the permit check. `KEYS[4]`: the semaphore's permits
-/// hash; `ARGV[4]`: N. `{2, n}`: a live slot was granted for n permits.
+/// hash; `ARGV[5]`: N (`ARGV[4]` is the grant's horizon). `{2, n}`: a live slot was granted for n permits.
 pub(super) const SLOT_PROLOGUE: &str = r"
 redis.replicate_commands()
 local h = redis.call('HGETALL', KEYS[4])
 for i = 1, #h, 2 do
   local lk, o = string.match(h[i], '^(.*)|(%x+)$')
   if lk and redis.call('GET', lk) == o then
-    if h[i + 1] ~= ARGV[4] then
+    if h[i + 1] ~= ARGV[5] then
       return {2, tonumber(h[i + 1])}
     end
   else
@@ -123,7 +124,7 @@ local r = (function()
 pub(super) const SLOT_EPILOGUE: &str = r"
 end)()
 if r[1] == 1 then
-  redis.call('HSET', KEYS[4], KEYS[1] .. '|' .. ARGV[1], ARGV[4])
+  redis.call('HSET', KEYS[4], KEYS[1] .. '|' .. ARGV[1], ARGV[5])
 end
 return r";
 

@@ -60,6 +60,7 @@ impl<C: ConnectionLike + Clone + Send> On<'_, C> {
                     .arg(&req.owner.hex()[..])
                     .arg(ttl_ms(req.ttl))
                     .arg(line)
+                    .arg(n.horizon_ms())
                     .invoke_async(&mut self.conn.clone())
                     .await
                     .map_err(|e| redis_err(self.backend, "acquire", e))?;
@@ -80,6 +81,7 @@ impl<C: ConnectionLike + Clone + Send> On<'_, C> {
             .arg(&req.owner.hex()[..])
             .arg(ttl_ms(req.ttl))
             .arg(line)
+            .arg(n.horizon_ms())
             .invoke_async(&mut self.conn.clone())
             .await
             .map_err(|e| redis_err(self.backend, "shared acquire", e))?;
@@ -109,6 +111,7 @@ impl<C: ConnectionLike + Clone + Send> On<'_, C> {
             .arg(&req.owner.hex()[..])
             .arg(ttl_ms(req.ttl))
             .arg(line)
+            .arg(n.horizon_ms())
             .arg(slot.permits)
             .invoke_async(&mut self.conn.clone())
             .await

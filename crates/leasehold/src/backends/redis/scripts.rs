@@ -15,7 +15,12 @@ use crate::Key;
 /// restart or behind on a promoted replica restarts above every fence issued before. TIME is
 /// read as strings and compared as numbers (exact below 2^53); `replicate_commands`, called
 /// before the first write, lets servers older than 5.0 write after TIME (a no-op since).
-/// `KEYS`: lease, fence counter, holder info; `ARGV`: owner, ttl ms, info line (`''`: none).
+/// `KEYS`: lease, fence counter, holder info; `ARGV`: owner, ttl ms, info line (`''`: none),
+/// the store's horizon in ms.
+///
+/// The counter expires the lease's ttl plus the horizon after the grant (renewals move it
+/// along: [`RENEW_MANY`]), so a key nobody held within the horizon leaves nothing behind; the
+/// next grant's clock is then past every fence the counter issued (`crate::horizon`).
 ///
 /// A grant the owner already holds answers its fence again, changing nothing: owner tokens
 /// are minted per attempt, so only a retry of the same request (a cluster client retrying
@@ -36,9 +41,11 @@ if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   local now = t[1] .. string.format('%06d', t[2])
   local c = redis.call('GET', KEYS[2])
   if c and tonumber(c) >= tonumber(now) then
-    return {1, redis.call('INCR', KEYS[2])}
+    local f = redis.call('INCR', KEYS[2])
+    redis.call('PEXPIRE', KEYS[2], tonumber(ARGV[2]) + tonumber(ARGV[4]))
+    return {1, f}
   end
-  redis.call('SET', KEYS[2], now)
+  redis.call('SET', KEYS[2], now, 'PX', tonumber(ARGV[2]) + tonumber(ARGV[4]))
   return {1, tonumber(now)}
 end
 return {0, redis.call('PTTL', KEYS[1])}";
@@ -57,7 +64,9 @@ end
 return {0, redis.call('PTTL', KEYS[1])}";
 
 /// `KEYS`: lease and holder info of each lease, in pairs; `ARGV`: owner and ttl ms of each,
-/// then the publishing command (`PUBLISH`, or `SPUBLISH` on a cluster).
+/// then the store's horizon in ms, then the publishing command (`PUBLISH`, or `SPUBLISH` on
+/// a cluster). A renewed key's fence counter `LEASE:fence` (in the lease's slot) is kept for
+/// the ttl plus the horizon, as the grant set it.
 /// A renewal that shortens a lease (`run --at-least` cutting the key to the rest of its
 /// period) publishes on its release channel (`LEASE:released`, payload `0`), so waiters that
 /// read the longer expiry look again instead of sleeping until it.
@@ -66,6 +75,7 @@ return {0, redis.call('PTTL', KEYS[1])}";
 pub(super) const RENEW_MANY: &str = r"
 redis.replicate_commands()
 local out = {}
+local horizon = tonumber(ARGV[#ARGV - 1])
 for i = 1, #KEYS / 2 do
   local k = KEYS[2 * i - 1]
   local v = redis.call('GET', k)
@@ -73,6 +83,7 @@ for i = 1, #KEYS / 2 do
     local before = redis.call('PTTL', k)
     out[i] = redis.call('PEXPIRE', k, ARGV[2 * i])
     redis.call('PEXPIRE', KEYS[2 * i], ARGV[2 * i])
+    redis.call('PEXPIRE', k .. ':fence', tonumber(ARGV[2 * i]) + horizon)
     if before > tonumber(ARGV[2 * i]) then
       redis.call(ARGV[#ARGV], k .. ':released', '0')
     end
@@ -90,6 +101,9 @@ for i = 1, #KEYS / 2 do
         if redis.call('PTTL', k) < ttl then
           redis.call('PEXPIRE', k, ttl)
           redis.call('PEXPIRE', k .. ':readers', ttl)
+        end
+        if redis.call('PTTL', k .. ':fence') < ttl + horizon then
+          redis.call('PEXPIRE', k .. ':fence', ttl + horizon)
         end
         out[i] = 1
       end
@@ -182,6 +196,10 @@ pub(super) const HOLDER: &str = ":holder";
 pub(super) const RELEASED_BY: &str = ":released-by";
 pub(super) const CHANNEL: &str = ":released";
 
+fn ms(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
 /// Per-key names.
 ///
 /// On one server, a Sentinel primary and Redlock they are `PREFIX{KEY}SUFFIX`. A semaphore's
@@ -216,11 +234,27 @@ pub(crate) struct Names {
     /// How long a release's tombstone lives, in ms: the store's op timeout (at least 1 s),
     /// shared by the clones of one store's names.
     tombstone_ms: Arc<AtomicU64>,
+    /// The store's horizon in ms (`horizon=`): how long a fence counter outlives the last
+    /// grant or renewal of its key.
+    horizon_ms: u64,
 }
 
 impl Names {
     pub fn new(prefix: String) -> Self {
-        Names { prefix, hashed: false, tombstone_ms: Self::tombstone(crate::DEFAULT_OP_TIMEOUT) }
+        Names {
+            prefix,
+            hashed: false,
+            tombstone_ms: Self::tombstone(crate::DEFAULT_OP_TIMEOUT),
+            horizon_ms: ms(crate::horizon::DEFAULT_HORIZON),
+        }
+    }
+    /// These names, for a store whose per-key state outlives its last grant by `h`.
+    pub fn with_horizon(self, h: Duration) -> Self {
+        Names { horizon_ms: ms(h), ..self }
+    }
+    /// The horizon in ms, for the scripts.
+    pub fn horizon_ms(&self) -> u64 {
+        self.horizon_ms
     }
     /// Names for a Redis Cluster: every name of a key in one slot, whatever the key holds.
     pub fn cluster(prefix: String) -> Self {

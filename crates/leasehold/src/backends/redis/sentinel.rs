@@ -176,7 +176,7 @@ impl RedisSentinelStore {
 
     pub(crate) async fn open(u: &SentinelUrl, limits: Limits) -> Result<Self> {
         let u = u.clone();
-        let names = Names::new(u.opts.prefix.clone());
+        let names = Names::new(u.opts.prefix.clone()).with_horizon(u.opts.horizon);
         let shared = Arc::new(Shared {
             url: u,
             names,
@@ -272,8 +272,9 @@ form_store!(RedisSentinelStore {
                                 holder's under the clock assumption, so a fenced resource refuses \
                                 the stale one (wait_replicas narrows the window, does not close it)",
                 expiry: "the primary's clock (SET PX, PEXPIRE)",
-                fence: "max(counter + 1, server TIME in µs) of a per-key counter (no TTL), in the \
-                        granting script",
+                fence: "max(counter + 1, server TIME in µs) of a per-key counter, in the granting \
+                        script; the counter expires ttl + horizon after the last grant or renewal \
+                        (horizon=, a day by default)",
                 fence_repeat: FenceRepeat::ClockBacked,
                 failure_admits_second_holder: true,
                 holders_know_fence: true,

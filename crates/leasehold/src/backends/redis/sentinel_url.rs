@@ -14,6 +14,7 @@ crate::url::option_keys! {
         SentinelAuth = "sentinel_auth",
         WaitReplicas = "wait_replicas",
         WaitTimeout = "wait_timeout",
+        Horizon = "horizon",
     }
 }
 

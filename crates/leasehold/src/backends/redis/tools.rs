@@ -121,7 +121,8 @@ pub fn scripts() -> (&'static str, &'static str) {
 
 /// The grant's keys and arguments as the store sends them, for the lease key `lease`
 /// (`PREFIX{KEY}`), an owner token, a TTL in ms and the holder's info line
-/// ([`crate::HolderInfo::encode`], `""` for none).
+/// ([`crate::HolderInfo::encode`], `""` for none), with the default horizon
+/// ([`crate::horizon::DEFAULT_HORIZON`]).
 pub fn grant_args(
     inv: &mut ScriptInvocation<'_>,
     lease: &str,
@@ -131,6 +132,13 @@ pub fn grant_args(
 ) {
     inv.key(lease).key(format!("{lease}{FENCE}")).key(format!("{lease}{HOLDER}"));
     inv.arg(owner).arg(ttl_ms).arg(info);
+    inv.arg(crate::horizon::DEFAULT_HORIZON.as_millis() as u64);
+}
+
+/// The horizon a `redis://` URL sets (`horizon=`, else the default).
+pub fn horizon(url: &StoreUrl) -> Result<std::time::Duration> {
+    let u: &RedisUrl = url.config_of("redis://")?;
+    Ok(u.opts.horizon)
 }
 
 /// The release's keys and arguments as a store sends them (its tombstone living the default

@@ -46,13 +46,22 @@ use crate::backends::sqlite::SqlExt;
 use crate::fence::Fencing;
 use crate::fence::claim::{Installed, stale};
 
-/// The fence table: one row per protected resource.
+/// The fence table: one row per protected resource claimed within twice the horizon, and
+/// the index [`prune`] finds the older ones by.
 pub const SCHEMA: &str = "CREATE TABLE IF NOT EXISTS leasehold_fence (
     resource TEXT PRIMARY KEY NOT NULL,
     lock_key TEXT NOT NULL,
     fence    INTEGER NOT NULL,
     owner    TEXT NOT NULL
-)";
+);
+CREATE INDEX IF NOT EXISTS leasehold_fence_by_fence ON leasehold_fence (fence)";
+
+/// This machine's clock in µs since 1970: the resource's clock (the file is on this machine).
+fn now_us() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX))
+}
 
 /// Creates the fence table if it is missing.
 pub fn install(conn: &Connection) -> Result<()> {
@@ -91,9 +100,29 @@ fn in_time(fencing: &Fencing) -> Result<()> {
 /// or equal with the same owner, and the resource is unclaimed or guarded by the same key.
 /// Otherwise [`crate::Error::StaleFence`]; [`crate::Error::Lost`] once the lease's time is
 /// up. Call inside the caller's transaction.
+///
+/// With the default horizon ([`crate::horizon::DEFAULT_HORIZON`]): see [`claim_within`].
 pub fn claim(conn: &Connection, resource: &str, fencing: &Fencing) -> Result<()> {
+    claim_within(conn, resource, fencing, crate::horizon::DEFAULT_HORIZON)
+}
+
+/// [`claim`] on a resource whose table keeps a claim for twice `horizon`: a clock-backed
+/// fence issued more than `horizon` ago (by this machine's clock) is refused with
+/// [`StaleReason::PastHorizon`](crate::StaleReason::PastHorizon), whatever is installed, so a
+/// holder frozen past the horizon stays refused after [`prune`] forgot its resource's row.
+/// Fences without an age (below [`crate::horizon::CLOCK_FENCE_MIN`]) are never refused as old.
+pub fn claim_within(
+    conn: &Connection,
+    resource: &str,
+    fencing: &Fencing,
+    horizon: std::time::Duration,
+) -> Result<()> {
     crate::fence::claim::require_token(resource, fencing)?;
     in_time(fencing)?;
+    let h = crate::horizon::micros(horizon) as u64;
+    if crate::fence::rule::past_horizon(fencing.token().get(), now_us(), h) {
+        return Err(crate::fence::claim::past_horizon(resource, fencing));
+    }
     let n = conn
         .execute(
             "INSERT INTO leasehold_fence (resource, lock_key, fence, owner) VALUES (?1, ?2, ?3, ?4)
@@ -106,6 +135,31 @@ pub fn claim(conn: &Connection, resource: &str, fencing: &Fencing) -> Result<()>
         )
         .sql()?;
     if n == 1 { Ok(()) } else { Err(stale(resource, fencing, installed(conn, resource)?)) }
+}
+
+/// Deletes the claims older than twice `horizon` (clock-backed fences only), 1,000 rows per
+/// statement, until none is left; returns how many. Call it from maintenance (e.g. every
+/// quarter of the horizon), outside a transaction of the caller's. Safe at any time: a fence
+/// a deleted row would have refused is smaller than the row's, so older than the horizon, and
+/// [`claim_within`] refuses it.
+pub fn prune(conn: &Connection, horizon: std::time::Duration) -> Result<u64> {
+    let h = crate::horizon::micros(horizon);
+    let before = i64::try_from(now_us()).unwrap_or(i64::MAX).saturating_sub(h.saturating_mul(2));
+    let mut total = 0u64;
+    loop {
+        let n = conn
+            .execute(
+                "DELETE FROM leasehold_fence WHERE rowid IN (
+                   SELECT rowid FROM leasehold_fence
+                   WHERE fence >= ?1 AND fence < ?2 ORDER BY fence LIMIT 1000)",
+                params![crate::horizon::CLOCK_FENCE_MIN as i64, before],
+            )
+            .sql()?;
+        total += n as u64;
+        if n < 1000 {
+            return Ok(total);
+        }
+    }
 }
 
 /// Succeeds iff `fencing` is exactly what `resource` has installed; otherwise
@@ -153,5 +207,29 @@ mod tests {
         claim(&db, "r", &f("k", 6, b)).unwrap();
         assert!(stale(check(&db, "r", &f("k", 5, a))), "superseded holder");
         check(&db, "r", &f("k", 6, b)).unwrap();
+    }
+
+    /// A claim older than the horizon is refused (PastHorizon) and, at twice the horizon,
+    /// forgotten by `prune`; the older fences it refused stay refused.
+    #[test]
+    fn horizon() {
+        let db = Connection::open_in_memory().unwrap();
+        install(&db).unwrap();
+        let (a, b) = (OwnerToken::generate().unwrap(), OwnerToken::generate().unwrap());
+        let h = std::time::Duration::from_secs(10);
+        let now = now_us();
+        let old = f("k", now - 25_000_000, a);
+        let past = |r: Result<()>| {
+            matches!(r, Err(Error::StaleFence { reason: crate::StaleReason::PastHorizon, .. }))
+        };
+        assert!(past(claim_within(&db, "r", &old, h)), "older than the horizon");
+        claim_within(&db, "r", &f("k", now - 5_000_000, a), h).unwrap();
+        claim_within(&db, "q", &f("k", 42, b), h).unwrap();
+        assert_eq!(prune(&db, h).unwrap(), 0, "5 s old is not twice the horizon old");
+        assert_eq!(prune(&db, std::time::Duration::from_secs(2)).unwrap(), 1);
+        assert!(installed(&db, "r").unwrap().is_none(), "forgotten");
+        assert!(installed(&db, "q").unwrap().is_some(), "a revision's claim is kept");
+        let stale = f("k", now - 6_000_000, b);
+        assert!(past(claim_within(&db, "r", &stale, std::time::Duration::from_secs(2))));
     }
 }

@@ -1,0 +1,154 @@
+//! Bounded state (issue 35): with a tiny horizon, a key's per-key state in the store (Redis
+//! fence counters, the PostgreSQL lease table's rows) and a resource's claims (Redis fence
+//! hashes, the PostgreSQL fence table) are gone once the horizon has passed, the next fence
+//! is still greater than every earlier one, and a holder frozen past the horizon is refused
+//! with `StaleReason::PastHorizon`.
+
+use std::time::Duration;
+
+use leasehold::fence::postgres::{self as pg_fence, tokio_postgres};
+use leasehold::fence::redis::RedisFence;
+use leasehold::{Error, Fencing, Locker, StaleReason, Wait};
+use leasehold_testkit::servers::RedisServer;
+use leasehold_testkit::{PgSchema, postgres_base};
+
+const TTL: Duration = Duration::from_millis(500);
+
+fn past_horizon(r: leasehold::Result<()>) -> bool {
+    matches!(r, Err(Error::StaleFence { reason: StaleReason::PastHorizon, .. }))
+}
+
+/// Redis: the counter expires ttl + horizon after the last grant; the next grant's fence,
+/// from the clock, is larger than the forgotten one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_counter_is_forgotten_after_the_horizon_and_fences_still_grow() {
+    let server = RedisServer::start();
+    let l = Locker::connect(&format!("{}?prefix=h:&horizon=1s", server.url())).await.unwrap();
+    let a = l.acquire("job", TTL).await.unwrap();
+    let pttl: i64 = server.cli(&["PTTL", "h:{job}:fence"]).parse().unwrap();
+    assert!(pttl > 1_000 && pttl <= 1_500, "the counter lives ttl + horizon: {pttl}");
+    let first = a.fence();
+    assert!(a.release().await.unwrap().is_clean());
+    tokio::time::sleep(TTL + Duration::from_millis(1_300)).await;
+    assert_eq!(server.cli(&["EXISTS", "h:{job}:fence"]), "0", "the counter is gone");
+    let b = l.acquire("job", TTL).await.unwrap();
+    assert!(b.fence() > first, "{} after {}", b.fence(), first);
+    assert!(b.release().await.unwrap().is_clean());
+}
+
+/// Redis: a renewed lease keeps its counter past ttl + horizon (renewals move its expiry).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_renewal_keeps_the_counter_of_a_held_key() {
+    let server = RedisServer::start();
+    let l = Locker::connect(&format!("{}?prefix=h:&horizon=1s", server.url())).await.unwrap();
+    let a = l.acquire("job", TTL).auto_renew(true).await.unwrap();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(!a.is_lost());
+    assert_eq!(server.cli(&["GET", "h:{job}:fence"]), a.fence().to_string(), "still there");
+    assert!(a.release().await.unwrap().is_clean());
+}
+
+/// Redis resource: a fence hash expires twice the horizon after its fence; the stale holder
+/// frozen past the horizon is refused (PastHorizon), and the successor claims.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_resource_forgets_and_refuses_past_the_horizon() {
+    let server = RedisServer::start();
+    let url = format!("{}?prefix=h:&horizon=1s", server.url());
+    let l = Locker::connect(&url).await.unwrap();
+    let mut res = RedisFence::connect(&url).await.unwrap();
+    // The holder that will freeze: no renewals, its lease runs out.
+    let a = l.acquire("acct", TTL).auto_renew(false).await.unwrap();
+    // What the holder carries with no deadline of its own (`run`'s environment).
+    let stale = Fencing::new(a.key().clone(), a.fence(), a.owner());
+    res.claim("acct", &stale).await.unwrap();
+    res.set("acct", &stale, "{acct}:v", "a").await.unwrap();
+    let pttl: i64 = server.cli(&["PTTL", "h:fence:{acct}"]).parse().unwrap();
+    assert!(pttl > 0 && pttl <= 2_000, "the hash lives until its fence is 2 horizons old: {pttl}");
+    // The successor, another process: it waits out the stale holder's lease.
+    let other = Locker::connect(&url).await.unwrap();
+    let b = other.acquire("acct", TTL).wait(Wait::For(Duration::from_secs(5))).await.unwrap();
+    res.claim("acct", &b.fencing()).await.unwrap();
+    assert!(b.release().await.unwrap().is_clean());
+    // The stale holder was frozen for more than twice the horizon: everything is gone.
+    tokio::time::sleep(Duration::from_millis(2_300)).await;
+    assert_eq!(server.cli(&["EXISTS", "h:fence:{acct}"]), "0", "the fence hash is gone");
+    assert!(past_horizon(res.claim("acct", &stale).await), "frozen past the horizon: refused");
+    let c = l.acquire("acct", TTL).await.unwrap();
+    res.claim("acct", &c.fencing()).await.unwrap();
+    res.set("acct", &c.fencing(), "{acct}:v", "c").await.unwrap();
+    assert!(c.release().await.unwrap().is_clean());
+    drop(a);
+}
+
+async fn pg_client(schema: &str) -> tokio_postgres::Client {
+    let url = format!("{}?options=-csearch_path%3D{schema}", postgres_base());
+    let (c, conn) = tokio_postgres::connect(&url, tokio_postgres::NoTls).await.unwrap();
+    tokio::spawn(conn);
+    c
+}
+
+/// PostgreSQL lease table: the store's own pruning deletes a key's row once idle past the
+/// horizon, never a held key's, and the next grant's fence is still larger.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_lease_rows_are_pruned_after_the_horizon_and_fences_still_grow() {
+    let schema = PgSchema::new();
+    let url = format!("{}?schema={}&horizon=1s", postgres_base(), schema.name);
+    let l = Locker::connect(&url).await.unwrap();
+    let a = l.acquire("idle", TTL).await.unwrap();
+    let first = a.fence();
+    assert!(a.release().await.unwrap().is_clean());
+    let held = l.acquire("held", TTL).auto_renew(true).await.unwrap();
+    let c = pg_client(&schema.name).await;
+    let rows = |key: &'static str| {
+        let c = &c;
+        async move {
+            c.query_one("SELECT count(*) FROM leasehold_leases WHERE key = $1", &[&key])
+                .await
+                .unwrap()
+                .get::<_, i64>(0)
+        }
+    };
+    assert_eq!(rows("idle").await, 1);
+    // Idle past the horizon (1 s after its expiry), plus a pruning period (250 ms) and slack.
+    tokio::time::sleep(Duration::from_millis(2_500)).await;
+    assert_eq!(rows("idle").await, 0, "the idle key's row is gone");
+    assert_eq!(rows("held").await, 1, "a held key's row is kept");
+    assert!(!held.is_lost());
+    let b = l.acquire("idle", TTL).await.unwrap();
+    assert!(b.fence() > first, "{} after {}", b.fence(), first);
+    assert!(b.release().await.unwrap().is_clean());
+    assert!(held.release().await.unwrap().is_clean());
+}
+
+/// PostgreSQL resource: `claim_within` refuses a fence older than the horizon, `prune`
+/// forgets claims twice the horizon old, and the stale holder stays refused after.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_resource_forgets_and_refuses_past_the_horizon() {
+    let schema = PgSchema::new();
+    let url = format!("{}?schema={}&horizon=1s", postgres_base(), schema.name);
+    let l = Locker::connect(&url).await.unwrap();
+    let mut c = pg_client(&schema.name).await;
+    pg_fence::install(&c).await.unwrap();
+    let h = Duration::from_secs(1);
+    // The holder that will freeze: no renewals, its lease runs out.
+    let a = l.acquire("acct", TTL).auto_renew(false).await.unwrap();
+    // What the holder carries with no deadline of its own (`run`'s environment).
+    let stale = Fencing::new(a.key().clone(), a.fence(), a.owner());
+    pg_fence::claim_within(&c, "acct", &stale, h).await.unwrap();
+    // The successor, another process: it waits out the stale holder's lease.
+    let other = Locker::connect(&url).await.unwrap();
+    let b = other.acquire("acct", TTL).wait(Wait::For(Duration::from_secs(5))).await.unwrap();
+    let tx = c.transaction().await.unwrap();
+    pg_fence::claim_within(&tx, "acct", &b.fencing(), h).await.unwrap();
+    tx.commit().await.unwrap();
+    assert!(b.release().await.unwrap().is_clean());
+    assert_eq!(pg_fence::prune(&c, h).await.unwrap(), 0, "nothing is twice the horizon old");
+    tokio::time::sleep(Duration::from_millis(2_200)).await;
+    assert_eq!(pg_fence::prune(&c, h).await.unwrap(), 1, "the claim is forgotten");
+    let n: i64 = c.query_one("SELECT count(*) FROM leasehold_fence", &[]).await.unwrap().get(0);
+    assert_eq!(n, 0);
+    assert!(past_horizon(pg_fence::claim_within(&c, "acct", &stale, h).await), "refused");
+    let d = l.acquire("acct", TTL).await.unwrap();
+    pg_fence::claim_within(&c, "acct", &d.fencing(), h).await.unwrap();
+    assert!(d.release().await.unwrap().is_clean());
+}

@@ -1,0 +1,104 @@
+//! Forgetting the lease table's idle rows past the horizon (`crate::horizon`): a task each
+//! lease-table store runs, deleting in bounded batches the rows of keys nobody held, read or
+//! waited on as writer within the horizon.
+//!
+//! A row is the key's fence counter. Deleting it is safe once the horizon has passed since
+//! the key's last expiry (hence since its last grant): the next grant inserts the row again
+//! with the server's clock in µs, which is then past every fence the row issued while
+//! [`crate::horizon::HORIZON_ASSUMPTION`] holds. A row whose grant, readers or writer intent
+//! is live, or was within the horizon, is never touched: the condition is read under the
+//! row's lock (`FOR UPDATE SKIP LOCKED`, so a grant in flight keeps its row).
+
+use std::time::Duration;
+
+use super::{Config, PgConn, server_bounds};
+
+/// Rows deleted per statement: the work one statement does is bounded.
+pub(super) const BATCH: i64 = 1000;
+
+/// The statements, for the table `t` (quoted) and its readers' table `r`.
+pub(super) struct PruneStatements {
+    /// `$1` horizon in µs → the number of lease rows deleted (at most [`BATCH`]).
+    pub leases: String,
+    /// `$1` horizon in µs → the number of readers' rows deleted (at most [`BATCH`]).
+    pub readers: String,
+}
+
+impl PruneStatements {
+    pub(super) fn new(t: &str, r: &str) -> PruneStatements {
+        let idle = "now() - $1::bigint * interval '1 microsecond'";
+        PruneStatements {
+            leases: format!(
+                "WITH d AS (DELETE FROM {t} WHERE key IN (
+                   SELECT key FROM {t} l
+                   WHERE GREATEST(l.expires_at, l.shared_until, l.intent_until) < {idle}
+                   LIMIT {BATCH} FOR UPDATE SKIP LOCKED) RETURNING 1)
+                 SELECT count(*) FROM d"
+            ),
+            readers: format!(
+                "WITH d AS (DELETE FROM {r} WHERE (key, owner) IN (
+                   SELECT key, owner FROM {r} WHERE expires_at < {idle}
+                   LIMIT {BATCH} FOR UPDATE SKIP LOCKED) RETURNING 1)
+                 SELECT count(*) FROM d"
+            ),
+        }
+    }
+}
+
+/// How often the task looks: a quarter of the horizon, between 250 ms and 10 minutes.
+pub(super) fn period(horizon: Duration) -> Duration {
+    (horizon / 4).clamp(Duration::from_millis(250), Duration::from_secs(600))
+}
+
+/// One round: every batch until one deletes fewer than [`BATCH`] rows. Returns the rows
+/// deleted.
+pub(super) async fn round(
+    cfg: &Config,
+    connect: Duration,
+    sql: &PruneStatements,
+    horizon: Duration,
+) -> crate::Result<u64> {
+    let pg = PgConn::open(cfg, connect, &server_bounds(connect, true), None).await?;
+    let h = crate::horizon::micros(horizon);
+    let mut total = 0u64;
+    for stmt in [&sql.leases, &sql.readers] {
+        loop {
+            let n: i64 = pg
+                .bounded("pruning", connect, async { pg.client.query_one(stmt, &[&h]).await })
+                .await?
+                .get(0);
+            total += n as u64;
+            if n < BATCH {
+                break;
+            }
+        }
+    }
+    Ok(total)
+}
+
+/// The pruning task of one store, ended when the store is dropped.
+pub(super) struct Pruner(tokio::task::JoinHandle<()>);
+
+impl Pruner {
+    /// Starts the task: a round every [`period`], errors ignored until the next (a store that
+    /// cannot be reached now is tried again then; nothing here is needed for safety).
+    pub(super) fn start(
+        cfg: Config,
+        connect: Duration,
+        sql: PruneStatements,
+        horizon: Duration,
+    ) -> Pruner {
+        Pruner(tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(period(horizon)).await;
+                let _ = round(&cfg, connect, &sql, horizon).await;
+            }
+        }))
+    }
+}
+
+impl Drop for Pruner {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
