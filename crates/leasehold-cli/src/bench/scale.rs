@@ -266,8 +266,7 @@ mod postgres {
 
     pub(super) async fn run(s: &Settings, locker: &Locker) -> BenchResult<Scale> {
         let (schema, table, horizon, cfg) =
-            leasehold::backends::postgres::tools::lease_table(&s.url)
-                .map_err(|e| e.to_string())?;
+            leasehold::backends::postgres::tools::lease_table(&s.url).map_err(|e| e.to_string())?;
         let lease = format!("\"{schema}\".\"{table}\"");
         let admin = connect(&cfg).await?;
         let setup = format!(

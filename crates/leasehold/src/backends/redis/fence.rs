@@ -170,7 +170,9 @@ impl RedisFence {
             .map_err(|e| err("fence claim", e))?;
         match r.first() {
             Some(Some(one)) if one == "1" => Ok(()),
-            Some(Some(two)) if two == "2" => Err(crate::fence::claim::past_horizon(resource, fencing)),
+            Some(Some(two)) if two == "2" => {
+                Err(crate::fence::claim::past_horizon(resource, fencing))
+            }
             _ => Err(stale(resource, fencing, installed_from(r.get(1..).unwrap_or(&[])))),
         }
     }
