@@ -1,7 +1,9 @@
 //! `zk://H1:P1[,H2:P2…][/CHROOT][?session=DUR&curator=mutex|rwlock]`: the URL's hosts,
 //! chroot, session timeout, and which Curator recipe shares the lock paths.
 
-use super::*;
+use std::time::Duration;
+
+use crate::{Error, Result};
 
 crate::url::option_keys! {
     /// The options a `zk://` URL takes.
