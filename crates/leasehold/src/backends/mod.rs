@@ -1,6 +1,6 @@
 //! Store implementations, one folder per store, each behind its cargo feature. Each store's
 //! folder exports one descriptor (`Descriptor`: its URL form and its URL parser, which yields
-//! the store's typed configuration, a [`StoreConfig`] that opens and probes it);
+//! the store's typed configuration, a `StoreConfig` that opens and probes it);
 //! `crate::registry` lists them, with their schemes.
 
 use std::future::Future;

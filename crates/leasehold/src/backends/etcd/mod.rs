@@ -31,7 +31,7 @@
 //! lease) or the server answers that the lease is gone, `lost()` fires, and the next acquire
 //! opens a new session. A contender whose session ends while it waits (its process frozen
 //! past the TTL) held nothing: it waits on with a new session, within its deadline
-//! ([`SessionCore`], shared with ZooKeeper).
+//! (`SessionCore`, shared with ZooKeeper).
 //!
 //! Errors: a user or password the cluster refuses, a role without permission on the prefix
 //! (gRPC `Unauthenticated`, `PermissionDenied`, etcd's "authentication failed") is

@@ -43,6 +43,7 @@
 //! [`Fencing`]: crate::Fencing
 //! [`commit`]: crate::fence::mysql::commit
 //! [`rollback`]: crate::fence::mysql::rollback
+//! [`effect_error`]: crate::fence::mysql::effect_error
 
 pub use mysql_async;
 use mysql_async::Transaction;

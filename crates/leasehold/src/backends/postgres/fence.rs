@@ -45,6 +45,8 @@
 // The links name their items by path: these docs are shown at `leasehold::fence::postgres`.
 //! [`Fencing`]: crate::Fencing
 //! [`commit`]: crate::fence::postgres::commit
+//! [`effect_error`]: crate::fence::postgres::effect_error
+//! [`Fencing::with_deadline`]: crate::Fencing::with_deadline
 
 pub use tokio_postgres;
 use tokio_postgres::GenericClient;

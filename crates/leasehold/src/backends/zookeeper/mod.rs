@@ -35,7 +35,7 @@
 //! `Expired` fires `lost()` at once; the next acquire opens a new session. A release after the
 //! session expired answers `Ok(false)` (not ours any more: the server deleted the node). A
 //! contender whose session ends while it waits (its process frozen past the session timeout)
-//! held nothing: it waits on with a new session, within its deadline ([`SessionCore`], shared
+//! held nothing: it waits on with a new session, within its deadline (`SessionCore`, shared
 //! with etcd).
 //!
 //! Opening a session answers within the connect limit ([`crate::Locker::connect_within`],
