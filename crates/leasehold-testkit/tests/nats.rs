@@ -207,10 +207,17 @@ async fn a_node_lost_from_a_3_node_cluster_keeps_the_grant() {
     let b = match second {
         Some(b) => b,
         None => {
-            assert!(a.release().await.unwrap().is_clean());
+            // Renewals that went unanswered through the elections can outlast the holder's
+            // own deadline while the store still keeps the grant (its expiry is the bucket's
+            // `max_age`, at or after the TTL): the holder then knows it is lost and its
+            // release says the section may have overlapped. Either way the rival gets the key
+            // once the store lets go of it, within the TTL.
+            let lost = a.is_lost();
+            let released = a.release().await.unwrap();
+            assert!(released.is_clean() || lost, "{released:?} from a holder that was not lost");
             rival
                 .acquire(&key, ttl)
-                .wait(Wait::For(Duration::from_secs(15)))
+                .wait(Wait::For(ttl + Duration::from_secs(15)))
                 .await
                 .expect("the rival after the release")
         }
