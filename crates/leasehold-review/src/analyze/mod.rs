@@ -15,6 +15,7 @@ mod ops;
 mod owner;
 mod rules;
 mod sql;
+mod usage;
 
 use std::path::Path;
 
