@@ -1,6 +1,8 @@
-//! `cfg_*!` macros, as tokio's: each names, once, the stores whose code uses the items it
-//! wraps, so a build without those stores does not warn that they are unused. One item per
-//! invocation.
+//! `cfg_*!` macros, as tokio's: each names, once, the capability whose code uses the items it
+//! wraps, so a build without a store that has it does not warn that they are unused. The
+//! capabilities are internal Cargo features (`_networked`, `_sql`, ...) that each store's
+//! feature line turns on, so adding a store touches its feature line, not this file. One item
+//! per invocation.
 
 /// `$item`, its dead-code and unused-import warnings silenced in builds where `$cfg` is false.
 macro_rules! used_if {
@@ -14,16 +16,7 @@ macro_rules! used_if {
 macro_rules! cfg_any_store {
     ($($item:tt)*) => {
         used_if! {
-            (any(
-                feature = "sqlite",
-                feature = "file",
-                feature = "redis",
-                feature = "postgres",
-                feature = "mysql",
-                feature = "etcd",
-                feature = "zookeeper",
-                feature = "nats",
-            ))
+            (feature = "_store")
             $($item)*
         }
     };
@@ -33,91 +26,73 @@ macro_rules! cfg_any_store {
 macro_rules! cfg_networked {
     ($($item:tt)*) => {
         used_if! {
-            (any(
-                feature = "redis",
-                feature = "postgres",
-                feature = "mysql",
-                feature = "etcd",
-                feature = "zookeeper",
-                feature = "nats",
-            ))
+            (feature = "_networked")
             $($item)*
         }
     };
 }
 
-/// Items the SQL servers' stores use (PostgreSQL, MySQL: sessions, driver options).
+/// Items the SQL servers' stores use (sessions, driver options).
 macro_rules! cfg_sql {
     ($($item:tt)*) => {
         used_if! {
-            (any(feature = "postgres", feature = "mysql"))
+            (feature = "_sql")
             $($item)*
         }
     };
 }
 
-/// Items the stores whose session lives on their servers use (etcd's lease, ZooKeeper's
-/// session): its signals and the shared session-store core.
+/// Items the stores whose session lives on their servers use (a lease or session of the
+/// server's): its signals and the shared session-store core.
 // Used only by `backends/session.rs`, which builds only with these stores.
 #[allow(unused_macros)]
 macro_rules! cfg_store_session {
     ($($item:tt)*) => {
         used_if! {
-            (any(feature = "etcd", feature = "zookeeper"))
+            (feature = "_session-store")
             $($item)*
         }
     };
 }
 
-/// Items the stores that undo an abandoned request in the background use (PostgreSQL, MySQL,
-/// etcd, ZooKeeper: a release waits until no abandoned request can grab what it frees).
+/// Items the stores that undo an abandoned request in the background use (a release waits
+/// until no abandoned request can grab what it frees).
 // Used only by `backends/session.rs`, which builds only with these stores.
 #[allow(unused_macros)]
 macro_rules! cfg_undoing {
     ($($item:tt)*) => {
         used_if! {
-            (any(feature = "postgres", feature = "mysql", feature = "etcd", feature = "zookeeper"))
+            (feature = "_undoing")
             $($item)*
         }
     };
 }
 
-/// Items every fence resource uses (SQLite, Redis, PostgreSQL, MySQL, etcd).
+/// Items every fence resource uses.
 macro_rules! cfg_fence_resource {
     ($($item:tt)*) => {
         used_if! {
-            (any(
-                feature = "sqlite",
-                feature = "redis",
-                feature = "postgres",
-                feature = "mysql",
-                feature = "etcd",
-            ))
+            (feature = "_fence-resource")
             $($item)*
         }
     };
 }
 
-/// Items the resources with a claim step use (SQLite, Redis, PostgreSQL, MySQL).
+/// Items the resources with a claim step use.
 macro_rules! cfg_fence_claim {
     ($($item:tt)*) => {
         used_if! {
-            (any(
-                feature = "sqlite",
-                feature = "redis",
-                feature = "postgres",
-                feature = "mysql",
-            ))
+            (feature = "_fence-claim")
             $($item)*
         }
     };
 }
 
-/// Items the SQL fence tables use (SQLite, PostgreSQL, MySQL).
+/// Items the SQL fence tables use.
 macro_rules! cfg_fence_table {
     ($($item:tt)*) => {
         used_if! {
-            (any(feature = "sqlite", feature = "postgres", feature = "mysql"))
+            (feature = "_fence-table")
             $($item)*
         }
     };

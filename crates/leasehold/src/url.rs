@@ -334,17 +334,7 @@ impl Error {
 
 /// For each `(url, named)`, that `parse` refuses `url` with a message containing `named` (the
 /// option, its value, the valid options): the option tests of every store with options.
-#[cfg(all(
-    test,
-    any(
-        feature = "redis",
-        feature = "postgres",
-        feature = "mysql",
-        feature = "etcd",
-        feature = "zookeeper",
-        feature = "nats"
-    )
-))]
+#[cfg(all(test, feature = "_networked"))]
 pub(crate) fn assert_refused<T: std::fmt::Debug>(
     parse: impl Fn(&str) -> Result<T>,
     cases: &[(&str, &str)],

@@ -17,25 +17,19 @@ pub mod etcd;
 /// `file://` needs Linux: `flock(2)` plus inotify for waiting and `/proc/locks` for `status`.
 #[cfg(all(feature = "file", target_os = "linux"))]
 pub mod file;
-#[cfg(all(target_os = "linux", any(feature = "sqlite", feature = "file")))]
+#[cfg(all(target_os = "linux", feature = "_local"))]
 pub(crate) mod inotify;
 #[cfg(feature = "mysql")]
 pub mod mysql;
 #[cfg(feature = "nats")]
 pub mod nats;
-#[cfg(any(
-    feature = "redis",
-    feature = "postgres",
-    feature = "mysql",
-    feature = "etcd",
-    feature = "zookeeper"
-))]
+#[cfg(feature = "_peer")]
 pub(crate) mod peer;
 #[cfg(feature = "postgres")]
 pub mod postgres;
 #[cfg(feature = "redis")]
 pub mod redis;
-#[cfg(any(feature = "postgres", feature = "mysql", feature = "etcd", feature = "zookeeper"))]
+#[cfg(feature = "_undoing")]
 pub(crate) mod session;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;

@@ -100,7 +100,7 @@ impl Fencing {
     /// left; for a lease, the most time left a confirmed renewal can give it (its window),
     /// since a healthy lease's deadline keeps moving and the server cannot hear of it
     /// mid-transaction. `None` without a deadline; zero once the time is up.
-    #[cfg_attr(not(any(feature = "postgres", feature = "mysql")), allow(dead_code))]
+    #[cfg_attr(not(feature = "_sql"), allow(dead_code))]
     pub(crate) fn backstop(&self) -> Option<Duration> {
         let left = self.time_left()?;
         if left.is_zero() {
@@ -119,7 +119,7 @@ impl Fencing {
     /// `None` without one: recorded on the server by a check, so that the last check before
     /// the commit can move the server's deadline by exactly as much as renewals confirmed
     /// since moved the local one (see [`Fencing::renews`]).
-    #[cfg_attr(not(any(feature = "postgres", feature = "mysql")), allow(dead_code))]
+    #[cfg_attr(not(feature = "_sql"), allow(dead_code))]
     pub(crate) fn deadline_mark(&self) -> Option<i64> {
         static EPOCH: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
         let epoch = *EPOCH.get_or_init(Instant::now);
@@ -134,7 +134,7 @@ impl Fencing {
     /// Whether renewals can move this fencing's deadline (it is bound to a lease, not to a
     /// fixed instant): only then may a commit's last check take a deadline later than the
     /// one its checks recorded.
-    #[cfg_attr(not(any(feature = "postgres", feature = "mysql")), allow(dead_code))]
+    #[cfg_attr(not(feature = "_sql"), allow(dead_code))]
     pub(crate) fn renews(&self) -> bool {
         matches!(self.bound, Some(Bound::Lease(_)))
     }
@@ -157,7 +157,7 @@ impl Fencing {
         /// [`LostReason::SessionEnded`] saying the transaction outlived the backstop, so the
         /// holder hears a loss of its transaction, never a bare driver error. Nothing of the
         /// transaction was committed.
-        #[cfg_attr(not(any(feature = "postgres", feature = "mysql")), allow(dead_code))]
+        #[cfg_attr(not(feature = "_sql"), allow(dead_code))]
         pub(crate) fn ended_by_bound(&self, why: &str) -> Error {
             if self.time_left().is_some_and(|l| l.is_zero()) {
                 return self.time_is_up();
