@@ -148,6 +148,31 @@ async fn zookeeper_url_at_another_service_is_config() {
     assert!(r.is_ok(), "{:?}", r.err());
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nats_url_at_another_service_is_config() {
+    let http = http_listener().await;
+    assert_wrong_service(&[
+        ("nats://127.0.0.1:6379".into(), "Redis"),
+        ("nats://127.0.0.1:5432".into(), "PostgreSQL"),
+        ("nats://127.0.0.1:3306".into(), "MySQL"),
+        (format!("nats://127.0.0.1:{http}"), "HTTP"),
+    ])
+    .await;
+    // The other way round: a NATS server, which greets every client first, is named to the
+    // stores that find it at their URL's port; a real NATS connects.
+    let server =
+        tokio::task::spawn_blocking(leasehold_harness::servers::NatsServer::start).await.unwrap();
+    let p = server.port();
+    assert_wrong_service(&[
+        (format!("redis://127.0.0.1:{p}"), "NATS"),
+        (format!("postgres://postgres@127.0.0.1:{p}/test"), "NATS"),
+        (format!("mysql://root@127.0.0.1:{p}/test"), "NATS"),
+    ])
+    .await;
+    let (r, _) = connect(&server.url("")).await;
+    assert!(r.is_ok(), "{:?}", r.err());
+}
+
 /// A port nothing listens on stays an outage, on every store; the right service at the
 /// right port connects.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -159,6 +184,7 @@ async fn refused_connections_stay_unavailable_and_right_ports_connect() {
         format!("mysql://root@127.0.0.1:{p}/test"),
         format!("etcd://127.0.0.1:{p}"),
         format!("zk://127.0.0.1:{p}"),
+        format!("nats://127.0.0.1:{p}"),
     ] {
         let (r, _) = connect(&url).await;
         let e = r.err().unwrap_or_else(|| panic!("{url}: connected"));

@@ -66,6 +66,9 @@ pub(crate) enum Speaks {
     /// others apart: a ZooKeeper answers none of its questions).
     #[cfg_attr(not(feature = "zookeeper"), allow(dead_code))]
     Zookeeper,
+    /// NATS's client protocol: the server's `INFO {…}` greeting.
+    #[cfg_attr(not(feature = "nats"), allow(dead_code))]
+    Nats,
     /// TLS records (a TLS port).
     Tls,
     /// SSH's banner.
@@ -87,6 +90,7 @@ impl Speaks {
             Speaks::Http => "HTTP",
             Speaks::Etcd => "etcd",
             Speaks::Zookeeper => "ZooKeeper",
+            Speaks::Nats => "NATS",
             Speaks::Tls => "TLS",
             Speaks::Ssh => "SSH",
         }
@@ -98,6 +102,10 @@ fn classify(b: &[u8]) -> Option<Speaks> {
     // A MySQL packet: 3-byte length, sequence 0, protocol version 10 (or an error packet).
     if b.len() >= 5 && b[3] == 0 && matches!(b[4], 0x0a | 0xff) {
         return Some(Speaks::Mysql);
+    }
+    // A NATS server greets every client with `INFO {json}` before it reads a byte.
+    if b.starts_with(b"INFO {") {
+        return Some(Speaks::Nats);
     }
     if b == b"N" || b == b"S" {
         return Some(Speaks::Postgres);
@@ -119,7 +127,10 @@ fn classify(b: &[u8]) -> Option<Speaks> {
 
 /// The host and port of an address as URLs write it (`[SCHEME://][AUTH@]HOST:PORT[/…]`,
 /// IPv6 in brackets), for [`guarded`].
-#[cfg_attr(not(any(feature = "redis", feature = "etcd", feature = "zookeeper")), allow(dead_code))]
+#[cfg_attr(
+    not(any(feature = "redis", feature = "etcd", feature = "zookeeper", feature = "nats")),
+    allow(dead_code)
+)]
 pub(crate) fn host_port(addr: &str) -> Option<(String, u16)> {
     let rest = addr.split_once("://").map_or(addr, |(_, r)| r);
     let rest = rest.rsplit_once('@').map_or(rest, |(_, r)| r);
@@ -253,6 +264,8 @@ mod tests {
         assert_eq!(classify(b"HTTP/1.1 400 Bad Request\r\n"), Some(Speaks::Http));
         assert_eq!(classify(b"\x15\x03\x03\x00\x02\x02\x32"), Some(Speaks::Tls));
         assert_eq!(classify(b"SSH-2.0-OpenSSH_9.6\r\n"), Some(Speaks::Ssh));
+        let info = b"INFO {\"server_id\":\"NABC\",\"version\":\"2.9.20\"} \r\n";
+        assert_eq!(classify(info), Some(Speaks::Nats));
         assert_eq!(classify(b"\x00\x00\x00\x00"), None);
         assert_eq!(classify(b"-"), None);
         assert_eq!(classify(b"-1\r\n"), None);

@@ -48,6 +48,7 @@ use self::bucket::open_bucket;
 use self::config::{Config, Storage, parse_url};
 use self::record::{EXPECTED_LAST, FENCE_HEADER, KV_OPERATION, Record};
 use super::Limits;
+use super::peer::Speaks;
 use crate::store::{AcquireRequest, Attempt, Grant, RenewItem, Watch};
 use crate::{Error, FenceRepeat, Guarantees, Holder, Key, LockKind, OwnerToken, Result, Store};
 
@@ -134,6 +135,11 @@ impl NatsStore {
         let what = format!("connect to {}", cfg.servers.join(","));
         let connect =
             async { opts.connect(cfg.servers.clone()).await.map_err(|e| nats_err(&what, e)) };
+        // A URL at another service's port (a Redis, a PostgreSQL) is a configuration error,
+        // not an outage: the NATS client only waits there for a greeting that never comes.
+        let first = cfg.servers.first().and_then(|s| crate::backends::peer::host_port(s));
+        let peer = first.as_ref().map(|(h, p)| (h.as_str(), *p));
+        let connect = crate::backends::peer::guarded("nats", Speaks::Nats, peer, connect);
         let opened = async {
             let client = connect.await?;
             let js = jetstream::new(client.clone());
