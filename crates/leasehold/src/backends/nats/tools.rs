@@ -33,3 +33,18 @@ pub fn grant_value(owner: &crate::OwnerToken, fence: u64, ttl: Duration) -> Stri
 pub fn next_fence(prev: u64, stamp_ns: i128) -> u64 {
     super::record::next_fence(prev, stamp_ns)
 }
+
+/// The JetStream stream that holds the grants' bucket of the `nats://` URL `url`
+/// (`KV_BUCKET`), whose leader a chaos failover kills. [`crate::Error::InvalidInput`] when
+/// `url` is another store's.
+pub fn grants_stream(url: &crate::StoreUrl) -> crate::Result<String> {
+    let cfg: &super::config::Config = url.config_of("nats://")?;
+    Ok(format!("KV_{}", cfg.bucket))
+}
+
+/// How many replicas the URL asks of the buckets leasehold creates (`replicas=`, 1 by
+/// default). [`crate::Error::InvalidInput`] when `url` is another store's.
+pub fn replicas(url: &crate::StoreUrl) -> crate::Result<usize> {
+    let cfg: &super::config::Config = url.config_of("nats://")?;
+    Ok(cfg.replicas)
+}
