@@ -105,3 +105,43 @@ async fn cluster_topology_store_kill_restarts_the_old_leader() {
     assert!(next.fence().get() > held.fence().get());
     drop(store);
 }
+
+/// A first grant of a TTL on a replicated cluster creates that TTL's heartbeat bucket (a new
+/// 3-replica stream and its Raft group). Its local deadline is measured from the heartbeat's
+/// send, after the bucket exists: the lease is alive when `acquire` returns. Found by
+/// `chaos --scenario failover`: measured from before the bucket's creation, every first grant
+/// of a 300 ms lease on three nodes came back already lost, and a successor's grant after the
+/// failover (its bucket created while a node was down) was lost on arrival, refused by the
+/// resource, while the store still held it for the successor.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_first_grant_on_a_cluster_is_alive_when_acquire_returns() {
+    let p = plan(Scheme::Nats, true).expect("NATS has a failover plan");
+    let store: Box<dyn FailingStore> = blocking(p.start).await.unwrap();
+    let url = store.url("");
+    let ttl = Duration::from_millis(300);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let l = loop {
+        match Locker::connect(&url).await {
+            Ok(l) => break l,
+            Err(e) if Instant::now() < deadline => {
+                let _ = e;
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            Err(e) => panic!("no JetStream cluster at {url}: {e}"),
+        }
+    };
+    for (i, key) in ["first-a", "first-b"].into_iter().enumerate() {
+        // A fresh TTL each time: each grant creates its heartbeat bucket.
+        let ttl = ttl + Duration::from_millis(100 * i as u64);
+        let t0 = Instant::now();
+        let lease = l.acquire(key, ttl).auto_renew(false).await.expect("granted");
+        let took = t0.elapsed();
+        assert!(
+            lease.admit(),
+            "a {ttl:?} lease was lost on arrival (acquire took {took:?}): its deadline counted \
+             the heartbeat bucket's creation"
+        );
+        let _ = lease.release().await;
+    }
+    drop(store);
+}

@@ -70,10 +70,12 @@ pub(crate) struct Cluster {
 }
 
 impl Cluster {
-    /// Starts three nodes and waits until JetStream takes requests (a meta leader elected).
+    /// Starts three nodes and waits until JetStream takes requests (a meta leader elected)
+    /// and can place a stream on all three.
     pub(crate) fn start() -> Self {
         let nodes = NatsCluster::start(3);
         assert!(nodes.wait_jetstream(ELECTION), "the NATS cluster elected no JetStream leader");
+        assert!(nodes.wait_placement(ELECTION), "the NATS cluster placed no 3-replica stream");
         Cluster { nodes, killed: None, suffix: Mutex::default() }
     }
 

@@ -283,6 +283,32 @@ impl NatsCluster {
         }
     }
 
+    /// Waits (bounded by `limit`) until the cluster can place a stream on all its nodes: a
+    /// throwaway 3-replica memory stream is created (and deleted). Right after the meta
+    /// leader is elected it may not yet count every peer, and a bucket with `replicas=3`
+    /// would be refused ("no suitable peers for placement"). `false` after `limit`.
+    pub fn wait_placement(&self, limit: Duration) -> bool {
+        let deadline = Instant::now() + limit;
+        let n = self.nodes.len();
+        let body = format!(
+            "{{\"name\":\"lh_placement\",\"subjects\":[\"lh.placement\"],\"num_replicas\":{n},\
+             \"storage\":\"memory\"}}"
+        );
+        loop {
+            let port = self.nodes[0].port;
+            let made = js_request_with(port, "$JS.API.STREAM.CREATE.lh_placement", &body)
+                .is_some_and(|a| !a.contains("\"error\""));
+            if made {
+                let _ = js_request(port, "$JS.API.STREAM.DELETE.lh_placement");
+                return true;
+            }
+            if Instant::now() >= deadline {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
     fn running(&self, i: usize) -> bool {
         self.nodes[i].child.is_some()
     }
@@ -309,12 +335,18 @@ impl Drop for NatsCluster {
 /// JetStream's JSON answer to the API request `subject` (an empty body) from the server on
 /// `port`, spoken in the plain NATS protocol; `None` when it does not answer within 2 s.
 fn js_request(port: u16, subject: &str) -> Option<String> {
+    js_request_with(port, subject, "")
+}
+
+/// [`js_request`] with the JSON request `body`.
+fn js_request_with(port: u16, subject: &str, body: &str) -> Option<String> {
     let mut s = TcpStream::connect(("127.0.0.1", port)).ok()?;
     let deadline = Instant::now() + Duration::from_secs(2);
     s.set_read_timeout(Some(Duration::from_millis(200))).ok()?;
     let ask = format!(
         "CONNECT {{\"verbose\":false,\"pedantic\":false}}\r\nSUB _INBOX.lh 1\r\n\
-         PUB {subject} _INBOX.lh 0\r\n\r\n"
+         PUB {subject} _INBOX.lh {}\r\n{body}\r\n",
+        body.len()
     );
     s.write_all(ask.as_bytes()).ok()?;
     let mut got = Vec::new();
