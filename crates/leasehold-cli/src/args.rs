@@ -267,7 +267,8 @@ pub(crate) enum Cmd {
         store: StoreOpt,
         /// The scenario.
         /// store-kill and failover start private servers of the --store URL's kind (redis,
-        /// etcd; zk for store-kill) and never touch the server the URL names.
+        /// postgres, etcd, nats; mysql and zk for store-kill) and never touch the server the
+        /// URL names.
         #[arg(long, value_enum, default_value_t = crate::scenarios::ChaosScenario::StalledHolder)]
         scenario: crate::scenarios::ChaosScenario,
         /// Instead of the --store URL's kind, a private deployment this tool starts for every
@@ -275,7 +276,8 @@ pub(crate) enum Cmd {
         /// (PostgreSQL with a synchronous standby: failover), redlock5 (5 Redis instances:
         /// store-kill, partition of a minority), redlock5-majority (store-kill until a
         /// majority has forgotten), redis-cluster or redis-sentinel (failover losing the
-        /// holder's grant: the replica cut off before it, then promoted; use --ttl 5s / 10s).
+        /// holder's grant: the replica cut off before it, then promoted; use --ttl 5s / 10s),
+        /// nats-cluster (3 JetStream nodes: failover, store-kill, partition).
         /// A --store URL of the same kind gives its options.
         #[arg(long, value_name = "NAME")]
         topology: Option<String>,

@@ -14,6 +14,10 @@
 //!   Both arms get fences from an external source (a file in `--out`, `max(last + 1, clock
 //!   µs)` under `flock`), which the resource checks in the fenced arm.
 //!
+//! - `nats-cluster`: three JetStream nodes; `failover` / `store-kill` kill the node leading
+//!   the grants' stream mid-hold (`store-kill` restarts it on its store); `partition` cuts
+//!   the holder off all three.
+//!
 //! - `redis-cluster` and `redis-sentinel`: `failover` loses the holder's grant on purpose,
 //!   the hazard asynchronous replication allows. After a warm-up grant has replicated and
 //!   once the holder has connected, just before its grant, the replica (of the key's master;

@@ -8,11 +8,12 @@ use std::pin::Pin;
 
 use leasehold::Scheme;
 
+use super::nats::failing as nats;
 use super::postgres::sync_pair;
 use super::redis::redlock_set::RedlockSet;
 use super::redis::{cluster, redlock_set, sentinel};
 use super::zookeeper::ensemble::{self, ZkEnsemble};
-use crate::failure::Plan;
+use crate::failure::{FailingStore, Plan};
 
 /// The private servers of one `partition` trial, reached through fault proxies by the holder.
 pub struct Partitioned {
@@ -195,6 +196,34 @@ pub static ALL: &[Topology] = &[
         partition: None,
         one_holder: false,
         loses_grant: true,
+        external_fences: false,
+        check: None,
+    },
+    Topology {
+        name: "nats-cluster",
+        scheme: Scheme::Nats,
+        placeholder: "127.0.0.1:1",
+        default_options: "?replicas=3",
+        runs: "failover, store-kill (the grants' stream leader killed; store-kill restarts it), \
+               partition",
+        store_kill: Some(nats::cluster_plan),
+        failover: Some(nats::cluster_plan),
+        partition: Some(Partition {
+            start: |options| {
+                let c = nats::Cluster::start();
+                let ports = (0..c.nodes().len()).map(|i| c.nodes().port(i)).collect();
+                let url = c.url(options);
+                Partitioned { servers: Box::new(c), ports, url }
+            },
+            cut: &[0, 1, 2],
+            what: "partition from every node",
+            setup: "a private three-node JetStream cluster (file storage, replicas=3, no client \
+                    URLs advertised), fresh for each trial; the holder reached each node through \
+                    its own TCP fault proxy, and all three swallowed its traffic after its first \
+                    write; the successor connected directly",
+        }),
+        one_holder: true,
+        loses_grant: false,
         external_fences: false,
         check: None,
     },

@@ -5,7 +5,7 @@
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
@@ -185,6 +185,9 @@ impl NatsCluster {
             .args(["--cluster_name", "lh", "--cluster"])
             .arg(format!("nats://127.0.0.1:{}", m.route_port))
             .args(["--routes", &routes.join(",")])
+            // Clients know only the URL's servers: a holder reaching each node through a
+            // fault proxy must not learn the nodes' own ports and go round the cut.
+            .arg("--no_advertise")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(log)
@@ -209,6 +212,111 @@ impl NatsCluster {
         kill9_child(&mut self.nodes[i].child);
     }
 
+    /// Node `i`'s client port.
+    pub fn port(&self, i: usize) -> u16 {
+        self.nodes[i].port
+    }
+
+    /// Number of nodes.
+    pub fn len(&self) -> usize {
+        self.nodes.len()
+    }
+
+    /// Whether it has no nodes (never, once started).
+    pub fn is_empty(&self) -> bool {
+        self.nodes.is_empty()
+    }
+
+    /// The node that leads the JetStream stream `stream` (`KV_BUCKET` for a bucket), as the
+    /// running nodes say (`$JS.API.STREAM.INFO`, its `cluster.leader`); `None` when none of
+    /// them names a running node (no such stream, or an election under way).
+    pub fn stream_leader(&self, stream: &str) -> Option<usize> {
+        let running: Vec<usize> = (0..self.nodes.len()).filter(|&i| self.running(i)).collect();
+        for &asked in &running {
+            let Some(info) =
+                js_request(self.nodes[asked].port, &format!("$JS.API.STREAM.INFO.{stream}"))
+            else {
+                continue;
+            };
+            let Some(name) = leader_name(&info) else { continue };
+            if let Some(&i) = running.iter().find(|&&i| self.name(i) == name) {
+                return Some(i);
+            }
+        }
+        None
+    }
+
+    /// Waits (bounded by `limit`) until a running node leads `stream` and is not `old`.
+    pub fn wait_stream_leader(
+        &self,
+        stream: &str,
+        old: Option<usize>,
+        limit: Duration,
+    ) -> Option<usize> {
+        let deadline = Instant::now() + limit;
+        loop {
+            match self.stream_leader(stream) {
+                Some(l) if Some(l) != old => return Some(l),
+                _ if Instant::now() >= deadline => return None,
+                _ => std::thread::sleep(Duration::from_millis(50)),
+            }
+        }
+    }
+
+    /// Waits (bounded by `limit`) until every running node answers JetStream's account info
+    /// without an error: the meta leader is elected and streams can be created. `false`
+    /// after `limit`.
+    pub fn wait_jetstream(&self, limit: Duration) -> bool {
+        let deadline = Instant::now() + limit;
+        loop {
+            let ready = (0..self.nodes.len()).filter(|&i| self.running(i)).all(|i| {
+                js_request(self.nodes[i].port, "$JS.API.INFO")
+                    .is_some_and(|a| !a.contains("\"error\""))
+            });
+            if ready {
+                return true;
+            }
+            if Instant::now() >= deadline {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Waits (bounded by `limit`) until the cluster can place a stream on all its nodes: a
+    /// throwaway 3-replica memory stream is created (and deleted). Right after the meta
+    /// leader is elected it may not yet count every peer, and a bucket with `replicas=3`
+    /// would be refused ("no suitable peers for placement"). `false` after `limit`.
+    pub fn wait_placement(&self, limit: Duration) -> bool {
+        let deadline = Instant::now() + limit;
+        let n = self.nodes.len();
+        let body = format!(
+            "{{\"name\":\"lh_placement\",\"subjects\":[\"lh.placement\"],\"num_replicas\":{n},\
+             \"storage\":\"memory\"}}"
+        );
+        loop {
+            let port = self.nodes[0].port;
+            let made = js_request_with(port, "$JS.API.STREAM.CREATE.lh_placement", &body)
+                .is_some_and(|a| !a.contains("\"error\""));
+            if made {
+                let _ = js_request(port, "$JS.API.STREAM.DELETE.lh_placement");
+                return true;
+            }
+            if Instant::now() >= deadline {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    fn running(&self, i: usize) -> bool {
+        self.nodes[i].child.is_some()
+    }
+
+    fn name(&self, i: usize) -> String {
+        unique_name(self.dir.path(), &format!("n{i}"))
+    }
+
     /// Starts node `i` again on its ports and store.
     pub fn restart(&mut self, i: usize) {
         kill9_child(&mut self.nodes[i].child);
@@ -222,4 +330,57 @@ impl Drop for NatsCluster {
             kill9_child(&mut m.child);
         }
     }
+}
+
+/// JetStream's JSON answer to the API request `subject` (an empty body) from the server on
+/// `port`, spoken in the plain NATS protocol; `None` when it does not answer within 2 s.
+fn js_request(port: u16, subject: &str) -> Option<String> {
+    js_request_with(port, subject, "")
+}
+
+/// [`js_request`] with the JSON request `body`.
+fn js_request_with(port: u16, subject: &str, body: &str) -> Option<String> {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).ok()?;
+    let deadline = Instant::now() + Duration::from_secs(2);
+    s.set_read_timeout(Some(Duration::from_millis(200))).ok()?;
+    let ask = format!(
+        "CONNECT {{\"verbose\":false,\"pedantic\":false}}\r\nSUB _INBOX.lh 1\r\n\
+         PUB {subject} _INBOX.lh {}\r\n{body}\r\n",
+        body.len()
+    );
+    s.write_all(ask.as_bytes()).ok()?;
+    let mut got = Vec::new();
+    let mut buf = [0u8; 8192];
+    while Instant::now() < deadline {
+        match s.read(&mut buf) {
+            Ok(0) => return None,
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) => {}
+            Err(_) => return None,
+        }
+        let text = String::from_utf8_lossy(&got);
+        // `MSG <subject> <sid> <bytes>\r\n<payload>\r\n`
+        if let Some(at) = text.find("MSG _INBOX.lh 1 ") {
+            let rest = &text[at..];
+            let (head, body) = rest.split_once("\r\n")?;
+            let len: usize = head.rsplit(' ').next()?.parse().ok()?;
+            if body.len() >= len {
+                let _ = s.write_all(b"QUIT\r\n");
+                return Some(body[..len].to_owned());
+            }
+        }
+    }
+    None
+}
+
+/// The `cluster.leader` of a `$JS.API.STREAM.INFO` answer.
+fn leader_name(info: &str) -> Option<String> {
+    let cluster = &info[info.find("\"cluster\":")?..];
+    let from = cluster.find("\"leader\":\"")? + "\"leader\":\"".len();
+    let to = cluster[from..].find('"')?;
+    Some(cluster[from..from + to].to_owned())
 }

@@ -70,17 +70,19 @@ impl NatsStore {
     }
 
     /// Writes `owner`'s heartbeat iff its subject's last sequence is `expected` (0: a first
-    /// heartbeat, or a renewal's check that nobody ended it).
+    /// heartbeat, or a renewal's check that nobody ended it). When it is stored, `sent` is the
+    /// instant before the send that stored it (the lease's deadline counts from there).
     pub(super) async fn write_beat(
         &self,
         owner: &OwnerToken,
         ttl_ms: u64,
         expected: u64,
+        sent: &mut std::time::Instant,
     ) -> Result<Cas> {
         let bucket = self.beats(ttl_ms).await?;
         let mut h = HeaderMap::new();
         h.insert(EXPECTED_LAST, expected.to_string().as_str());
-        self.publish(format!("{}{owner}", bucket.prefix), h, Bytes::new()).await
+        self.publish_sent(format!("{}{owner}", bucket.prefix), h, Bytes::new(), sent).await
     }
 
     /// When the server stored heartbeat `seq` of the bucket of `ttl_ms`, in ns since 1970 (a

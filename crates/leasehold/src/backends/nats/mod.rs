@@ -232,16 +232,33 @@ impl NatsStore {
     /// "No responders" (no stream took the message: a cluster's routes or the stream's leader
     /// coming back) means nothing was stored, so it is sent again until the op timeout.
     async fn publish(&self, subject: String, headers: HeaderMap, payload: Bytes) -> Result<Cas> {
+        self.publish_sent(subject, headers, payload, &mut Instant::now()).await
+    }
+
+    /// [`NatsStore::publish`], setting `sent` to the instant before the send that was stored:
+    /// a send answered "no responders" stored nothing, so a heartbeat's server-side expiry
+    /// counts from the send that is retried after it, never from an earlier one.
+    async fn publish_sent(
+        &self,
+        subject: String,
+        headers: HeaderMap,
+        payload: Bytes,
+        sent: &mut Instant,
+    ) -> Result<Cas> {
         use async_nats::jetstream::context::PublishErrorKind;
         let write = async {
             loop {
+                let at = Instant::now();
                 let ack = self
                     .js
                     .publish_with_headers(subject.clone(), headers.clone(), payload.clone())
                     .await
                     .map_err(|e| nats_err("publish", e))?;
                 return match ack.await {
-                    Ok(a) => Ok(Cas::Applied(a.sequence)),
+                    Ok(a) => {
+                        *sent = at;
+                        Ok(Cas::Applied(a.sequence))
+                    }
                     Err(e) if e.kind() == PublishErrorKind::WrongLastSequence => Ok(Cas::Conflict),
                     Err(e) if e.kind() == PublishErrorKind::StreamNotFound => {
                         tokio::time::sleep(Duration::from_millis(50)).await;
@@ -320,15 +337,21 @@ impl NatsStore {
                 (rev, record.fence)
             }
         };
-        let sent = Instant::now();
-        let beat = match self.write_beat(req.owner, ttl_ms, 0).await? {
+        // The heartbeat bucket exists before the clock starts: creating it (a new stream, on
+        // a cluster a new Raft group) can take longer than a short lease, and the server's
+        // expiry counts from the heartbeat's write, not from the bucket's creation.
+        self.beats(ttl_ms).await?;
+        let mut sent = Instant::now();
+        let beat = match self.write_beat(req.owner, ttl_ms, 0, &mut sent).await? {
             Cas::Applied(seq) => seq,
             // This acquisition's earlier attempt left a heartbeat (its grant lost the race).
             Cas::Conflict => match self.beat(req.owner, ttl_ms).await? {
-                Beat::Alive { seq, .. } => match self.write_beat(req.owner, ttl_ms, seq).await? {
-                    Cas::Applied(seq) => seq,
-                    Cas::Conflict => return Ok(Attempt::Busy { holder_expires_in: None }),
-                },
+                Beat::Alive { seq, .. } => {
+                    match self.write_beat(req.owner, ttl_ms, seq, &mut sent).await? {
+                        Cas::Applied(seq) => seq,
+                        Cas::Conflict => return Ok(Attempt::Busy { holder_expires_in: None }),
+                    }
+                }
                 Beat::Absent | Beat::Ended => return Ok(Attempt::Busy { holder_expires_in: None }),
             },
         };
@@ -415,7 +438,7 @@ impl Store for NatsStore {
             // One request: a heartbeat that applies only if nobody ended the last one.
             let mut last = Some(last);
             while let Some(expected) = last.take() {
-                match self.write_beat(owner, ttl_ms, expected).await? {
+                match self.write_beat(owner, ttl_ms, expected, &mut Instant::now()).await? {
                     Cas::Applied(seq) => {
                         held.beat = Some(seq);
                         self.held().insert(*owner, held);
@@ -434,7 +457,8 @@ impl Store for NatsStore {
         }
         // Another TTL: a heartbeat in its bucket, then the grant names that bucket
         // (compare-and-set, so a contender that ended the old heartbeat wins or loses whole).
-        let Cas::Applied(seq) = self.write_beat(owner, ttl_ms, 0).await? else {
+        let Cas::Applied(seq) = self.write_beat(owner, ttl_ms, 0, &mut Instant::now()).await?
+        else {
             return Ok(false);
         };
         let record = Record { ttl_ms, ..held.record.clone() };

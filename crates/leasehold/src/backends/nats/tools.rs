@@ -33,3 +33,32 @@ pub fn grant_value(owner: &crate::OwnerToken, fence: u64, ttl: Duration) -> Stri
 pub fn next_fence(prev: u64, stamp_ns: i128) -> u64 {
     super::record::next_fence(prev, stamp_ns)
 }
+
+/// The JetStream stream that holds the grants' bucket of the `nats://` URL `url`
+/// (`KV_BUCKET`), whose leader a chaos failover kills. [`crate::Error::InvalidInput`] when
+/// `url` is another store's.
+pub fn grants_stream(url: &crate::StoreUrl) -> crate::Result<String> {
+    let cfg: &super::config::Config = url.config_of("nats://")?;
+    Ok(format!("KV_{}", cfg.bucket))
+}
+
+/// How many replicas the URL asks of the buckets leasehold creates (`replicas=`, 1 by
+/// default). [`crate::Error::InvalidInput`] when `url` is another store's.
+pub fn replicas(url: &crate::StoreUrl) -> crate::Result<usize> {
+    let cfg: &super::config::Config = url.config_of("nats://")?;
+    Ok(cfg.replicas)
+}
+
+/// Removes what a released `key` leaves in the grants' bucket of the `nats://` URL `url` (its
+/// release marker, which carries the key's last fence), as `Store::forget` does for the
+/// sizing probe's keys: a compare-and-set purge on the marker's sequence, so a grant written
+/// since is never touched, and a key still held is left alone. The next grant's fence then
+/// comes from the server's clock, still above the forgotten ones. Heartbeats need nothing:
+/// their bucket's `max_age` expires them. Errors: [`crate::Error::InvalidInput`] for another
+/// store's URL; the store's errors when it cannot be reached.
+pub async fn forget(url: &crate::StoreUrl, key: &str) -> crate::Result<()> {
+    use crate::Store;
+    let cfg: &super::config::Config = url.config_of("nats://")?;
+    let store = super::NatsStore::open(cfg, crate::limits::Limits::default()).await?;
+    store.forget(&crate::Key::new(key)?).await
+}
