@@ -1,6 +1,7 @@
 //! Bounded state (issue 35): with a tiny horizon, a key's per-key state in the store (Redis
-//! fence counters, the PostgreSQL lease table's rows) and a resource's claims (Redis fence
-//! hashes, the PostgreSQL fence table) are gone once the horizon has passed, the next fence
+//! fence counters, the PostgreSQL and MySQL lease tables' rows, MySQL's `GET_LOCK` fence
+//! rows) and a resource's claims (Redis fence hashes, the PostgreSQL and MySQL fence tables)
+//! are gone once the horizon has passed, the next fence
 //! is still greater than every earlier one, and a holder frozen past the horizon is refused
 //! with `StaleReason::PastHorizon`.
 
@@ -10,7 +11,7 @@ use leasehold::fence::postgres::{self as pg_fence, tokio_postgres};
 use leasehold::fence::redis::RedisFence;
 use leasehold::{Error, Fencing, Locker, StaleReason, Wait};
 use leasehold_testkit::servers::RedisServer;
-use leasehold_testkit::{PgSchema, postgres_base};
+use leasehold_testkit::{MyDatabase, PgSchema, postgres_base};
 
 const TTL: Duration = Duration::from_millis(500);
 
@@ -150,5 +151,110 @@ async fn postgres_resource_forgets_and_refuses_past_the_horizon() {
     assert!(past_horizon(pg_fence::claim_within(&c, "acct", &stale, h).await), "refused");
     let d = l.acquire("acct", TTL).await.unwrap();
     pg_fence::claim_within(&c, "acct", &d.fencing(), h).await.unwrap();
+    assert!(d.release().await.unwrap().is_clean());
+}
+
+use leasehold::fence::mysql::mysql_async;
+
+async fn my_conn(db: &MyDatabase) -> mysql_async::Conn {
+    mysql_async::Conn::from_url(db.url("")).await.unwrap()
+}
+
+async fn my_count(c: &mut mysql_async::Conn, sql: &str, key: &str) -> i64 {
+    use mysql_async::prelude::Queryable;
+    c.exec_first(sql, (key,)).await.unwrap().unwrap()
+}
+
+/// MySQL lease table: the store's own pruning deletes a key's row (and its old reader's row)
+/// once idle past the horizon, never before, never a held key's, and the next grant's fence
+/// is still larger.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mysql_lease_rows_are_pruned_after_the_horizon_and_fences_still_grow() {
+    let db = MyDatabase::new();
+    let l = Locker::connect(&db.url("?horizon=1s")).await.unwrap();
+    let a = l.acquire("idle", TTL).await.unwrap();
+    let first = a.fence();
+    assert!(a.release().await.unwrap().is_clean());
+    let r = l.acquire_shared("read", TTL).await.unwrap();
+    assert!(r.release().await.unwrap().is_clean());
+    let held = l.acquire("held", TTL).auto_renew(true).await.unwrap();
+    let mut c = my_conn(&db).await;
+    let rows = "SELECT COUNT(*) FROM leasehold_leases WHERE lock_key = ?";
+    // Well within the horizon: a pruning round (every 250 ms) has run and kept it.
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    assert_eq!(my_count(&mut c, rows, "idle").await, 1, "not before the horizon");
+    // Idle past the horizon, plus a pruning period (250 ms) and slack.
+    tokio::time::sleep(Duration::from_millis(1_900)).await;
+    assert_eq!(my_count(&mut c, rows, "idle").await, 0, "the idle key's row is gone");
+    assert_eq!(my_count(&mut c, rows, "read").await, 0, "the read key's row is gone");
+    assert_eq!(my_count(&mut c, rows, "held").await, 1, "a held key's row is kept");
+    assert!(!held.is_lost());
+    let b = l.acquire("idle", TTL).await.unwrap();
+    assert!(b.fence() > first, "{} after {}", b.fence(), first);
+    assert!(b.release().await.unwrap().is_clean());
+    assert!(held.release().await.unwrap().is_clean());
+}
+
+/// MySQL `GET_LOCK` session locks: the fence table's row of a free key goes once its fence
+/// is older than the horizon; a held key's stays; the next fence is still larger.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mysql_session_fence_rows_are_pruned_after_the_horizon_and_fences_still_grow() {
+    let db = MyDatabase::new();
+    let l = Locker::connect(&db.url("?mode=session&prefix=hz:&horizon=1s")).await.unwrap();
+    let a = l.acquire("idle", TTL).await.unwrap();
+    let first = a.fence();
+    assert!(a.release().await.unwrap().is_clean());
+    let held = l.acquire("held", TTL).await.unwrap();
+    let mut c = my_conn(&db).await;
+    let rows = "SELECT COUNT(*) FROM leasehold_leases_fences WHERE lock_key = ?";
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    assert_eq!(my_count(&mut c, rows, "idle").await, 1, "not before the horizon");
+    tokio::time::sleep(Duration::from_millis(1_400)).await;
+    assert_eq!(my_count(&mut c, rows, "idle").await, 0, "the free key's row is gone");
+    assert_eq!(my_count(&mut c, rows, "held").await, 1, "a held key's row is kept");
+    let b = l.acquire("idle", TTL).await.unwrap();
+    assert!(b.fence() > first, "{} after {}", b.fence(), first);
+    assert!(b.release().await.unwrap().is_clean());
+    assert!(!held.is_lost());
+    assert!(held.release().await.unwrap().is_clean());
+}
+
+/// MySQL resource: `claim_within` refuses a fence older than the horizon, `prune` forgets
+/// claims twice the horizon old, and the stale holder stays refused after.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mysql_resource_forgets_and_refuses_past_the_horizon() {
+    use leasehold::fence::mysql as my_fence;
+    use mysql_async::prelude::Queryable;
+    let db = MyDatabase::new();
+    let url = db.url("?horizon=1s");
+    let l = Locker::connect(&url).await.unwrap();
+    let mut c = my_conn(&db).await;
+    my_fence::install(&mut c).await.unwrap();
+    my_fence::install(&mut c).await.unwrap(); // again: the index is there
+    let h = Duration::from_secs(1);
+    // The holder that will freeze: no renewals, its lease runs out.
+    let a = l.acquire("acct", TTL).auto_renew(false).await.unwrap();
+    let stale = Fencing::new(a.key().clone(), a.fence(), a.owner());
+    my_fence::claim_within(&mut c, "acct", &stale, h).await.unwrap();
+    // The successor, another process: it waits out the stale holder's lease.
+    let other = Locker::connect(&url).await.unwrap();
+    let b = other.acquire("acct", TTL).wait(Wait::For(Duration::from_secs(5))).await.unwrap();
+    let mut tx = c.start_transaction(Default::default()).await.unwrap();
+    my_fence::claim_within(&mut tx, "acct", &b.fencing(), h).await.unwrap();
+    my_fence::commit(tx, &b.fencing()).await.unwrap();
+    assert!(b.release().await.unwrap().is_clean());
+    assert_eq!(my_fence::prune(&mut c, h).await.unwrap(), 0, "nothing is twice the horizon old");
+    // Still within the horizon, the stale holder is refused by the installed claim.
+    assert!(matches!(
+        my_fence::claim_within(&mut c, "acct", &stale, h).await,
+        Err(Error::StaleFence { reason: StaleReason::Newer, .. })
+    ));
+    tokio::time::sleep(Duration::from_millis(2_200)).await;
+    assert_eq!(my_fence::prune(&mut c, h).await.unwrap(), 1, "the claim is forgotten");
+    let n: Option<i64> = c.query_first("SELECT COUNT(*) FROM leasehold_fence").await.unwrap();
+    assert_eq!(n, Some(0));
+    assert!(past_horizon(my_fence::claim_within(&mut c, "acct", &stale, h).await), "refused");
+    let d = l.acquire("acct", TTL).await.unwrap();
+    my_fence::claim_within(&mut c, "acct", &d.fencing(), h).await.unwrap();
     assert!(d.release().await.unwrap().is_clean());
 }

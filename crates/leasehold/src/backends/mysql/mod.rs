@@ -106,6 +106,8 @@ struct Options {
     heartbeat: Duration,
     /// `connect_timeout`: the bound on opening one connection.
     connect_timeout: Option<Duration>,
+    /// How long an idle key's rows are kept (`horizon=`, [`crate::horizon`]).
+    horizon: Duration,
 }
 
 crate::url::option_keys! {
@@ -117,6 +119,7 @@ crate::url::option_keys! {
         Fence = "fence",
         Heartbeat = "heartbeat",
         ConnectTimeout = "connect_timeout",
+        Horizon = "horizon",
         PoolMin = "pool_min",
         PoolMax = "pool_max",
         InactiveConnectionTtl = "inactive_connection_ttl",
@@ -155,6 +158,7 @@ fn parse_url(url: &str) -> Result<(Opts, Options)> {
         fence: true,
         heartbeat: Duration::from_secs(5),
         connect_timeout: None,
+        horizon: crate::horizon::DEFAULT_HORIZON,
     };
     let mut socket_given = false;
     let within = |name, v| {
@@ -170,6 +174,7 @@ fn parse_url(url: &str) -> Result<(Opts, Options)> {
             OptionKey::Prefix => o.prefix = v.to_owned(),
             OptionKey::Fence => o.fence = choice("fence", v, &[("table", true), ("none", false)])?,
             OptionKey::Heartbeat => o.heartbeat = within("heartbeat", v)?,
+            OptionKey::Horizon => o.horizon = crate::horizon::horizon_option(v)?,
             OptionKey::ConnectTimeout => {
                 o.connect_timeout = Some(crate::url::connect_timeout_option(v)?)
             }
@@ -317,6 +322,7 @@ mod doorbell;
 #[doc(hidden)]
 pub mod fence;
 mod lease;
+mod prune;
 mod session;
 #[cfg(feature = "tools")]
 pub mod tools;
