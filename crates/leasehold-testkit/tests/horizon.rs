@@ -258,3 +258,44 @@ async fn mysql_resource_forgets_and_refuses_past_the_horizon() {
     my_fence::claim_within(&mut c, "acct", &d.fencing(), h).await.unwrap();
     assert!(d.release().await.unwrap().is_clean());
 }
+
+/// SQLite store: its pruning task deletes a key's fence counter (and an expired, unreleased
+/// lease's row) once idle past the horizon, never before, never a held key's; the next
+/// grant's fence is still larger.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_fence_rows_are_pruned_after_the_horizon_and_fences_still_grow() {
+    use leasehold::fence::sqlite::rusqlite;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("locks.db");
+    let l = Locker::connect(&format!("sqlite://{}?horizon=1s", path.display())).await.unwrap();
+    let a = l.acquire("idle", TTL).await.unwrap();
+    let first = a.fence();
+    assert!(a.release().await.unwrap().is_clean());
+    // Expires without a release: its lease row stays until the horizon has passed too.
+    let gone = l.acquire("expired", TTL).auto_renew(false).await.unwrap();
+    let r = l.acquire_shared("read", TTL).await.unwrap();
+    assert!(r.release().await.unwrap().is_clean());
+    let held = l.acquire("held", TTL).auto_renew(true).await.unwrap();
+    let db = rusqlite::Connection::open(&path).unwrap();
+    let rows = |table: &str, key: &str| -> i64 {
+        db.query_row(&format!("SELECT count(*) FROM {table} WHERE key = ?1"), [key], |r| r.get(0))
+            .unwrap()
+    };
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    assert_eq!(rows("leasehold_fences", "idle"), 1, "not before the horizon");
+    assert_eq!(rows("leasehold_leases", "expired"), 1, "not before the horizon");
+    // Idle past the horizon (the expired lease: 1 s after its expiry), plus a period (250 ms).
+    tokio::time::sleep(Duration::from_millis(1_900)).await;
+    for key in ["idle", "read", "expired"] {
+        assert_eq!(rows("leasehold_fences", key), 0, "{key}: the counter is gone");
+    }
+    assert_eq!(rows("leasehold_leases", "expired"), 0, "the expired lease's row is gone");
+    assert_eq!(rows("leasehold_fences", "held"), 1, "a held key's counter is kept");
+    assert_eq!(rows("leasehold_leases", "held"), 1, "a held key's lease is kept");
+    assert!(!held.is_lost());
+    let b = l.acquire("idle", TTL).await.unwrap();
+    assert!(b.fence() > first, "{} after {}", b.fence(), first);
+    assert!(b.release().await.unwrap().is_clean());
+    assert!(held.release().await.unwrap().is_clean());
+    drop(gone);
+}
