@@ -299,3 +299,45 @@ async fn sqlite_fence_rows_are_pruned_after_the_horizon_and_fences_still_grow() 
     assert!(held.release().await.unwrap().is_clean());
     drop(gone);
 }
+
+/// `flock` store: a lock file (and its readers' companion) goes once its key was not locked
+/// within the horizon, never before, never a held key's; the next fence is still larger. An
+/// acquire past the horizon starts the same removal in the background.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn file_lock_files_are_removed_after_the_horizon_and_fences_still_grow() {
+    use leasehold::backends::file::FileStore;
+    let dir = tempfile::tempdir().unwrap();
+    let h = Duration::from_secs(1);
+    let store = std::sync::Arc::new(FileStore::open(dir.path()).unwrap().with_horizon(h).unwrap());
+    let l = Locker::from_arc(store.clone());
+    let a = l.acquire("idle", TTL).await.unwrap();
+    let first = a.fence();
+    assert!(a.release().await.unwrap().is_clean());
+    let r = l.acquire_shared("read", TTL).await.unwrap();
+    assert!(r.release().await.unwrap().is_clean());
+    let held = l.acquire("held", TTL).await.unwrap();
+    let file = |name: &str| dir.path().join(name).exists();
+    assert!(file("idle.lock") && file("read.lock") && file("read.lock.fence"));
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(store.prune().await.unwrap(), 0, "nothing is idle past the horizon yet");
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    assert_eq!(store.prune().await.unwrap(), 2, "idle and read are gone");
+    assert!(!file("idle.lock") && !file("read.lock") && !file("read.lock.fence"));
+    assert!(file("held.lock"), "a held key's file stays");
+    let b = l.acquire("idle", TTL).await.unwrap();
+    assert!(b.fence() > first, "{} after {}", b.fence(), first);
+    assert!(b.release().await.unwrap().is_clean());
+    // In the background: through a URL, an acquire once a quarter horizon has passed.
+    let url = format!("file://{}?horizon=1s", dir.path().display());
+    let other = Locker::connect(&url).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(1_300)).await;
+    let c = other.acquire("trigger", TTL).await.unwrap();
+    let until = std::time::Instant::now() + Duration::from_secs(3);
+    while file("idle.lock") && std::time::Instant::now() < until {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(!file("idle.lock"), "removed by the background pruning");
+    assert!(file("held.lock") && file("trigger.lock"));
+    assert!(c.release().await.unwrap().is_clean());
+    assert!(held.release().await.unwrap().is_clean());
+}
