@@ -357,6 +357,11 @@ mod tests {
         assert_eq!((o.table.as_str(), o.prefix.as_str()), ("t1", "p:"));
         assert_eq!(o.heartbeat, Duration::from_secs(2));
         assert_eq!(o.connect_timeout, Some(Duration::from_secs(3)));
+        assert_eq!(o.horizon, crate::horizon::DEFAULT_HORIZON, "a day unless given");
+        assert_eq!(
+            parse_url("mysql://u@h/db?horizon=90s").unwrap().1.horizon,
+            Duration::from_secs(90)
+        );
         assert_eq!(opts.stmt_cache_size(), 7, "the driver's option");
         assert!(!opts.prefer_socket(), "TCP unless the URL says otherwise");
         let (opts, o) =
@@ -374,6 +379,7 @@ mod tests {
             ("mysql://u@h/db?fence=sequence", "fence=\"sequence\""),
             ("mysql://u@h/db?heartbeat=5", "heartbeat=\"5\""),
             ("mysql://u@h/db?connect_timeout=2h", "connect_timeout=\"2h\""),
+            ("mysql://u@h/db?horizon=10ms", "horizon=\"10ms\""),
             ("mysql://u@h?mode=lease", "names no database"),
             ("mysql://u@h/db?tabel=x", "valid options: mode, table, prefix,"),
         ];
