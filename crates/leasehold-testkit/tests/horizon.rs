@@ -341,3 +341,30 @@ async fn file_lock_files_are_removed_after_the_horizon_and_fences_still_grow() {
     assert!(c.release().await.unwrap().is_clean());
     assert!(held.release().await.unwrap().is_clean());
 }
+
+/// MySQL lease table: a row another transaction has locked (as a grant in flight does) is
+/// skipped, not waited for (`SKIP LOCKED`, MariaDB 10.6+ / MySQL 8): the other idle rows go
+/// meanwhile, and the locked one at a round after its lock is let go.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mysql_pruning_skips_a_locked_row_and_takes_it_later() {
+    use mysql_async::prelude::Queryable;
+    let db = MyDatabase::new();
+    let l = Locker::connect(&db.url("?horizon=1s")).await.unwrap();
+    for key in ["free", "busy"] {
+        let a = l.acquire(key, TTL).await.unwrap();
+        assert!(a.release().await.unwrap().is_clean());
+    }
+    let mut c = my_conn(&db).await;
+    let mut other = my_conn(&db).await;
+    let mut tx = other.start_transaction(Default::default()).await.unwrap();
+    tx.query_drop("SELECT * FROM leasehold_leases WHERE lock_key = 'busy' FOR UPDATE")
+        .await
+        .unwrap();
+    let rows = "SELECT COUNT(*) FROM leasehold_leases WHERE lock_key = ?";
+    tokio::time::sleep(Duration::from_millis(2_000)).await;
+    assert_eq!(my_count(&mut c, rows, "free").await, 0, "pruned beside the locked row");
+    assert_eq!(my_count(&mut c, rows, "busy").await, 1, "the locked row is skipped");
+    tx.commit().await.unwrap();
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    assert_eq!(my_count(&mut c, rows, "busy").await, 0, "pruned once let go");
+}
