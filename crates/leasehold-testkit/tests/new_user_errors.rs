@@ -266,7 +266,7 @@ async fn url_options_once_and_one_connect_timeout_syntax() {
         let e = Locker::connect(url).await.err().unwrap();
         let text = e.to_string();
         if url.starts_with("sqlite") {
-            // sqlite:// takes no options: refused as unknown first.
+            // prefix is not one of sqlite://'s options: refused as unknown first.
             assert!(matches!(e, Error::InvalidInput(_)), "{url}: {e}");
             continue;
         }

@@ -1,11 +1,15 @@
 //! `file://DIR`: `flock(2)` session locks on a local directory.
 //!
-//! One lock file per key (`DIR/<encoded key>.lock`, never deleted). The lock is held by an
+//! One lock file per key (`DIR/<encoded key>.lock`; removed once the key was not locked within
+//! the horizon, `prune.rs`). The lock is held by an
 //! open file description of this process, so it ends exactly when the holder releases it or
 //! the process dies, and never by time: there is no TTL and nothing to renew. Lock files
 //! hold `fence\nowner\nkey`, then `\0` and who holds it ([`crate::HolderInfo`], one
 //! line; keys hold no NUL); the fence is read, incremented, written and fsynced while the
-//! lock is held, so it increases across grants, releases and crashes of the holder.
+//! lock is held, so it increases across grants, releases and crashes of the holder, and,
+//! being at least the clock in µs, across the removal of the file past the horizon
+//! (`?horizon=`, a day by default; [`FileStore::with_horizon`]): after an acquire, at most
+//! once per quarter of the horizon, a background thread removes the lock files idle longer.
 //!
 //! A directory the store cannot use (permission denied, a read-only file system, a file in
 //! its place) is [`crate::Error::Config`].
@@ -21,27 +25,26 @@
 
 mod config;
 mod procfs;
+mod prune;
 use config::FileUrl;
 mod shared;
+mod waiting;
+use waiting::Hub;
 
-use crate::backends::inotify::{self, InotifyFd};
 use procfs::{dev_parts, flocked_inodes};
 use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
 use std::io::Read;
 use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use nix::errno::Errno;
 use nix::fcntl::{Flock, FlockArg};
-use nix::sys::inotify::{AddWatchFlags, WatchDescriptor};
-use tokio::io::unix::AsyncFd;
-use tokio::sync::watch;
 
-use crate::store::{AcquireRequest, Attempt, Grant, Watch};
+use crate::store::{AcquireRequest, Attempt, Grant};
 use crate::{Error, FenceRepeat, FenceToken, Guarantees, Key, LockKind, OwnerToken, Result, Store};
 use crate::{Holder, HolderInfo};
 
@@ -56,6 +59,8 @@ pub struct FileStore {
     /// This process's readers (`shared.rs`), by key and owner.
     readers: Arc<Mutex<shared::Readers>>,
     hub: Arc<Mutex<Option<Arc<Hub>>>>,
+    /// When to remove lock files idle past the horizon next.
+    prune: Arc<prune::Schedule>,
 }
 
 /// A held lock. Field order matters: dropping unlocks first, then closes the writer, whose
@@ -127,8 +132,12 @@ fn lock_file(path: &Path) -> Result<Option<Flock<File>>> {
 fn lock_as(path: &Path, arg: FlockArg, what: &str) -> Result<Option<Flock<File>>> {
     loop {
         ensure_file(path)?;
-        let f = File::open(path)
-            .map_err(io_err(format!("cannot open lock file {}", path.display())))?;
+        let f = match File::open(path) {
+            Ok(f) => f,
+            // Removed past the horizon between the two: make it again.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(io_err(format!("cannot open lock file {}", path.display()))(e)),
+        };
         let lock = match Flock::lock(f, arg) {
             Ok(l) => l,
             Err((_, Errno::EWOULDBLOCK)) => return Ok(None),
@@ -234,7 +243,52 @@ impl FileStore {
                 std::io::Error::from_raw_os_error(e as i32),
             )
         })?;
-        Ok(FileStore { dir, held: Arc::default(), readers: Arc::default(), hub: Arc::default() })
+        Ok(FileStore {
+            dir,
+            held: Arc::default(),
+            readers: Arc::default(),
+            hub: Arc::default(),
+            prune: Arc::new(prune::Schedule::new(crate::horizon::DEFAULT_HORIZON)),
+        })
+    }
+
+    /// This store with lock files kept for `horizon` once their key is idle (the default is
+    /// [`crate::horizon::DEFAULT_HORIZON`]; see the module docs), from
+    /// [`crate::horizon::MIN_HORIZON`] to [`crate::horizon::MAX_HORIZON`], else
+    /// [`Error::InvalidInput`].
+    pub fn with_horizon(mut self, horizon: Duration) -> Result<Self> {
+        use crate::horizon::{MAX_HORIZON, MIN_HORIZON};
+        if !(MIN_HORIZON..=MAX_HORIZON).contains(&horizon) {
+            return Err(Error::invalid(format!(
+                "horizon {horizon:?} is out of range ({MIN_HORIZON:?} to {MAX_HORIZON:?})"
+            )));
+        }
+        self.prune = Arc::new(prune::Schedule::new(horizon));
+        Ok(self)
+    }
+
+    /// Removes the lock files of keys idle past the horizon (none held here or elsewhere,
+    /// none locked within the horizon), now; returns how many. The store also does this in
+    /// the background after an acquire, at most once per quarter of the horizon. Safe
+    /// against every locker of `DIR` that checks, as this crate does, that the file it locked
+    /// is still the one at its path (see the module docs).
+    pub async fn prune(&self) -> Result<u64> {
+        let (dir, h) = (self.dir.clone(), self.prune.horizon);
+        tokio::task::spawn_blocking(move || prune::prune_dir(&dir, h))
+            .await
+            .map_err(|e| Error::backend("file", "worker thread failed", e))?
+    }
+
+    /// Starts a background [`FileStore::prune`] if one is due.
+    fn prune_if_due(&self) {
+        if self.prune.due() {
+            let (dir, h) = (self.dir.clone(), self.prune.horizon);
+            tokio::task::spawn_blocking(move || {
+                if let Err(e) = prune::prune_dir(&dir, h) {
+                    tracing::debug!("file store pruning failed: {e}");
+                }
+            });
+        }
     }
 
     fn path(&self, key: &Key) -> PathBuf {
@@ -275,132 +329,6 @@ impl FileStore {
             .insert(req.key.clone(), Held { owner: *req.owner, _lock: lock, _writer: writer });
         Ok(Attempt::Granted(Grant::new(fence, sent)))
     }
-
-    fn hub(&self) -> Result<Arc<Hub>> {
-        let mut g = self.hub.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(h) = g.as_ref() {
-            return Ok(h.clone());
-        }
-        let h = Hub::start()?;
-        *g = Some(h.clone());
-        Ok(h)
-    }
-}
-
-/// One inotify instance per store, shared by its waiters.
-#[derive(Debug)]
-struct Hub {
-    ino: AsyncFd<InotifyFd>,
-    paths: Mutex<Watched>,
-}
-
-/// Watched lock file → (inotify watch, generation counter, number of waiters).
-type Watched = HashMap<PathBuf, (WatchDescriptor, watch::Sender<u64>, usize)>;
-
-impl Hub {
-    fn start() -> Result<Arc<Hub>> {
-        let ino = inotify::open().map_err(|e| Error::backend("file", "inotify_init", e))?;
-        let hub = Arc::new(Hub { ino, paths: Mutex::default() });
-        tokio::spawn(dispatch(Arc::downgrade(&hub)));
-        Ok(hub)
-    }
-
-    fn paths(&self) -> std::sync::MutexGuard<'_, Watched> {
-        self.paths.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    fn subscribe(self: &Arc<Self>, path: &Path) -> Result<FileWatch> {
-        ensure_file(path)?;
-        let mut p = self.paths();
-        let rx = match p.get_mut(path) {
-            Some(e) => {
-                e.2 += 1;
-                e.1.subscribe()
-            }
-            None => {
-                let wd = self
-                    .ino
-                    .get_ref()
-                    .inotify()
-                    .add_watch(path, AddWatchFlags::IN_CLOSE_WRITE)
-                    .map_err(|e| {
-                        Error::backend("file", format!("inotify watch on {}", path.display()), e)
-                    })?;
-                let tx = watch::Sender::new(0);
-                let rx = tx.subscribe();
-                p.insert(path.to_owned(), (wd, tx, 1));
-                rx
-            }
-        };
-        Ok(FileWatch { rx, hub: self.clone(), path: path.to_owned(), backoff: BACKOFF_MAX })
-    }
-
-    fn unsubscribe(&self, path: &Path) {
-        let mut p = self.paths();
-        if let Some(e) = p.get_mut(path) {
-            e.2 -= 1;
-            if e.2 == 0 {
-                let _ = self.ino.get_ref().inotify().rm_watch(e.0);
-                p.remove(path);
-            }
-        }
-    }
-}
-
-/// Reads inotify events and bumps the counters of the files they name. Ends within a second
-/// of the store being dropped.
-async fn dispatch(hub: Weak<Hub>) {
-    loop {
-        let Some(h) = hub.upgrade() else { return };
-        let Some(events) = inotify::next_events(&h.ino, "the file store").await else {
-            continue;
-        };
-        let p = h.paths();
-        for ev in events {
-            let overflow = ev.mask.contains(AddWatchFlags::IN_Q_OVERFLOW);
-            for (wd, tx, _) in p.values() {
-                if overflow || *wd == ev.wd {
-                    tx.send_modify(|n| *n += 1);
-                }
-            }
-        }
-    }
-}
-
-const BACKOFF_MIN: Duration = Duration::from_millis(2);
-const BACKOFF_MAX: Duration = Duration::from_secs(1);
-
-struct FileWatch {
-    rx: watch::Receiver<u64>,
-    hub: Arc<Hub>,
-    path: PathBuf,
-    backoff: Duration,
-}
-
-impl Drop for FileWatch {
-    fn drop(&mut self) {
-        self.hub.unsubscribe(&self.path);
-    }
-}
-
-#[async_trait]
-impl Watch for FileWatch {
-    async fn changed(&mut self, until: Instant) {
-        let wake = until.min(Instant::now() + self.backoff);
-        tokio::select! {
-            r = self.rx.changed() => {
-                // After an event, retry soon if the attempt still fails (the kernel sends the
-                // close event before it removes a dying holder's lock).
-                self.backoff = BACKOFF_MIN;
-                if r.is_err() {
-                    tokio::time::sleep_until(wake.into()).await;
-                }
-            }
-            _ = tokio::time::sleep_until(wake.into()) => {
-                self.backoff = (self.backoff * 2).min(BACKOFF_MAX);
-            }
-        }
-    }
 }
 
 #[async_trait]
@@ -415,7 +343,9 @@ impl Store for FileStore {
                             clock floor)",
             expiry: "session: the holding process's open file, no TTL",
             fence: "max(counter + 1, the machine's clock in µs) in the lock file, written and \
-                    fsynced under the lock",
+                    fsynced under the lock; a lock file idle past the horizon (horizon=, a day \
+                    by default) is removed under its lock, and the key's next fence starts \
+                    from the clock, above it",
             fence_repeat: FenceRepeat::ClockBacked,
             failure_admits_second_holder: false,
             holders_know_fence: true,
@@ -426,6 +356,7 @@ impl Store for FileStore {
     }
 
     async fn try_acquire(&self, req: &AcquireRequest<'_>) -> Result<Attempt> {
+        self.prune_if_due();
         let sent = Instant::now();
         if req.mode == crate::Mode::Shared {
             return self.try_shared(req, sent).await;
@@ -533,25 +464,16 @@ impl Store for FileStore {
     }
 }
 
-impl FileStore {
-    /// Subscribes to changes of `key` (a release, an expiry), for [`crate::store::acquire_watching`].
-    pub(crate) async fn watch(&self, key: &Key) -> Result<Box<dyn Watch>> {
-        let hub = self.hub()?;
-        let path = self.path(key);
-        let w = tokio::task::spawn_blocking(move || hub.subscribe(&path))
-            .await
-            .map_err(|e| Error::backend("file", "worker thread failed", e))??;
-        Ok(Box::new(w))
-    }
-}
-
-/// `file://DIR`: no options.
-pub(crate) const STORE: super::Descriptor =
-    super::Descriptor { form: "file://DIR", parse: |url| super::parsed(FileUrl::parse(url)) };
+/// `file://DIR[?horizon=DUR]`.
+pub(crate) const STORE: super::Descriptor = super::Descriptor {
+    form: "file://DIR[?horizon=DUR]",
+    parse: |url| super::parsed(FileUrl::parse(url)),
+};
 
 impl super::StoreConfig for FileUrl {
     fn open(&self, _: super::Limits) -> super::Boxed<'_, Result<Arc<dyn Store>>> {
-        super::opened(std::future::ready(FileStore::open(&self.dir)))
+        let store = FileStore::open(&self.dir).and_then(|s| s.with_horizon(self.horizon));
+        super::opened(std::future::ready(store))
     }
 
     fn probe<'a>(

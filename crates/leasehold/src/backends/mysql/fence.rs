@@ -53,13 +53,18 @@ use crate::fence::Fencing;
 use crate::fence::claim::{Installed, may_claim, stale};
 use crate::{Error, Result};
 
-/// The fence table: one row per protected resource.
+/// The fence table: one row per protected resource claimed within twice the horizon, and
+/// the index [`prune`] finds the older ones by.
 pub const SCHEMA: &str = "CREATE TABLE IF NOT EXISTS leasehold_fence (
     resource VARBINARY(512) NOT NULL PRIMARY KEY,
     lock_key VARBINARY(512) NOT NULL,
     fence    BIGINT UNSIGNED NOT NULL,
-    owner    VARBINARY(64) NOT NULL
+    owner    VARBINARY(64) NOT NULL,
+    KEY leasehold_fence_by_fence (fence)
 ) ENGINE = InnoDB";
+
+/// MySQL's "Duplicate key name": the index is there already.
+const DUP_KEY_NAME: u16 = 1061;
 
 /// MySQL's "Table '…' doesn't exist".
 const NO_SUCH_TABLE: u16 = 1146;
@@ -81,9 +86,15 @@ fn err(what: &str, e: mysql_async::Error) -> Error {
     Error::Backend { backend: "mysql", message, source: Some(e.into()) }
 }
 
-/// Creates the fence table if it is missing.
+/// Creates the fence table if it is missing, and the index [`prune`] uses on a table made
+/// by a version without it.
 pub async fn install<Q: Queryable>(q: &mut Q) -> Result<()> {
-    q.query_drop(SCHEMA).await.map_err(|e| err("install", e))
+    q.query_drop(SCHEMA).await.map_err(|e| err("install", e))?;
+    match q.query_drop("ALTER TABLE leasehold_fence ADD KEY leasehold_fence_by_fence (fence)").await
+    {
+        Err(mysql_async::Error::Server(e)) if e.code == DUP_KEY_NAME => Ok(()),
+        r => r.map_err(|e| err("install", e)),
+    }
 }
 
 async fn installed<Q: Queryable>(
@@ -228,9 +239,39 @@ async fn rollback_with(tx: Transaction<'_>, e: Error) -> Result<()> {
 /// or equal with the same owner, and the resource is unclaimed or guarded by the same key.
 /// Otherwise [`Error::StaleFence`]; [`Error::Lost`] once the lease's time is up (the
 /// connection is bounded by it: see the module docs). Call inside the caller's transaction.
+///
+/// With the default horizon ([`crate::horizon::DEFAULT_HORIZON`]): see [`claim_within`].
 pub async fn claim<Q: Queryable>(q: &mut Q, resource: &str, fencing: &Fencing) -> Result<()> {
+    claim_within(q, resource, fencing, crate::horizon::DEFAULT_HORIZON).await
+}
+
+/// [`claim`] on a resource whose table keeps a claim for twice `horizon`: a clock-backed
+/// fence issued more than `horizon` ago (by the database's clock, `UTC_TIMESTAMP(6)`) is
+/// refused with [`StaleReason::PastHorizon`](crate::StaleReason::PastHorizon), whatever is
+/// installed, so a holder frozen past the horizon stays refused after [`prune`] forgot its
+/// resource's row. Fences without an age (etcd revisions, ZooKeeper zxids: below
+/// [`crate::horizon::CLOCK_FENCE_MIN`]) are never refused as old, and their rows are kept.
+/// Use one horizon for a table; a holder must claim within the horizon of its grant.
+pub async fn claim_within<Q: Queryable>(
+    q: &mut Q,
+    resource: &str,
+    fencing: &Fencing,
+    horizon: std::time::Duration,
+) -> Result<()> {
     crate::fence::claim::require_token(resource, fencing)?;
     bound(q, fencing).await?;
+    let token = fencing.token().get();
+    if token >= crate::horizon::CLOCK_FENCE_MIN {
+        let now: Option<i64> = q
+            .query_first(format!("SELECT {}", super::CLOCK_US))
+            .await
+            .map_err(|e| guarded_err("read the clock", fencing, e))?;
+        let now = u64::try_from(now.unwrap_or(0)).unwrap_or(0);
+        let h = crate::horizon::micros(horizon) as u64;
+        if crate::fence::rule::past_horizon(token, now, h) {
+            return Err(crate::fence::claim::past_horizon(resource, fencing));
+        }
+    }
     let current =
         installed(q, resource, "FOR UPDATE").await.map_err(|e| guarded_err("read", fencing, e))?;
     if !may_claim(current.as_ref(), fencing) {
@@ -248,6 +289,42 @@ pub async fn claim<Q: Queryable>(q: &mut Q, resource: &str, fencing: &Fencing) -
     )
     .await
     .map_err(|e| guarded_err("claim", fencing, e))
+}
+
+/// Deletes the claims older than twice `horizon` (clock-backed fences only, by the database's
+/// clock), at most 1,000 rows per transaction (each its own: run it on a connection with no
+/// transaction of the caller's open), until none is left; returns how many. Rows a claim in
+/// flight has locked are skipped (`SKIP LOCKED`, MySQL 8 and MariaDB 10.6 on; an older
+/// server waits for them, bounded by its lock wait timeout). Call it from a maintenance task,
+/// e.g. every quarter of the horizon: the table then holds the resources claimed within about
+/// twice the horizon. Safe at any time: a fence a deleted row would have refused is smaller
+/// than the row's, so older than the horizon, and [`claim_within`] refuses it. (Claims do not
+/// prune as they go: the deleted rows would stay locked until the caller's commit, and two
+/// such transactions claiming each other's old resources would deadlock.)
+pub async fn prune(conn: &mut mysql_async::Conn, horizon: std::time::Duration) -> Result<u64> {
+    use super::prune::{BATCH, SkipLocked, Sweep, batch};
+    let h = crate::horizon::micros(horizon);
+    let sweep = Sweep {
+        what: "pruning the fence table",
+        select: format!(
+            "SELECT resource FROM leasehold_fence
+             WHERE fence >= {min} AND fence < {clock} - 2 * {h}
+             ORDER BY fence LIMIT {BATCH} FOR UPDATE",
+            min = crate::horizon::CLOCK_FENCE_MIN,
+            clock = super::CLOCK_US
+        ),
+        params: vec![],
+        deletes: vec!["DELETE FROM leasehold_fence WHERE resource IN".into()],
+    };
+    let skip = SkipLocked::default();
+    let mut total = 0u64;
+    loop {
+        let n = batch(conn, &sweep, &skip).await?;
+        total += n as u64;
+        if n < BATCH {
+            return Ok(total);
+        }
+    }
 }
 
 /// Succeeds iff `fencing` is exactly what `resource` has installed, and keeps it so until the

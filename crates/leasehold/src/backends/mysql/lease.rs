@@ -17,6 +17,7 @@ use crate::{
     Result, Store,
 };
 
+mod forget;
 mod shared;
 
 /// The lease-table statements (`?` parameters), for `leasehold bench`, which runs the very
@@ -56,6 +57,8 @@ pub struct MysqlStore {
     prims: Arc<shared::Tables>,
     /// Waiting writers of this store whose intent is recorded on their key's row.
     intents: Mutex<HashSet<OwnerToken>>,
+    /// Deletes rows idle past the horizon while the store lives (`prune.rs`).
+    _pruner: super::prune::Pruner,
 }
 
 impl std::fmt::Debug for MysqlStore {
@@ -120,6 +123,8 @@ impl LeaseSql {
 impl MysqlStore {
     pub(super) async fn open(opts: Opts, o: &Options, limits: Limits) -> Result<Self> {
         let sql = LeaseSql::new(&o.table, limits.op);
+        let sweeps = forget::sweeps(&shared::Tables::new(&o.table), o.horizon, limits.op);
+        let pruner = super::prune::Pruner::start(opts.clone(), limits.connect, o.horizon, sweeps);
         // Our statements leave no session state behind, and a reset on every return to the
         // pool would cost a round trip and drop the prepared-statement cache.
         let pool_opts = opts.pool_opts().clone().with_reset_connection(false);
@@ -131,6 +136,7 @@ impl MysqlStore {
             sql: std::sync::RwLock::new(Arc::new(sql)),
             bells: super::doorbell::Doorbell::new(opts.clone(), limits.connect, &o.table),
             connect: limits.connect,
+            _pruner: pruner,
         };
         // The first connection only: a pool that waits for a free connection later is
         // not a sign of another service at the address.
@@ -202,7 +208,9 @@ impl Store for MysqlStore {
                             holder's",
             expiry: "the server's UTC_TIMESTAMP(6); no client clock takes part",
             fence: "per-row max(fence + 1, UTC_TIMESTAMP(6) in µs), set by the granting \
-                    statement; rows are never deleted",
+                    statement; a row idle past the horizon (horizon=, a day by default) is \
+                    deleted by the store's pruning task, and the key's next fence starts from \
+                    the clock, above it",
             fence_repeat: FenceRepeat::ClockBacked,
             failure_admits_second_holder: true,
             holders_know_fence: true,

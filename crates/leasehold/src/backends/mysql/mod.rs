@@ -106,6 +106,8 @@ struct Options {
     heartbeat: Duration,
     /// `connect_timeout`: the bound on opening one connection.
     connect_timeout: Option<Duration>,
+    /// How long an idle key's rows are kept (`horizon=`, [`crate::horizon`]).
+    horizon: Duration,
 }
 
 crate::url::option_keys! {
@@ -117,6 +119,7 @@ crate::url::option_keys! {
         Fence = "fence",
         Heartbeat = "heartbeat",
         ConnectTimeout = "connect_timeout",
+        Horizon = "horizon",
         PoolMin = "pool_min",
         PoolMax = "pool_max",
         InactiveConnectionTtl = "inactive_connection_ttl",
@@ -155,6 +158,7 @@ fn parse_url(url: &str) -> Result<(Opts, Options)> {
         fence: true,
         heartbeat: Duration::from_secs(5),
         connect_timeout: None,
+        horizon: crate::horizon::DEFAULT_HORIZON,
     };
     let mut socket_given = false;
     let within = |name, v| {
@@ -170,6 +174,7 @@ fn parse_url(url: &str) -> Result<(Opts, Options)> {
             OptionKey::Prefix => o.prefix = v.to_owned(),
             OptionKey::Fence => o.fence = choice("fence", v, &[("table", true), ("none", false)])?,
             OptionKey::Heartbeat => o.heartbeat = within("heartbeat", v)?,
+            OptionKey::Horizon => o.horizon = crate::horizon::horizon_option(v)?,
             OptionKey::ConnectTimeout => {
                 o.connect_timeout = Some(crate::url::connect_timeout_option(v)?)
             }
@@ -317,6 +322,7 @@ mod doorbell;
 #[doc(hidden)]
 pub mod fence;
 mod lease;
+mod prune;
 mod session;
 #[cfg(feature = "tools")]
 pub mod tools;
@@ -351,6 +357,11 @@ mod tests {
         assert_eq!((o.table.as_str(), o.prefix.as_str()), ("t1", "p:"));
         assert_eq!(o.heartbeat, Duration::from_secs(2));
         assert_eq!(o.connect_timeout, Some(Duration::from_secs(3)));
+        assert_eq!(o.horizon, crate::horizon::DEFAULT_HORIZON, "a day unless given");
+        assert_eq!(
+            parse_url("mysql://u@h/db?horizon=90s").unwrap().1.horizon,
+            Duration::from_secs(90)
+        );
         assert_eq!(opts.stmt_cache_size(), 7, "the driver's option");
         assert!(!opts.prefer_socket(), "TCP unless the URL says otherwise");
         let (opts, o) =
@@ -368,6 +379,7 @@ mod tests {
             ("mysql://u@h/db?fence=sequence", "fence=\"sequence\""),
             ("mysql://u@h/db?heartbeat=5", "heartbeat=\"5\""),
             ("mysql://u@h/db?connect_timeout=2h", "connect_timeout=\"2h\""),
+            ("mysql://u@h/db?horizon=10ms", "horizon=\"10ms\""),
             ("mysql://u@h?mode=lease", "names no database"),
             ("mysql://u@h/db?tabel=x", "valid options: mode, table, prefix,"),
         ];

@@ -38,6 +38,7 @@ pub(crate) async fn mysql(u: &super::MysqlUrl, r: &mut Probe) -> std::result::Re
 
     let session = u.o.session;
     r.set("version", &version);
+    r.set("horizon", format!("{:?}", u.o.horizon));
     r.set("mode", if session { "GET_LOCK session locks" } else { "lease table" });
     r.set("innodb_flush_log_at_trx_commit", &flush);
     r.set("sync_binlog", &sync_binlog);

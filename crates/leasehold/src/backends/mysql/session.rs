@@ -162,6 +162,8 @@ pub struct MysqlSessionStore {
     /// Bumped by the sentinel when its connection ends; every heartbeat pings at once.
     alarm: watch::Sender<u64>,
     sentinel: tokio::task::AbortHandle,
+    /// Deletes fence rows idle past the horizon while the store lives (`prune.rs`).
+    _pruner: Option<super::prune::Pruner>,
 }
 
 impl Drop for MysqlSessionStore {
@@ -255,6 +257,10 @@ impl MysqlSessionStore {
             let c = new_conn(&opts, limits.connect).await?;
             let _ = c.disconnect().await;
         }
+        let pruner = fences.as_ref().map(|t| {
+            let sweeps = vec![fence_sweep(t, &o.prefix, o.horizon, limits.op)];
+            super::prune::Pruner::start(opts.clone(), limits.connect, o.horizon, sweeps)
+        });
         let alarm = watch::Sender::new(0);
         let sentinel =
             tokio::spawn(sentinel(opts.clone(), limits.connect, alarm.clone())).abort_handle();
@@ -270,6 +276,7 @@ impl MysqlSessionStore {
             undoing: Arc::default(),
             alarm,
             sentinel,
+            _pruner: pruner,
         })
     }
 
@@ -376,6 +383,28 @@ fn fence_sql(table: &str, op: Duration) -> String {
     )
 }
 
+/// What the pruning task forgets of the fence table `t`: the counters of keys whose last
+/// fence is older than the horizon and whose lock (the name `prefix || key`) is free now. A
+/// grant taking the lock meanwhile bumps the fence after the delete (its `INSERT` waits for
+/// the row lock) and inserts the row anew from the clock, above the forgotten fence.
+fn fence_sweep(t: &str, prefix: &str, horizon: Duration, op: Duration) -> super::prune::Sweep {
+    let h = crate::horizon::micros(horizon);
+    let select = super::prune::select(op);
+    let name = "CONCAT(?, CONVERT(lock_key USING utf8mb4))";
+    super::prune::Sweep {
+        what: "pruning the fence table",
+        select: format!(
+            "{select} lock_key FROM {t} WHERE fence < {CLOCK_US} - {h}
+               AND IS_FREE_LOCK(IF(CHAR_LENGTH({name}) <= 64, {name},
+                                   CONCAT('leasehold:', SHA1({name})))) = 1
+             LIMIT {} FOR UPDATE",
+            super::prune::BATCH
+        ),
+        params: vec![prefix.into(), prefix.into(), prefix.into()],
+        deletes: vec![format!("DELETE FROM {t} WHERE lock_key IN")],
+    }
+}
+
 /// `GET_LOCK` on `conn`, then the fence bump (its lock waits bounded by `op`) while holding
 /// it. `Ok(None)`: busy. `opts` and the connect limit open the side connection that
 /// interrupts an abandoned wait.
@@ -437,7 +466,9 @@ impl Store for MysqlSessionStore {
             expiry: "session: held while the holder's connection lives (heartbeat pings it)",
             fence: if self.fences.is_some() {
                 "per-key counter row set to max(fence + 1, UTC_TIMESTAMP(6) in µs) right after \
-                 the grant, while the lock is held"
+                 the grant, while the lock is held; a free key's row whose fence is older than \
+                 the horizon (horizon=, a day by default) is deleted by the store's pruning \
+                 task, and the next fence starts from the clock, above it"
             } else {
                 "none (fence=none)"
             },

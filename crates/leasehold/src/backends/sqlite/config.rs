@@ -1,7 +1,8 @@
-//! A `sqlite://PATH` URL parsed once into the store's configuration (it takes no options),
-//! and what `doctor` says of such a deployment.
+//! A `sqlite://PATH[?horizon=DUR]` URL parsed once into the store's configuration, and what
+//! `doctor` says of such a deployment.
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 use crate::Result;
 use crate::probe::findings::Probe;
@@ -11,18 +12,34 @@ use crate::probe::findings::Probe;
 pub(crate) struct SqliteUrl {
     /// The database file.
     pub path: PathBuf,
+    /// How long an idle key's fence counter is kept (`horizon=`, [`crate::horizon`]).
+    pub horizon: Duration,
+}
+
+crate::url::option_keys! {
+    /// The options a `sqlite://` URL takes.
+    enum OptionKey {
+        Horizon = "horizon",
+    }
 }
 
 impl SqliteUrl {
-    /// Parses `sqlite://PATH`: any option is refused (the store takes none).
+    /// Parses `sqlite://PATH[?horizon=DUR]`: any other option is refused.
     pub(crate) fn parse(url: &str) -> Result<SqliteUrl> {
-        let (base, _) = crate::url::options::<crate::url::NoOption>(url)?;
-        Ok(SqliteUrl { path: base["sqlite://".len()..].into() })
+        let (base, opts) = crate::url::options::<OptionKey>(url)?;
+        let mut horizon = crate::horizon::DEFAULT_HORIZON;
+        for o in opts {
+            match o.key {
+                OptionKey::Horizon => horizon = crate::horizon::horizon_option(o.value)?,
+            }
+        }
+        Ok(SqliteUrl { path: base["sqlite://".len()..].into(), horizon })
     }
 
     /// What `doctor` reports of the deployment: one file on one machine.
     pub(crate) fn describe(&self, p: &mut Probe) {
         p.set("path", self.path.display().to_string());
+        p.set("horizon", format!("{:?}", self.horizon));
         p.verdict(
             "one machine only: processes on other hosts do not see these leases, even on a \
              shared file system",

@@ -5,8 +5,11 @@
 //!   key; a row is live iff `boot_id` is this boot's and `expires_ns` is in the future; `info`
 //!   is who holds it ([`crate::HolderInfo`], added to older files on open).
 //! - `leasehold_fences(key PRIMARY KEY, fence)`: the per-key counter, set in the granting
-//!   transaction to `max(fence + 1, the wall clock in µs)` and never deleted, so fences never
-//!   reset, not even when the file is deleted or an old backup restored.
+//!   transaction to `max(fence + 1, the wall clock in µs)`, so fences never go back, not even
+//!   when the file is deleted or an old backup restored. A key's counter is deleted once its
+//!   fence is older than the horizon and no lease or reader of it lived within the horizon
+//!   (`?horizon=`, a day by default; the store's pruning task, `prune.rs`, every quarter of
+//!   it, 1,000 rows per transaction): the next grant's fence comes from the clock, above it.
 //!
 //! Expiry is judged on `CLOCK_BOOTTIME` on Linux (monotonic, counts suspend, shared by all
 //! processes of the machine; `CLOCK_MONOTONIC` on macOS and FreeBSD), read
@@ -35,6 +38,7 @@ mod doorbell;
 #[doc(hidden)]
 pub mod fence;
 mod grant;
+mod prune;
 mod shared;
 mod wait;
 
@@ -144,15 +148,20 @@ impl SqliteStore {
     /// cannot be used (permission denied, a read-only file system, a directory where the file
     /// belongs, a file that is not a SQLite database); [`Error::Unavailable`] when another
     /// process holds the database locked for longer than [`crate::DEFAULT_CONNECT_TIMEOUT`].
+    ///
+    /// The store forgets an idle key's fence counter after [`crate::horizon::DEFAULT_HORIZON`]
+    /// (a `sqlite://PATH?horizon=DUR` URL sets another, through [`crate::Locker::connect`]).
     pub async fn open(path: impl AsRef<Path>) -> Result<Self> {
-        Self::open_within(path.as_ref(), Limits::default()).await
+        Self::open_within(path.as_ref(), Limits::default(), crate::horizon::DEFAULT_HORIZON).await
     }
 
-    async fn open_within(path: &Path, limits: Limits) -> Result<Self> {
+    async fn open_within(path: &Path, limits: Limits, horizon: Duration) -> Result<Self> {
         let path = path.to_owned();
-        tokio::task::spawn_blocking(move || Self::open_blocking(&path, limits))
+        let store = tokio::task::spawn_blocking(move || Self::open_blocking(&path, limits))
             .await
-            .map_err(|e| Error::backend("sqlite", "open task failed", e))?
+            .map_err(|e| Error::backend("sqlite", "open task failed", e))??;
+        prune::start(Arc::downgrade(&store.db), horizon);
+        Ok(store)
     }
 
     fn open_blocking(path: &Path, limits: Limits) -> Result<Self> {
@@ -268,7 +277,9 @@ impl Store for SqliteStore {
                             larger fences (the clock floor)",
             expiry: boot::EXPIRY,
             fence: "per-key row set to max(fence + 1, the machine's clock in µs) in the granting \
-                    transaction, never deleted",
+                    transaction; a key's row idle past the horizon (horizon=, a day by default) \
+                    is deleted by the store's pruning task, and its next fence starts from the \
+                    clock, above it",
             fence_repeat: FenceRepeat::ClockBacked,
             failure_admits_second_holder: false,
             holders_know_fence: true,
@@ -478,13 +489,15 @@ fn add_info_column(conn: &Connection) -> rusqlite::Result<()> {
     r
 }
 
-/// `sqlite://PATH`: no options.
-pub(crate) const STORE: super::Descriptor =
-    super::Descriptor { form: "sqlite://PATH", parse: |url| super::parsed(SqliteUrl::parse(url)) };
+/// `sqlite://PATH[?horizon=DUR]`.
+pub(crate) const STORE: super::Descriptor = super::Descriptor {
+    form: "sqlite://PATH[?horizon=DUR]",
+    parse: |url| super::parsed(SqliteUrl::parse(url)),
+};
 
 impl super::StoreConfig for SqliteUrl {
     fn open(&self, limits: Limits) -> super::Boxed<'_, Result<Arc<dyn Store>>> {
-        super::opened(SqliteStore::open_within(&self.path, limits))
+        super::opened(SqliteStore::open_within(&self.path, limits, self.horizon))
     }
 
     fn probe<'a>(
