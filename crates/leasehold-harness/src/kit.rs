@@ -5,6 +5,7 @@ use std::path::PathBuf;
 
 use leasehold::{Locker, Scheme, StoreUrl};
 
+use crate::baseline::Baseline;
 use crate::failure::Plan;
 
 /// Where chaos's fenced resource lives and what it is, for the report.
@@ -66,5 +67,13 @@ pub trait StoreKit: Sync {
         _file: PathBuf,
     ) -> Option<leasehold::Result<Locker>> {
         None
+    }
+
+    /// The store's raw-client baselines on the user's store `url` (connected, ready to
+    /// run), for `leasehold bench`'s uncontended scenario: the store's own client sending
+    /// the requests its leasehold backend sends. None where this build has none for the
+    /// store; an error when connecting failed.
+    async fn baselines(&self, _url: &StoreUrl) -> Result<Vec<Baseline>, String> {
+        Ok(Vec::new())
     }
 }

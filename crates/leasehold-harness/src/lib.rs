@@ -12,6 +12,7 @@
 //! `mariadbd`, ZooKeeper's jar); a missing one is a panic naming it.
 #![deny(missing_docs)]
 
+pub mod baseline;
 pub mod counting;
 mod failure;
 pub mod history;

@@ -196,7 +196,13 @@ impl StoreUrl {
     #[cfg_attr(
         not(all(
             feature = "tools",
-            any(feature = "redis", feature = "postgres", feature = "mysql", feature = "etcd")
+            any(
+                feature = "redis",
+                feature = "postgres",
+                feature = "mysql",
+                feature = "etcd",
+                feature = "nats"
+            )
         )),
         allow(dead_code)
     )]
@@ -209,7 +215,13 @@ impl StoreUrl {
     /// (a store's `tools`, given another store's URL).
     #[cfg(feature = "tools")]
     #[cfg_attr(
-        not(any(feature = "redis", feature = "postgres", feature = "mysql", feature = "etcd")),
+        not(any(
+            feature = "redis",
+            feature = "postgres",
+            feature = "mysql",
+            feature = "etcd",
+            feature = "nats"
+        )),
         allow(dead_code)
     )]
     pub(crate) fn config_of<C: StoreConfig>(&self, form: &str) -> Result<&C> {

@@ -305,10 +305,13 @@ pub async fn run(s: Settings) -> BenchResult<Report> {
     for sc in scenarios {
         match sc {
             Scenario::Uncontended => {
+                // The store's raw baselines, as its kit in the harness has them.
+                let raws = leasehold_harness::stores::kit(scheme).baselines(&s.url).await?;
                 ran.uncontended = Some(
                     uncontended::uncontended(
                         &s,
                         &locker,
+                        &raws,
                         redis_side.as_ref(),
                         pg_side.as_ref(),
                         my_raw.as_ref(),
@@ -405,6 +408,21 @@ impl Contender for Leasehold {
             }
             Err(e) => Err(e.to_string()),
         }
+    }
+}
+
+/// A store's raw-client baseline from its kit in the harness
+/// ([`leasehold_harness::baseline::RawClient`]): one attempt only.
+#[derive(Clone)]
+struct KitRaw(Arc<dyn leasehold_harness::baseline::RawClient>);
+
+impl Contender for KitRaw {
+    type Guard = Box<dyn leasehold_harness::baseline::RawHeld>;
+    async fn acquire(&self, key: &str, _wait: Duration) -> BenchResult<Option<Self::Guard>> {
+        self.0.acquire(key).await
+    }
+    async fn release(&self, held: Self::Guard) -> BenchResult<()> {
+        held.release().await
     }
 }
 

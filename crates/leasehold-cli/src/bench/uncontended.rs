@@ -3,16 +3,18 @@
 #[cfg(feature = "peers")]
 use super::redis;
 use super::{
-    BenchResult, EtcdLockRpc, EtcdRaw, Leasehold, MyRaw, PgRaw, PgSide, Progress, Raw, RedisSide,
-    RunResult, SLICES, Settings, StoreOnly, Tally, cycles, median, per_run_ratios, report,
-    round_to, unique,
+    BenchResult, EtcdLockRpc, EtcdRaw, KitRaw, Leasehold, MyRaw, PgRaw, PgSide, Progress, Raw,
+    RedisSide, RunResult, SLICES, Settings, StoreOnly, Tally, cycles, median, per_run_ratios,
+    report, round_to, unique,
 };
 use leasehold::Locker;
+use leasehold_harness::baseline::Baseline;
 use std::time::Duration;
 
 pub(super) async fn uncontended(
     s: &Settings,
     locker: &Locker,
+    raws: &[Baseline],
     redis: Option<&RedisSide>,
     pg: Option<&PgSide>,
     my: Option<&MyRaw>,
@@ -27,6 +29,9 @@ pub(super) async fn uncontended(
     let mut raw = Tally::default();
     let mut raw_fenced = Tally::default();
     let mut pg_raw_t = Tally::default();
+    // The store kit's raw baselines, one tally each.
+    let kit_raws: Vec<KitRaw> = raws.iter().map(|b| KitRaw(b.client.clone())).collect();
+    let mut kit_t: Vec<Tally> = raws.iter().map(|_| Tally::default()).collect();
     // Server time per request (INFO commandstats), to show what the fenced grant costs.
     let (mut lh_server_us, mut raw_set_us) = (Vec::new(), Vec::new());
     #[cfg_attr(not(feature = "peers"), allow(unused_mut))]
@@ -41,6 +46,9 @@ pub(super) async fn uncontended(
         None => None,
     };
     if let Some(r) = &pg_raw {
+        cycles(r, &unique("warm"), warm).await?;
+    }
+    for r in &kit_raws {
         cycles(r, &unique("warm"), warm).await?;
     }
     if let Some((plain, fenced)) = &raw_c {
@@ -97,8 +105,9 @@ pub(super) async fn uncontended(
             continue;
         }
         // Rotate the order so none always goes first.
-        for turn in 0..3 {
-            match (turn + run) % 3 {
+        let turns = 3 + kit_raws.len();
+        for turn in 0..turns {
+            match (turn + run) % turns {
                 0 => lh.add(cycles(&lh_c, &key, s.duration).await?),
                 1 if my.is_some() => {
                     let my = my.expect("checked");
@@ -122,6 +131,10 @@ pub(super) async fn uncontended(
                         let k = format!("{key}:pgbench{i}");
                         pgbench[i].push(pg.pgbench(script, &k, s.duration).await?);
                     }
+                }
+                k if k >= 3 => {
+                    let (r, t) = (&kit_raws[k - 3], &mut kit_t[k - 3]);
+                    t.add(cycles(r, &format!("{key}:raw{}", k - 3), s.duration).await?);
                 }
                 _ => {}
             }
@@ -170,6 +183,12 @@ pub(super) async fn uncontended(
     if let Some(label) = raw_label {
         rows.push(my_t.row(label));
         (v.leasehold_time_per_cycle_vs_raw, v.per_run_ratios) = paired(&my_t);
+    }
+    for (b, t) in raws.iter().zip(&kit_t) {
+        rows.push(t.row(b.label));
+        if b.same_requests {
+            (v.leasehold_time_per_cycle_vs_raw, v.per_run_ratios) = paired(t);
+        }
     }
     if pg_raw.is_some() {
         rows.push(pg_raw_t.row(PgRaw::LABEL));
