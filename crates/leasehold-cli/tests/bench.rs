@@ -165,3 +165,51 @@ fn bench_primitives_distributed_lock_peer() {
         assert!(table.contains(&line), "{line}\n{table}");
     }
 }
+
+/// `leasehold bench --scenario uncontended` on `store`: the uncontended scenario's JSON.
+fn uncontended(store: &str) -> serde_json::Value {
+    let o = Command::new(BIN)
+        .args(["bench", "--json", "--store", store, "--runs", "2"])
+        .args(["--duration", "150ms", "--scenario", "uncontended"])
+        .output()
+        .unwrap();
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    v["scenarios"]["uncontended"].clone()
+}
+
+/// The contenders' labels of an uncontended run, each checked to have completed cycles.
+fn contenders(u: &serde_json::Value) -> Vec<String> {
+    let rows = u["contenders"].as_array().unwrap();
+    for c in rows {
+        assert!(c["ops_per_s_median"].as_f64().unwrap() > 0.0, "{c}");
+    }
+    rows.iter().map(|c| c["contender"].as_str().unwrap().to_owned()).collect()
+}
+
+/// The stores whose raw baseline comes from their kit in the harness (NATS on a private
+/// `nats-server -js`, MySQL on a private MariaDB): each baseline ran cycles in the same run as
+/// leasehold, and the headline ratio is taken against the one sending leasehold's requests,
+/// run by run. No timing is asserted.
+#[test]
+fn bench_kit_baselines_nats_and_mysql() {
+    let nats = leasehold_testkit::servers::NatsServer::start();
+    let u = uncontended(&nats.url("/bench"));
+    let names = contenders(&u);
+    assert!(names.iter().any(|n| n.starts_with("raw async-nats sending leasehold's")), "{names:?}");
+    assert!(names.iter().any(|n| n.starts_with("raw async-nats, no heartbeat")), "{names:?}");
+    assert!(u["leasehold_time_per_cycle_vs_raw"].as_f64().unwrap() > 0.0, "{u}");
+    assert_eq!(u["per_run_ratios"].as_array().unwrap().len(), 2, "{u}");
+    drop(nats);
+
+    let my = leasehold_testkit::servers::MyServer::start();
+    for (suffix, label) in [
+        ("", "raw mysql_async: leasehold's grant and release"),
+        ("?mode=session", "raw mysql_async: leasehold's GET_LOCK"),
+    ] {
+        let u = uncontended(&my.url(suffix));
+        let names = contenders(&u);
+        assert!(names.iter().any(|n| n.starts_with(label)), "{names:?}");
+        assert!(u["leasehold_time_per_cycle_vs_raw"].as_f64().unwrap() > 0.0, "{u}");
+    }
+}

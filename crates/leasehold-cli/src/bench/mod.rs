@@ -22,8 +22,6 @@ mod etcd;
 mod handoff;
 mod hold_many;
 mod many_keys;
-#[cfg(feature = "mysql")]
-mod mysql;
 mod off;
 mod plots;
 #[cfg(feature = "postgres")]
@@ -40,12 +38,8 @@ mod uncontended;
 use distributed_lock::Peer as DlPeer;
 #[cfg(feature = "etcd")]
 use etcd::{EtcdLockRpc, EtcdRaw};
-#[cfg(feature = "mysql")]
-use mysql::MyRaw;
 #[cfg(not(feature = "peer-distributed-lock"))]
 use off::DlPeer;
-#[cfg(not(feature = "mysql"))]
-use off::MyRaw;
 #[cfg(not(feature = "etcd"))]
 use off::{EtcdLockRpc, EtcdRaw};
 #[cfg(not(feature = "postgres"))]
@@ -270,7 +264,6 @@ pub async fn run(s: Settings) -> BenchResult<Report> {
     let redis_side =
         if scheme == Scheme::Redis { Some(RedisSide::connect(&s.url).await?) } else { None };
     let pg_side = if scheme == Scheme::Postgres { Some(PgSide::new(&s.url)?) } else { None };
-    let my_raw = if scheme == Scheme::Mysql { Some(MyRaw::connect(&s.url).await?) } else { None };
     let etcd_raw =
         if scheme == Scheme::Etcd { Some(EtcdRaw::connect(&s.url).await?) } else { None };
     let all = s.scenario == Scenario::All;
@@ -314,7 +307,6 @@ pub async fn run(s: Settings) -> BenchResult<Report> {
                         &raws,
                         redis_side.as_ref(),
                         pg_side.as_ref(),
-                        my_raw.as_ref(),
                         etcd_raw.as_ref(),
                         &progress,
                     )

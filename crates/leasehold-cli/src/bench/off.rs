@@ -20,7 +20,7 @@ macro_rules! never {
         }
     )*};
 }
-never!(RedisSide, Raw, PgSide, PgRaw, MyRaw, EtcdRaw, EtcdLockRpc);
+never!(RedisSide, Raw, PgSide, PgRaw, EtcdRaw, EtcdLockRpc);
 // The primitives scenario's peer crate (feature `peer-distributed-lock`).
 never!(DlPeer);
 
@@ -78,15 +78,6 @@ impl PgSide {
     }
 }
 
-impl MyRaw {
-    pub(super) async fn connect(_: &leasehold::StoreUrl) -> BenchResult<Self> {
-        not_built("mysql")
-    }
-    pub(super) fn label(&self) -> &'static str {
-        match *self {}
-    }
-}
-
 impl EtcdRaw {
     pub(super) async fn connect(_: &leasehold::StoreUrl) -> BenchResult<Self> {
         not_built("etcd")
@@ -112,7 +103,7 @@ macro_rules! never_contends {
         }
     )*};
 }
-never_contends!(Raw, PgRaw, MyRaw, EtcdRaw, EtcdLockRpc);
+never_contends!(Raw, PgRaw, EtcdRaw, EtcdLockRpc);
 
 impl PgRaw {
     pub(super) const LABEL: &'static str = "";

@@ -3,9 +3,9 @@
 #[cfg(feature = "peers")]
 use super::redis;
 use super::{
-    BenchResult, EtcdLockRpc, EtcdRaw, KitRaw, Leasehold, MyRaw, PgRaw, PgSide, Progress, Raw,
-    RedisSide, RunResult, SLICES, Settings, StoreOnly, Tally, cycles, median, per_run_ratios,
-    report, round_to, unique,
+    BenchResult, EtcdLockRpc, EtcdRaw, KitRaw, Leasehold, PgRaw, PgSide, Progress, Raw, RedisSide,
+    RunResult, SLICES, Settings, StoreOnly, Tally, cycles, median, per_run_ratios, report,
+    round_to, unique,
 };
 use leasehold::Locker;
 use leasehold_harness::baseline::Baseline;
@@ -17,7 +17,6 @@ pub(super) async fn uncontended(
     raws: &[Baseline],
     redis: Option<&RedisSide>,
     pg: Option<&PgSide>,
-    my: Option<&MyRaw>,
     etcd: Option<&EtcdRaw>,
     p: &Progress,
 ) -> BenchResult<report::Uncontended> {
@@ -109,10 +108,6 @@ pub(super) async fn uncontended(
         for turn in 0..turns {
             match (turn + run) % turns {
                 0 => lh.add(cycles(&lh_c, &key, s.duration).await?),
-                1 if my.is_some() => {
-                    let my = my.expect("checked");
-                    my_t.add(cycles(my, &format!("{key}:raw"), s.duration).await?);
-                }
                 1 if etcd.is_some() => {
                     let etcd = etcd.expect("checked");
                     my_t.add(cycles(etcd, &format!("{key}:raw"), s.duration).await?);
@@ -173,14 +168,8 @@ pub(super) async fn uncontended(
         });
     }
     rows.push(direct.row("leasehold store trait alone (no Locker/Lease): try_acquire + release"));
-    let raw_label = match (my, etcd) {
-        (Some(my), _) => Some(my.label()),
-        (None, Some(_)) => Some(
-            "raw etcd gRPC client: leasehold's conditional put (bound to a lease) and create-revision delete",
-        ),
-        _ => None,
-    };
-    if let Some(label) = raw_label {
+    if etcd.is_some() {
+        let label = "raw etcd gRPC client: leasehold's conditional put (bound to a lease) and create-revision delete";
         rows.push(my_t.row(label));
         (v.leasehold_time_per_cycle_vs_raw, v.per_run_ratios) = paired(&my_t);
     }
