@@ -213,3 +213,39 @@ fn bench_kit_baselines_nats_and_mysql() {
         assert!(u["leasehold_time_per_cycle_vs_raw"].as_f64().unwrap() > 0.0, "{u}");
     }
 }
+
+/// etcd (a private one-member cluster) and PostgreSQL (a private server, lease table and
+/// session locks): their baselines come from their kits in the harness, the raw clients in
+/// slices of the same run as leasehold, etcd's Lock RPC in the handoff too, and pgbench as
+/// the server's own load tool. Every baseline completed cycles; no timing is asserted.
+#[test]
+fn bench_kit_baselines_etcd_and_postgres() {
+    let etcd = leasehold_testkit::servers::EtcdCluster::start(1);
+    let u = uncontended(&etcd.url("/bench"));
+    let names = contenders(&u);
+    assert!(names.iter().any(|n| n.starts_with("raw etcd gRPC client")), "{names:?}");
+    assert!(names.iter().any(|n| n.starts_with("etcd's Lock RPC")), "{names:?}");
+    assert!(u["leasehold_time_per_cycle_vs_raw"].as_f64().unwrap() > 0.0, "{u}");
+    let o = Command::new(BIN)
+        .args(["bench", "--json", "--store", &etcd.url("/bench"), "--runs", "1"])
+        .args(["--duration", "300ms", "--scenario", "handoff", "--tasks", "3"])
+        .output()
+        .unwrap();
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let h = &v["scenarios"]["handoff"];
+    assert!(h["leasehold_handoffs_vs_etcd_lock"].as_f64().unwrap() > 0.0, "{h}");
+    drop(etcd);
+
+    let pg = leasehold_testkit::servers::PgServer::start();
+    let u = uncontended(&pg.url(""));
+    let names = contenders(&u);
+    assert!(names.iter().any(|n| n.starts_with("pgbench: leasehold's grant")), "{names:?}");
+    assert!(u["leasehold_time_per_cycle_vs_pgbench"][0]["median"].as_f64().unwrap() > 0.0, "{u}");
+    let u = uncontended(&pg.url("?mode=session"));
+    let names = contenders(&u);
+    assert!(names.iter().any(|n| n.starts_with("raw tokio-postgres")), "{names:?}");
+    assert!(names.iter().any(|n| n.starts_with("pgbench: pg_advisory_lock")), "{names:?}");
+    assert!(u["leasehold_time_per_cycle_vs_raw"].as_f64().unwrap() > 0.0, "{u}");
+    assert_eq!(u["leasehold_time_per_cycle_vs_pgbench"].as_array().unwrap().len(), 2, "{u}");
+}

@@ -16,6 +16,16 @@ pub trait RawClient: Send + Sync {
     /// One attempt to take `key` (no waiting): `Ok(None)` when the store says it is held.
     /// An error is a request that failed or got an answer the baseline does not expect.
     async fn acquire(&self, key: &str) -> Result<Option<Box<dyn RawHeld>>, RawError>;
+
+    /// Takes `key`, waiting up to `wait` where the client can wait (a store's own lock
+    /// recipe); `Ok(None)` when it was not granted in that time. One attempt by default.
+    async fn acquire_within(
+        &self,
+        key: &str,
+        _wait: std::time::Duration,
+    ) -> Result<Option<Box<dyn RawHeld>>, RawError> {
+        self.acquire(key).await
+    }
 }
 
 /// A key a [`RawClient`] holds.
@@ -46,4 +56,28 @@ impl std::fmt::Debug for Baseline {
             .field("same_requests", &self.same_requests)
             .finish()
     }
+}
+
+/// A baseline of the handoff scenario: one client per contending task (each with a session
+/// of its own where the store's recipe needs one), waiting with
+/// [`RawClient::acquire_within`].
+#[derive(Clone)]
+pub struct HandoffBaseline {
+    /// The report's label for it.
+    pub label: &'static str,
+    /// One client per task.
+    pub clients: Vec<Arc<dyn RawClient>>,
+}
+
+/// A store's own load tool (pgbench) running leasehold's requests, or the store's bare lock,
+/// for `leasehold bench`'s uncontended scenario: a separate process, so it runs a whole
+/// measurement at a time rather than in slices with the in-process contenders.
+#[async_trait::async_trait]
+pub trait NativeLoad: Send + Sync {
+    /// The report's label for it: the tool and what it runs.
+    fn label(&self) -> &'static str;
+
+    /// Cycles per second the tool measured running on `key` for `d` (whole seconds, at least
+    /// one, where the tool counts in seconds). An error when the tool is missing or failed.
+    async fn cycles_per_s(&self, key: &str, d: std::time::Duration) -> Result<f64, RawError>;
 }
