@@ -94,4 +94,11 @@ pub trait StoreKit: Sync {
     fn native_loads(&self, _url: &StoreUrl) -> Result<Vec<std::sync::Arc<dyn NativeLoad>>, String> {
         Ok(Vec::new())
     }
+
+    /// Whether `leasehold bench`'s handoff also runs with one store connection per task: for
+    /// a store whose waiters in other processes are woken by the store's own notification
+    /// (NOTIFY, a watch, the file lock) rather than by one locker's queue.
+    fn handoff_per_connection(&self) -> bool {
+        false
+    }
 }

@@ -6,7 +6,7 @@ use super::{
 };
 #[cfg(feature = "peers")]
 use super::{RSLOCK_REQUESTS, redis};
-use leasehold::{Locker, Scheme};
+use leasehold::Locker;
 use leasehold_harness::baseline::HandoffBaseline;
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
@@ -28,18 +28,16 @@ pub(super) async fn handoff(
     let mut etcd_lock = Tally::default();
     // Waiters in other processes are woken by the store's notification (NOTIFY, pub/sub),
     // not by this process's queue: measure that path with one store connection per task.
-    let per_task: Vec<Leasehold> = if matches!(
-        s.url.scheme(),
-        Scheme::Postgres | Scheme::Etcd | Scheme::Zk | Scheme::Sqlite | Scheme::Mysql
-    ) {
-        let mut v = Vec::new();
-        for _ in 0..s.tasks {
-            v.push(Leasehold(super::connect(&s.url).await?));
-        }
-        v
-    } else {
-        Vec::new()
-    };
+    let per_task: Vec<Leasehold> =
+        if leasehold_harness::stores::kit(s.url.scheme()).handoff_per_connection() {
+            let mut v = Vec::new();
+            for _ in 0..s.tasks {
+                v.push(Leasehold(super::connect(&s.url).await?));
+            }
+            v
+        } else {
+            Vec::new()
+        };
     #[cfg_attr(not(feature = "peers"), allow(unused_mut))]
     let mut peer = Tally::default();
     for run in 0..s.runs {

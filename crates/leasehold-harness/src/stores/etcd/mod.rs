@@ -22,6 +22,11 @@ impl StoreKit for Kit {
         &[Scheme::Etcd]
     }
 
+    /// Its waiters in other processes are woken by the store: measure one connection each.
+    fn handoff_per_connection(&self) -> bool {
+        true
+    }
+
     /// The raw client sending leasehold's transactions, and etcd's Lock RPC.
     async fn baselines(&self, url: &StoreUrl) -> Result<Vec<Baseline>, String> {
         #[cfg(feature = "etcd")]

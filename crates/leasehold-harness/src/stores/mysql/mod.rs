@@ -22,6 +22,11 @@ impl StoreKit for Kit {
         &[Scheme::Mysql]
     }
 
+    /// Its waiters in other processes are woken by the store: measure one connection each.
+    fn handoff_per_connection(&self) -> bool {
+        true
+    }
+
     /// Raw mysql_async sending leasehold's statements.
     async fn baselines(&self, url: &StoreUrl) -> Result<Vec<Baseline>, String> {
         #[cfg(feature = "mysql")]

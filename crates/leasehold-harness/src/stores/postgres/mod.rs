@@ -24,6 +24,11 @@ impl StoreKit for Kit {
         &[Scheme::Postgres]
     }
 
+    /// Its waiters in other processes are woken by the store: measure one connection each.
+    fn handoff_per_connection(&self) -> bool {
+        true
+    }
+
     /// For session locks, raw tokio-postgres sending leasehold's try-lock and unlock.
     async fn baselines(&self, url: &StoreUrl) -> Result<Vec<Baseline>, String> {
         #[cfg(feature = "postgres")]
