@@ -546,8 +546,12 @@ impl FileStore {
 }
 
 /// `file://DIR`: no options.
-pub(crate) const STORE: super::Descriptor =
-    super::Descriptor { form: "file://DIR", parse: |url| super::parsed(FileUrl::parse(url)) };
+pub(crate) const STORE: super::Descriptor = super::Descriptor {
+    form: "file://DIR",
+    usage: "file://DIR",
+    summary: "flock(2) session locks (Linux)",
+    parse: |url| super::parsed(FileUrl::parse(url)),
+};
 
 impl super::StoreConfig for FileUrl {
     fn open(&self, _: super::Limits) -> super::Boxed<'_, Result<Arc<dyn Store>>> {

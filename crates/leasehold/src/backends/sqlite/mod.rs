@@ -479,8 +479,12 @@ fn add_info_column(conn: &Connection) -> rusqlite::Result<()> {
 }
 
 /// `sqlite://PATH`: no options.
-pub(crate) const STORE: super::Descriptor =
-    super::Descriptor { form: "sqlite://PATH", parse: |url| super::parsed(SqliteUrl::parse(url)) };
+pub(crate) const STORE: super::Descriptor = super::Descriptor {
+    form: "sqlite://PATH",
+    usage: "sqlite://PATH",
+    summary: "embedded lease table (the default)",
+    parse: |url| super::parsed(SqliteUrl::parse(url)),
+};
 
 impl super::StoreConfig for SqliteUrl {
     fn open(&self, limits: Limits) -> super::Boxed<'_, Result<Arc<dyn Store>>> {
