@@ -35,25 +35,38 @@ not exclude each other. For one store per machine, point LEASEHOLD_STORE at a fi
 users can write, e.g. sqlite:///var/lib/leasehold/leasehold.db (a directory with mode 1777
 or a shared group with g+ws, since SQLite creates -wal and -shm files beside it).
 URLs:
-  sqlite://PATH                                        embedded lease table (the default)
-  file://DIR                                           flock(2) session locks (Linux)
-  redis://[USER:PASS@]HOST:PORT[/DB][?prefix=P&wait_replicas=N&wait_timeout=100ms]
-  rediss://[USER:PASS@]HOST:PORT[/DB][?tls_ca=PATH]    the same over TLS
-  redis-cluster://[USER:PASS@]H1:P1[,H2:P2…][?prefix=P]  Redis Cluster (seed nodes)
-  redis-sentinel://[USER:PASS@]S1:P1[,S2:P2…]/SERVICE[?db=N&prefix=P&wait_replicas=N]
-                                                       the primary Redis Sentinels name
-  redlock://H1:P1,H2:P2,H3:P3                          Redlock over independent primaries
-  postgres://USER[:PASS]@HOST:PORT/DB[?schema=S&mode=session]
-  mysql://USER[:PASS]@HOST:PORT/DB[?mode=session]
-  etcd://H1:P1[,H2:P2…][/PREFIX][?ttl=10s]
-  zk://H1:P1[,H2:P2…][/CHROOT][?session=10s]
-  nats://[USER:PASS@]H1:P1[,H2:P2…][/BUCKET][?replicas=1&storage=file]  NATS JetStream KV
+";
+
+/// The end of the top-level help, after the URLs.
+const AFTER_URLS: &str = "\
 Keep passwords out of `ps` and shell history with --store-file or $LEASEHOLD_STORE_FILE
 (a file of mode 0600 holding the URL).";
 
+/// The top-level help's end: the exit codes, where the store comes from, and the URL of each
+/// store built in, from the library's registry (each store's descriptor has its line).
+pub(crate) fn after_help() -> String {
+    let mut out = String::from(EXIT_CODES);
+    for (usage, summary) in leasehold::url_usage() {
+        // The summary in a column after the URL; on a line of its own below a long one.
+        const COLUMN: usize = 53;
+        let width = usage.chars().count();
+        out.push_str(&format!("  {usage}"));
+        if width < COLUMN - 1 {
+            out.push_str(&" ".repeat(COLUMN - width));
+        } else if width + summary.chars().count() < 88 {
+            out.push_str("  ");
+        } else {
+            out.push_str(&format!("\n{}", " ".repeat(COLUMN + 2)));
+        }
+        out.push_str(summary);
+        out.push('\n');
+    }
+    out + AFTER_URLS
+}
+
 /// Distributed locks and leases that stay correct when a holder stalls.
 #[derive(Parser, Debug)]
-#[command(name = "leasehold", version, after_help = EXIT_CODES)]
+#[command(name = "leasehold", version, after_help = after_help())]
 pub(crate) struct Cli {
     #[command(subcommand)]
     pub cmd: Cmd,

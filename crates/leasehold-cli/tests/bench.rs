@@ -165,3 +165,87 @@ fn bench_primitives_distributed_lock_peer() {
         assert!(table.contains(&line), "{line}\n{table}");
     }
 }
+
+/// `leasehold bench --scenario uncontended` on `store`: the uncontended scenario's JSON.
+fn uncontended(store: &str) -> serde_json::Value {
+    let o = Command::new(BIN)
+        .args(["bench", "--json", "--store", store, "--runs", "2"])
+        .args(["--duration", "150ms", "--scenario", "uncontended"])
+        .output()
+        .unwrap();
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    v["scenarios"]["uncontended"].clone()
+}
+
+/// The contenders' labels of an uncontended run, each checked to have completed cycles.
+fn contenders(u: &serde_json::Value) -> Vec<String> {
+    let rows = u["contenders"].as_array().unwrap();
+    for c in rows {
+        assert!(c["ops_per_s_median"].as_f64().unwrap() > 0.0, "{c}");
+    }
+    rows.iter().map(|c| c["contender"].as_str().unwrap().to_owned()).collect()
+}
+
+/// The stores whose raw baseline comes from their kit in the harness (NATS on a private
+/// `nats-server -js`, MySQL on a private MariaDB): each baseline ran cycles in the same run as
+/// leasehold, and the headline ratio is taken against the one sending leasehold's requests,
+/// run by run. No timing is asserted.
+#[test]
+fn bench_kit_baselines_nats_and_mysql() {
+    let nats = leasehold_testkit::servers::NatsServer::start();
+    let u = uncontended(&nats.url("/bench"));
+    let names = contenders(&u);
+    assert!(names.iter().any(|n| n.starts_with("raw async-nats sending leasehold's")), "{names:?}");
+    assert!(names.iter().any(|n| n.starts_with("raw async-nats, no heartbeat")), "{names:?}");
+    assert!(u["leasehold_time_per_cycle_vs_raw"].as_f64().unwrap() > 0.0, "{u}");
+    assert_eq!(u["per_run_ratios"].as_array().unwrap().len(), 2, "{u}");
+    drop(nats);
+
+    let my = leasehold_testkit::servers::MyServer::start();
+    for (suffix, label) in [
+        ("", "raw mysql_async: leasehold's grant and release"),
+        ("?mode=session", "raw mysql_async: leasehold's GET_LOCK"),
+    ] {
+        let u = uncontended(&my.url(suffix));
+        let names = contenders(&u);
+        assert!(names.iter().any(|n| n.starts_with(label)), "{names:?}");
+        assert!(u["leasehold_time_per_cycle_vs_raw"].as_f64().unwrap() > 0.0, "{u}");
+    }
+}
+
+/// etcd (a private one-member cluster) and PostgreSQL (a private server, lease table and
+/// session locks): their baselines come from their kits in the harness, the raw clients in
+/// slices of the same run as leasehold, etcd's Lock RPC in the handoff too, and pgbench as
+/// the server's own load tool. Every baseline completed cycles; no timing is asserted.
+#[test]
+fn bench_kit_baselines_etcd_and_postgres() {
+    let etcd = leasehold_testkit::servers::EtcdCluster::start(1);
+    let u = uncontended(&etcd.url("/bench"));
+    let names = contenders(&u);
+    assert!(names.iter().any(|n| n.starts_with("raw etcd gRPC client")), "{names:?}");
+    assert!(names.iter().any(|n| n.starts_with("etcd's Lock RPC")), "{names:?}");
+    assert!(u["leasehold_time_per_cycle_vs_raw"].as_f64().unwrap() > 0.0, "{u}");
+    let o = Command::new(BIN)
+        .args(["bench", "--json", "--store", &etcd.url("/bench"), "--runs", "1"])
+        .args(["--duration", "300ms", "--scenario", "handoff", "--tasks", "3"])
+        .output()
+        .unwrap();
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let h = &v["scenarios"]["handoff"];
+    assert!(h["leasehold_handoffs_vs_etcd_lock"].as_f64().unwrap() > 0.0, "{h}");
+    drop(etcd);
+
+    let pg = leasehold_testkit::servers::PgServer::start();
+    let u = uncontended(&pg.url(""));
+    let names = contenders(&u);
+    assert!(names.iter().any(|n| n.starts_with("pgbench: leasehold's grant")), "{names:?}");
+    assert!(u["leasehold_time_per_cycle_vs_pgbench"][0]["median"].as_f64().unwrap() > 0.0, "{u}");
+    let u = uncontended(&pg.url("?mode=session"));
+    let names = contenders(&u);
+    assert!(names.iter().any(|n| n.starts_with("raw tokio-postgres")), "{names:?}");
+    assert!(names.iter().any(|n| n.starts_with("pgbench: pg_advisory_lock")), "{names:?}");
+    assert!(u["leasehold_time_per_cycle_vs_raw"].as_f64().unwrap() > 0.0, "{u}");
+    assert_eq!(u["leasehold_time_per_cycle_vs_pgbench"].as_array().unwrap().len(), 2, "{u}");
+}

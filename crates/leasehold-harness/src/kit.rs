@@ -5,6 +5,7 @@ use std::path::PathBuf;
 
 use leasehold::{Locker, Scheme, StoreUrl};
 
+use crate::baseline::{Baseline, HandoffBaseline, NativeLoad};
 use crate::failure::Plan;
 
 /// Where chaos's fenced resource lives and what it is, for the report.
@@ -66,5 +67,38 @@ pub trait StoreKit: Sync {
         _file: PathBuf,
     ) -> Option<leasehold::Result<Locker>> {
         None
+    }
+
+    /// The store's raw-client baselines on the user's store `url` (connected, ready to
+    /// run), for `leasehold bench`'s uncontended scenario: the store's own client sending
+    /// the requests its leasehold backend sends. None where this build has none for the
+    /// store; an error when connecting failed.
+    async fn baselines(&self, _url: &StoreUrl) -> Result<Vec<Baseline>, String> {
+        Ok(Vec::new())
+    }
+
+    /// The store's baselines for `leasehold bench`'s handoff scenario on `url`, `tasks`
+    /// clients each (a store's own lock recipe, where it has one). None by default; an error
+    /// when connecting failed.
+    async fn handoff_baselines(
+        &self,
+        _url: &StoreUrl,
+        _tasks: usize,
+    ) -> Result<Vec<HandoffBaseline>, String> {
+        Ok(Vec::new())
+    }
+
+    /// The store's own load tool running on `url` (pgbench), for the uncontended scenario:
+    /// one entry per script it runs. None by default; an error when the URL's settings
+    /// cannot be read.
+    fn native_loads(&self, _url: &StoreUrl) -> Result<Vec<std::sync::Arc<dyn NativeLoad>>, String> {
+        Ok(Vec::new())
+    }
+
+    /// Whether `leasehold bench`'s handoff also runs with one store connection per task: for
+    /// a store whose waiters in other processes are woken by the store's own notification
+    /// (NOTIFY, a watch, the file lock) rather than by one locker's queue.
+    fn handoff_per_connection(&self) -> bool {
+        false
     }
 }

@@ -4,14 +4,16 @@
 //! critical sections, the fenced resource the stalled-holder scenarios write to, a store
 //! wrapper that counts requests, and a
 //! metrics recorder that renders the Prometheus text format. What it knows about each store
-//! (its servers, how they fail, its resource, its session timeout) is in that store's folder
-//! under [`stores`].
+//! (its servers, how they fail, its resource, its raw-client baselines for the bench,
+//! [`baseline`]) is in that store's folder under [`stores`].
 //!
-//! Everything here sends traffic only to loopback addresses. The servers need the stores'
+//! The servers it starts listen only on loopback addresses; the resource and the baselines
+//! connect to the store URL they are given, and nowhere else. The servers need the stores'
 //! binaries on the machine (`redis-server`, `etcd`, PostgreSQL's `initdb`/`postgres`,
 //! `mariadbd`, ZooKeeper's jar); a missing one is a panic naming it.
 #![deny(missing_docs)]
 
+pub mod baseline;
 pub mod counting;
 mod failure;
 pub mod history;

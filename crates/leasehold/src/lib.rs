@@ -116,7 +116,7 @@ pub use holder::{Holder, HolderInfo};
 pub use key::Key;
 pub use limits::{DEFAULT_CONNECT_TIMEOUT, DEFAULT_OP_TIMEOUT};
 pub use mode::{Mode, Primitives};
-pub use registry::{Scheme, StoreUrl};
+pub use registry::{Scheme, StoreUrl, url_usage};
 // For the crate's own code; the public path is `leasehold::store::Store`.
 pub(crate) use store::Store;
 pub use token::{FenceToken, OwnerToken};

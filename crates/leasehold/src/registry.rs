@@ -111,6 +111,13 @@ fn forms() -> String {
     built.map(|d| d.form).collect::<Vec<_>>().join(", ")
 }
 
+/// The URL of each store built into this build, with its options, and what the store is in a
+/// few words, in the order messages list them (for a command's help; each from its store's
+/// descriptor, so a new store adds its own line).
+pub fn url_usage() -> Vec<(&'static str, &'static str)> {
+    STORES.iter().filter_map(|e| e.descriptor).map(|d| (d.usage, d.summary)).collect()
+}
+
 /// The store a URL names; a clear error for a scheme this build lacks.
 fn entry(url: &str) -> Result<(&'static Entry, &'static Descriptor)> {
     let Some((scheme, _)) = url.split_once("://") else {

@@ -1,12 +1,13 @@
 //! Tasks contending for one key: how long a release takes to reach the next holder.
 
 use super::{
-    BenchResult, Contender, EtcdLockRpc, EtcdRaw, LEASEHOLD_REQUESTS, Leasehold, Progress,
-    RedisSide, RunResult, Settings, Tally, hist, median, report, round_to, unique,
+    BenchResult, Contender, KitRaw, LEASEHOLD_REQUESTS, Leasehold, Progress, RedisSide, RunResult,
+    Settings, Tally, hist, median, report, round_to, unique,
 };
 #[cfg(feature = "peers")]
 use super::{RSLOCK_REQUESTS, redis};
-use leasehold::{Locker, Scheme};
+use leasehold::Locker;
+use leasehold_harness::baseline::HandoffBaseline;
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering;
@@ -16,27 +17,27 @@ use std::time::Instant;
 pub(super) async fn handoff(
     s: &Settings,
     locker: &Locker,
+    peers: &[HandoffBaseline],
     redis: Option<&RedisSide>,
-    etcd: Option<&EtcdRaw>,
     p: &Progress,
 ) -> BenchResult<report::Handoff> {
     let mut lh = Tally::default();
     let mut separate = Tally::default();
+    // The store's own lock recipe (its kit's first handoff baseline), one client per task.
+    let own_lock = peers.first();
     let mut etcd_lock = Tally::default();
     // Waiters in other processes are woken by the store's notification (NOTIFY, pub/sub),
     // not by this process's queue: measure that path with one store connection per task.
-    let per_task: Vec<Leasehold> = if matches!(
-        s.url.scheme(),
-        Scheme::Postgres | Scheme::Etcd | Scheme::Zk | Scheme::Sqlite | Scheme::Mysql
-    ) {
-        let mut v = Vec::new();
-        for _ in 0..s.tasks {
-            v.push(Leasehold(super::connect(&s.url).await?));
-        }
-        v
-    } else {
-        Vec::new()
-    };
+    let per_task: Vec<Leasehold> =
+        if leasehold_harness::stores::kit(s.url.scheme()).handoff_per_connection() {
+            let mut v = Vec::new();
+            for _ in 0..s.tasks {
+                v.push(Leasehold(super::connect(&s.url).await?));
+            }
+            v
+        } else {
+            Vec::new()
+        };
     #[cfg_attr(not(feature = "peers"), allow(unused_mut))]
     let mut peer = Tally::default();
     for run in 0..s.runs {
@@ -54,11 +55,8 @@ pub(super) async fn handoff(
             r.commands = Some(rs.calls(LEASEHOLD_REQUESTS).await?.saturating_sub(b));
         }
         lh.add(r);
-        if let Some(etcd) = etcd {
-            let mut each = Vec::new();
-            for _ in 0..s.tasks {
-                each.push(EtcdLockRpc::new(etcd).await?);
-            }
+        if let Some(own) = own_lock {
+            let each: Vec<KitRaw> = own.clients.iter().cloned().map(KitRaw).collect();
             etcd_lock.add(handoff_each(each, &unique("h"), s.duration).await?);
         }
         #[cfg(feature = "peers")]
@@ -86,10 +84,8 @@ pub(super) async fn handoff(
         })
     };
     let (vs_etcd_lock, vs_peer) = (vs(&etcd_lock, 2), vs(&peer, 1));
-    if vs_etcd_lock.is_some() {
-        rows.push(etcd_lock.row(
-            "etcd's Lock RPC (server-side concurrency.Mutex, as etcdctl lock), one lease per task",
-        ));
+    if let (Some(own), Some(_)) = (own_lock, vs_etcd_lock) {
+        rows.push(etcd_lock.row(own.label));
     }
     if vs_peer.is_some() {
         rows.push(peer.row("rslock 0.10 (acquire_no_guard: retries with 0-200 ms sleeps)"));

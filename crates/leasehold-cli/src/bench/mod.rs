@@ -17,17 +17,11 @@ use leasehold::{Locker, OwnerToken, Scheme, Wait};
 mod cluster;
 #[cfg(feature = "peer-distributed-lock")]
 mod distributed_lock;
-#[cfg(feature = "etcd")]
-mod etcd;
 mod handoff;
 mod hold_many;
 mod many_keys;
-#[cfg(feature = "mysql")]
-mod mysql;
 mod off;
 mod plots;
-#[cfg(feature = "postgres")]
-mod postgres;
 mod primitives;
 #[cfg(feature = "redis")]
 mod redis;
@@ -38,23 +32,11 @@ mod uncontended;
 
 #[cfg(feature = "peer-distributed-lock")]
 use distributed_lock::Peer as DlPeer;
-#[cfg(feature = "etcd")]
-use etcd::{EtcdLockRpc, EtcdRaw};
-#[cfg(feature = "mysql")]
-use mysql::MyRaw;
 #[cfg(not(feature = "peer-distributed-lock"))]
 use off::DlPeer;
-#[cfg(not(feature = "mysql"))]
-use off::MyRaw;
-#[cfg(not(feature = "etcd"))]
-use off::{EtcdLockRpc, EtcdRaw};
-#[cfg(not(feature = "postgres"))]
-use off::{PgRaw, PgSide};
 #[cfg(not(feature = "redis"))]
 use off::{Raw, RedisSide, redis_benchmark};
 pub use plots::bench_plots;
-#[cfg(feature = "postgres")]
-use postgres::{PgRaw, PgSide};
 #[cfg(feature = "redis")]
 use redis::{Raw, RedisSide, redis_benchmark};
 pub use report::Report;
@@ -269,10 +251,6 @@ pub async fn run(s: Settings) -> BenchResult<Report> {
     let scheme = s.url.scheme();
     let redis_side =
         if scheme == Scheme::Redis { Some(RedisSide::connect(&s.url).await?) } else { None };
-    let pg_side = if scheme == Scheme::Postgres { Some(PgSide::new(&s.url)?) } else { None };
-    let my_raw = if scheme == Scheme::Mysql { Some(MyRaw::connect(&s.url).await?) } else { None };
-    let etcd_raw =
-        if scheme == Scheme::Etcd { Some(EtcdRaw::connect(&s.url).await?) } else { None };
     let all = s.scenario == Scenario::All;
     let want = |sc: Scenario| all || s.scenario == sc;
     let scenarios: Vec<Scenario> = [
@@ -305,29 +283,28 @@ pub async fn run(s: Settings) -> BenchResult<Report> {
     for sc in scenarios {
         match sc {
             Scenario::Uncontended => {
+                // The store's raw baselines, as its kit in the harness has them.
+                let kit = leasehold_harness::stores::kit(scheme);
+                let raws = kit.baselines(&s.url).await?;
+                let native = kit.native_loads(&s.url)?;
                 ran.uncontended = Some(
                     uncontended::uncontended(
                         &s,
                         &locker,
+                        &raws,
+                        &native,
                         redis_side.as_ref(),
-                        pg_side.as_ref(),
-                        my_raw.as_ref(),
-                        etcd_raw.as_ref(),
                         &progress,
                     )
                     .await?,
                 );
             }
             Scenario::Handoff => {
+                // The store's own lock recipe, one client per task, as its kit has it.
+                let kit = leasehold_harness::stores::kit(scheme);
+                let peers = kit.handoff_baselines(&s.url, s.tasks).await?;
                 ran.handoff = Some(
-                    handoff::handoff(
-                        &s,
-                        &locker,
-                        redis_side.as_ref(),
-                        etcd_raw.as_ref(),
-                        &progress,
-                    )
-                    .await?,
+                    handoff::handoff(&s, &locker, &peers, redis_side.as_ref(), &progress).await?,
                 );
             }
             Scenario::ManyKeys => {
@@ -405,6 +382,21 @@ impl Contender for Leasehold {
             }
             Err(e) => Err(e.to_string()),
         }
+    }
+}
+
+/// A store's raw-client baseline from its kit in the harness
+/// ([`leasehold_harness::baseline::RawClient`]): one attempt, or waiting where the client can.
+#[derive(Clone)]
+struct KitRaw(Arc<dyn leasehold_harness::baseline::RawClient>);
+
+impl Contender for KitRaw {
+    type Guard = Box<dyn leasehold_harness::baseline::RawHeld>;
+    async fn acquire(&self, key: &str, wait: Duration) -> BenchResult<Option<Self::Guard>> {
+        self.0.acquire_within(key, wait).await
+    }
+    async fn release(&self, held: Self::Guard) -> BenchResult<()> {
+        held.release().await
     }
 }
 

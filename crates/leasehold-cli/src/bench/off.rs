@@ -20,7 +20,7 @@ macro_rules! never {
         }
     )*};
 }
-never!(RedisSide, Raw, PgSide, PgRaw, MyRaw, EtcdRaw, EtcdLockRpc);
+never!(RedisSide, Raw);
 // The primitives scenario's peer crate (feature `peer-distributed-lock`).
 never!(DlPeer);
 
@@ -63,42 +63,6 @@ pub(super) async fn redis_benchmark(r: &RedisSide, _: Duration) -> BenchResult<f
     match *r {}
 }
 
-impl PgSide {
-    pub(super) fn new(_: &leasehold::StoreUrl) -> BenchResult<Self> {
-        not_built("postgres")
-    }
-    pub(super) fn scripts(&self) -> &[(&'static str, String)] {
-        match *self {}
-    }
-    pub(super) async fn raw(&self) -> BenchResult<Option<PgRaw>> {
-        match *self {}
-    }
-    pub(super) async fn pgbench(&self, _: &str, _: &str, _: Duration) -> BenchResult<f64> {
-        match *self {}
-    }
-}
-
-impl MyRaw {
-    pub(super) async fn connect(_: &leasehold::StoreUrl) -> BenchResult<Self> {
-        not_built("mysql")
-    }
-    pub(super) fn label(&self) -> &'static str {
-        match *self {}
-    }
-}
-
-impl EtcdRaw {
-    pub(super) async fn connect(_: &leasehold::StoreUrl) -> BenchResult<Self> {
-        not_built("etcd")
-    }
-}
-
-impl EtcdLockRpc {
-    pub(super) async fn new(raw: &EtcdRaw) -> BenchResult<Self> {
-        match *raw {}
-    }
-}
-
 macro_rules! never_contends {
     ($($name:ident),*) => {$(
         impl Contender for $name {
@@ -112,8 +76,4 @@ macro_rules! never_contends {
         }
     )*};
 }
-never_contends!(Raw, PgRaw, MyRaw, EtcdRaw, EtcdLockRpc);
-
-impl PgRaw {
-    pub(super) const LABEL: &'static str = "";
-}
+never_contends!(Raw);

@@ -3,30 +3,30 @@
 #[cfg(feature = "peers")]
 use super::redis;
 use super::{
-    BenchResult, EtcdLockRpc, EtcdRaw, Leasehold, MyRaw, PgRaw, PgSide, Progress, Raw, RedisSide,
-    RunResult, SLICES, Settings, StoreOnly, Tally, cycles, median, per_run_ratios, report,
-    round_to, unique,
+    BenchResult, KitRaw, Leasehold, Progress, Raw, RedisSide, RunResult, SLICES, Settings,
+    StoreOnly, Tally, cycles, median, per_run_ratios, report, round_to, unique,
 };
 use leasehold::Locker;
+use leasehold_harness::baseline::{Baseline, NativeLoad};
+use std::sync::Arc;
 use std::time::Duration;
 
 pub(super) async fn uncontended(
     s: &Settings,
     locker: &Locker,
+    raws: &[Baseline],
+    native: &[Arc<dyn NativeLoad>],
     redis: Option<&RedisSide>,
-    pg: Option<&PgSide>,
-    my: Option<&MyRaw>,
-    etcd: Option<&EtcdRaw>,
     p: &Progress,
 ) -> BenchResult<report::Uncontended> {
     let mut lh = Tally::default();
-    let mut my_t = Tally::default();
-    let mut etcd_lock = Tally::default();
-    let mut pgbench: Vec<Vec<f64>> = vec![Vec::new(); pg.map_or(0, |p| p.scripts().len())];
     let mut direct = Tally::default();
     let mut raw = Tally::default();
     let mut raw_fenced = Tally::default();
-    let mut pg_raw_t = Tally::default();
+    // The store kit's raw baselines, one tally each; its load tool's cycles/s, run by run.
+    let kit_raws: Vec<KitRaw> = raws.iter().map(|b| KitRaw(b.client.clone())).collect();
+    let mut kit_t: Vec<Tally> = raws.iter().map(|_| Tally::default()).collect();
+    let mut native_t: Vec<Vec<f64>> = vec![Vec::new(); native.len()];
     // Server time per request (INFO commandstats), to show what the fenced grant costs.
     let (mut lh_server_us, mut raw_set_us) = (Vec::new(), Vec::new());
     #[cfg_attr(not(feature = "peers"), allow(unused_mut))]
@@ -36,11 +36,7 @@ pub(super) async fn uncontended(
     let raw_c = redis.map(|r| (Raw::new(r, false), Raw::new(r, true)));
     let warm = Duration::from_millis(200);
     cycles(&lh_c, &unique("warm"), warm).await?;
-    let pg_raw = match pg {
-        Some(pg) => pg.raw().await?,
-        None => None,
-    };
-    if let Some(r) = &pg_raw {
+    for r in &kit_raws {
         cycles(r, &unique("warm"), warm).await?;
     }
     if let Some((plain, fenced)) = &raw_c {
@@ -96,38 +92,35 @@ pub(super) async fn uncontended(
             raw_set_us.push(set_srv.1 as f64 / f64::max(set_srv.0 as f64, 1.0));
             continue;
         }
-        // Rotate the order so none always goes first.
-        for turn in 0..3 {
-            match (turn + run) % 3 {
-                0 => lh.add(cycles(&lh_c, &key, s.duration).await?),
-                1 if my.is_some() => {
-                    let my = my.expect("checked");
-                    my_t.add(cycles(my, &format!("{key}:raw"), s.duration).await?);
-                }
-                1 if etcd.is_some() => {
-                    let etcd = etcd.expect("checked");
-                    my_t.add(cycles(etcd, &format!("{key}:raw"), s.duration).await?);
-                }
-                2 if etcd.is_some() => {
-                    let rpc = EtcdLockRpc::new(etcd.expect("checked")).await?;
-                    etcd_lock.add(cycles(&rpc, &format!("{key}:lock-rpc"), s.duration).await?);
-                }
-                2 if pg_raw.is_some() => {
-                    let r = pg_raw.as_ref().expect("checked");
-                    pg_raw_t.add(cycles(r, &format!("{key}:raw"), s.duration).await?);
-                }
-                1 if pg.is_some() => {
-                    let pg = pg.expect("checked");
-                    for (i, (_, script)) in pg.scripts().iter().enumerate() {
-                        let k = format!("{key}:pgbench{i}");
-                        pgbench[i].push(pg.pgbench(script, &k, s.duration).await?);
-                    }
-                }
-                _ => {}
+        // The store's own load tool (a process of its own) runs whole measurements, before
+        // the in-process contenders on even runs and after them on odd ones.
+        let tools_first = run % 2 == 0;
+        if tools_first {
+            native_run(native, &key, s.duration, &mut native_t).await?;
+        }
+        // leasehold, the store trait alone and the kit's raw baselines, all in-process: they
+        // take turns in slices of the run (rotating who goes first), as on Redis.
+        let direct_c = StoreOnly(locker.store().clone());
+        let n = 2 + kit_raws.len();
+        let mut acc: Vec<RunResult> = (0..n).map(|_| RunResult::default()).collect();
+        let slice = s.duration / SLICES;
+        for i in 0..SLICES as usize {
+            for turn in 0..n {
+                let who = (turn + i + run) % n;
+                acc[who].merge(match who {
+                    0 => cycles(&lh_c, &key, slice).await?,
+                    1 => cycles(&direct_c, &format!("{key}:direct"), slice).await?,
+                    k => cycles(&kit_raws[k - 2], &format!("{key}:raw{}", k - 2), slice).await?,
+                });
             }
         }
-        let direct_c = StoreOnly(locker.store().clone());
-        direct.add(cycles(&direct_c, &format!("{key}:direct"), s.duration).await?);
+        let mut acc = acc.into_iter();
+        for t in [&mut lh, &mut direct].into_iter().chain(kit_t.iter_mut()) {
+            t.add(acc.next().expect("one per contender"));
+        }
+        if !tools_first {
+            native_run(native, &key, s.duration, &mut native_t).await?;
+        }
     }
     let mut rows = vec![lh.row("leasehold")];
     let mut v = report::Uncontended {
@@ -160,44 +153,42 @@ pub(super) async fn uncontended(
         });
     }
     rows.push(direct.row("leasehold store trait alone (no Locker/Lease): try_acquire + release"));
-    let raw_label = match (my, etcd) {
-        (Some(my), _) => Some(my.label()),
-        (None, Some(_)) => Some(
-            "raw etcd gRPC client: leasehold's conditional put (bound to a lease) and create-revision delete",
-        ),
-        _ => None,
-    };
-    if let Some(label) = raw_label {
-        rows.push(my_t.row(label));
-        (v.leasehold_time_per_cycle_vs_raw, v.per_run_ratios) = paired(&my_t);
+    for (b, t) in raws.iter().zip(&kit_t) {
+        rows.push(t.row(b.label));
+        if b.same_requests {
+            (v.leasehold_time_per_cycle_vs_raw, v.per_run_ratios) = paired(t);
+        }
     }
-    if pg_raw.is_some() {
-        rows.push(pg_raw_t.row(PgRaw::LABEL));
-        (v.leasehold_time_per_cycle_vs_raw, v.per_run_ratios) = paired(&pg_raw_t);
-    }
-    if let Some(pg) = pg {
+    if !native.is_empty() {
         let mut ratios = Vec::new();
-        for ((label, _), tps) in pg.scripts().iter().zip(&pgbench) {
-            rows.push(report::Row::throughput(label, tps));
-            // Time per cycle of leasehold over that of pgbench, run by run.
+        for (tool, tps) in native.iter().zip(&native_t) {
+            rows.push(report::Row::throughput(tool.label(), tps));
+            // Time per cycle of leasehold over that of the tool, run by run.
             let per_run = per_run_ratios(tps, &lh.per_run);
             ratios.push(report::Ratio {
-                baseline: label,
+                baseline: tool.label(),
                 median: median(per_run.clone()),
                 per_run,
             });
         }
         v.leasehold_time_per_cycle_vs_pgbench = Some(ratios);
     }
-    if !etcd_lock.per_run.is_empty() {
-        rows.push(
-            etcd_lock
-                .row("etcd's Lock RPC (server-side concurrency.Mutex, as etcdctl lock) + Unlock"),
-        );
-    }
     if !peer.per_run.is_empty() {
         rows.push(peer.row("rslock 0.10 (lock + unlock)"));
     }
     v.contenders = rows;
     Ok(v)
+}
+
+/// One whole measurement of each of the store's load tools on `key`, added to `into`.
+async fn native_run(
+    native: &[Arc<dyn NativeLoad>],
+    key: &str,
+    d: Duration,
+    into: &mut [Vec<f64>],
+) -> BenchResult<()> {
+    for (i, (tool, out)) in native.iter().zip(into).enumerate() {
+        out.push(tool.cycles_per_s(&format!("{key}:tool{i}"), d).await?);
+    }
+    Ok(())
 }

@@ -33,6 +33,7 @@ pub const KITS: &[&dyn StoreKit] = &[
     &etcd::Kit,
     &zookeeper::Kit,
     &nats::Kit,
+    &sqlite::Kit,
 ];
 
 /// What the tools know about the store `scheme` names (a store with no entry knows nothing:

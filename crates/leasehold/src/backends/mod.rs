@@ -68,6 +68,10 @@ pub(crate) type ParseFn = fn(&str) -> Result<Arc<dyn StoreConfig>>;
 pub(crate) struct Descriptor {
     /// The URL form, for messages.
     pub form: &'static str,
+    /// The URL with its options, as `leasehold --help` lists it.
+    pub usage: &'static str,
+    /// What the store is, in a few words, beside [`Descriptor::usage`] in that list.
+    pub summary: &'static str,
     /// The store's URL parser, run once on every URL before any connection.
     pub parse: ParseFn,
 }

@@ -3,9 +3,12 @@
 
 use leasehold::{Scheme, StoreUrl};
 
+use crate::baseline::{Baseline, HandoffBaseline};
 use crate::failure::Plan;
 use crate::kit::{ResourceSpec, StoreKit};
 
+#[cfg(feature = "etcd")]
+pub mod baseline;
 #[cfg(feature = "etcd")]
 pub mod resource;
 pub mod server;
@@ -13,9 +16,41 @@ pub mod server;
 /// etcd's entry in [`super::KITS`].
 pub struct Kit;
 
+#[async_trait::async_trait]
 impl StoreKit for Kit {
     fn schemes(&self) -> &'static [Scheme] {
         &[Scheme::Etcd]
+    }
+
+    /// Its waiters in other processes are woken by the store: measure one connection each.
+    fn handoff_per_connection(&self) -> bool {
+        true
+    }
+
+    /// The raw client sending leasehold's transactions, and etcd's Lock RPC.
+    async fn baselines(&self, url: &StoreUrl) -> Result<Vec<Baseline>, String> {
+        #[cfg(feature = "etcd")]
+        return baseline::baselines(url).await;
+        #[cfg(not(feature = "etcd"))]
+        {
+            let _ = url;
+            Ok(Vec::new())
+        }
+    }
+
+    /// etcd's Lock RPC, one lease per task.
+    async fn handoff_baselines(
+        &self,
+        url: &StoreUrl,
+        tasks: usize,
+    ) -> Result<Vec<HandoffBaseline>, String> {
+        #[cfg(feature = "etcd")]
+        return baseline::handoff_baselines(url, tasks).await;
+        #[cfg(not(feature = "etcd"))]
+        {
+            let _ = (url, tasks);
+            Ok(Vec::new())
+        }
     }
 
     fn plan(&self, failover: bool) -> Option<Plan> {

@@ -3,9 +3,12 @@
 
 use leasehold::{Scheme, StoreUrl};
 
+use crate::baseline::Baseline;
 use crate::failure::Plan;
 use crate::kit::{ResourceSpec, StoreKit};
 
+#[cfg(feature = "mysql")]
+pub mod baseline;
 #[cfg(feature = "mysql")]
 pub mod resource;
 pub mod server;
@@ -13,9 +16,26 @@ pub mod server;
 /// MySQL's entry in [`super::KITS`].
 pub struct Kit;
 
+#[async_trait::async_trait]
 impl StoreKit for Kit {
     fn schemes(&self) -> &'static [Scheme] {
         &[Scheme::Mysql]
+    }
+
+    /// Its waiters in other processes are woken by the store: measure one connection each.
+    fn handoff_per_connection(&self) -> bool {
+        true
+    }
+
+    /// Raw mysql_async sending leasehold's statements.
+    async fn baselines(&self, url: &StoreUrl) -> Result<Vec<Baseline>, String> {
+        #[cfg(feature = "mysql")]
+        return baseline::baselines(url).await;
+        #[cfg(not(feature = "mysql"))]
+        {
+            let _ = url;
+            Ok(Vec::new())
+        }
     }
 
     fn plan(&self, failover: bool) -> Option<Plan> {

@@ -7,9 +7,12 @@
 
 use leasehold::{Scheme, StoreUrl};
 
+use crate::baseline::Baseline;
 use crate::failure::Plan;
 use crate::kit::StoreKit;
 
+#[cfg(feature = "nats")]
+pub mod baseline;
 pub mod failing;
 pub mod server;
 
@@ -40,6 +43,17 @@ impl StoreKit for Kit {
         {
             let _ = (url, key);
             Ok(())
+        }
+    }
+
+    /// Raw async-nats sending the store's requests, and the bare lock without heartbeat.
+    async fn baselines(&self, url: &StoreUrl) -> Result<Vec<Baseline>, String> {
+        #[cfg(feature = "nats")]
+        return baseline::baselines(url).await;
+        #[cfg(not(feature = "nats"))]
+        {
+            let _ = url;
+            Ok(Vec::new())
         }
     }
 }

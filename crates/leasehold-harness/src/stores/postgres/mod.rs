@@ -4,9 +4,12 @@
 
 use leasehold::{Scheme, StoreUrl};
 
+use crate::baseline::{Baseline, NativeLoad};
 use crate::failure::Plan;
 use crate::kit::{ResourceSpec, StoreKit};
 
+#[cfg(feature = "postgres")]
+pub mod baseline;
 #[cfg(feature = "postgres")]
 pub mod resource;
 pub mod server;
@@ -15,9 +18,38 @@ pub mod sync_pair;
 /// PostgreSQL's entry in [`super::KITS`].
 pub struct Kit;
 
+#[async_trait::async_trait]
 impl StoreKit for Kit {
     fn schemes(&self) -> &'static [Scheme] {
         &[Scheme::Postgres]
+    }
+
+    /// Its waiters in other processes are woken by the store: measure one connection each.
+    fn handoff_per_connection(&self) -> bool {
+        true
+    }
+
+    /// For session locks, raw tokio-postgres sending leasehold's try-lock and unlock.
+    async fn baselines(&self, url: &StoreUrl) -> Result<Vec<Baseline>, String> {
+        #[cfg(feature = "postgres")]
+        return baseline::baselines(url).await;
+        #[cfg(not(feature = "postgres"))]
+        {
+            let _ = url;
+            Ok(Vec::new())
+        }
+    }
+
+    /// pgbench running leasehold's statements (and, for session locks, the bare advisory
+    /// lock).
+    fn native_loads(&self, url: &StoreUrl) -> Result<Vec<std::sync::Arc<dyn NativeLoad>>, String> {
+        #[cfg(feature = "postgres")]
+        return baseline::native_loads(url);
+        #[cfg(not(feature = "postgres"))]
+        {
+            let _ = url;
+            Ok(Vec::new())
+        }
     }
 
     fn plan(&self, failover: bool) -> Option<Plan> {

@@ -3,9 +3,25 @@
 
 use std::path::Path;
 
-use crate::kit::ResourceSpec;
+use leasehold::Scheme;
+
+use crate::kit::{ResourceSpec, StoreKit};
 
 pub mod resource;
+
+/// SQLite's entry in [`super::KITS`].
+pub struct Kit;
+
+impl StoreKit for Kit {
+    fn schemes(&self) -> &'static [Scheme] {
+        &[Scheme::Sqlite]
+    }
+
+    /// Its waiters in other processes are woken by the store: measure one connection each.
+    fn handoff_per_connection(&self) -> bool {
+        true
+    }
+}
 
 /// The resource file in `out` (`resource.db`), as a spec.
 pub fn resource_in(out: &Path) -> ResourceSpec {

@@ -17,6 +17,11 @@ impl StoreKit for Kit {
         &[Scheme::Zk]
     }
 
+    /// Its waiters in other processes are woken by the store: measure one connection each.
+    fn handoff_per_connection(&self) -> bool {
+        true
+    }
+
     fn plan(&self, failover: bool) -> Option<Plan> {
         server::plan(failover)
     }

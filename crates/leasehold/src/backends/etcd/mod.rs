@@ -569,6 +569,8 @@ impl Store for EtcdStore {
 /// `etcd://H1:P1[,H2:P2…][/PREFIX][?ttl=DUR]`.
 pub(crate) const STORE: super::Descriptor = super::Descriptor {
     form: "etcd://H1:P1[,H2:P2…][/PREFIX][?ttl=10s]",
+    usage: "etcd://H1:P1[,H2:P2…][/PREFIX][?ttl=10s]",
+    summary: "etcd v3",
     parse: |url| super::parsed(parse_url(url)),
 };
 

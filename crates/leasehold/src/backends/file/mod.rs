@@ -467,6 +467,8 @@ impl Store for FileStore {
 /// `file://DIR[?horizon=DUR]`.
 pub(crate) const STORE: super::Descriptor = super::Descriptor {
     form: "file://DIR[?horizon=DUR]",
+    usage: "file://DIR[?horizon=DUR]",
+    summary: "flock(2) session locks (Linux)",
     parse: |url| super::parsed(FileUrl::parse(url)),
 };
 

@@ -338,6 +338,8 @@ const CLOCK_US: &str = "TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TI
 /// not know.
 pub(crate) const STORE: super::Descriptor = super::Descriptor {
     form: "mysql://USER@HOST:PORT/DB[?mode=lease|session]",
+    usage: "mysql://USER[:PASS]@HOST:PORT/DB[?mode=session]",
+    summary: "MySQL/MariaDB lease table or GET_LOCK",
     parse: |url| super::parsed(MysqlUrl::parse(url)),
 };
 

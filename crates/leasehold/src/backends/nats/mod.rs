@@ -586,6 +586,8 @@ impl Store for NatsStore {
 /// `nats://H1:P1[,H2:P2…][/BUCKET][?replicas=N&storage=file|memory]`.
 pub(crate) const STORE: super::Descriptor = super::Descriptor {
     form: "nats://H1:P1[,H2:P2…][/BUCKET][?replicas=1&storage=file]",
+    usage: "nats://[USER:PASS@]H1:P1[,H2:P2…][/BUCKET][?replicas=1&storage=file]",
+    summary: "NATS JetStream KV",
     parse: |url| super::parsed(parse_url(url)),
 };
 

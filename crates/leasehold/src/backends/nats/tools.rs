@@ -62,3 +62,21 @@ pub async fn forget(url: &crate::StoreUrl, key: &str) -> crate::Result<()> {
     let store = super::NatsStore::open(cfg, crate::limits::Limits::default()).await?;
     store.forget(&crate::Key::new(key)?).await
 }
+
+/// The NATS client crate the store is built on, so a tool's raw baseline sends its requests
+/// through the same client and version (no second client stack).
+pub use async_nats;
+
+/// The store a `nats://` URL names, opened on its parsed configuration within
+/// [`crate::DEFAULT_CONNECT_TIMEOUT`] as [`super::NatsStore::connect`] opens it (the grants'
+/// bucket exists afterwards). [`crate::Error::InvalidInput`] for another store's URL; the
+/// connect's own errors otherwise.
+pub async fn connect(url: &crate::StoreUrl) -> crate::Result<super::NatsStore> {
+    let cfg: &super::config::Config = url.config_of("nats://")?;
+    super::NatsStore::open(cfg, super::Limits::default()).await
+}
+
+/// A clone of the store's client (it shares the store's connection).
+pub fn client(store: &super::NatsStore) -> async_nats::Client {
+    store.client.clone()
+}

@@ -531,6 +531,8 @@ async fn open(u: &PostgresUrl, limits: Limits) -> Result<Arc<dyn Store>> {
 /// not know.
 pub(crate) const STORE: super::Descriptor = super::Descriptor {
     form: "postgres://USER@HOST:PORT/DB[?mode=lease|session]",
+    usage: "postgres://USER[:PASS]@HOST:PORT/DB[?schema=S&mode=session]",
+    summary: "lease table or advisory locks",
     parse: |url| super::parsed(PostgresUrl::parse(url)),
 };
 

@@ -337,6 +337,8 @@ impl Intents for RedisClusterStore {
 /// `redis-cluster://HOST:PORT[,HOST:PORT…]`.
 pub(crate) const STORE: crate::backends::Descriptor = crate::backends::Descriptor {
     form: "redis-cluster://HOST:PORT[,HOST:PORT…]",
+    usage: "redis-cluster://[USER:PASS@]H1:P1[,H2:P2…][?prefix=P]",
+    summary: "Redis Cluster (seed nodes)",
     parse: |url| crate::backends::parsed(parse_url(url)),
 };
 

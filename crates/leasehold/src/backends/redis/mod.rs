@@ -477,13 +477,19 @@ impl Intents for RedisStore {
 /// `redis://HOST:PORT[/DB]`.
 pub(crate) const STORE: super::Descriptor = super::Descriptor {
     form: "redis://HOST:PORT",
+    usage: "redis://[USER:PASS@]HOST:PORT[/DB][?prefix=P&wait_replicas=N&wait_timeout=100ms]",
+    summary: "one Redis server",
     parse: |url| super::parsed(RedisUrl::parse(url)),
 };
 
 /// `rediss://HOST:PORT[?tls_ca=PEM]`.
 #[cfg(feature = "redis-tls")]
-pub(crate) const TLS_STORE: super::Descriptor =
-    super::Descriptor { form: "rediss://HOST:PORT[?tls_ca=PEM]", ..STORE };
+pub(crate) const TLS_STORE: super::Descriptor = super::Descriptor {
+    form: "rediss://HOST:PORT[?tls_ca=PEM]",
+    usage: "rediss://[USER:PASS@]HOST:PORT[/DB][?tls_ca=PATH]",
+    summary: "the same over TLS",
+    ..STORE
+};
 
 impl super::StoreConfig for RedisUrl {
     fn open(&self, limits: Limits) -> super::Boxed<'_, Result<Arc<dyn crate::Store>>> {

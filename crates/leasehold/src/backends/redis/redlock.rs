@@ -336,6 +336,8 @@ impl RedlockStore {
 /// `redlock://H1:P1,H2:P2,H3:P3[,…]`.
 pub(crate) const STORE: crate::backends::Descriptor = crate::backends::Descriptor {
     form: "redlock://H1:P1,H2:P2,H3:P3",
+    usage: "redlock://H1:P1,H2:P2,H3:P3",
+    summary: "Redlock over independent primaries",
     parse: |url| crate::backends::parsed(RedlockUrl::parse(url)),
 };
 

@@ -428,6 +428,8 @@ impl Watch for SentinelWatch {
 /// `redis-sentinel://S1:P1[,S2:P2…]/SERVICE`.
 pub(crate) const STORE: crate::backends::Descriptor = crate::backends::Descriptor {
     form: "redis-sentinel://S1:P1[,S2:P2…]/SERVICE",
+    usage: "redis-sentinel://[USER:PASS@]S1:P1[,S2:P2…]/SERVICE[?db=N&prefix=P&wait_replicas=N]",
+    summary: "the primary Redis Sentinels name",
     parse: |url| crate::backends::parsed(parse_url(url)),
 };
 

@@ -492,6 +492,8 @@ fn add_info_column(conn: &Connection) -> rusqlite::Result<()> {
 /// `sqlite://PATH[?horizon=DUR]`.
 pub(crate) const STORE: super::Descriptor = super::Descriptor {
     form: "sqlite://PATH[?horizon=DUR]",
+    usage: "sqlite://PATH[?horizon=DUR]",
+    summary: "embedded lease table (the default)",
     parse: |url| super::parsed(SqliteUrl::parse(url)),
 };
 

@@ -460,6 +460,8 @@ impl Store for ZookeeperStore {
 /// `zk://H1:P1[,H2:P2…][/CHROOT][?session=DUR&curator=mutex|rwlock]`.
 pub(crate) const STORE: super::Descriptor = super::Descriptor {
     form: "zk://H1:P1[,H2:P2…][/CHROOT][?session=10s&curator=mutex|rwlock]",
+    usage: "zk://H1:P1[,H2:P2…][/CHROOT][?session=10s]",
+    summary: "ZooKeeper",
     parse: |url| super::parsed(parse_url(url)),
 };
 
