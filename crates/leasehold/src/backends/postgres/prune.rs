@@ -121,8 +121,8 @@ pub(super) struct Pruner(tokio::task::JoinHandle<()>);
 impl Pruner {
     /// Starts the task: a round every [`period`], errors ignored until the next (a store that
     /// cannot be reached now is tried again then; nothing here is needed for safety). Once
-    /// rows were deleted and a horizon has passed since the last compaction (or the start),
-    /// the tables are compacted.
+    /// earlier rounds deleted rows and a horizon has passed since the last compaction (or the
+    /// start), the tables are compacted, before the round.
     pub(super) fn start(
         cfg: Config,
         connect: Duration,
@@ -135,28 +135,30 @@ impl Pruner {
             let mut warned = false;
             loop {
                 tokio::time::sleep(period(horizon)).await;
+                // Compacted before this round deletes, so that the rows of earlier rounds
+                // (a period ago at least) are dead to every transaction but those that have
+                // run longer: a vacuum can only remove those.
+                if deleted > 0 && last.elapsed() >= horizon {
+                    last = tokio::time::Instant::now();
+                    match compact(&cfg, connect, &sql, horizon).await {
+                        Ok(done) => {
+                            deleted = 0;
+                            for d in done {
+                                tracing::debug!("postgres lease table compaction: {d:?}");
+                                if let (Some(super::compact::Skipped::NotPermitted(why)), false) =
+                                    (&d.skipped, warned)
+                                {
+                                    warned = true;
+                                    tracing::warn!(
+                                        "postgres lease table compaction not permitted: {why}"
+                                    );
+                                }
+                            }
+                        }
+                        Err(e) => tracing::debug!("postgres lease table compaction failed: {e}"),
+                    }
+                }
                 deleted += round(&cfg, connect, &sql, horizon).await.unwrap_or(0);
-                if deleted == 0 || last.elapsed() < horizon {
-                    continue;
-                }
-                last = tokio::time::Instant::now();
-                let done = match compact(&cfg, connect, &sql, horizon).await {
-                    Ok(done) => done,
-                    Err(e) => {
-                        tracing::debug!("postgres lease table compaction failed: {e}");
-                        continue;
-                    }
-                };
-                deleted = 0;
-                for d in done {
-                    tracing::debug!("postgres lease table compaction: {d:?}");
-                    if let (Some(super::compact::Skipped::NotPermitted(why)), false) =
-                        (&d.skipped, warned)
-                    {
-                        warned = true;
-                        tracing::warn!("postgres lease table compaction not permitted: {why}");
-                    }
-                }
             }
         }))
     }
