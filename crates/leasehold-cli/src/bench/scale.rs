@@ -43,7 +43,8 @@ pub struct Scale {
     pub empty: Size,
     /// After the last key's release.
     pub after_last_key: Size,
-    /// Once every key's state may be gone (twice the horizon plus the TTL after the last).
+    /// Once every key's state may be gone (Redis: twice the horizon plus the TTL after the
+    /// last; PostgreSQL: also the probe key's, and the store's compaction after it).
     pub after_horizon: Size,
     /// PostgreSQL only: grants of one key, every 100 ms, for 10 s before the first key (the
     /// baseline), and while waiting out the horizon (through the pruning and the compaction).
@@ -400,15 +401,20 @@ mod postgres {
         if let Some(why) = &compacted.skipped {
             eprintln!("fence table not compacted: {why:?}");
         }
-        // The store's last compaction may come up to a horizon after its last deletion:
-        // wait for the size to settle within a few percent of the empty store, at most a
-        // horizon more (and a minute), and report what it is then.
+        // The probe key is a key too: its row goes a horizon after its last grant, and the
+        // store's compaction comes at most a horizon (and a pruning period) after the one
+        // before. Wait for the row to go, then for that compaction, within a bound.
+        let probed = Instant::now();
+        let give_up = probed + TTL + 3 * horizon + Duration::from_secs(10);
         let mut after = size(&admin, &lease).await?;
-        let give_up = Instant::now() + (horizon / 2).max(Duration::from_secs(10));
-        while after.bytes as f64 > empty.bytes as f64 * 1.05 && Instant::now() < give_up {
+        while after.entries > 0 && Instant::now() < give_up {
             tokio::time::sleep(Duration::from_secs(1)).await;
             after = size(&admin, &lease).await?;
         }
+        let next = Instant::now() + horizon + horizon / 4 + Duration::from_secs(2);
+        tokio::time::sleep(next.min(give_up).saturating_duration_since(Instant::now())).await;
+        fence::compact(&admin, bound).await.map_err(|e| e.to_string())?;
+        let after = size(&admin, &lease).await?;
         let waited = released.elapsed();
         let detail = forks(&admin, &lease).await?;
         let what = "PostgreSQL pg_total_relation_size and rows of the lease table and the \

@@ -53,6 +53,35 @@ pub enum Skipped {
 /// plus this many pages (so an empty store's indexes, one or two pages, are left alone).
 const SLACK_PAGES: f64 = 1.0;
 
+/// Whether this role may vacuum and reindex the table `c` of `pg_class`: a member of its
+/// owner's role (a superuser is), or, on PostgreSQL 17, holding `MAINTAIN` on it.
+const MAY: &str = "(pg_has_role(c.relowner, 'USAGE')
+      OR CASE WHEN current_setting('server_version_num')::int >= 170000
+              THEN has_table_privilege(c.oid, 'MAINTAIN') ELSE false END)";
+
+fn refusal(table: &str, me: &str, owner: &str) -> String {
+    format!(
+        "role {me} may not VACUUM or REINDEX {table} (owned by {owner}): its pruned rows' bytes \
+         stay allocated for reuse; run the compaction as {owner}, or grant {me} membership in \
+         {owner} (PostgreSQL 17: GRANT MAINTAIN)"
+    )
+}
+
+/// Whether this connection's role may compact `table`: `Ok(None)` when the table does not
+/// exist (yet), `Ok(Some(Err(why)))` when it may not (for `leasehold doctor`).
+pub(crate) async fn permitted(
+    c: &Client,
+    table: &str,
+) -> Result<Option<std::result::Result<(), String>>, tokio_postgres::Error> {
+    let sql = format!(
+        "SELECT {MAY}, current_user::text, pg_get_userbyid(c.relowner)::text
+         FROM pg_class c WHERE c.oid = to_regclass($1)"
+    );
+    Ok(c.query_opt(&sql, &[&table])
+        .await?
+        .map(|r| if r.get(0) { Ok(()) } else { Err(refusal(table, r.get(1), r.get(2))) }))
+}
+
 /// Compacts `table` (a name as `to_regclass` reads it: `"schema"."table"`, or unqualified
 /// through `search_path`) on `c`, a connection outside any transaction. Each statement is
 /// bounded by `bound` on the server (`statement_timeout`, `lock_timeout`, restored after).
@@ -65,14 +94,13 @@ pub(crate) async fn table(
 ) -> Result<Compaction, tokio_postgres::Error> {
     let Some(row) = c
         .query_opt(
-            "SELECT c.oid, pg_total_relation_size(c.oid)::int8,
-                    pg_has_role(c.relowner, 'USAGE')
-                      OR CASE WHEN current_setting('server_version_num')::int >= 170000
-                              THEN has_table_privilege(c.oid, 'MAINTAIN') ELSE false END,
-                    current_user::text, pg_get_userbyid(c.relowner)::text,
-                    current_setting('server_version_num')::int >= 120000,
-                    hashtext('leasehold:compact'), hashtext(c.oid::text)
-             FROM pg_class c WHERE c.oid = to_regclass($1)",
+            &format!(
+                "SELECT c.oid, pg_total_relation_size(c.oid)::int8, {MAY},
+                        current_user::text, pg_get_userbyid(c.relowner)::text,
+                        current_setting('server_version_num')::int >= 120000,
+                        hashtext('leasehold:compact'), hashtext(c.oid::text)
+                 FROM pg_class c WHERE c.oid = to_regclass($1)"
+            ),
             &[&table],
         )
         .await?
@@ -84,12 +112,7 @@ pub(crate) async fn table(
     let mut done =
         Compaction { bytes_before: before, bytes_after: before, ..Compaction::default() };
     if !row.get::<_, bool>(2) {
-        let (me, owner): (String, String) = (row.get(3), row.get(4));
-        done.skipped = Some(Skipped::NotPermitted(format!(
-            "role {me} may not VACUUM or REINDEX {table} (owned by {owner}): its pruned rows' \
-             bytes stay allocated for reuse; run the compaction as {owner}, or grant {me} \
-             membership in {owner} (PostgreSQL 17: GRANT MAINTAIN)"
-        )));
+        done.skipped = Some(Skipped::NotPermitted(refusal(table, row.get(3), row.get(4))));
         return Ok(done);
     }
     let concurrently: bool = row.get(5);
