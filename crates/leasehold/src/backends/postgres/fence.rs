@@ -328,7 +328,8 @@ pub async fn prune<C: GenericClient + Sync>(c: &C, horizon: std::time::Duration)
 /// (or be a member of its owner, a superuser, or hold `MAINTAIN` on PostgreSQL 17);
 /// otherwise nothing is done and [`Compaction::skipped`] is [`Skipped::NotPermitted`], which
 /// says so: the table then stays as large as its peak, its free pages reused by new claims.
-/// `REINDEX CONCURRENTLY` needs PostgreSQL 12; on older servers only the vacuum runs. An
+/// It needs PostgreSQL 12 or later (`VACUUM (SKIP_LOCKED, INDEX_CLEANUP ON)`, `REINDEX
+/// CONCURRENTLY`): an older server answers an error, and nothing changes. An
 /// error (timeout, lost connection) changes nothing a claim sees; a rebuild cut short leaves
 /// an invalid `…_ccnew` index, which the next call drops. Returns the table's total size
 /// before and after.
