@@ -9,11 +9,11 @@
 //! resource's `leasehold_fence` table (created in the lease table's schema); each key's write
 //! is a fenced `UPDATE` of one row per task in a transaction with
 //! `leasehold::fence::postgres::claim_within`. After the horizon, the lease table is what the
-//! store's own pruning left; the fence table is pruned with `fence::postgres::prune`, as a
-//! maintenance task would; then both are measured again after a plain `VACUUM` (no `FULL`),
-//! which returns the freed pages at the end of a table to the system: index pages a vacuum
-//! frees stay allocated for reuse, so the size after the horizon is bounded by the peak, and
-//! the row counts say what is kept.
+//! store's own pruning and compaction left (`VACUUM`, `REINDEX INDEX CONCURRENTLY`, at most
+//! once per horizon); the fence table is pruned with `fence::postgres::prune` and compacted
+//! with `fence::postgres::compact`, as a maintenance task would. While it waits, one key is
+//! locked and released every 100 ms and its grant latency recorded, so that the pruning's
+//! and compaction's effect on grants is measured.
 
 // What the two measured stores share (the timed run, the report) is unused in a build with
 // neither; the scenario then answers that it measures only them.
@@ -43,15 +43,30 @@ pub struct Scale {
     pub empty: Size,
     /// After the last key's release.
     pub after_last_key: Size,
-    /// Once every key's state may be gone (twice the horizon plus the TTL after the last).
+    /// Once every key's state may be gone (Redis: twice the horizon plus the TTL after the
+    /// last; PostgreSQL: also the probe key's, and the store's compaction after it).
     pub after_horizon: Size,
-    /// PostgreSQL only: after a plain `VACUUM` of the two tables.
+    /// PostgreSQL only: grants of one key, every 100 ms, for 10 s before the first key (the
+    /// baseline), and while waiting out the horizon (through the pruning and the compaction).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub after_vacuum: Option<Size>,
+    pub grants: Option<[Latency; 2]>,
+    /// PostgreSQL only: where the bytes after the horizon are (heap, free-space and
+    /// visibility maps, indexes, TOAST).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub after_horizon_detail: Option<String>,
     /// `after_horizon.bytes / empty.bytes`.
     pub after_horizon_vs_empty: f64,
     /// Seconds from the last release to the `after_horizon` measurement.
     pub waited_s: f64,
+}
+
+/// Grant latencies (acquire until granted) of a run of grants.
+#[derive(Debug, Clone, Serialize)]
+pub struct Latency {
+    pub grants: usize,
+    pub p50_ms: f64,
+    pub p99_ms: f64,
+    pub max_ms: f64,
 }
 
 /// A size: bytes (Redis `used_memory`; PostgreSQL the two tables' total relation size) and
@@ -113,7 +128,7 @@ fn finish(
     horizon: Duration,
     rate: f64,
     sizes: [Size; 3],
-    vacuum: Option<Size>,
+    grants: Option<([Latency; 2], String)>,
     waited: Duration,
     what: &str,
 ) -> Scale {
@@ -132,7 +147,8 @@ fn finish(
         empty,
         after_last_key: last,
         after_horizon: after,
-        after_vacuum: vacuum,
+        after_horizon_detail: grants.as_ref().map(|g| g.1.clone()),
+        grants: grants.map(|g| g.0),
         waited_s: round_to(waited.as_secs_f64(), 1),
     }
 }
@@ -153,11 +169,50 @@ pub(super) fn text(sc: &Scale) -> String {
     line("empty", &sc.empty);
     line("after last key", &sc.after_last_key);
     line("after horizon", &sc.after_horizon);
-    if let Some(v) = &sc.after_vacuum {
-        line("after VACUUM", v);
-    }
     out.push_str(&format!("  measured {} s after the last release\n", sc.waited_s));
+    if let Some(d) = &sc.after_horizon_detail {
+        out.push_str(&format!("  after horizon, by fork: {d}\n"));
+    }
+    if let Some(gs) = &sc.grants {
+        let names = ["before the first key (10 s)", "while waiting (pruning, compaction)"];
+        for (name, g) in names.iter().zip(gs) {
+            out.push_str(&format!(
+                "  grants of one key every 100 ms, {name}: {} grants, p50 {} ms, p99 {} ms, \
+                 max {} ms\n",
+                g.grants, g.p50_ms, g.p99_ms, g.max_ms
+            ));
+        }
+    }
     out
+}
+
+/// Locks one key every 100 ms until `deadline` (acquire, release), recording each grant's
+/// latency; a failed grant ends the run with its error.
+#[cfg_attr(not(feature = "postgres"), allow(dead_code))]
+async fn grants_until(locker: &Locker, key: &str, deadline: Instant) -> BenchResult<Latency> {
+    let mut ms = Vec::new();
+    loop {
+        let t0 = Instant::now();
+        let lease = locker.acquire(key, TTL).await.map_err(|e| format!("probe acquire: {e}"))?;
+        ms.push(t0.elapsed().as_secs_f64() * 1000.0);
+        let released = lease.release().await.map_err(|e| format!("probe release: {e}"))?;
+        if !released.is_clean() {
+            return Err(format!("probe release: {released:?}"));
+        }
+        if Instant::now() >= deadline {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    ms.sort_by(f64::total_cmp);
+    let at =
+        |q: f64| ms.get(((ms.len() as f64 - 1.0) * q).round() as usize).copied().unwrap_or(0.0);
+    Ok(Latency {
+        grants: ms.len(),
+        p50_ms: round_to(at(0.5), 2),
+        p99_ms: round_to(at(0.99), 2),
+        max_ms: round_to(at(1.0), 2),
+    })
 }
 
 /// Sleeps until `deadline`.
@@ -238,12 +293,12 @@ mod redis {
 
 #[cfg(feature = "postgres")]
 mod postgres {
-    use std::time::Instant;
+    use std::time::{Duration, Instant};
 
     use leasehold::Locker;
     use leasehold::fence::postgres::{self as fence, tokio_postgres};
 
-    use super::{BenchResult, PAR, Scale, Settings, Size, TTL, finish, lock_all, until};
+    use super::{BenchResult, PAR, Scale, Settings, Size, TTL, finish, grants_until, lock_all};
 
     /// The server's message, not just "db error".
     fn pg(e: tokio_postgres::Error) -> String {
@@ -268,6 +323,29 @@ mod postgres {
         Ok(Size { bytes: row.get::<_, i64>(0) as u64, entries: row.get::<_, i64>(1) as u64 })
     }
 
+    /// The two tables' bytes by kind: heap main fork, free-space maps, visibility maps,
+    /// indexes, TOAST (with its index).
+    async fn forks(c: &tokio_postgres::Client, lease: &str) -> BenchResult<String> {
+        let sql = format!(
+            "SELECT sum(pg_relation_size(t, 'main'))::bigint, sum(pg_relation_size(t, 'fsm'))::bigint,
+                    sum(pg_relation_size(t, 'vm'))::bigint, sum(pg_indexes_size(t))::bigint,
+                    sum(pg_total_relation_size(t) - pg_relation_size(t, 'main')
+                        - pg_relation_size(t, 'fsm') - pg_relation_size(t, 'vm')
+                        - pg_indexes_size(t))::bigint
+             FROM unnest(ARRAY['{lease}'::regclass, 'leasehold_fence'::regclass]) t"
+        );
+        let r = c.query_one(&sql, &[]).await.map_err(pg)?;
+        let kb = |i: usize| r.get::<_, i64>(i) / 1024;
+        Ok(format!(
+            "heap {} kB, free-space maps {} kB, visibility maps {} kB, indexes {} kB, TOAST {} kB",
+            kb(0),
+            kb(1),
+            kb(2),
+            kb(3),
+            kb(4)
+        ))
+    }
+
     pub(super) async fn run(s: &Settings, locker: &Locker) -> BenchResult<Scale> {
         let (schema, table, horizon, cfg) =
             leasehold::backends::postgres::tools::lease_table(&s.url).map_err(|e| e.to_string())?;
@@ -281,6 +359,11 @@ mod postgres {
         );
         admin.batch_execute(&setup).await.map_err(pg)?;
         fence::install(&admin).await.map_err(|e| e.to_string())?;
+        // The key that is locked while waiting out the horizon, once first, so that the
+        // empty store holds what it holds at the end: that key's row (as Redis's empty store
+        // holds one warm-up key's state).
+        let probe = super::unique("scale-probe");
+        let before = grants_until(locker, &probe, Instant::now() + Duration::from_secs(10)).await?;
         let empty = size(&admin, &lease).await?;
         // One connection per task: a transaction needs its client to itself.
         let mut clients = Vec::new();
@@ -308,20 +391,37 @@ mod postgres {
         let last = size(&admin, &lease).await?;
         let released = Instant::now();
         // Lease rows go once idle past the horizon (the store's pruning, every quarter of
-        // it); claims once their fence is twice the horizon old.
-        until(released + TTL + 2 * horizon + horizon / 2).await;
+        // it), and the store compacts its tables at most once per horizon after deleting;
+        // claims go once their fence is twice the horizon old. Meanwhile, grants go on.
+        let deadline = released + TTL + 2 * horizon + horizon / 2;
+        let grants = grants_until(locker, &probe, deadline).await?;
         fence::prune(&admin, horizon).await.map_err(|e| e.to_string())?;
+        let bound = horizon.clamp(Duration::from_secs(60), Duration::from_secs(600));
+        let compacted = fence::compact(&admin, bound).await.map_err(|e| e.to_string())?;
+        if let Some(why) = &compacted.skipped {
+            eprintln!("fence table not compacted: {why:?}");
+        }
+        // The probe key is a key too: its row goes a horizon after its last grant, and the
+        // store's compaction comes at most a horizon (and a pruning period) after the one
+        // before. Wait for the row to go, then for that compaction, within a bound.
+        let probed = Instant::now();
+        let give_up = probed + TTL + 3 * horizon + Duration::from_secs(10);
+        let mut after = size(&admin, &lease).await?;
+        while after.entries > 0 && Instant::now() < give_up {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            after = size(&admin, &lease).await?;
+        }
+        let next = Instant::now() + horizon + horizon / 4 + Duration::from_secs(2);
+        tokio::time::sleep(next.min(give_up).saturating_duration_since(Instant::now())).await;
+        fence::compact(&admin, bound).await.map_err(|e| e.to_string())?;
         let after = size(&admin, &lease).await?;
         let waited = released.elapsed();
-        // One statement per request: VACUUM cannot run in the implicit transaction of two.
-        for t in [lease.as_str(), "leasehold_fence"] {
-            admin.batch_execute(&format!("VACUUM {t}")).await.map_err(pg)?;
-        }
-        let vacuumed = size(&admin, &lease).await?;
+        let detail = forks(&admin, &lease).await?;
         let what = "PostgreSQL pg_total_relation_size and rows of the lease table and the \
-                    resource's leasehold_fence table (lease rows pruned by the store once idle \
-                    past the horizon, claims by fence::postgres::prune once their fence is \
-                    twice the horizon old)";
-        Ok(finish(s, horizon, rate, [empty, last, after], Some(vacuumed), waited, what))
+                    resource's leasehold_fence table (lease rows pruned and the table compacted \
+                    by the store once idle past the horizon, claims by fence::postgres::prune \
+                    and fence::postgres::compact once their fence is twice the horizon old)";
+        let grants = Some(([before, grants], detail));
+        Ok(finish(s, horizon, rate, [empty, last, after], grants, waited, what))
     }
 }

@@ -48,6 +48,7 @@
 //! [`effect_error`]: crate::fence::postgres::effect_error
 //! [`Fencing::with_deadline`]: crate::Fencing::with_deadline
 
+pub use super::compact::{Compaction, Skipped};
 pub use tokio_postgres;
 use tokio_postgres::GenericClient;
 use tokio_postgres::Transaction;
@@ -310,6 +311,30 @@ pub async fn prune<C: GenericClient + Sync>(c: &C, horizon: std::time::Duration)
             return Ok(total);
         }
     }
+}
+
+/// Gives back the bytes of the rows [`prune`] deleted: `VACUUM leasehold_fence` (the emptied
+/// tail of the table returns to the system) and `REINDEX INDEX CONCURRENTLY` of each of its
+/// indexes that is more than twice what its live rows need (a `DELETE` and a plain vacuum
+/// leave an index's pages allocated for good). Call it on a connection outside any
+/// transaction, after a `prune` that deleted many rows (say, more than the table keeps
+/// live), at most once per horizon; each statement is bounded by `bound` on the server
+/// (`statement_timeout` and `lock_timeout`, set for the call and restored after).
+///
+/// Safe at any time: no row changes, and claims and checks never wait for it (`VACUUM` and
+/// `REINDEX CONCURRENTLY` hold `SHARE UPDATE EXCLUSIVE`; the vacuum takes the brief lock that
+/// truncating needs only when it is free, and yields it to a waiting session). One session
+/// compacts the table at a time: another gets [`Skipped::Busy`]. The role must own the table
+/// (or be a member of its owner, a superuser, or hold `MAINTAIN` on PostgreSQL 17);
+/// otherwise nothing is done and [`Compaction::skipped`] is [`Skipped::NotPermitted`], which
+/// says so: the table then stays as large as its peak, its free pages reused by new claims.
+/// It needs PostgreSQL 12 or later (`VACUUM (SKIP_LOCKED, INDEX_CLEANUP ON)`, `REINDEX
+/// CONCURRENTLY`): an older server answers an error, and nothing changes. An
+/// error (timeout, lost connection) changes nothing a claim sees; a rebuild cut short leaves
+/// an invalid `…_ccnew` index, which the next call drops. Returns the table's total size
+/// before and after.
+pub async fn compact(c: &tokio_postgres::Client, bound: std::time::Duration) -> Result<Compaction> {
+    super::compact::table(c, "leasehold_fence", bound).await.map_err(|e| err("compact", e))
 }
 
 /// Succeeds iff `fencing` is exactly what `resource` has installed, and keeps it so until the

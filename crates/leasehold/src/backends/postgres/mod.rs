@@ -463,6 +463,7 @@ async fn create_schema(client: &Client, schema: &str, ddl: &str) -> Result<()> {
 /// [`crate::FenceRepeat::ClockBacked`]).
 const CLOCK_US: &str = "(extract(epoch FROM clock_timestamp()) * 1000000)::bigint";
 
+mod compact;
 /// The fence resource; its public path is `leasehold::fence::postgres`.
 #[doc(hidden)]
 pub mod fence;

@@ -62,6 +62,8 @@ pub(crate) async fn postgres(
         .map(|row| row.get(0))
         .ok();
     let after = now_s();
+    let table = format!("\"{}\".\"{}\"", u.opts.schema, u.opts.table);
+    let compaction = super::compact::permitted(&client, &table).await;
     drop(driver);
 
     let session = u.opts.mode == super::Form::Session;
@@ -101,6 +103,24 @@ pub(crate) async fn postgres(
         r.verdict(
             "lease table: linearizable (row lock); expiry by the database's now(), no client clock",
         );
+    }
+    if !session {
+        match compaction {
+            Ok(Some(Ok(()))) => r.set(
+                "lease table compaction",
+                "permitted (VACUUM, REINDEX INDEX CONCURRENTLY after pruning, once per horizon)",
+            ),
+            Ok(Some(Err(why))) => {
+                r.set("lease table compaction", "not permitted");
+                r.verdict(format!(
+                    "lease table compaction: {why}; pruning still deletes idle rows, and the \
+                     table stays at its peak size"
+                ));
+                r.change("connect as the lease table's owner, or make the role a member of it");
+            }
+            Ok(None) => r.set("lease table compaction", "the lease table does not exist yet"),
+            Err(e) => r.set("lease table compaction", format!("unknown ({e})")),
+        }
     }
     if fsync == "off" {
         r.verdict(

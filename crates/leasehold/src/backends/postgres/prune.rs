@@ -8,6 +8,11 @@
 //! [`crate::horizon::HORIZON_ASSUMPTION`] holds. A row whose grant, readers or writer intent
 //! is live, or was within the horizon, is never touched: the condition is read under the
 //! row's lock (`FOR UPDATE SKIP LOCKED`, so a grant in flight keeps its row).
+//!
+//! Deleted rows' bytes stay allocated; after rounds that deleted rows, at most once per
+//! horizon, the task compacts both tables (`compact.rs`: `VACUUM`, and `REINDEX INDEX
+//! CONCURRENTLY` of an index much larger than its live rows need). Where the store's role
+//! may not (not the tables' owner), it says so once in the log and carries on pruning.
 
 use std::time::Duration;
 
@@ -22,6 +27,8 @@ pub(super) struct PruneStatements {
     pub leases: String,
     /// `$1` horizon in µs → the number of readers' rows deleted (at most [`BATCH`]).
     pub readers: String,
+    /// The two tables, quoted and qualified, for the compaction.
+    pub tables: [String; 2],
 }
 
 impl PruneStatements {
@@ -41,6 +48,7 @@ impl PruneStatements {
                    LIMIT {BATCH} FOR UPDATE SKIP LOCKED) RETURNING 1)
                  SELECT count(*) FROM d"
             ),
+            tables: [t.to_owned(), r.to_owned()],
         }
     }
 }
@@ -76,12 +84,45 @@ pub(super) async fn round(
     Ok(total)
 }
 
+/// How long one compaction statement may run on the server: the horizon, between 1 and
+/// 10 minutes (a `REINDEX CONCURRENTLY` of a large index takes a while, and waits for older
+/// transactions; nothing waits for it).
+pub(super) fn compaction_bound(horizon: Duration) -> Duration {
+    horizon.clamp(Duration::from_secs(60), Duration::from_secs(600))
+}
+
+/// Compacts both tables on a connection of its own. Returns what was done to each, or
+/// `Err` if the connection failed; the first refusal for want of permission is logged by
+/// the caller.
+async fn compact(
+    cfg: &Config,
+    connect: Duration,
+    sql: &PruneStatements,
+    horizon: Duration,
+) -> crate::Result<Vec<super::compact::Compaction>> {
+    let pg = PgConn::open(cfg, connect, &server_bounds(connect, true), None).await?;
+    let bound = compaction_bound(horizon);
+    let mut out = Vec::new();
+    for t in &sql.tables {
+        // The client's own limit a little past the server's, which answers first.
+        let c = pg.bounded(
+            "compacting",
+            bound.mul_f64(1.3),
+            super::compact::table(&pg.client, t, bound),
+        );
+        out.push(c.await?);
+    }
+    Ok(out)
+}
+
 /// The pruning task of one store, ended when the store is dropped.
 pub(super) struct Pruner(tokio::task::JoinHandle<()>);
 
 impl Pruner {
     /// Starts the task: a round every [`period`], errors ignored until the next (a store that
-    /// cannot be reached now is tried again then; nothing here is needed for safety).
+    /// cannot be reached now is tried again then; nothing here is needed for safety). Once
+    /// earlier rounds deleted rows and a horizon has passed since the last compaction (or the
+    /// start), the tables are compacted, before the round.
     pub(super) fn start(
         cfg: Config,
         connect: Duration,
@@ -89,9 +130,35 @@ impl Pruner {
         horizon: Duration,
     ) -> Pruner {
         Pruner(tokio::spawn(async move {
+            let mut deleted = 0u64;
+            let mut last = tokio::time::Instant::now();
+            let mut warned = false;
             loop {
                 tokio::time::sleep(period(horizon)).await;
-                let _ = round(&cfg, connect, &sql, horizon).await;
+                // Compacted before this round deletes, so that the rows of earlier rounds
+                // (a period ago at least) are dead to every transaction but those that have
+                // run longer: a vacuum can only remove those.
+                if deleted > 0 && last.elapsed() >= horizon {
+                    last = tokio::time::Instant::now();
+                    match compact(&cfg, connect, &sql, horizon).await {
+                        Ok(done) => {
+                            deleted = 0;
+                            for d in done {
+                                tracing::debug!("postgres lease table compaction: {d:?}");
+                                if let (Some(super::compact::Skipped::NotPermitted(why)), false) =
+                                    (&d.skipped, warned)
+                                {
+                                    warned = true;
+                                    tracing::warn!(
+                                        "postgres lease table compaction not permitted: {why}"
+                                    );
+                                }
+                            }
+                        }
+                        Err(e) => tracing::debug!("postgres lease table compaction failed: {e}"),
+                    }
+                }
+                deleted += round(&cfg, connect, &sql, horizon).await.unwrap_or(0);
             }
         }))
     }
