@@ -8,7 +8,7 @@
 //! line; keys hold no NUL); the fence is read, incremented, written and fsynced while the
 //! lock is held, so it increases across grants, releases and crashes of the holder, and,
 //! being at least the clock in µs, across the removal of the file past the horizon
-//! (`?horizon=`, a day by default; [`FileStore::with_horizon`]): after an acquire, at most
+//! (`?horizon=`, a day by default; [`FileStore::with_horizon`](crate::backends::file::FileStore::with_horizon)): after an acquire, at most
 //! once per quarter of the horizon, a background thread removes the lock files idle longer.
 //!
 //! A directory the store cannot use (permission denied, a read-only file system, a file in
