@@ -169,7 +169,8 @@ fn bench_primitives_distributed_lock_peer() {
 /// `leasehold bench --scenario uncontended` on `store`: the uncontended scenario's JSON.
 fn uncontended(store: &str) -> serde_json::Value {
     let o = Command::new(BIN)
-        .args(["bench", "--json", "--store", store, "--runs", "2"])
+        .env("LEASEHOLD_STORE", store)
+        .args(["bench", "--json", "--runs", "2"])
         .args(["--duration", "150ms", "--scenario", "uncontended"])
         .output()
         .unwrap();
@@ -227,7 +228,8 @@ fn bench_kit_baselines_etcd_and_postgres() {
     assert!(names.iter().any(|n| n.starts_with("etcd's Lock RPC")), "{names:?}");
     assert!(u["leasehold_time_per_cycle_vs_raw"].as_f64().unwrap() > 0.0, "{u}");
     let o = Command::new(BIN)
-        .args(["bench", "--json", "--store", &etcd.url("/bench"), "--runs", "1"])
+        .env("LEASEHOLD_STORE", etcd.url("/bench"))
+        .args(["bench", "--json", "--runs", "1"])
         .args(["--duration", "300ms", "--scenario", "handoff", "--tasks", "3"])
         .output()
         .unwrap();
