@@ -11,7 +11,8 @@ use async_nats::jetstream::kv;
 use bytes::Bytes;
 
 use super::record::{self, EXPECTED_LAST, KV_OPERATION};
-use super::{Cas, NatsStore, open_bucket};
+use super::request::Cas;
+use super::{NatsStore, open_bucket};
 use crate::{OwnerToken, Result};
 
 /// A heartbeat as the server has it.
@@ -90,7 +91,11 @@ impl NatsStore {
     pub(super) async fn stamp(&self, ttl_ms: u64, seq: u64) -> Result<i128> {
         let bucket = self.beats(ttl_ms).await?;
         let read = async {
-            bucket.stream.get_raw_message(seq).await.map_err(|e| super::nats_err("read back", e))
+            bucket
+                .stream
+                .get_raw_message(seq)
+                .await
+                .map_err(|e| super::request::nats_err("read back", e))
         };
         Ok(self.bounded("read back", false, read).await?.time.unix_timestamp_nanos())
     }

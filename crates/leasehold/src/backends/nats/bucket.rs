@@ -7,7 +7,7 @@ use std::time::Duration;
 use async_nats::jetstream::{self, kv};
 
 use super::config::{Config, Storage};
-use super::nats_err;
+use super::request::nats_err;
 use crate::{Error, Result};
 
 /// Opens bucket `name`, creating it (history 1, `max_age`, the URL's storage and replicas) if

@@ -20,15 +20,16 @@
 //! last fence on, and when the chain is lost (the bucket deleted, a stream restored, a marker
 //! expired or purged) the server's clock starts it above every fence issued before.
 //!
-//! Errors: a user or password the server refuses is [`Error::Config`]; a server that cannot be
-//! reached, or a request that gets no answer in the op timeout, is [`Error::Unavailable`] /
-//! [`Error::UnknownOutcome`].
+//! Errors: a user or password the server refuses is [`Error::Config`](crate::Error::Config); a server that cannot be
+//! reached, or a request that gets no answer in the op timeout, is [`Error::Unavailable`](crate::Error::Unavailable) /
+//! [`Error::UnknownOutcome`](crate::Error::UnknownOutcome).
 
 mod beat;
 mod bucket;
 mod config;
 mod probe;
 mod record;
+mod request;
 #[cfg(feature = "tools")]
 pub mod tools;
 mod watch;
@@ -39,7 +40,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
 use async_nats::HeaderMap;
-use async_nats::jetstream::{self, kv, stream::LastRawMessageErrorKind};
+use async_nats::jetstream::{self, kv};
 use async_trait::async_trait;
 use bytes::Bytes;
 
@@ -47,10 +48,11 @@ use self::beat::Beat;
 use self::bucket::open_bucket;
 use self::config::{Config, Storage, parse_url};
 use self::record::{EXPECTED_LAST, FENCE_HEADER, KV_OPERATION, Record};
+use self::request::{Cas, nats_err};
 use super::Limits;
 use super::peer::Speaks;
 use crate::store::{AcquireRequest, Attempt, Grant, RenewItem, Watch};
-use crate::{Error, FenceRepeat, Guarantees, Holder, Key, LockKind, OwnerToken, Result, Store};
+use crate::{FenceRepeat, Guarantees, Holder, Key, LockKind, OwnerToken, Result, Store};
 
 /// The grants' bucket's last message for one key, as leasehold reads it.
 #[derive(Debug)]
@@ -75,14 +77,6 @@ struct Held {
     beat: Option<u64>,
 }
 
-/// The outcome of a compare-and-set.
-enum Cas {
-    /// Applied, at this revision.
-    Applied(u64),
-    /// The key's last sequence was another: someone else wrote first.
-    Conflict,
-}
-
 /// The NATS JetStream KV store. See the module docs for the layout, expiry and fences.
 pub struct NatsStore {
     cfg: Config,
@@ -104,21 +98,10 @@ impl std::fmt::Debug for NatsStore {
     }
 }
 
-/// A NATS error as leasehold's: refused credentials are configuration, the rest an outage.
-fn nats_err(what: &str, e: impl std::error::Error + Send + Sync + 'static) -> Error {
-    let msg = format!("NATS {what} failed: {e}");
-    let text = e.to_string().to_ascii_lowercase();
-    if text.contains("authorization") || text.contains("authentication") {
-        Error::config(msg, Some(Box::new(e)))
-    } else {
-        Error::unavailable(msg, Some(Box::new(e)))
-    }
-}
-
 impl NatsStore {
     /// Connects within [`crate::DEFAULT_CONNECT_TIMEOUT`] and opens (or creates) the grants'
-    /// bucket. [`Error::Config`] when the server refuses the user or the password,
-    /// [`Error::Unavailable`] when no server answers or JetStream does not.
+    /// bucket. [`Error::Config`](crate::Error::Config) when the server refuses the user or the password,
+    /// [`Error::Unavailable`](crate::Error::Unavailable) when no server answers or JetStream does not.
     pub async fn connect(url: &str) -> Result<NatsStore> {
         Self::open(&parse_url(url)?, Limits::default()).await
     }
@@ -175,42 +158,6 @@ impl NatsStore {
         self.held.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// `fut`, answered within the op timeout, else [`Error::UnknownOutcome`] for a write and
-    /// [`Error::Unavailable`] for a read.
-    async fn bounded<T>(
-        &self,
-        what: &str,
-        write: bool,
-        fut: impl Future<Output = Result<T>>,
-    ) -> Result<T> {
-        let limit = self.op_timeout();
-        match tokio::time::timeout(limit, fut).await {
-            Ok(r) => r,
-            Err(_) if write => {
-                Err(Error::UnknownOutcome(format!("NATS {what} got no answer within {limit:?}")))
-            }
-            Err(_) => {
-                Err(Error::unavailable(format!("NATS {what} got no answer within {limit:?}"), None))
-            }
-        }
-    }
-
-    /// The last message on `subject` in `bucket`, read from the stream's leader.
-    async fn last(
-        &self,
-        bucket: &kv::Store,
-        subject: &str,
-    ) -> Result<Option<jetstream::message::StreamMessage>> {
-        let read = async {
-            match bucket.stream.get_last_raw_message_by_subject(subject).await {
-                Ok(m) => Ok(Some(m)),
-                Err(e) if e.kind() == LastRawMessageErrorKind::NoMessageFound => Ok(None),
-                Err(e) => Err(nats_err("read", e)),
-            }
-        };
-        self.bounded("read", false, read).await
-    }
-
     /// The grants' bucket's view of `key`.
     async fn slot(&self, key: &Key) -> Result<Slot> {
         let Some(m) = self.last(&self.grants, &self.subject(key)).await? else {
@@ -225,53 +172,6 @@ impl NatsStore {
             Some(record) => Slot::Granted { rev, record },
             None => Slot::Foreign,
         })
-    }
-
-    /// Publishes `payload` on `subject` with `headers`; the server's answer is the sequence.
-    ///
-    /// "No responders" (no stream took the message: a cluster's routes or the stream's leader
-    /// coming back) means nothing was stored, so it is sent again until the op timeout.
-    async fn publish(&self, subject: String, headers: HeaderMap, payload: Bytes) -> Result<Cas> {
-        self.publish_sent(subject, headers, payload, &mut Instant::now()).await
-    }
-
-    /// [`NatsStore::publish`], setting `sent` to the instant before the send that was stored:
-    /// a send answered "no responders" stored nothing, so a heartbeat's server-side expiry
-    /// counts from the send that is retried after it, never from an earlier one.
-    async fn publish_sent(
-        &self,
-        subject: String,
-        headers: HeaderMap,
-        payload: Bytes,
-        sent: &mut Instant,
-    ) -> Result<Cas> {
-        use async_nats::jetstream::context::PublishErrorKind;
-        let write = async {
-            loop {
-                let at = Instant::now();
-                let ack = self
-                    .js
-                    .publish_with_headers(subject.clone(), headers.clone(), payload.clone())
-                    .await
-                    .map_err(|e| nats_err("publish", e))?;
-                return match ack.await {
-                    Ok(a) => {
-                        *sent = at;
-                        Ok(Cas::Applied(a.sequence))
-                    }
-                    Err(e) if e.kind() == PublishErrorKind::WrongLastSequence => Ok(Cas::Conflict),
-                    Err(e) if e.kind() == PublishErrorKind::StreamNotFound => {
-                        tokio::time::sleep(Duration::from_millis(50)).await;
-                        continue;
-                    }
-                    Err(e) if e.kind() == PublishErrorKind::TimedOut => Err(Error::UnknownOutcome(
-                        format!("NATS publish got no acknowledgement: {e}"),
-                    )),
-                    Err(e) => Err(nats_err("publish", e)),
-                };
-            }
-        };
-        self.bounded("publish", true, write).await
     }
 
     /// Writes `record` as `key`'s grant iff the key's last revision is still `rev`.
