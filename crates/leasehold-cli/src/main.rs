@@ -55,11 +55,20 @@ fn main() -> ExitCode {
 }
 
 fn dispatch_in_runtime(cmd: Cmd) -> ExitCode {
+    use tracing_subscriber::layer::SubscriberExt as _;
+    use tracing_subscriber::util::SubscriberInitExt as _;
+    // Only leasehold's own warnings: a driver's log line (async-nats prints "authorization
+    // violation" on a wrong password) would repeat, unredacted and out of order, what the
+    // typed error leasehold prints says with the store's URL's password removed.
+    let own = tracing_subscriber::filter::Targets::new()
+        .with_target("leasehold", tracing_subscriber::filter::LevelFilter::WARN);
     let _ = tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_max_level(tracing_subscriber::filter::LevelFilter::WARN)
         .with_target(false)
         .without_time()
+        .finish()
+        .with(own)
         .try_init();
     let rt = match &cmd {
         Cmd::Bench { runtime: Runtime::Current, .. } => {
