@@ -10,7 +10,7 @@ use super::ir::{CallId, Expr, FuncId, Kind, Outcome, Use};
 use super::keys::{lockish, names_lock, norm};
 use super::opindex::OpIndex;
 use super::ops::{Op, OpKind, normalize};
-use super::owner::constant;
+use super::owner::{HolderActs, constant};
 use super::sql;
 use crate::{Finding, Lang, LockSite, Rule};
 
@@ -39,6 +39,7 @@ pub(crate) fn run(cx: &Ctx<'_>) -> Out {
     // ---- nx-without-expiry, constant-lock-value, unchecked-acquire on Redis acquires.
     let ix = OpIndex::new(ir, cx.ops);
     let mut absorbed_expires: BTreeSet<CallId> = BTreeSet::new();
+    let mut constant_values = Vec::new();
     for op in cx.ops.iter().filter(|o| o.kind == OpKind::Acquire) {
         let c = &ir.calls[op.call];
         if op.expiry.is_none() {
@@ -57,7 +58,8 @@ pub(crate) fn run(cx: &Ctx<'_>) -> Out {
         if let Some(v) = &op.value
             && let Some(what) = constant(ir, c.func, v, 0)
         {
-            findings.push(cx.finding(Rule::ConstantLockValue, c.span, &what));
+            // Reported below if the value matters.
+            constant_values.push((op, cx.finding(Rule::ConstantLockValue, c.span, &what)));
         }
         if let Some(why) = unchecked(cx, op.call) {
             findings.push(cx.finding(Rule::UncheckedAcquire, c.span, &why));
@@ -132,12 +134,14 @@ pub(crate) fn run(cx: &Ctx<'_>) -> Out {
             }
         }
     }
+    let mut helper_keys = Vec::new();
     for (name, idx, rule) in &del_wrappers {
         if name.is_empty() {
             continue;
         }
         for (_, c) in ir.calls_named(name) {
             let Some(a) = c.args.get(*idx) else { continue };
+            helper_keys.push(norm(&a.expr));
             if cx.forced(c.func) {
                 continue;
             }
@@ -150,6 +154,12 @@ pub(crate) fn run(cx: &Ctx<'_>) -> Out {
             }
         }
     }
+
+    // ---- constant-lock-value, where something acts on the key as its holder.
+    let acts = HolderActs::new(cx.ops, cx.scripts, &absorbed_expires, helper_keys);
+    findings.extend(
+        constant_values.into_iter().filter(|(op, _)| acts.on(op.key.as_ref())).map(|(_, f)| f),
+    );
 
     // ---- Lua scripts.
     let has_lock_site = cx.ops.iter().any(Ctx::is_acquire) || !keys.is_empty();
