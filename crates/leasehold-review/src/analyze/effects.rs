@@ -86,6 +86,7 @@ fn first_write(ir: &FileIr, facts: &Facts, func: FuncId, after: usize) -> Option
     let from = facts.writes.partition_point(|w| w.0 <= after);
     facts.writes[from..]
         .iter()
+        .inspect(|_| super::work::add(1))
         .take_while(|w| w.0 < end)
         .find(|w| ir.within(w.3, func))
         .map(|w| (w.1, w.2.clone()))

@@ -127,6 +127,7 @@ pub(super) fn inventory(
         if op.store != Store::Other {
             rules.extend(file_rules.iter().copied());
         }
+        super::work::add(rules.len());
         rules.sort();
         rules.dedup();
         let key = match &op.kind {

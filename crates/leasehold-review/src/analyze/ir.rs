@@ -270,6 +270,7 @@ impl FileIr {
                     .into_iter()
                     .flatten()
                     .map(|i| &self.assigns[*i])
+                    .inspect(|_| super::work::add(1))
                     .rfind(|a| !a.field && a.value.span.start_byte < before);
                 if let Some(a) = hit {
                     return Some(&a.value);
@@ -305,6 +306,7 @@ impl FileIr {
         all[from..]
             .iter()
             .map(|i| &self.idents[*i])
+            .inspect(|_| super::work::add(1))
             .take_while(move |x| x.byte < hi)
             .filter(move |x| self.within(x.func, func))
     }
@@ -313,6 +315,6 @@ impl FileIr {
     /// pre-order, so their starts ascend).
     pub fn calls_from(&self, from: usize) -> impl Iterator<Item = (CallId, &Call)> {
         let at = self.calls.partition_point(|c| c.span.start_byte < from);
-        self.calls.iter().enumerate().skip(at)
+        self.calls.iter().enumerate().skip(at).inspect(|_| super::work::add(1))
     }
 }

@@ -14,9 +14,13 @@ mod lua;
 mod opindex;
 mod ops;
 mod owner;
+mod protecting;
 mod rules;
+#[cfg(test)]
+mod scale_tests;
 mod sql;
 mod usage;
+mod work;
 
 use std::path::Path;
 

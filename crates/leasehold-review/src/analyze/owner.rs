@@ -20,7 +20,7 @@ pub(super) struct HolderActs {
     /// Normalised keys deleted, renewed or read.
     keys: HashSet<String>,
     /// An owner-checked release or renewal script is in the file. Scripts take their keys as
-    /// KEYS[n], given where they are called, so they are not tied to one key.
+    /// `KEYS[n]`, given where they are called, so they are not tied to one key.
     checked_script: bool,
 }
 

@@ -365,8 +365,8 @@ fn bound_unread(cx: &Ctx<'_>, c: &super::ir::Call, names: &[String]) -> Option<S
 /// loop reads what the last turn bound (`while (ttl != null) { ttl = tryAcquire(); }`).
 fn read_anywhere(cx: &Ctx<'_>, c: &super::ir::Call, v: &str) -> bool {
     cx.ir.occurrences_in(v, c.func).any(|i| {
-        !(c.span.start_byte <= i.byte && i.byte < c.span.end_byte)
-            && !is_write(cx.src, i.byte + v.len())
+        let in_call = c.span.start_byte <= i.byte && i.byte < c.span.end_byte;
+        !in_call && !is_write(cx.src, i.byte + v.len())
     })
 }
 
