@@ -8,6 +8,7 @@
 //! note naming its line. Comments are found by their marker alone, in any language: the text
 //! `leasehold: ignore[` appears in comments, not in code.
 
+use std::collections::HashMap;
 use std::path::Path;
 
 use crate::{FileReview, Note, NoteKind, Rule};
@@ -46,7 +47,18 @@ pub(crate) fn apply(path: &Path, src: &str, out: &mut FileReview) {
         _ => src,
     };
     let (good, bad) = parse(reviewed);
-    out.findings.retain(|f| !good.iter().any(|s| s.covers(f.span.start_line, f.rule)));
+    // By the lines each covers, so a finding asks only its own line's suppressions.
+    let mut by_line: HashMap<usize, Vec<&Suppression>> = HashMap::new();
+    for s in &good {
+        by_line.entry(s.line).or_default().push(s);
+        if s.own_line {
+            by_line.entry(s.line + 1).or_default().push(s);
+        }
+    }
+    out.findings.retain(|f| {
+        let line = f.span.start_line;
+        !by_line.get(&line).is_some_and(|v| v.iter().any(|s| s.covers(line, f.rule)))
+    });
     out.notes.extend(bad.into_iter().map(|message| Note {
         path: path.to_owned(),
         kind: NoteKind::BadSuppression,

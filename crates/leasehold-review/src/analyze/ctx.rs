@@ -84,7 +84,9 @@ impl Ctx<'_> {
     ) -> bool {
         let n = norm(k);
         let scope = self.key_scope(func, k);
-        keys.iter().any(|(s, x)| *x == n && (s.is_none() && scope.is_none() || *s == Some(func)))
+        // Set by a file-wide key when this one is file-wide, or by this function's own.
+        let wide = scope.is_none() && keys.contains(&(None, n.clone()));
+        wide || keys.contains(&(Some(func), n))
     }
 
     pub(super) fn is_lock_key(&self, op: &Op, keys: &BTreeSet<(Option<FuncId>, String)>) -> bool {

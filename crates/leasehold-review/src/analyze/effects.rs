@@ -2,7 +2,7 @@
 //! whether a fence, a version or an idempotency key is in sight of them, computed once per
 //! file for `unfenced-effect` and the inventory's fence column.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashSet};
 
 use super::ir::{FileIr, FuncId};
 use super::ops::normalize;
@@ -11,15 +11,19 @@ use super::sql;
 const FENCE_WORDS: &[&str] =
     &["fence", "fencing", "generation", "epoch", "idempoten", "version", "revision"];
 
-pub(super) fn fence_in_sight(ir: &FileIr, facts: &Facts, func: FuncId) -> bool {
-    facts.fence_funcs.iter().any(|f| ir.within(*f, func))
+/// Whether `func`, or a function nested in it, mentions a fence, a version or an idempotency
+/// key.
+pub(super) fn fence_in_sight(facts: &Facts, func: FuncId) -> bool {
+    facts.fenced.contains(&func)
 }
 
 /// What the effect rules need of the whole file, computed once.
 pub(crate) struct Facts {
-    /// Functions that mention a fence, a version or an idempotency key.
-    fence_funcs: Vec<FuncId>,
-    /// Writes to other resources: (byte, line, what, function).
+    /// Functions that mention a fence, a version or an idempotency key, and every function
+    /// they are nested in.
+    fenced: HashSet<FuncId>,
+    /// Writes to other resources: (byte, line, what, function), by byte (ties in the order
+    /// found).
     writes: Vec<(usize, usize, String, FuncId)>,
 }
 
@@ -46,7 +50,18 @@ pub(crate) fn facts(ir: &FileIr) -> Facts {
             writes.push((c.span.start_byte, c.span.start_line, w.to_owned(), c.func));
         }
     }
-    Facts { fence_funcs: fence_funcs.into_iter().collect(), writes }
+    writes.sort_by_key(|w| w.0);
+    let mut fenced = HashSet::new();
+    for f in fence_funcs {
+        let mut f = Some(f);
+        while let Some(id) = f {
+            if !fenced.insert(id) {
+                break;
+            }
+            f = ir.funcs.get(id).and_then(|x| x.parent);
+        }
+    }
+    Facts { fenced, writes }
 }
 
 /// A write to another resource in `func` after `after`, with no fence in sight.
@@ -57,19 +72,23 @@ pub(super) fn unfenced_write(
     after: usize,
 ) -> Option<String> {
     let w = first_write(ir, facts, func, after)?;
-    (!fence_in_sight(ir, facts, func)).then_some(w.1)
+    (!fence_in_sight(facts, func)).then_some(w.1)
 }
 
 pub(super) fn effect_line(ir: &FileIr, facts: &Facts, func: FuncId, after: usize) -> usize {
     first_write(ir, facts, func, after).map_or(0, |w| w.0)
 }
 
+/// The first write after `after` in `func` or a function nested in it. Those lie within the
+/// function's bytes, so only the writes between `after` and its end are looked at.
 fn first_write(ir: &FileIr, facts: &Facts, func: FuncId, after: usize) -> Option<(usize, String)> {
-    facts
-        .writes
+    let end = ir.funcs.get(func).map_or(usize::MAX, |f| f.range.1);
+    let from = facts.writes.partition_point(|w| w.0 <= after);
+    facts.writes[from..]
         .iter()
-        .filter(|w| w.0 > after && ir.within(w.3, func))
-        .min_by_key(|w| w.0)
+        .inspect(|_| super::work::add(1))
+        .take_while(|w| w.0 < end)
+        .find(|w| ir.within(w.3, func))
         .map(|w| (w.1, w.2.clone()))
 }
 

@@ -8,6 +8,7 @@ use tree_sitter::{Node, Parser, Tree};
 
 use super::ir::{Arg, Assign, Borrow, Call, Expr, FileIr, Func, FuncId, Ident, Kind, StrLit, Use};
 use super::langs::{self, Spec};
+use super::protecting::Protecting;
 use crate::{Lang, Span};
 
 /// Expressions keep at most this many words: enough for any call's options.
@@ -176,6 +177,7 @@ pub(crate) fn extract(lang: Lang, tree: &Tree, src: &str) -> FileIr {
         b.if_handlers(*n, &mut ir.handlers);
     }
 
+    let mut protecting = Protecting::new(&ir.handlers);
     for (n, func) in &col.calls {
         let Some(parts) = langs::call_parts(&spec, *n, src) else {
             // Keep ids aligned with `call_ids`: an unreadable call is an empty one.
@@ -205,14 +207,7 @@ pub(crate) fn extract(lang: Lang, tree: &Tree, src: &str) -> FileIr {
         }
         let at = n.start_byte();
         let end = top.end_byte();
-        let handlers = ir
-            .handlers
-            .iter()
-            .enumerate()
-            .filter(|(_, h)| h.protects.0 <= at && end <= h.protects.1)
-            .map(|(i, _)| i)
-            .rev()
-            .collect();
+        let handlers = protecting.at(&ir.handlers, at, end);
         ir.calls.push(Call {
             func: *func,
             span: span(*n, src),

@@ -43,7 +43,9 @@ pub(super) fn inventory(
     for f in findings {
         at_span.entry(f.span).or_default().push(f.rule);
     }
-    let file_rules: Vec<Rule> = findings
+    // Each rule once: a file of n release findings would otherwise give each of its n sites
+    // n rules to sort.
+    let file_rules: BTreeSet<Rule> = findings
         .iter()
         .map(|f| f.rule)
         .filter(|r| {
@@ -125,6 +127,7 @@ pub(super) fn inventory(
         if op.store != Store::Other {
             rules.extend(file_rules.iter().copied());
         }
+        super::work::add(rules.len());
         rules.sort();
         rules.dedup();
         let key = match &op.kind {
@@ -145,7 +148,7 @@ pub(super) fn inventory(
             owner,
             release,
             renew,
-            fence: if fence_in_sight(cx.ir, cx.facts(), c.func) {
+            fence: if fence_in_sight(cx.facts(), c.func) {
                 "fence".to_owned()
             } else {
                 "none".to_owned()

@@ -194,8 +194,13 @@ pub(crate) struct FileIr {
     pub had_errors: bool,
     /// Indexes built by [`FileIr::index`], so lookups stay linear on generated files with
     /// tens of thousands of calls.
+    /// Each name's occurrences, in file order (the walk is pre-order, so bytes ascend).
     pub by_ident: HashMap<String, Vec<usize>>,
-    pub by_assign: HashMap<String, Vec<usize>>,
+    /// Each (function, name)'s assignments, in extraction order.
+    pub by_func_assign: HashMap<(FuncId, String), Vec<usize>>,
+    /// Each name's file-wide constant, as [`FileIr::value_of`] falls back to it: (the only
+    /// assignment of the name anywhere, the only one that is a field or at the top level).
+    pub only_assign: HashMap<String, (Option<usize>, Option<usize>)>,
     pub by_call_name: HashMap<String, Vec<CallId>>,
     /// The call made on each call's value (`a.b().c()`: b → c).
     pub caller_of: HashMap<CallId, CallId>,
@@ -207,20 +212,27 @@ impl FileIr {
         for (i, x) in self.idents.iter().enumerate() {
             self.by_ident.entry(x.name.clone()).or_default().push(i);
         }
+        // (how many, the last one) per name, over all assignments and over the constant-like.
+        let mut counts: HashMap<&str, [(usize, usize); 2]> = HashMap::new();
         for (i, a) in self.assigns.iter().enumerate() {
-            self.by_assign.entry(a.name.clone()).or_default().push(i);
+            self.by_func_assign.entry((a.func, a.name.clone())).or_default().push(i);
+            let e = counts.entry(&a.name).or_default();
+            e[0] = (e[0].0 + 1, i);
+            if a.field || a.func == 0 {
+                e[1] = (e[1].0 + 1, i);
+            }
         }
+        let one = |(n, i): (usize, usize)| (n == 1).then_some(i);
+        self.only_assign = counts
+            .into_iter()
+            .map(|(k, [all, fix])| (k.to_owned(), (one(all), one(fix))))
+            .collect();
         for (i, c) in self.calls.iter().enumerate() {
             self.by_call_name.entry(c.name.clone()).or_default().push(i);
             if let Some(r) = c.receiver_call {
                 self.caller_of.entry(r).or_insert(i);
             }
         }
-    }
-
-    /// The occurrences of `name`.
-    pub fn occurrences(&self, name: &str) -> impl Iterator<Item = &Ident> {
-        self.by_ident.get(name).into_iter().flatten().map(|i| &self.idents[*i])
     }
 
     /// The calls named `name`.
@@ -230,7 +242,7 @@ impl FileIr {
 
     /// Whether `name` is read in `func` (or a function nested in it) after byte `after`.
     pub fn read_after(&self, func: FuncId, name: &str, after: usize) -> bool {
-        self.occurrences(name).any(|i| i.byte > after && self.within(i.func, func))
+        self.occurrences_in_from(name, func, after.saturating_add(1)).next().is_some()
     }
 
     /// Whether `inner` is `outer` or nested in it.
@@ -253,17 +265,13 @@ impl FileIr {
         while let Some(id) = f {
             if !field {
                 let hit = self
-                    .by_assign
-                    .get(name)
+                    .by_func_assign
+                    .get(&(id, name.to_owned()))
                     .into_iter()
                     .flatten()
                     .map(|i| &self.assigns[*i])
-                    .rfind(|a| {
-                        a.func == id
-                            && a.name == name
-                            && !a.field
-                            && a.value.span.start_byte < before
-                    });
+                    .inspect(|_| super::work::add(1))
+                    .rfind(|a| !a.field && a.value.span.start_byte < before);
                 if let Some(a) = hit {
                     return Some(&a.value);
                 }
@@ -272,17 +280,41 @@ impl FileIr {
         }
         // Fields are set in constructors and setters; constants at the top. A name assigned
         // more than once with different values is not a known constant.
-        let all: Vec<&Assign> = self
-            .by_assign
-            .get(name)
-            .into_iter()
-            .flatten()
-            .map(|i| &self.assigns[*i])
-            .filter(|a| a.field || field || a.func == 0)
-            .collect();
-        match all.as_slice() {
-            [one] => Some(&one.value),
-            _ => None,
-        }
+        let (all, fixed) = self.only_assign.get(name)?;
+        let one = if field { all } else { fixed };
+        one.map(|i| &self.assigns[i].value)
+    }
+
+    /// The occurrences of `name` in `func` or a function nested in it: those within its bytes
+    /// (a function's nested functions lie within its bytes, and whatever lies within them is
+    /// in it or nested in it), found by bisecting the file-ordered occurrences.
+    pub fn occurrences_in(&self, name: &str, func: FuncId) -> impl Iterator<Item = &Ident> {
+        self.occurrences_in_from(name, func, 0)
+    }
+
+    /// [`FileIr::occurrences_in`] from byte `from` on.
+    pub fn occurrences_in_from(
+        &self,
+        name: &str,
+        func: FuncId,
+        from: usize,
+    ) -> impl Iterator<Item = &Ident> {
+        let (lo, hi) = self.funcs.get(func).map_or((0, usize::MAX), |f| f.range);
+        let lo = lo.max(from);
+        let all: &[usize] = self.by_ident.get(name).map_or(&[], |v| v.as_slice());
+        let from = all.partition_point(|i| self.idents[*i].byte < lo);
+        all[from..]
+            .iter()
+            .map(|i| &self.idents[*i])
+            .inspect(|_| super::work::add(1))
+            .take_while(move |x| x.byte < hi)
+            .filter(move |x| self.within(x.func, func))
+    }
+
+    /// The calls that start at or after byte `from`, in file order (calls are collected in
+    /// pre-order, so their starts ascend).
+    pub fn calls_from(&self, from: usize) -> impl Iterator<Item = (CallId, &Call)> {
+        let at = self.calls.partition_point(|c| c.span.start_byte < from);
+        self.calls.iter().enumerate().skip(at).inspect(|_| super::work::add(1))
     }
 }

@@ -11,11 +11,16 @@ mod ir;
 mod keys;
 mod langs;
 mod lua;
+mod opindex;
 mod ops;
 mod owner;
+mod protecting;
 mod rules;
+#[cfg(test)]
+mod scale_tests;
 mod sql;
 mod usage;
+mod work;
 
 use std::path::Path;
 
@@ -85,6 +90,19 @@ fn test_ranges(ir: &ir::FileIr, src: &str) -> Vec<(usize, usize)> {
     out
 }
 
+/// The union of byte ranges as disjoint ranges in order (overlapping and nested ones joined).
+fn merged(mut ranges: Vec<(usize, usize)>) -> Vec<(usize, usize)> {
+    ranges.sort_unstable();
+    let mut out: Vec<(usize, usize)> = Vec::with_capacity(ranges.len());
+    for (a, b) in ranges {
+        match out.last_mut() {
+            Some(last) if a <= last.1 => last.1 = last.1.max(b),
+            _ => out.push((a, b)),
+        }
+    }
+    out
+}
+
 /// Reviews one file. Never panics on any input (the walker also catches a panic, as a
 /// last resort, and turns it into a note).
 pub(crate) fn file(path: &Path, lang: Lang, src: &str) -> FileReview {
@@ -135,9 +153,13 @@ pub(crate) fn file(path: &Path, lang: Lang, src: &str) -> FileReview {
     if is_test_path(path) {
         out.findings.clear();
     } else {
-        let tests = test_ranges(&ir, src);
+        let tests = merged(test_ranges(&ir, src));
         out.findings.retain(|f| {
-            !tests.iter().any(|(a, b)| *a <= f.span.start_byte && f.span.start_byte < *b)
+            // The last merged range starting at or before the finding is the only one that can
+            // hold it.
+            let at = f.span.start_byte;
+            let i = tests.partition_point(|(a, _)| *a <= at);
+            !(i > 0 && at < tests[i - 1].1)
         });
     }
     out.inventory = r.inventory;

@@ -6,6 +6,8 @@
 //! send raw commands (`Do("SET", …)`, `execute_command`, `redis::cmd("SET").arg(…)`); SQL
 //! advisory locks are function calls inside string literals; Lua scripts likewise.
 
+use std::collections::HashMap;
+
 use super::ir::{CallId, Expr, FileIr, Kind};
 use super::{lua, sql};
 use crate::{Lang, Store};
@@ -155,14 +157,14 @@ pub(crate) fn ops(lang: Lang, ir: &FileIr) -> Vec<Op> {
 /// run by the call that takes it.
 fn sequel_ops(ir: &FileIr) -> Vec<Op> {
     let mut out = Vec::new();
+    let mut users: Option<ArgUsers> = None;
     for (id, c) in ir.calls.iter().enumerate() {
         if c.name != "function" || c.receiver.as_ref().is_none_or(|r| r.text != "Sequel") {
             continue;
         }
         let Some(f) = c.args.first() else { continue };
         let q = sql::analyze(&format!("{}()", f.expr.text.trim_start_matches(':')));
-        let runner =
-            ir.calls.iter().position(|o| o.args.iter().any(|a| a.expr.kind == Kind::Call(id)));
+        let runner = users.get_or_insert_with(|| arg_users(ir)).calls.get(&id).copied();
         if let (Some(q), Some(r)) = (q, runner) {
             push_sql(&mut out, r, &q);
         }
@@ -426,43 +428,57 @@ fn is_lock_factory(name: &str) -> bool {
     )
 }
 
+/// Which calls take what as an argument, for the few strings that need it: built once per
+/// file rather than by a scan of every call for each SQL string.
+struct ArgUsers {
+    /// For a call, the first call that takes it as an argument.
+    calls: HashMap<CallId, CallId>,
+    /// For a name (or field), the calls that take it as an argument, in order.
+    names: HashMap<String, Vec<CallId>>,
+}
+
+fn arg_users(ir: &FileIr) -> ArgUsers {
+    let mut u = ArgUsers { calls: HashMap::new(), names: HashMap::new() };
+    for (i, c) in ir.calls.iter().enumerate() {
+        for a in &c.args {
+            match &a.expr.kind {
+                Kind::Call(id) => {
+                    u.calls.entry(*id).or_insert(i);
+                }
+                Kind::Name(n) | Kind::Field(n) => {
+                    let v = u.names.entry(n.clone()).or_default();
+                    if v.last() != Some(&i) {
+                        v.push(i);
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    u
+}
+
 /// SQL lock functions in string literals (or constants) passed to a call.
 fn sql_ops(ir: &FileIr) -> Vec<Op> {
     let mut out = Vec::new();
+    let mut users: Option<ArgUsers> = None;
     for s in &ir.strings {
         let Some(q) = sql::analyze(&s.text) else { continue };
+        let users = users.get_or_insert_with(|| arg_users(ir));
         let call = match (s.call, &s.assigned_to) {
             // `conn.execute(text("SELECT …"))`: the call that runs what the builder made.
             (Some(c), _)
                 if matches!(
                     normalize(&ir.calls[c].name).as_str(),
                     "text" | "raw" | "literal" | "sqltext" | "rawsql" | "sql"
-                ) && ir
-                    .calls
-                    .iter()
-                    .any(|o| o.args.iter().any(|a| a.expr.kind == Kind::Call(c))) =>
+                ) && users.calls.contains_key(&c) =>
             {
-                Some(
-                    ir.calls
-                        .iter()
-                        .position(|o| o.args.iter().any(|a| a.expr.kind == Kind::Call(c)))
-                        .unwrap_or(c),
-                )
+                users.calls.get(&c).copied()
             }
             (Some(c), _) => Some(c),
             // A query held in a constant: the calls that pass it.
             (None, Some(name)) => {
-                let users: Vec<CallId> = ir
-                    .calls
-                    .iter()
-                    .enumerate()
-                    .filter(|(_, c)| {
-                        c.args.iter().any(
-                            |a| matches!(&a.expr.kind, Kind::Name(n) | Kind::Field(n) if n == name),
-                        )
-                    })
-                    .map(|(i, _)| i)
-                    .collect();
+                let users: &[CallId] = users.names.get(name).map_or(&[], |v| v.as_slice());
                 for u in users.iter().skip(1) {
                     push_sql(&mut out, *u, &q);
                 }

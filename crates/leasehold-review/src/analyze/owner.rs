@@ -1,8 +1,59 @@
 //! How a lock's owner value is made, and whether it tells holders apart: a literal, a host
-//! name or a pid (through conversions, locals, constants and fields) does not.
+//! name or a pid (through conversions, locals, constants and fields) does not. And whether that
+//! matters: only where something acts on the key as its holder after the acquire.
 
-use super::ir::{Expr, FileIr, FuncId, Kind};
-use super::ops::normalize;
+use std::collections::{BTreeSet, HashSet};
+
+use super::ir::{CallId, Expr, FileIr, FuncId, Kind};
+use super::keys::norm;
+use super::lua::Script;
+use super::ops::{Op, OpKind, normalize};
+
+/// What in a file acts on a lock's key as its holder, so that the value written at the acquire
+/// must tell holders apart: a DEL or UNLINK (the release), an EXPIRE, PEXPIRE or SET XX after
+/// the acquire's own (a renewal), a GET (its value read, to be compared), a call of a helper
+/// that deletes or extends the key it is given, or a script that compares ARGV with the key's
+/// value before it deletes or extends it. A key set NX with a constant value and never
+/// released, renewed or read (a once-a-minute throttle: `SET cleanup 1 NX EX 60`) lets its
+/// expiry alone end it; every holder may write the same value, as nobody asks who holds it.
+pub(super) struct HolderActs {
+    /// Normalised keys deleted, renewed or read.
+    keys: HashSet<String>,
+    /// An owner-checked release or renewal script is in the file. Scripts take their keys as
+    /// `KEYS[n]`, given where they are called, so they are not tied to one key.
+    checked_script: bool,
+}
+
+impl HolderActs {
+    /// `absorbed` are the EXPIREs that give an acquire its expiry (SETNX then EXPIRE): part of
+    /// the acquire, not a renewal. `helper_keys` are the keys passed to helpers that delete or
+    /// extend the key they are given.
+    pub(super) fn new(
+        ops: &[Op],
+        scripts: &[(usize, Script)],
+        absorbed: &BTreeSet<CallId>,
+        helper_keys: impl IntoIterator<Item = String>,
+    ) -> HolderActs {
+        let mut keys: HashSet<String> = helper_keys.into_iter().collect();
+        for o in ops {
+            let acts = match o.kind {
+                OpKind::Del | OpKind::SetXx | OpKind::Get => true,
+                OpKind::Expire => !absorbed.contains(&o.call),
+                _ => false,
+            };
+            if acts && let Some(k) = &o.key {
+                keys.insert(norm(k));
+            }
+        }
+        let checked_script = scripts.iter().any(|(_, s)| s.checked_del || s.checked_renew);
+        HolderActs { keys, checked_script }
+    }
+
+    /// Whether an acquire of `key` is followed by something that acts on it as its holder.
+    pub(super) fn on(&self, key: Option<&Expr>) -> bool {
+        self.checked_script || key.is_some_and(|k| self.keys.contains(&norm(k)))
+    }
+}
 
 const HOST_PID_CALLS: &[&str] = &[
     "gethostname",

@@ -8,8 +8,9 @@ use super::effects::{effect_line, unfenced_write};
 use super::inventory::inventory;
 use super::ir::{CallId, Expr, FuncId, Kind, Outcome, Use};
 use super::keys::{lockish, names_lock, norm};
+use super::opindex::OpIndex;
 use super::ops::{Op, OpKind, normalize};
-use super::owner::constant;
+use super::owner::{HolderActs, constant};
 use super::sql;
 use crate::{Finding, Lang, LockSite, Rule};
 
@@ -36,25 +37,18 @@ pub(crate) fn run(cx: &Ctx<'_>) -> Out {
     }
 
     // ---- nx-without-expiry, constant-lock-value, unchecked-acquire on Redis acquires.
+    let ix = OpIndex::new(ir, cx.ops);
     let mut absorbed_expires: BTreeSet<CallId> = BTreeSet::new();
-    let expires: Vec<&Op> = cx.ops.iter().filter(|o| o.kind == OpKind::Expire).collect();
+    let mut constant_values = Vec::new();
     for op in cx.ops.iter().filter(|o| o.kind == OpKind::Acquire) {
         let c = &ir.calls[op.call];
         if op.expiry.is_none() {
-            let later_expire = op.key.as_ref().and_then(|k| {
-                expires.iter().copied().find(|e| {
-                    e.kind == OpKind::Expire
-                        && ir.calls[e.call].func == c.func
-                        && ir.calls[e.call].span.start_byte > c.span.start_byte
-                        && e.key.as_ref().is_some_and(|ek| norm(ek) == norm(k))
-                })
-            });
-            let detail = match later_expire {
+            let detail = match ix.later_expire(ir, op) {
                 Some(e) => {
-                    absorbed_expires.insert(e.call);
+                    absorbed_expires.insert(e);
                     format!(
                         " (the expiry is set by a separate command, line {})",
-                        ir.calls[e.call].span.start_line
+                        ir.calls[e].span.start_line
                     )
                 }
                 None => String::new(),
@@ -64,7 +58,8 @@ pub(crate) fn run(cx: &Ctx<'_>) -> Out {
         if let Some(v) = &op.value
             && let Some(what) = constant(ir, c.func, v, 0)
         {
-            findings.push(cx.finding(Rule::ConstantLockValue, c.span, &what));
+            // Reported below if the value matters.
+            constant_values.push((op, cx.finding(Rule::ConstantLockValue, c.span, &what)));
         }
         if let Some(why) = unchecked(cx, op.call) {
             findings.push(cx.finding(Rule::UncheckedAcquire, c.span, &why));
@@ -116,10 +111,10 @@ pub(crate) fn run(cx: &Ctx<'_>) -> Out {
             continue;
         }
         if cx.is_lock_key(op, &keys) {
-            if rule == Rule::ReleaseWithoutOwnerCheck && in_transaction(cx, op) {
+            if rule == Rule::ReleaseWithoutOwnerCheck && ix.in_transaction(ir, op) {
                 continue;
             }
-            let detail = if rule == Rule::ReleaseWithoutOwnerCheck && compared_first(cx, op) {
+            let detail = if rule == Rule::ReleaseWithoutOwnerCheck && ix.compared_first(ir, op) {
                 " (the GET and compare before it are a separate command: the key can change hands in between)"
             } else {
                 ""
@@ -139,12 +134,14 @@ pub(crate) fn run(cx: &Ctx<'_>) -> Out {
             }
         }
     }
+    let mut helper_keys = Vec::new();
     for (name, idx, rule) in &del_wrappers {
         if name.is_empty() {
             continue;
         }
         for (_, c) in ir.calls_named(name) {
             let Some(a) = c.args.get(*idx) else { continue };
+            helper_keys.push(norm(&a.expr));
             if cx.forced(c.func) {
                 continue;
             }
@@ -157,6 +154,12 @@ pub(crate) fn run(cx: &Ctx<'_>) -> Out {
             }
         }
     }
+
+    // ---- constant-lock-value, where something acts on the key as its holder.
+    let acts = HolderActs::new(cx.ops, cx.scripts, &absorbed_expires, helper_keys);
+    findings.extend(
+        constant_values.into_iter().filter(|(op, _)| acts.on(op.key.as_ref())).map(|(_, f)| f),
+    );
 
     // ---- Lua scripts.
     let has_lock_site = cx.ops.iter().any(Ctx::is_acquire) || !keys.is_empty();
@@ -218,25 +221,28 @@ pub(crate) fn run(cx: &Ctx<'_>) -> Out {
             && seen_handlers.insert(*h)
         {
             let hd = &ir.handlers[*h];
-            let cleans_up = ir.calls.iter().any(|x| {
-                let n = normalize(&x.name);
-                x.span.start_byte >= hd.span.start_byte
-                    && x.span.end_byte <= hd.span.end_byte
-                    && (n.contains("unlock")
-                        || n.contains("release")
-                        || matches!(
-                            n.as_str(),
-                            "del" | "delete" | "unlink" | "eval" | "evalsha" | "cleanup"
-                        ))
-            });
+            // Calls start in file order: only those from the handler's start to its end.
+            let cleans_up = ir
+                .calls_from(hd.span.start_byte)
+                .map(|(_, x)| x)
+                .take_while(|x| x.span.start_byte <= hd.span.end_byte)
+                .any(|x| {
+                    let n = normalize(&x.name);
+                    x.span.end_byte <= hd.span.end_byte
+                        && (n.contains("unlock")
+                            || n.contains("release")
+                            || matches!(
+                                n.as_str(),
+                                "del" | "delete" | "unlink" | "eval" | "evalsha" | "cleanup"
+                            ))
+                });
             match hd.outcome {
-                Outcome::Refuses if !cleans_up && !cleaned_by_caller(cx, c.func) => {
-                    findings.push(cx.finding(
+                Outcome::Refuses if !cleans_up && !cleaned_by_caller(cx, &ix, c.func) => findings
+                    .push(cx.finding(
                         Rule::TimeoutMisread,
                         hd.span,
                         " (the handler answers 'not acquired')",
-                    ))
-                }
+                    )),
                 Outcome::Grants => findings.push(cx.finding(
                     Rule::TimeoutMisread,
                     hd.span,
@@ -358,10 +364,9 @@ fn bound_unread(cx: &Ctx<'_>, c: &super::ir::Call, names: &[String]) -> Option<S
 /// Whether `v` is read anywhere in the call's function other than where it is written: a
 /// loop reads what the last turn bound (`while (ttl != null) { ttl = tryAcquire(); }`).
 fn read_anywhere(cx: &Ctx<'_>, c: &super::ir::Call, v: &str) -> bool {
-    cx.ir.occurrences(v).any(|i| {
-        cx.ir.within(i.func, c.func)
-            && !(c.span.start_byte <= i.byte && i.byte < c.span.end_byte)
-            && !is_write(cx.src, i.byte + v.len())
+    cx.ir.occurrences_in(v, c.func).any(|i| {
+        let in_call = c.span.start_byte <= i.byte && i.byte < c.span.end_byte;
+        !in_call && !is_write(cx.src, i.byte + v.len())
     })
 }
 
@@ -379,40 +384,25 @@ fn is_write(src: &str, end: usize) -> bool {
 fn returned_later(cx: &Ctx<'_>, c: &super::ir::Call) -> bool {
     let Use::Bound(names) = &c.used else { return false };
     let Some(v) = names.first() else { return false };
-    cx.ir.occurrences(v).any(|i| {
-        i.byte > c.span.end_byte && cx.ir.within(i.func, c.func) && {
-            let line_start = cx.src[..i.byte].rfind('\n').map_or(0, |p| p + 1);
-            cx.src[line_start..i.byte].trim_start().starts_with("return")
-        }
+    cx.ir.occurrences_in_from(v, c.func, c.span.end_byte + 1).any(|i| {
+        let line_start = cx.src[..i.byte].rfind('\n').map_or(0, |p| p + 1);
+        cx.src[line_start..i.byte].trim_start().starts_with("return")
     })
 }
 
 /// Whether a function whose acquire answers 'not acquired' on an error is called only from
 /// code that releases on failure (Redlock's quorum loop unlocks every instance).
-fn cleaned_by_caller(cx: &Ctx<'_>, f: FuncId) -> bool {
+fn cleaned_by_caller(cx: &Ctx<'_>, ix: &OpIndex, f: FuncId) -> bool {
     let name = cx.func_name(f);
     if name.is_empty() || f == 0 {
         return false;
     }
-    cx.ir.calls_named(name).any(|(_, call)| {
-        let g = call.func;
-        cx.ir.calls.iter().any(|x| {
-            cx.ir.within(x.func, g) && {
-                let n = normalize(&x.name);
-                n.contains("unlock") || n.contains("release")
-            }
-        })
-    })
+    cx.ir.calls_named(name).any(|(_, call)| ix.releases(call.func))
 }
 
 /// Whether every read of `v` after `after` is a null check (`v != null`, `v is not None`).
 fn only_null_checked(cx: &Ctx<'_>, func: FuncId, v: &str, after: usize) -> bool {
-    let reads: Vec<usize> = cx
-        .ir
-        .occurrences(v)
-        .filter(|i| i.byte > after && cx.ir.within(i.func, func))
-        .map(|i| i.byte)
-        .collect();
+    let reads: Vec<usize> = cx.ir.occurrences_in_from(v, func, after + 1).map(|i| i.byte).collect();
     !reads.is_empty()
         && reads.iter().all(|b| {
             let rest = cx.src.get(b + v.len()..).unwrap_or("").trim_start();
@@ -466,12 +456,18 @@ fn sql_unchecked(cx: &Ctx<'_>, call: CallId) -> Option<String> {
     }
     // A DB-API cursor: execute, then fetch from the same cursor.
     let recv = c.receiver.as_ref().map(norm);
-    let fetched_later = cx.ir.calls.iter().any(|x| {
-        x.func == c.func
-            && x.span.start_byte > c.span.end_byte
-            && FETCH.contains(&normalize(&x.name).as_str())
-            && (x.receiver.as_ref().map(norm) == recv || x.receiver_call.is_none())
-    });
+    // Calls of the function lie within its bytes, and calls start in file order.
+    let func_end = cx.ir.funcs[c.func].range.1;
+    let fetched_later = cx
+        .ir
+        .calls_from(c.span.end_byte + 1)
+        .map(|(_, x)| x)
+        .take_while(|x| x.span.start_byte < func_end)
+        .any(|x| {
+            x.func == c.func
+                && FETCH.contains(&normalize(&x.name).as_str())
+                && (x.receiver.as_ref().map(norm) == recv || x.receiver_call.is_none())
+        });
     match &c.used {
         Use::Discarded if !fetched_later || chain.iter().any(|n| FETCH.contains(&n.as_str())) => {
             Some(" (nothing reads the row it returns)".to_owned())
@@ -569,30 +565,4 @@ fn pooled(cx: &Ctx<'_>, call: CallId) -> Option<String> {
             .map(|a| a.expr.text.clone());
     }
     None
-}
-
-/// A GET of the same key before a DEL in the same function.
-fn compared_first(cx: &Ctx<'_>, del: &Op) -> bool {
-    let c = &cx.ir.calls[del.call];
-    let Some(k) = &del.key else { return false };
-    cx.ops.iter().any(|o| {
-        o.kind == OpKind::Get
-            && cx.ir.calls[o.call].func == c.func
-            && cx.ir.calls[o.call].span.start_byte < c.span.start_byte
-            && o.key.as_ref().is_some_and(|ok| norm(ok) == norm(k))
-    })
-}
-
-/// WATCH of the key and MULTI before the DEL, in the same function: an optimistic transaction.
-fn in_transaction(cx: &Ctx<'_>, del: &Op) -> bool {
-    let c = &cx.ir.calls[del.call];
-    let before = |k: &OpKind| {
-        cx.ops.iter().any(|o| {
-            // The DEL may sit in a block given to `multi` (`redis.multi { |t| t.del(k) }`).
-            &o.kind == k
-                && cx.ir.within(c.func, cx.ir.calls[o.call].func)
-                && cx.ir.calls[o.call].span.start_byte <= c.span.start_byte
-        })
-    };
-    before(&OpKind::Watch) && before(&OpKind::Multi)
 }

@@ -4,7 +4,7 @@ mod guard;
 mod progress;
 mod read;
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::path::{Component, Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
@@ -151,9 +151,23 @@ fn one_file(path: &Path, lang: Lang, opts: &Options, review_file: &ReviewFn<'_>)
     Done { review, read: true, parsed, lines, bytes }
 }
 
+/// Sorts by path, then position. Paths are ranked once: comparing two `Path`s walks their
+/// components, and doing so at each of a sort's n log n comparisons took a quarter of the time
+/// on a file with 40,000 findings.
 fn sort(r: &mut Report) {
-    r.findings.sort_by(|a, b| (&a.path, a.span, a.rule).cmp(&(&b.path, b.span, b.rule)));
-    r.inventory.sort_by(|a, b| (&a.path, a.span).cmp(&(&b.path, b.span)));
+    let mut paths: Vec<&Path> = r
+        .findings
+        .iter()
+        .map(|f| f.path.as_path())
+        .chain(r.inventory.iter().map(|s| s.path.as_path()))
+        .collect();
+    paths.sort();
+    paths.dedup();
+    let rank: HashMap<PathBuf, usize> =
+        paths.into_iter().enumerate().map(|(i, p)| (p.to_path_buf(), i)).collect();
+    let rank_of = |p: &Path| rank.get(p).copied().unwrap_or(usize::MAX);
+    r.findings.sort_by_cached_key(|f| (rank_of(&f.path), f.span, f.rule));
+    r.inventory.sort_by_cached_key(|s| (rank_of(&s.path), s.span));
     r.notes.sort_by(|a, b| (&a.path, &a.message).cmp(&(&b.path, &b.message)));
 }
 
