@@ -5,8 +5,8 @@
 //! [`StoreKit`]; [`KITS`] is the one list, looked up by the library's [`Scheme`].
 //!
 //! Adding a store here: its folder (`mod.rs` with its `Kit`, `server.rs`, and `resource.rs`
-//! behind its feature when it can hold the resource), one line in [`KITS`], and, for a
-//! resource, one variant in [`crate::resource::Resource`].
+//! behind its feature when it can hold the resource: a [`crate::resource::Resource`] its
+//! kit's [`StoreKit::open_resource`] opens) and one line in [`KITS`].
 
 use std::path::{Path, PathBuf};
 
@@ -14,6 +14,7 @@ use leasehold::{Locker, Scheme, StoreUrl};
 
 use crate::failure::Plan;
 pub use crate::kit::{ResourceSpec, StoreKit};
+use crate::resource::Resource;
 
 pub mod etcd;
 pub mod mysql;
@@ -105,6 +106,30 @@ pub fn own_resource(out: &Path) -> ResourceSpec {
 /// (another store's fences, from an earlier run, are not comparable).
 pub fn is_own_resource(spec: &str) -> bool {
     sqlite::is_own_file(spec)
+}
+
+/// Opens the tool's own resource, when `spec` is one ([`own_resource`]; creating the file
+/// and its tables).
+pub fn open_own_resource(spec: &str) -> Option<Box<dyn Resource>> {
+    sqlite::resource::SqliteResource::open(spec).map(|r| Box::new(r) as Box<dyn Resource>)
+}
+
+/// Opens a resource spec, as [`resource_spec`] makes them: the tool's own resource (a file),
+/// or a store URL (the lock store's own), opened by the first kit in [`KITS`] that holds a
+/// resource on its scheme, connecting as its parsed configuration says; sets up the fence
+/// table if needed. Panics on a spec no store of this build opens (its feature is off) or
+/// a store it cannot reach: the tests and chaos's holders have nothing to go on without it.
+pub async fn open_resource(spec: &str) -> Box<dyn Resource> {
+    if let Some(r) = open_own_resource(spec) {
+        return r;
+    }
+    let url = StoreUrl::parse(spec).expect("resource store URL");
+    for kit in KITS {
+        if let Some(r) = kit.open_resource(&url).await {
+            return r;
+        }
+    }
+    panic!("no resource on {url} in this build (its store's feature is off)")
 }
 
 /// Removes the tool's own resource in `out`, so that a run starts it fresh.
