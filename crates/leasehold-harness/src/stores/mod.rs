@@ -60,11 +60,8 @@ pub fn plan(scheme: Scheme, failover: bool) -> Result<Plan, String> {
     if let Some(p) = kit(scheme).plan(failover) {
         return Ok(p);
     }
-    let with: Vec<String> = KITS
-        .iter()
-        .filter(|k| k.plan(failover).is_some())
-        .map(|k| format!("{}://{}", k.schemes()[0].as_str(), k.plan_outline(failover)))
-        .collect();
+    let with: Vec<String> =
+        with_plan(failover).iter().map(|(s, outline)| format!("{s}://{outline}")).collect();
     let listed = match with.split_last() {
         Some((last, [])) => last.clone(),
         Some((last, rest)) => {
@@ -85,6 +82,16 @@ pub fn plan(scheme: Scheme, failover: bool) -> Result<Plan, String> {
             scheme.as_str()
         )
     })
+}
+
+/// The stores `store-kill` (with `failover`, `failover`) runs on, in [`KITS`]'s order, as
+/// errors and `chaos --help` list them: each one's first scheme and, in words, what its plan
+/// starts ([`StoreKit::plan_outline`]).
+pub fn with_plan(failover: bool) -> Vec<(&'static str, &'static str)> {
+    KITS.iter()
+        .filter(|k| k.plan(failover).is_some())
+        .map(|k| (k.schemes()[0].as_str(), k.plan_outline(failover)))
+        .collect()
 }
 
 /// Chaos's resource for `url`: on the user's store where its kit can hold one, else an

@@ -46,6 +46,8 @@ pub type Check = fn() -> Pin<Box<dyn Future<Output = Result<String, String>> + S
 pub struct Topology {
     /// Its name on the command line.
     pub name: &'static str,
+    /// What it starts, in a few words, for `--help`.
+    pub about: &'static str,
     /// The scheme of its URL.
     pub scheme: Scheme,
     /// The host part of its URL before its private servers exist (it only has to parse:
@@ -89,6 +91,7 @@ impl Topology {
 pub static ALL: &[Topology] = &[
     Topology {
         name: "zk-ensemble",
+        about: "three ZooKeeper nodes",
         scheme: Scheme::Zk,
         placeholder: "127.0.0.1:1",
         default_options: "?session=1s",
@@ -116,6 +119,7 @@ pub static ALL: &[Topology] = &[
     },
     Topology {
         name: "pg-sync",
+        about: "PostgreSQL with a synchronous standby",
         scheme: Scheme::Postgres,
         placeholder: "127.0.0.1:1",
         default_options: "",
@@ -130,6 +134,7 @@ pub static ALL: &[Topology] = &[
     },
     Topology {
         name: "redlock5",
+        about: "five Redis instances, redlock://",
         scheme: Scheme::Redlock,
         placeholder: "127.0.0.1:1,127.0.0.1:2,127.0.0.1:3",
         default_options: "",
@@ -157,6 +162,7 @@ pub static ALL: &[Topology] = &[
     },
     Topology {
         name: "redlock5-majority",
+        about: "the same five, one holder not promised",
         scheme: Scheme::Redlock,
         placeholder: "127.0.0.1:1,127.0.0.1:2,127.0.0.1:3",
         default_options: "",
@@ -171,6 +177,7 @@ pub static ALL: &[Topology] = &[
     },
     Topology {
         name: "redis-cluster",
+        about: "three masters and three replicas, losing the holder's grant on purpose; use --ttl 5s",
         scheme: Scheme::RedisCluster,
         placeholder: "127.0.0.1:1",
         default_options: "",
@@ -186,6 +193,7 @@ pub static ALL: &[Topology] = &[
     },
     Topology {
         name: "redis-sentinel",
+        about: "a primary, a replica and three sentinels, losing the holder's grant on purpose; use --ttl 10s",
         scheme: Scheme::RedisSentinel,
         placeholder: "127.0.0.1:1/leasehold",
         default_options: "",
@@ -201,6 +209,7 @@ pub static ALL: &[Topology] = &[
     },
     Topology {
         name: "nats-cluster",
+        about: "three JetStream nodes",
         scheme: Scheme::Nats,
         placeholder: "127.0.0.1:1",
         default_options: "?replicas=3",
@@ -229,7 +238,13 @@ pub static ALL: &[Topology] = &[
     },
 ];
 
-/// The topology names, as `--help` and errors list them.
+/// Every topology with what it starts and runs, as `chaos --help` lists them.
+pub fn described() -> String {
+    let each = ALL.iter().map(|t| format!("{} ({}): {}", t.name, t.about, t.runs));
+    each.collect::<Vec<_>>().join("; ")
+}
+
+/// The topology names, as `chaos -h` and errors list them.
 pub fn names() -> String {
     ALL.iter().map(|t| t.name).collect::<Vec<_>>().join(", ")
 }
