@@ -314,6 +314,18 @@ fn kill_9_of_run_frees_the_key_at_once_on_redis_and_postgres() {
     kill_9_then_next(&e, &pg, Some(&pw));
 }
 
+/// The same on etcd and ZooKeeper, whose session locks live on the servers until the
+/// session times out (10 s by default, the store's `session_timeout`): the supervisor releases
+/// those too, so the next run does not wait the session out.
+#[test]
+fn kill_9_of_run_frees_the_key_at_once_on_etcd_and_zookeeper() {
+    let etcd = leasehold_testkit::servers::EtcdCluster::single();
+    let zk = leasehold_testkit::servers::ZkServer::start();
+    let e = Env::new();
+    kill_9_then_next(&e, &etcd.url(""), None);
+    kill_9_then_next(&e, &zk.url(""), None);
+}
+
 /// A run holding a key on `store` (whose URL holds `password`, if any) is killed with
 /// SIGKILL; the next run of the key must start within 3 s of a 10 s ttl.
 fn kill_9_then_next(e: &Env, store: &str, password: Option<&str>) {

@@ -235,11 +235,13 @@ impl StoreUrl {
         self.config().ok_or_else(|| Error::invalid(format!("{self} is not a {form} URL")))
     }
 
-    /// How long the store keeps a silent holder's session before its locks go: etcd's
-    /// lease TTL (`ttl=`, 10 s by default), ZooKeeper's session timeout (`session=`, 10 s
-    /// by default); `None` for stores whose locks are not bound to a session (feature
-    /// `tools`: chaos waits this long for a cut-off holder's locks to go).
-    #[cfg(feature = "tools")]
+    /// How long the store keeps a silent holder's session on its servers before its locks
+    /// go: etcd's lease TTL (`ttl=`, 10 s by default), ZooKeeper's session timeout
+    /// (`session=`, 10 s by default); `None` for stores whose locks are not bound to such a
+    /// session (leases, and session locks that end with the holder's connection or file).
+    /// A lock with one outlives a holder that died without releasing it by up to this long:
+    /// `leasehold run` releases it on its way out, chaos waits this long for a cut-off
+    /// holder's locks to go.
     pub fn session_timeout(&self) -> Option<Duration> {
         self.config.session_timeout()
     }
