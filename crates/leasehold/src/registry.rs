@@ -1,7 +1,8 @@
 //! The registry: the one list of stores and their URL schemes, built in or not, and the
 //! typed [`StoreUrl`] a URL is parsed into once, which knows its store's descriptor. Opening
 //! a URL, probing a deployment, the URL forms in messages and the option checks all come
-//! from here. Adding a store: its folder under `backends/`, and one line in `stores!` below.
+//! from here. Adding a store: its folder under `backends/`, and one line in
+//! `for_each_store!` below.
 
 use std::sync::Arc;
 use std::time::Duration;
