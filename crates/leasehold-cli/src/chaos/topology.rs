@@ -25,7 +25,7 @@
 //!   replica`), so the grant cannot reach it; after the holder's first write the master or
 //!   primary is killed (-9), the replica resumed and promoted at once (`CLUSTER FAILOVER
 //!   TAKEOVER`; `SENTINEL FAILOVER`), and what it holds of the key is read before any
-//!   successor (the failover event says [`servers::GRANT_LOST`] when neither the lease nor
+//!   successor (the failover event says [`GRANT_LOST`] when neither the lease nor
 //!   the holder's fence is there; the setup line counts those trials). The successor, through
 //!   the same `redis-cluster://` / `redis-sentinel://` URL, is granted the key while the
 //!   holder still believes it holds it (a lease long enough that its first renewal, at a
@@ -39,7 +39,7 @@
 //! one but `redlock5-majority`), a holder whose `lost()` came after the successor's grant
 //! fails the run, whatever the backend's `Guarantees` allow in general.
 
-use leasehold_harness::servers;
+use leasehold_harness::stores::redis::server::GRANT_LOST;
 use leasehold_harness::stores::{
     self,
     topology::{self, Topology},
@@ -110,13 +110,13 @@ pub(super) async fn run(s: &Settings, name: &str) -> Result<(Vec<Trial>, Outline
             .filter(|t| {
                 t.events.iter().any(|e| {
                     e.what == "failover"
-                        && e.detail.as_deref().is_some_and(|d| d.contains(servers::GRANT_LOST))
+                        && e.detail.as_deref().is_some_and(|d| d.contains(GRANT_LOST))
                 })
             })
             .count();
         setup.push_str(&format!(
             "; read on the promoted node before the successor: {} in {lost} of {} trials",
-            servers::GRANT_LOST,
+            GRANT_LOST,
             trials.len()
         ));
     }
