@@ -11,6 +11,7 @@ use leasehold::Scheme;
 use super::nats::failing as nats;
 use super::postgres::sync_pair;
 use super::redis::redlock_set::RedlockSet;
+use super::redis::server::GRANT_LOST;
 use super::redis::{cluster, redlock_set, sentinel};
 use super::zookeeper::ensemble::{self, ZkEnsemble};
 use crate::failure::{FailingStore, Plan};
@@ -65,9 +66,10 @@ pub struct Topology {
     /// after the successor's grant fails the run (asynchronous replication lost on purpose,
     /// or a Redlock majority restarted empty, admit a second holder).
     pub one_holder: bool,
-    /// Whether its failover loses the holder's grant on purpose (the report counts the
-    /// trials whose promoted node had [`super::redis::server::GRANT_LOST`]).
-    pub loses_grant: bool,
+    /// Whether its failover loses the holder's grant on purpose: then the words its failover
+    /// event says when the promoted node lacks the grant
+    /// ([`super::redis::server::GRANT_LOST`]), whose trials the report counts.
+    pub loses_grant: Option<&'static str>,
     /// Whether its store issues no fence: the trials get fences from an external source.
     pub external_fences: bool,
     /// Run once after the trials.
@@ -113,7 +115,7 @@ pub static ALL: &[Topology] = &[
                     the successor connected directly",
         }),
         one_holder: true,
-        loses_grant: false,
+        loses_grant: None,
         external_fences: false,
         check: None,
     },
@@ -128,7 +130,7 @@ pub static ALL: &[Topology] = &[
         failover: Some(sync_pair::plan),
         partition: None,
         one_holder: true,
-        loses_grant: false,
+        loses_grant: None,
         external_fences: false,
         check: Some(|| Box::pin(sync_pair::doctor_agrees())),
     },
@@ -156,7 +158,7 @@ pub static ALL: &[Topology] = &[
                     successor connected directly",
         }),
         one_holder: true,
-        loses_grant: false,
+        loses_grant: None,
         external_fences: true,
         check: None,
     },
@@ -171,7 +173,7 @@ pub static ALL: &[Topology] = &[
         failover: None,
         partition: None,
         one_holder: false,
-        loses_grant: false,
+        loses_grant: None,
         external_fences: true,
         check: None,
     },
@@ -187,7 +189,7 @@ pub static ALL: &[Topology] = &[
         failover: Some(cluster::plan),
         partition: None,
         one_holder: false,
-        loses_grant: true,
+        loses_grant: Some(GRANT_LOST),
         external_fences: false,
         check: None,
     },
@@ -203,7 +205,7 @@ pub static ALL: &[Topology] = &[
         failover: Some(sentinel::plan),
         partition: None,
         one_holder: false,
-        loses_grant: true,
+        loses_grant: Some(GRANT_LOST),
         external_fences: false,
         check: None,
     },
@@ -232,7 +234,7 @@ pub static ALL: &[Topology] = &[
                     write; the successor connected directly",
         }),
         one_holder: true,
-        loses_grant: false,
+        loses_grant: None,
         external_fences: false,
         check: None,
     },
