@@ -278,21 +278,15 @@ pub(crate) enum Cmd {
     Chaos {
         #[command(flatten)]
         store: StoreOpt,
-        /// The scenario.
-        /// store-kill and failover start private servers of the --store URL's kind (redis,
-        /// postgres, etcd, nats; mysql and zk for store-kill) and never touch the server the
-        /// URL names.
-        #[arg(long, value_enum, default_value_t = crate::scenarios::ChaosScenario::StalledHolder)]
+        // The scenario; its help lists the stores with failure plans, read from the
+        // harness's kits.
+        #[arg(long, value_enum, default_value_t = crate::scenarios::ChaosScenario::StalledHolder,
+              help = crate::scenarios::chaos_scenario_help())]
         scenario: crate::scenarios::ChaosScenario,
-        /// Instead of the --store URL's kind, a private deployment this tool starts for every
-        /// trial: zk-ensemble (3 ZooKeeper nodes: failover, store-kill, partition), pg-sync
-        /// (PostgreSQL with a synchronous standby: failover), redlock5 (5 Redis instances:
-        /// store-kill, partition of a minority), redlock5-majority (store-kill until a
-        /// majority has forgotten), redis-cluster or redis-sentinel (failover losing the
-        /// holder's grant: the replica cut off before it, then promoted; use --ttl 5s / 10s),
-        /// nats-cluster (3 JetStream nodes: failover, store-kill, partition).
-        /// A --store URL of the same kind gives its options.
-        #[arg(long, value_name = "NAME")]
+        // A private deployment; its help lists the harness's topologies (by name with -h,
+        // with what each starts and runs with --help).
+        #[arg(long, value_name = "NAME", help = crate::scenarios::topology_help(false),
+              long_help = crate::scenarios::topology_help(true))]
         topology: Option<String>,
         /// Trials with fencing.
         #[arg(long, default_value_t = 20)]

@@ -2,6 +2,53 @@
 //! compiled into every build, so the command line and `--help` read the same when the tools
 //! themselves are compiled out (features `chaos` and `bench`).
 
+/// `chaos --scenario`'s help: the stores whose private servers `store-kill` and `failover`
+/// start, as the harness's kits say (none in a build without the `chaos` feature).
+pub fn chaos_scenario_help() -> String {
+    format!(
+        "The scenario. store-kill and failover start private servers of the --store URL's kind \
+         ({}) and never touch the server the URL names.",
+        with_plans()
+    )
+}
+
+/// `chaos --topology`'s help: the harness's topologies, by name or (`long`) with what each
+/// starts and runs.
+pub fn topology_help(long: bool) -> String {
+    format!(
+        "Instead of the --store URL's kind, a private deployment this tool starts for every \
+         trial: {}. A --store URL of the same kind gives its options.",
+        topologies(long)
+    )
+}
+
+#[cfg(feature = "chaos")]
+fn with_plans() -> String {
+    use leasehold_harness::stores::with_plan;
+    let names = |failover| with_plan(failover).iter().map(|(s, _)| *s).collect::<Vec<_>>();
+    format!("store-kill: {}; failover: {}", names(false).join(", "), names(true).join(", "))
+}
+
+#[cfg(not(feature = "chaos"))]
+fn with_plans() -> String {
+    NO_CHAOS.to_owned()
+}
+
+#[cfg(feature = "chaos")]
+fn topologies(long: bool) -> String {
+    use leasehold_harness::stores::topology;
+    if long { topology::described() } else { topology::names() }
+}
+
+#[cfg(not(feature = "chaos"))]
+fn topologies(_long: bool) -> String {
+    NO_CHAOS.to_owned()
+}
+
+/// What the lists say in a build without `chaos`.
+#[cfg(not(feature = "chaos"))]
+const NO_CHAOS: &str = "none in this build: the feature `chaos` is off";
+
 /// The scenarios `bench` runs, as `--scenario` spells them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum BenchScenario {

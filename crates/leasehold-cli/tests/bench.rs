@@ -11,7 +11,7 @@ use std::process::Command;
 /// no timing is asserted.
 #[test]
 fn bench_redis_measures_every_baseline() {
-    let redis = leasehold_testkit::servers::RedisServer::start();
+    let redis = leasehold_testkit::stores::redis::server::RedisServer::start();
     let bench = |scenario: &str| -> serde_json::Value {
         let o = Command::new(BIN)
             .args(["bench", "--json", "--store", &redis.url(), "--runs", "1"])
@@ -104,7 +104,7 @@ fn bench_primitives_rows_and_refusals() {
 #[cfg(feature = "peer-distributed-lock")]
 #[test]
 fn bench_primitives_distributed_lock_peer() {
-    let redis = leasehold_testkit::servers::RedisServer::start();
+    let redis = leasehold_testkit::stores::redis::server::RedisServer::start();
     let out = tempfile::tempdir().unwrap();
     let o = Command::new(BIN)
         .env("LEASEHOLD_STORE", &redis.url())
@@ -194,7 +194,7 @@ fn contenders(u: &serde_json::Value) -> Vec<String> {
 /// run by run. No timing is asserted.
 #[test]
 fn bench_kit_baselines_nats_and_mysql() {
-    let nats = leasehold_testkit::servers::NatsServer::start();
+    let nats = leasehold_testkit::stores::nats::server::NatsServer::start();
     let u = uncontended(&nats.url("/bench"));
     let names = contenders(&u);
     assert!(names.iter().any(|n| n.starts_with("raw async-nats sending leasehold's")), "{names:?}");
@@ -203,7 +203,7 @@ fn bench_kit_baselines_nats_and_mysql() {
     assert_eq!(u["per_run_ratios"].as_array().unwrap().len(), 2, "{u}");
     drop(nats);
 
-    let my = leasehold_testkit::servers::MyServer::start();
+    let my = leasehold_testkit::stores::mysql::server::MyServer::start();
     for (suffix, label) in [
         ("", "raw mysql_async: leasehold's grant and release"),
         ("?mode=session", "raw mysql_async: leasehold's GET_LOCK"),
@@ -221,7 +221,7 @@ fn bench_kit_baselines_nats_and_mysql() {
 /// the server's own load tool. Every baseline completed cycles; no timing is asserted.
 #[test]
 fn bench_kit_baselines_etcd_and_postgres() {
-    let etcd = leasehold_testkit::servers::EtcdCluster::start(1);
+    let etcd = leasehold_testkit::stores::etcd::server::EtcdCluster::start(1);
     let u = uncontended(&etcd.url("/bench"));
     let names = contenders(&u);
     assert!(names.iter().any(|n| n.starts_with("raw etcd gRPC client")), "{names:?}");
@@ -239,7 +239,7 @@ fn bench_kit_baselines_etcd_and_postgres() {
     assert!(h["leasehold_handoffs_vs_etcd_lock"].as_f64().unwrap() > 0.0, "{h}");
     drop(etcd);
 
-    let pg = leasehold_testkit::servers::PgServer::start();
+    let pg = leasehold_testkit::stores::postgres::server::PgServer::start();
     let u = uncontended(&pg.url(""));
     let names = contenders(&u);
     assert!(names.iter().any(|n| n.starts_with("pgbench: leasehold's grant")), "{names:?}");

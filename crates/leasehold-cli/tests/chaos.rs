@@ -59,9 +59,9 @@ fn chaos_scenario(store: &str, scenario: &str, hands_over: bool) {
 /// store hands the key on (checked by chaos itself: it exits 1 otherwise).
 #[test]
 fn chaos_partition_redis_and_etcd() {
-    let server = leasehold_testkit::servers::RedisServer::start();
+    let server = leasehold_testkit::stores::redis::server::RedisServer::start();
     chaos_scenario(&server.url(), "partition", true);
-    let cluster = leasehold_testkit::servers::EtcdCluster::single();
+    let cluster = leasehold_testkit::stores::etcd::server::EtcdCluster::single();
     chaos_scenario(&cluster.url("?ttl=1s"), "partition", true);
 }
 
@@ -73,7 +73,7 @@ fn chaos_partition_sql_and_zookeeper() {
     chaos_scenario(&format!("{base}{sep}schema={}", schema.name), "partition", true);
     let db = leasehold_testkit::MyDatabase::new();
     chaos_scenario(&db.url(""), "partition", true);
-    let zk = leasehold_testkit::servers::ZkServer::start();
+    let zk = leasehold_testkit::stores::zookeeper::server::ZkServer::start();
     chaos_scenario(&zk.url("?session=1s"), "partition", true);
 }
 
@@ -110,7 +110,7 @@ fn chaos_stalled_holder_http_sqlite() {
 
 #[test]
 fn chaos_stalled_holder_redis() {
-    let server = leasehold_testkit::servers::RedisServer::start();
+    let server = leasehold_testkit::stores::redis::server::RedisServer::start();
     chaos_short(&server.url(), true);
 }
 
@@ -136,13 +136,13 @@ fn chaos_stalled_holder_mysql() {
 
 #[test]
 fn chaos_stalled_holder_etcd() {
-    let cluster = leasehold_testkit::servers::EtcdCluster::single();
+    let cluster = leasehold_testkit::stores::etcd::server::EtcdCluster::single();
     chaos_short(&cluster.url("?ttl=1s"), true);
 }
 
 #[test]
 fn chaos_stalled_holder_zookeeper() {
-    let server = leasehold_testkit::servers::ZkServer::start();
+    let server = leasehold_testkit::stores::zookeeper::server::ZkServer::start();
     chaos_short(&server.url("?session=1s"), true);
 }
 
@@ -151,7 +151,7 @@ fn chaos_stalled_holder_zookeeper() {
 #[test]
 fn chaos_stalled_holder_redlock() {
     let servers: Vec<_> =
-        (0..3).map(|_| leasehold_testkit::servers::RedisServer::start()).collect();
+        (0..3).map(|_| leasehold_testkit::stores::redis::server::RedisServer::start()).collect();
     let hosts: Vec<String> = servers.iter().map(|s| format!("127.0.0.1:{}", s.port())).collect();
     let (code, r) = chaos_report(&format!("redlock://{}", hosts.join(",")), "stalled-holder", 2, 2);
     assert_eq!(code, 0, "{r}");
@@ -403,9 +403,9 @@ fn chaos_report_err(store: &str, scenario: &str) -> (i32, String) {
 /// expiry when the link stays cut, and chaos exits 1 if one outlives that.
 #[test]
 fn chaos_unknown_acquire() {
-    let redis = leasehold_testkit::servers::RedisServer::start();
-    let etcd = leasehold_testkit::servers::EtcdCluster::single();
-    let zk = leasehold_testkit::servers::ZkServer::start();
+    let redis = leasehold_testkit::stores::redis::server::RedisServer::start();
+    let etcd = leasehold_testkit::stores::etcd::server::EtcdCluster::single();
+    let zk = leasehold_testkit::stores::zookeeper::server::ZkServer::start();
     let pg = leasehold_testkit::PgSchema::new();
     let base = leasehold_testkit::postgres_base();
     let sep = if base.contains('?') { '&' } else { '?' };

@@ -60,7 +60,7 @@ fn chaos_permits_sqlite() {
 
 #[test]
 fn chaos_permits_redis() {
-    let server = leasehold_testkit::servers::RedisServer::start();
+    let server = leasehold_testkit::stores::redis::server::RedisServer::start();
     permits_run(&server.url(), 3);
     // One permit: the semaphore is a mutex of slot KEY#0, and the same holds.
     permits_run(&server.url(), 1);

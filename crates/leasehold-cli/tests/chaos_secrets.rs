@@ -4,7 +4,7 @@
 mod common;
 
 use common::*;
-use leasehold_testkit::servers::RedisServer;
+use leasehold_testkit::stores::redis::server::RedisServer;
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};

@@ -1,25 +1,48 @@
 //! `leasehold chaos --topology …` on a ZooKeeper ensemble, PostgreSQL with a synchronous
-//! standby, Redlock over five instances, a Redis Cluster and a Sentinel deployment: each
+//! standby, Redlock over five instances, a Redis Cluster, a Sentinel deployment and a
+//! JetStream cluster: each
 //! report read strictly, its fenced trials also read from their events independently of the
 //! tool, the controls showing the hazard where the literature says there is one.
 
 mod common;
 
 use common::*;
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
 use serde_json::Value;
-use std::process::Command;
+use std::os::unix::process::CommandExt;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// How long one `chaos --topology` run may take before the test kills it.
+const LIMIT: Duration = Duration::from_secs(300);
 
 /// Runs `chaos --topology T --scenario S` with `trials` fenced and `control` unfenced trials;
-/// its exit code and report.
+/// its exit code and report. The run is a process group of its own: past [`LIMIT`] the whole
+/// group (leasehold and the private servers it started) is killed and the test fails.
 fn topology(t: &str, scenario: &str, ttl: &str, trials: usize, control: usize) -> (i32, Value) {
     let out = tempfile::tempdir().unwrap();
-    let o = Command::new(BIN)
+    let mut child = Command::new(BIN)
         .args(["chaos", "--topology", t, "--scenario", scenario, "--ttl", ttl])
         .args(["--trials", &trials.to_string(), "--control-trials", &control.to_string()])
         .arg("--out")
         .arg(out.path())
-        .output()
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .spawn()
         .unwrap();
+    let group = Pid::from_raw(-(child.id() as i32));
+    let start = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if start.elapsed() > LIMIT {
+            let _ = kill(group, Signal::SIGKILL);
+            let _ = child.wait();
+            panic!("chaos --topology {t} --scenario {scenario} ran past {LIMIT:?}");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let o = child.wait_with_output().unwrap();
     let text = std::fs::read(out.path().join("report.json")).unwrap_or_default();
     let r = serde_json::from_slice(&text)
         .unwrap_or_else(|_| panic!("no report: {}{}", stdout(&o), stderr(&o)));
@@ -126,6 +149,23 @@ fn chaos_topology_zk_ensemble_partition() {
     assert_eq!(arm(&r, "fenced")["lost_after_successor_grant"], 0, "{r}");
     assert!(r["arms"][0]["lost_before_grant_ms"]["min"].as_f64().unwrap() > 0.0, "{r}");
     let setup = r["setup"].as_str().unwrap();
+    assert!(setup.contains("admit() false") && !setup.contains("admit() false never"), "{setup}");
+}
+
+/// The holder cut off from all three JetStream nodes (the cluster itself whole): its lost()
+/// before the successor's grant (chaos exits 1 otherwise), its admit() false before that;
+/// one holder at a time, and the unfenced control's late write accepted.
+#[test]
+fn chaos_topology_nats_cluster_partition() {
+    let (code, r) = topology("nats-cluster", "partition", "300ms", 2, 1);
+    assert_eq!(code, 0, "{r}");
+    let (stale_control, overlap_f, overlap_c) = strict(&r);
+    assert_eq!((overlap_f, overlap_c), (0, 0), "{r}");
+    assert_eq!(stale_control, 1, "{r}");
+    assert_eq!(arm(&r, "fenced")["lost_after_successor_grant"], 0, "{r}");
+    assert!(r["arms"][0]["lost_before_grant_ms"]["min"].as_f64().unwrap() > 0.0, "{r}");
+    let setup = r["setup"].as_str().unwrap();
+    assert!(setup.contains("three-node JetStream cluster"), "{setup}");
     assert!(setup.contains("admit() false") && !setup.contains("admit() false never"), "{setup}");
 }
 

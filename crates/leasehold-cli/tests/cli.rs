@@ -244,7 +244,8 @@ fn sql_stores_run_contend_and_hand_over() {
 
 #[test]
 fn quorum_stores_run_contend_and_hand_over() {
-    use leasehold_testkit::servers::{EtcdCluster, ZkServer};
+    use leasehold_testkit::stores::etcd::server::EtcdCluster;
+    use leasehold_testkit::stores::zookeeper::server::ZkServer;
     let (etcd, zk) = (EtcdCluster::single(), ZkServer::start());
     run_contend_and_hand_over(&[etcd.url(""), zk.url("")]);
 }

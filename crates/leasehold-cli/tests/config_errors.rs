@@ -6,7 +6,7 @@
 mod common;
 
 use common::*;
-use leasehold_testkit::servers::RedisServer;
+use leasehold_testkit::stores::redis::server::RedisServer;
 
 /// `run` (with and without `--if-unavailable run`) and `status` against `url`: 78, and the
 /// command did not run.

@@ -36,7 +36,7 @@ fn setting(v: &serde_json::Value, name: &str) -> String {
 /// draws the matching verdicts.
 #[test]
 fn doctor_reads_redis_persistence_and_replication() {
-    use leasehold_testkit::servers::RedisServer;
+    use leasehold_testkit::stores::redis::server::RedisServer;
     let bare = RedisServer::start();
     let v = doctor_json(&bare.url());
     assert_eq!(setting(&v, "appendonly"), "no");
@@ -92,12 +92,12 @@ fn doctor_reads_mysql_etcd_and_zookeeper() {
     assert_eq!(setting(&v, "innodb_flush_log_at_trx_commit"), "1");
     assert!(verdicts(&v).contains("lease table: linearizable"), "{v}");
 
-    let cluster = leasehold_testkit::servers::EtcdCluster::start(3);
+    let cluster = leasehold_testkit::stores::etcd::server::EtcdCluster::start(3);
     let v = doctor_json(&cluster.url(""));
     assert_eq!(setting(&v, "members"), "3");
     assert!(verdicts(&v).contains("survives the loss of 1 member"), "{v}");
 
-    let zk = leasehold_testkit::servers::ZkServer::start();
+    let zk = leasehold_testkit::stores::zookeeper::server::ZkServer::start();
     let v = doctor_json(&zk.url(""));
     assert!(
         setting(&v, &format!("server 127.0.0.1:{}", zk.port())).starts_with("standalone"),

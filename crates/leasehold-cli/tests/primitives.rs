@@ -5,7 +5,9 @@
 mod common;
 
 use common::*;
-use leasehold_testkit::servers::{RedisCluster, RedisServer, SentinelSet};
+use leasehold_testkit::stores::redis::cluster::RedisCluster;
+use leasehold_testkit::stores::redis::sentinel::SentinelSet;
+use leasehold_testkit::stores::redis::server::RedisServer;
 use std::process::{Child, Output, Stdio};
 use std::time::Duration;
 

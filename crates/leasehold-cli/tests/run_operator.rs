@@ -306,12 +306,24 @@ fn kill_9_of_run_frees_the_key_at_once() {
 /// password.
 #[test]
 fn kill_9_of_run_frees_the_key_at_once_on_redis_and_postgres() {
-    let redis = leasehold_testkit::servers::RedisServer::start();
+    let redis = leasehold_testkit::stores::redis::server::RedisServer::start();
     let schema = leasehold_testkit::PgSchema::new();
     let (pg, pw) = pg_with_password(&schema.name);
     let e = Env::new();
     kill_9_then_next(&e, &redis.url(), None);
     kill_9_then_next(&e, &pg, Some(&pw));
+}
+
+/// The same on etcd and ZooKeeper, whose session locks live on the servers until the
+/// session times out (10 s by default, the store's `session_timeout`): the supervisor releases
+/// those too, so the next run does not wait the session out.
+#[test]
+fn kill_9_of_run_frees_the_key_at_once_on_etcd_and_zookeeper() {
+    let etcd = leasehold_testkit::stores::etcd::server::EtcdCluster::single();
+    let zk = leasehold_testkit::stores::zookeeper::server::ZkServer::start();
+    let e = Env::new();
+    kill_9_then_next(&e, &etcd.url(""), None);
+    kill_9_then_next(&e, &zk.url(""), None);
 }
 
 /// A run holding a key on `store` (whose URL holds `password`, if any) is killed with
@@ -362,7 +374,7 @@ fn kill_9_then_next(e: &Env, store: &str, password: Option<&str>) {
 /// waiting (here 20 s; the period is 4 s).
 #[test]
 fn a_waiter_behind_at_least_starts_when_the_period_ends_on_redis_and_postgres() {
-    let redis = leasehold_testkit::servers::RedisServer::start();
+    let redis = leasehold_testkit::stores::redis::server::RedisServer::start();
     let schema = leasehold_testkit::PgSchema::new();
     let pg = format!(
         "{}{}schema={}",

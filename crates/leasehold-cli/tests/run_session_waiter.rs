@@ -9,7 +9,8 @@ use common::*;
 use std::process::{Child, Stdio};
 use std::time::Duration;
 
-use leasehold_testkit::servers::{EtcdCluster, ZkServer};
+use leasehold_testkit::stores::etcd::server::EtcdCluster;
+use leasehold_testkit::stores::zookeeper::server::ZkServer;
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 

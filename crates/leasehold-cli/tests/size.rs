@@ -112,7 +112,7 @@ fn size_leaves_nothing_behind() {
         assert_eq!(n, 0, "{t} keeps the probe key");
     }
     // Redis: every key.
-    let server = leasehold_testkit::servers::RedisServer::start();
+    let server = leasehold_testkit::stores::redis::server::RedisServer::start();
     size(&server.url());
     let keys = std::process::Command::new("redis-cli")
         .args(["-p", &server.port().to_string(), "--scan", "--pattern", &format!("*{PROBE}*")])

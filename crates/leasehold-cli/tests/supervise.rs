@@ -233,7 +233,7 @@ fn a_job_that_reads_the_terminal_gets_it() {
 #[test]
 fn a_partitioned_run_kills_its_command_before_the_successor_is_granted() {
     use leasehold_testkit::proxy::{Fault, FaultProxy};
-    use leasehold_testkit::servers::RedisServer;
+    use leasehold_testkit::stores::redis::server::RedisServer;
     let redis = RedisServer::start();
     let direct: std::net::SocketAddr = format!("127.0.0.1:{}", redis.port()).parse().unwrap();
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build();

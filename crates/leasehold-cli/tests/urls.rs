@@ -95,7 +95,7 @@ fn a_password_never_appears_in_errors() {
 /// their output nor chaos's report.json and timeline.svg hold the password.
 #[test]
 fn doctor_and_chaos_keep_the_password_out_of_their_output() {
-    use leasehold_testkit::servers::RedisServer;
+    use leasehold_testkit::stores::redis::server::RedisServer;
     let server = RedisServer::start();
     // Set after start: the launcher's readiness check pings without a password.
     server.cli(&["CONFIG", "SET", "requirepass", "S3CRETpw"]);

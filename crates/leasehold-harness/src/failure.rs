@@ -31,8 +31,8 @@ pub trait FailingStore: Send {
     }
     /// Loses the primary (and promotes what takes over). Returns what happened (for a Redis
     /// form cut off by [`FailingStore::cut_replica`], what the promoted node holds of the key
-    /// before any successor: [`crate::servers::GRANT_LOST`] when the holder's grant is not there) and
-    /// the URL to use after it.
+    /// before any successor: [`crate::stores::redis::server::GRANT_LOST`] when the holder's
+    /// grant is not there) and the URL to use after it.
     fn fail_over(&mut self, suffix: &str) -> (String, String) {
         ("no failover for this store".into(), self.url(suffix))
     }

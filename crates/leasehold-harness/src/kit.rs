@@ -7,11 +7,12 @@ use leasehold::{Locker, Scheme, StoreUrl};
 
 use crate::baseline::{Baseline, HandoffBaseline, NativeLoad};
 use crate::failure::Plan;
+use crate::resource::Resource;
 
 /// Where chaos's fenced resource lives and what it is, for the report.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ResourceSpec {
-    /// What [`crate::resource::open`] opens (it may carry the store's password).
+    /// What [`crate::stores::open_resource`] opens (it may carry the store's password).
     pub spec: String,
     /// Where the resource is, in words (tables, keys), for the report.
     pub what: String,
@@ -43,6 +44,14 @@ pub trait StoreKit: Sync {
 
     /// Chaos's fenced resource on the user's store `url`, when this build can hold one there.
     fn resource(&self, _url: &StoreUrl) -> Option<ResourceSpec> {
+        None
+    }
+
+    /// Opens chaos's fenced resource on `url` (a spec [`StoreKit::resource`] made, or a store
+    /// URL a test hands over) when `url`'s scheme is one this entry holds a resource on in
+    /// this build; `None` otherwise, and by default. Panics when the store cannot be reached
+    /// or its fence table set up (see [`crate::stores::open_resource`]).
+    async fn open_resource(&self, _url: &StoreUrl) -> Option<Box<dyn Resource>> {
         None
     }
 

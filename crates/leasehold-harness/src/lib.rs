@@ -15,13 +15,12 @@
 
 pub mod baseline;
 pub mod counting;
-mod failure;
+pub mod failure;
 pub mod history;
 mod kit;
 pub mod metrics;
 pub mod proxy;
 pub mod resource;
 mod row;
-pub mod servers;
-mod spawn;
+pub mod spawn;
 pub mod stores;

@@ -1,173 +1,63 @@
 //! The protected resource of `chaos` and the process-level tests: one value, with leasehold's
 //! fence beside it, on the store that holds it. Each store's resource lives in its folder
-//! under [`crate::stores`] (behind that store's feature); this is the one list of them and
-//! what is common: opening a spec, and reading and writing it fenced or not.
+//! under [`crate::stores`] (behind that store's feature) and implements [`Resource`]; its
+//! kit opens it ([`crate::stores::StoreKit::open_resource`]), and
+//! [`crate::stores::open_resource`] opens a spec. This file is what every resource answers;
+//! it names no store, so adding one touches only its folder.
 
 use leasehold::fence::Fencing;
 
-#[cfg(feature = "etcd")]
-use crate::stores::etcd::resource::EtcdResource;
-#[cfg(feature = "mysql")]
-use crate::stores::mysql::resource::MyResource;
-#[cfg(feature = "postgres")]
-use crate::stores::postgres::resource::PgResource;
-#[cfg(feature = "redis")]
-use crate::stores::redis::resource::RedisResource;
-use crate::stores::sqlite::resource::SqliteResource;
-
 pub use crate::row::NAME;
 
-/// An open resource, one variant per store that can hold one.
-pub enum Resource {
-    /// A SQLite database.
-    Sqlite(SqliteResource),
-    /// A Redis server.
-    #[cfg(feature = "redis")]
-    Redis(RedisResource),
-    /// A PostgreSQL schema (the one `search_path` names).
-    #[cfg(feature = "postgres")]
-    Postgres(PgResource),
-    /// A MySQL/MariaDB database.
-    #[cfg(feature = "mysql")]
-    Mysql(MyResource),
-    /// An etcd cluster, fenced by the lock keys themselves (no claim step).
-    #[cfg(feature = "etcd")]
-    Etcd(EtcdResource),
-}
-
-/// Opens a resource spec, as [`crate::stores::resource_spec`] makes them: `sqlite:PATH` (a
-/// file of the tool's own), or a store URL (the lock store's own: `redis://…`, `postgres://…`
-/// with the `search_path` its tables go in, `mysql://…/DB`, `etcd://…`), dispatched on its
-/// [`leasehold::Scheme`] and connecting as its parsed configuration says; sets up the fence
-/// table if needed. Panics on a spec no store of this build opens (its feature is off).
-pub async fn open(spec: &str) -> Resource {
-    if let Some(r) = SqliteResource::open(spec) {
-        return Resource::Sqlite(r);
-    }
-    let url = leasehold::StoreUrl::parse(spec).expect("resource store URL");
-    #[allow(unused_imports)]
-    use leasehold::Scheme;
-    match url.scheme() {
-        #[cfg(feature = "redis")]
-        Scheme::Redis | Scheme::Rediss => Resource::Redis(RedisResource::open(&url).await),
-        #[cfg(feature = "postgres")]
-        Scheme::Postgres => Resource::Postgres(PgResource::open(&url).await),
-        #[cfg(feature = "mysql")]
-        Scheme::Mysql => Resource::Mysql(MyResource::open(&url).await),
-        #[cfg(feature = "etcd")]
-        Scheme::Etcd => Resource::Etcd(EtcdResource::open(&url).await),
-        _ => panic!("no resource on {url} in this build (its store's feature is off)"),
-    }
-}
-
-/// A write on a SQL resource whose transaction is still open: applied, not yet committed.
-pub enum Open<'a> {
-    /// On SQLite (`BEGIN IMMEDIATE`: it holds the file's write lock).
-    Sqlite(leasehold::fence::sqlite::rusqlite::Transaction<'a>),
-    /// On PostgreSQL.
-    #[cfg(feature = "postgres")]
-    Postgres(leasehold::fence::postgres::tokio_postgres::Transaction<'a>),
-    /// On MySQL/MariaDB.
-    #[cfg(feature = "mysql")]
-    Mysql(leasehold::fence::mysql::mysql_async::Transaction<'a>),
-}
-
-impl Open<'_> {
-    /// Commits: with `fencing`, through the fence module's `commit`, which refuses (and
-    /// rolls back) once the lease's time is up; without, plainly.
-    pub async fn commit(self, fencing: Option<&Fencing>) -> leasehold::Result<()> {
-        match self {
-            Open::Sqlite(tx) => SqliteResource::commit(tx, fencing),
-            #[cfg(feature = "postgres")]
-            Open::Postgres(tx) => PgResource::commit(tx, fencing).await,
-            #[cfg(feature = "mysql")]
-            Open::Mysql(tx) => MyResource::commit(tx, fencing).await,
-        }
-    }
-}
-
-impl Resource {
-    /// Claims the resource for `fencing` (before the first effect).
-    pub async fn claim(&mut self, fencing: &Fencing) -> leasehold::Result<()> {
-        match self {
-            Resource::Sqlite(r) => r.claim(fencing),
-            #[cfg(feature = "redis")]
-            Resource::Redis(r) => r.claim(fencing).await,
-            // The lock key is the fence: nothing to install.
-            #[cfg(feature = "etcd")]
-            Resource::Etcd(_) => Ok(()),
-            #[cfg(feature = "postgres")]
-            Resource::Postgres(r) => r.claim(fencing).await,
-            #[cfg(feature = "mysql")]
-            Resource::Mysql(r) => r.claim(fencing).await,
-        }
+/// An open resource: one value and its fence on one store.
+#[async_trait::async_trait]
+pub trait Resource: Send {
+    /// Claims the resource for `fencing` (before the first effect). By default nothing to
+    /// install: a resource fenced by the lock key itself (etcd's) has no claim step.
+    async fn claim(&mut self, _fencing: &Fencing) -> leasehold::Result<()> {
+        Ok(())
     }
 
     /// Writes `value`; with `fencing`, only if its fence is still the installed one,
     /// checked atomically with the write (on the SQL resources, committed with the fence
-    /// module's `commit`, which refuses once the lease's time is up).
-    pub async fn write(&mut self, fencing: Option<&Fencing>, value: &str) -> leasehold::Result<()> {
-        match self {
-            #[cfg(feature = "redis")]
-            Resource::Redis(r) => r.write(fencing, value).await,
-            #[cfg(feature = "etcd")]
-            Resource::Etcd(r) => r.write(fencing, value).await,
-            sql => sql.begin_write(fencing, value).await?.commit(fencing).await,
-        }
+    /// module's `commit`, which refuses once the lease's time is up). A refused write is the
+    /// fence module's error; a failed one the store client's, as
+    /// [`leasehold::Error::Backend`].
+    async fn write(&mut self, fencing: Option<&Fencing>, value: &str) -> leasehold::Result<()>;
+
+    /// Opens a transaction, checks `fencing` in it (if given) and applies the write, without
+    /// committing: [`Open::commit`] does. By default
+    /// [`leasehold::Error::InvalidInput`]: a resource whose fenced write is one atomic step
+    /// (Redis's script, etcd's transaction) has no transaction to hold open.
+    async fn begin_write<'a>(
+        &'a mut self,
+        _fencing: Option<&Fencing>,
+        _value: &str,
+    ) -> leasehold::Result<Box<dyn Open + 'a>> {
+        Err(leasehold::Error::InvalidInput(
+            "this resource has no transaction to hold open (its fenced write is one atomic step)"
+                .into(),
+        ))
     }
 
-    /// Opens a transaction on a SQL resource, checks `fencing` in it (if given) and applies
-    /// the write, without committing: [`Open::commit`] does. [`leasehold::Error::InvalidInput`]
-    /// on Redis and etcd, whose fenced writes are one atomic step.
-    pub async fn begin_write(
-        &mut self,
-        fencing: Option<&Fencing>,
-        value: &str,
-    ) -> leasehold::Result<Open<'_>> {
-        match self {
-            Resource::Sqlite(r) => r.begin_write(fencing, value).map(Open::Sqlite),
-            #[cfg(feature = "postgres")]
-            Resource::Postgres(r) => r.begin_write(fencing, value).await.map(Open::Postgres),
-            #[cfg(feature = "mysql")]
-            Resource::Mysql(r) => r.begin_write(fencing, value).await.map(Open::Mysql),
-            #[allow(unreachable_patterns)]
-            _ => Err(leasehold::Error::InvalidInput(
-                "this resource has no transaction to hold open (its fenced write is one atomic \
-                 step)"
-                    .into(),
-            )),
-        }
-    }
-
-    /// The current value.
-    pub async fn read(&mut self) -> Option<String> {
-        match self {
-            Resource::Sqlite(r) => r.read(),
-            #[cfg(feature = "postgres")]
-            Resource::Postgres(r) => r.read().await,
-            #[cfg(feature = "mysql")]
-            Resource::Mysql(r) => r.read().await,
-            #[cfg(feature = "etcd")]
-            Resource::Etcd(r) => r.read().await,
-            #[cfg(feature = "redis")]
-            Resource::Redis(r) => r.read().await,
-        }
-    }
+    /// The current value (`None` when none was written). Panics when the store cannot be
+    /// read: the tests and chaos have no answer to go on without it.
+    async fn read(&mut self) -> Option<String>;
 
     /// Removes what this resource wrote to the store: the value and its fence row or hash,
     /// and the `data` and `leasehold_fence` tables when nothing else is left in them (a
-    /// table that holds other rows stays). The SQLite variant is a file of its own: kept.
-    pub async fn remove(&mut self) -> Result<(), String> {
-        match self {
-            Resource::Sqlite(_) => Ok(()),
-            #[cfg(feature = "redis")]
-            Resource::Redis(r) => r.remove().await,
-            #[cfg(feature = "postgres")]
-            Resource::Postgres(r) => r.remove().await,
-            #[cfg(feature = "mysql")]
-            Resource::Mysql(r) => r.remove().await,
-            #[cfg(feature = "etcd")]
-            Resource::Etcd(r) => r.remove().await,
-        }
+    /// table that holds other rows stays). By default nothing: the tool's own resource is a
+    /// file of its own, kept. An error says what could not be removed.
+    async fn remove(&mut self) -> Result<(), String> {
+        Ok(())
     }
+}
+
+/// A write on a resource whose transaction is still open: applied, not yet committed
+/// ([`Resource::begin_write`]). Not `Send`: SQLite's transaction borrows its connection.
+#[async_trait::async_trait(?Send)]
+pub trait Open {
+    /// Commits: with `fencing`, through the fence module's `commit`, which refuses (and
+    /// rolls back) once the lease's time is up; without, plainly.
+    async fn commit(self: Box<Self>, fencing: Option<&Fencing>) -> leasehold::Result<()>;
 }

@@ -10,9 +10,10 @@
 //!   SIGSTOP/SIGCONT fault injection.
 //! - [`torture`]: several worker processes loop acquire → fenced effect → release while the
 //!   test fails the store over, and the history is checked (the resource's commit order).
-//! - [`history`], [`proxy`], [`servers`]: re-exported from `leasehold-harness`, the
-//!   publishable crate the CLI's tools use (the recorder and checker, the TCP fault proxy,
-//!   private store servers).
+//! - [`history`], [`proxy`], [`stores`], [`failure`], [`spawn`]: re-exported from
+//!   `leasehold-harness`, the publishable crate the CLI's tools use (the recorder and
+//!   checker, the TCP fault proxy, each store's private servers in its folder, how they fail,
+//!   free ports).
 #![deny(missing_docs)]
 
 pub mod conformance;
@@ -33,7 +34,7 @@ pub use fixtures::redis::{
 };
 pub use fixtures::sqlite::{file_fixture, sqlite_fixture, sqlite_resource};
 pub use fixtures::zookeeper::zk_fixture;
-pub use leasehold_harness::{history, proxy, servers};
+pub use leasehold_harness::{failure, history, proxy, spawn, stores};
 
 /// Generates one `#[tokio::test]` per conformance scenario, each on a fresh fixture made by
 /// `$fixture` (an expression evaluating to a future of [`Fixture`]).

@@ -96,10 +96,10 @@ impl Drop for Proc {
     }
 }
 
-/// The protected resource of the stalled-holder scenario: one value, in a SQLite table
-/// (`sqlite:PATH`) or a Redis key (`redis://…`), with leasehold's fence table or fence hash
-/// beside it.
-pub use leasehold_harness::resource;
+/// Opens the protected resource of the stalled-holder scenario: one value, in a SQLite table
+/// (`sqlite:PATH`) or on a store that holds one (its URL), with leasehold's fence table or
+/// fence hash beside it.
+pub use leasehold_harness::stores::open_resource;
 
 /// Starts an `lh-worker hold` process: it acquires `key`, claims and writes the resource, says
 /// `ready FENCE`, and on `write` writes again and says `accepted` or `rejected: …`.
@@ -273,7 +273,7 @@ pub async fn stalled_holder(
     resource_spec: &str,
     fenced: bool,
 ) -> StallReport {
-    let mut res = resource::open(resource_spec).await;
+    let mut res = open_resource(resource_spec).await;
     let key = unique_key("stalled");
     let ttl = Duration::from_millis(1000);
     let mut holder = spawn_holder(worker, url, &key, ttl.as_millis() as u64, resource_spec, fenced);

@@ -7,7 +7,7 @@ use leasehold::backends::etcd::EtcdStore;
 use leasehold::fence::etcd::EtcdFence;
 use leasehold::{Error, Locker, LostReason, Wait};
 use leasehold_testkit::conformance::unique_key;
-use leasehold_testkit::servers::EtcdCluster;
+use leasehold_testkit::stores::etcd::server::EtcdCluster;
 use leasehold_testkit::{etcd_fixture, process};
 
 mod conformance {
@@ -215,7 +215,7 @@ async fn refused_credentials_are_config_and_a_closed_port_is_unavailable() {
             .is_clean()
     );
 
-    let closed = format!("etcd://127.0.0.1:{}", leasehold_testkit::servers::free_port());
+    let closed = format!("etcd://127.0.0.1:{}", leasehold_testkit::spawn::free_port());
     let e = Locker::connect(&closed).await.expect_err("nothing listens");
     assert!(e.is_unavailable() && !e.is_config(), "{e:?}");
 }

@@ -10,7 +10,7 @@ use std::time::Duration;
 use leasehold::fence::postgres::{self as pg_fence, tokio_postgres};
 use leasehold::fence::redis::RedisFence;
 use leasehold::{Error, Fencing, Locker, StaleReason, Wait};
-use leasehold_testkit::servers::RedisServer;
+use leasehold_testkit::stores::redis::server::RedisServer;
 use leasehold_testkit::{MyDatabase, PgSchema, postgres_base};
 
 const TTL: Duration = Duration::from_millis(500);

@@ -7,7 +7,9 @@
 use std::time::Duration;
 
 use leasehold::Locker;
-use leasehold_testkit::servers::{RedisCluster, RedisServer, SentinelSet};
+use leasehold_testkit::stores::redis::cluster::RedisCluster;
+use leasehold_testkit::stores::redis::sentinel::SentinelSet;
+use leasehold_testkit::stores::redis::server::RedisServer;
 
 const TTL: Duration = Duration::from_millis(500);
 /// TTL plus the 1 s horizon, plus room for the server's expiry cycle.

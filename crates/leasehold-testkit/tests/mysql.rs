@@ -225,7 +225,7 @@ async fn url_options_are_checked() {
 /// The private MariaDB chaos kills: committed rows survive a kill -9 and restart.
 #[test]
 fn private_server_survives_kill9() {
-    let mut server = leasehold_testkit::servers::MyServer::start();
+    let mut server = leasehold_testkit::stores::mysql::server::MyServer::start();
     server.sql("CREATE TABLE test.t (v int) ENGINE=InnoDB; INSERT INTO test.t VALUES (1)");
     server.restart();
     assert_eq!(server.sql("SELECT count(*) FROM test.t"), "1");
@@ -237,7 +237,7 @@ fn private_server_survives_kill9() {
 /// (`leasehold chaos --scenario store-kill` found this).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn session_holder_learns_of_a_server_restart_at_once() {
-    let mut server = leasehold_testkit::servers::MyServer::start();
+    let mut server = leasehold_testkit::stores::mysql::server::MyServer::start();
     let url = server.url("?mode=session&heartbeat=60000ms");
     let locker = Locker::connect(&url).await.unwrap();
     let lease = locker.acquire("k", Duration::from_secs(30)).await.unwrap();
@@ -298,7 +298,7 @@ async fn a_fence_row_behind_still_issues_larger_fences() {
 /// configuration errors in both modes; a closed port is an outage.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn refused_configuration_is_config_and_a_closed_port_is_unavailable() {
-    let server = leasehold_testkit::servers::MyServer::start();
+    let server = leasehold_testkit::stores::mysql::server::MyServer::start();
     let p = server.port();
     server.sql("CREATE USER 'lim'@'%' IDENTIFIED BY 'pw'; GRANT SELECT ON test.* TO 'lim'@'%'");
     for mode in ["", "?mode=session"] {
@@ -313,7 +313,7 @@ async fn refused_configuration_is_config_and_a_closed_port_is_unavailable() {
             assert!(!e.to_string().contains("wrong@"), "a password in an error: {e}");
         }
     }
-    let closed = format!("mysql://root@127.0.0.1:{}/test", leasehold_testkit::servers::free_port());
+    let closed = format!("mysql://root@127.0.0.1:{}/test", leasehold_testkit::spawn::free_port());
     let e = Locker::connect(&closed).await.expect_err("nothing listens");
     assert!(e.is_unavailable() && !e.is_config(), "{e:?}");
 }

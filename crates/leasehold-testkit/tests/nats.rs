@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use leasehold::{Error, Locker, Wait};
 use leasehold_testkit::conformance::unique_key;
-use leasehold_testkit::servers::{NatsCluster, NatsServer};
+use leasehold_testkit::stores::nats::server::{NatsCluster, NatsServer};
 use leasehold_testkit::{Fixture, conformance_suite, primitives_suite, process};
 
 /// A fixture over a private `nats-server -js` started for this test.
@@ -134,7 +134,7 @@ async fn url_options_are_checked() {
         let r = Locker::connect(bad).await;
         assert!(matches!(r, Err(Error::InvalidInput(_))), "{bad}: {r:?}");
     }
-    let closed = format!("nats://127.0.0.1:{}", leasehold_testkit::servers::free_port());
+    let closed = format!("nats://127.0.0.1:{}", leasehold_testkit::spawn::free_port());
     let e = Locker::connect(&closed).await.expect_err("nothing listens");
     assert!(e.is_unavailable() && !e.is_config(), "{e:?}");
 }

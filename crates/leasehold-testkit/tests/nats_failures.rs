@@ -7,7 +7,9 @@ use std::time::{Duration, Instant};
 
 use leasehold::{Error, Locker, Scheme};
 use leasehold_harness::stores::topology;
-use leasehold_testkit::servers::{FailingStore, blocking, plan};
+use leasehold_testkit::failure::FailingStore;
+use leasehold_testkit::spawn::blocking;
+use leasehold_testkit::stores::plan;
 
 const TTL: Duration = Duration::from_secs(30);
 

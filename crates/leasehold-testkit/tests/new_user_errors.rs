@@ -127,7 +127,7 @@ async fn etcd_url_at_another_service_is_config() {
     ])
     .await;
     // A real etcd is not taken for a mere HTTP server.
-    let cluster = leasehold_harness::servers::EtcdCluster::single();
+    let cluster = leasehold_harness::stores::etcd::server::EtcdCluster::single();
     let (r, _) = connect(&cluster.url("")).await;
     assert!(r.is_ok(), "{:?}", r.err());
 }
@@ -143,7 +143,7 @@ async fn zookeeper_url_at_another_service_is_config() {
     ])
     .await;
     // A real ZooKeeper, which answers none of the probe's questions, connects.
-    let server = leasehold_harness::servers::ZkServer::start();
+    let server = leasehold_harness::stores::zookeeper::server::ZkServer::start();
     let (r, _) = connect(&server.url("")).await;
     assert!(r.is_ok(), "{:?}", r.err());
 }
@@ -161,7 +161,9 @@ async fn nats_url_at_another_service_is_config() {
     // The other way round: a NATS server, which greets every client first, is named to the
     // stores that find it at their URL's port; a real NATS connects.
     let server =
-        tokio::task::spawn_blocking(leasehold_harness::servers::NatsServer::start).await.unwrap();
+        tokio::task::spawn_blocking(leasehold_harness::stores::nats::server::NatsServer::start)
+            .await
+            .unwrap();
     let p = server.port();
     assert_wrong_service(&[
         (format!("redis://127.0.0.1:{p}"), "NATS"),

@@ -446,7 +446,7 @@ async fn session_fence_sequence_and_fence_table_share_a_schema() {
 /// pg_stat_statements on a private server; 8 waiters, one store (connection, listener) each.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_release_wakes_one_waiter_not_the_herd() {
-    use leasehold_testkit::servers::PgServer;
+    use leasehold_testkit::stores::postgres::server::PgServer;
     let server = PgServer::start_with(&["-c", "shared_preload_libraries=pg_stat_statements"]);
     server.sql("CREATE EXTENSION pg_stat_statements");
     let url = server.url("");

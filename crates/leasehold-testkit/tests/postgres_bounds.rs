@@ -44,7 +44,7 @@ async fn refused_configuration_is_config_and_a_closed_port_is_unavailable() {
         }
     }
     // A role that may log in but not create the lease schema (42501), on a private server.
-    let server = leasehold_testkit::servers::PgServer::start();
+    let server = leasehold_testkit::stores::postgres::server::PgServer::start();
     server.sql("CREATE ROLE lim LOGIN");
     for mode in ["", "&mode=session"] {
         let url =
@@ -53,7 +53,7 @@ async fn refused_configuration_is_config_and_a_closed_port_is_unavailable() {
         assert!(e.is_config() && !e.is_unavailable(), "{url}: {e:?}");
     }
     let closed =
-        format!("postgres://postgres@127.0.0.1:{}/test", leasehold_testkit::servers::free_port());
+        format!("postgres://postgres@127.0.0.1:{}/test", leasehold_testkit::spawn::free_port());
     let e = Locker::connect(&closed).await.expect_err("nothing listens");
     assert!(e.is_unavailable() && !e.is_config(), "{e:?}");
 }

@@ -9,7 +9,7 @@ use leasehold::Locker;
 /// promoted; a primary killed and restarted on its data.
 #[test]
 fn private_primary_and_standby() {
-    use leasehold_testkit::servers::PgServer;
+    use leasehold_testkit::stores::postgres::server::PgServer;
     let mut primary = PgServer::start();
     let standby = PgServer::standby_of(&primary);
     primary.sql("CREATE TABLE t (v int); INSERT INTO t VALUES (1)");
@@ -34,7 +34,7 @@ fn private_primary_and_standby() {
 /// hand out some of them again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_promoted_standby_issues_larger_fences() {
-    use leasehold_testkit::servers::PgServer;
+    use leasehold_testkit::stores::postgres::server::PgServer;
     let mut primary = PgServer::start();
     let standby = PgServer::standby_of(&primary);
     let forms = ["", "?mode=session"];

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use leasehold::fence::redis::RedisFence;
 use leasehold::{Error, Locker, Wait};
-use leasehold_testkit::servers::RedisServer;
+use leasehold_testkit::stores::redis::server::RedisServer;
 use leasehold_testkit::{conformance_suite, primitives_suite, redis_fixture};
 
 conformance_suite!(redis_fixture());
@@ -432,7 +432,7 @@ async fn refused_configuration_is_config_and_a_closed_port_is_unavailable() {
         ok.acquire("k", Duration::from_secs(30)).await.unwrap().release().await.unwrap().is_clean()
     );
 
-    let closed = format!("redis://127.0.0.1:{}", leasehold_testkit::servers::free_port());
+    let closed = format!("redis://127.0.0.1:{}", leasehold_testkit::spawn::free_port());
     let e = Locker::connect(&closed).await.expect_err("nothing listens");
     assert!(e.is_unavailable() && !e.is_config(), "{e:?}");
 }

@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use leasehold::{Locker, Wait};
-use leasehold_testkit::servers::RedisServer;
+use leasehold_testkit::stores::redis::server::RedisServer;
 
 /// The commands README.md's "Redis" section names (client requests, and the commands the
 /// scripts call, which ACLs check too). Kept equal to the README by hand; this test checks the

@@ -6,7 +6,8 @@ use std::time::{Duration, Instant};
 
 use leasehold::{Locker, Wait};
 use leasehold_testkit::conformance::other;
-use leasehold_testkit::servers::{RedisCluster, RedisServer};
+use leasehold_testkit::stores::redis::cluster::RedisCluster;
+use leasehold_testkit::stores::redis::server::RedisServer;
 use leasehold_testkit::{conformance_suite, primitives_suite, redis_cluster_fixture};
 
 conformance_suite!(redis_cluster_fixture());

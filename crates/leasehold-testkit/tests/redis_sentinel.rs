@@ -5,7 +5,8 @@
 use std::time::{Duration, Instant};
 
 use leasehold::{Locker, Wait};
-use leasehold_testkit::servers::{RedisServer, SentinelSet};
+use leasehold_testkit::stores::redis::sentinel::SentinelSet;
+use leasehold_testkit::stores::redis::server::RedisServer;
 use leasehold_testkit::{conformance_suite, primitives_suite, redis_sentinel_fixture};
 
 conformance_suite!(redis_sentinel_fixture());

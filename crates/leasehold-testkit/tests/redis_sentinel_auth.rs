@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use leasehold::Locker;
-use leasehold_testkit::servers::SentinelSet;
+use leasehold_testkit::stores::redis::sentinel::SentinelSet;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sentinels_with_a_password_need_sentinel_auth_url() {

@@ -3,7 +3,7 @@
 use std::time::{Duration, Instant};
 
 use leasehold::Locker;
-use leasehold_testkit::servers::RedisServer;
+use leasehold_testkit::stores::redis::server::RedisServer;
 use leasehold_testkit::{conformance_suite, redis_tls_fixture};
 
 conformance_suite!(redis_tls_fixture());

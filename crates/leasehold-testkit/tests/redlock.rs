@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use leasehold::{Error, Locker, Wait};
-use leasehold_testkit::servers::RedisServer;
+use leasehold_testkit::stores::redis::server::RedisServer;
 use leasehold_testkit::{conformance_suite, primitives_suite, redlock_fixture, redlock_url};
 
 mod three {

@@ -8,7 +8,7 @@
 
 use leasehold::fence::{Fencing, mysql as my_fence, postgres as pg_fence, sqlite as sq_fence};
 use leasehold::{Error, FenceToken, Key, Locker, OwnerToken, rules};
-use leasehold_testkit::servers::RedisServer;
+use leasehold_testkit::stores::redis::server::RedisServer;
 use leasehold_testkit::{MyDatabase, PgSchema, postgres_base};
 use my_fence::mysql_async::{self, prelude::Queryable};
 use pg_fence::tokio_postgres;

@@ -6,7 +6,11 @@ use std::time::Duration;
 
 use leasehold::{Error, Locker};
 use leasehold_testkit::proxy::{Fault, FaultProxy};
-use leasehold_testkit::servers::{PgSyncPair, RedisCluster, RedlockSet, SentinelSet, ZkEnsemble};
+use leasehold_testkit::stores::postgres::sync_pair::PgSyncPair;
+use leasehold_testkit::stores::redis::cluster::RedisCluster;
+use leasehold_testkit::stores::redis::redlock_set::RedlockSet;
+use leasehold_testkit::stores::redis::sentinel::SentinelSet;
+use leasehold_testkit::stores::zookeeper::ensemble::ZkEnsemble;
 
 const TTL: Duration = Duration::from_secs(30);
 

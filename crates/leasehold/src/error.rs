@@ -259,7 +259,7 @@ impl Error {
         Error::InvalidInput(msg.into())
     }
 
-    #[cfg_attr(not(any(feature = "sqlite", feature = "file", feature = "redis")), allow(dead_code))]
+    #[cfg_attr(not(feature = "_driver-error"), allow(dead_code))]
     pub(crate) fn backend(
         backend: &'static str,
         message: impl Into<String>,
@@ -278,7 +278,7 @@ impl Error {
     /// (permission denied, a read-only file system, a directory where a file belongs or the
     /// reverse, a parent that does not exist and cannot be made); anything else (a full
     /// disk, an I/O error, too many open files) is [`Error::Unavailable`].
-    #[cfg(any(feature = "sqlite", feature = "file"))]
+    #[cfg(feature = "_local")]
     pub(crate) fn local_io(message: impl Into<String>, e: std::io::Error) -> Self {
         use std::io::ErrorKind as K;
         let message = format!("{}: {e}", message.into());
@@ -330,7 +330,7 @@ mod text_tests {
     }
 }
 
-#[cfg(all(test, any(feature = "sqlite", feature = "file")))]
+#[cfg(all(test, feature = "_local"))]
 mod tests {
     use super::Error;
 

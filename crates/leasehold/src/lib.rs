@@ -85,12 +85,16 @@ mod key;
 mod limits;
 mod mode;
 pub mod probe;
+// `for_each_store!`, the one list of stores, for `wire.rs` too.
+#[macro_use]
 mod registry;
 pub mod sizing;
 pub mod store;
 pub mod telemetry;
 mod token;
 mod url;
+#[cfg(feature = "_peer")]
+mod wire;
 
 pub mod backends;
 pub mod fence;

@@ -1,7 +1,8 @@
 //! The registry: the one list of stores and their URL schemes, built in or not, and the
 //! typed [`StoreUrl`] a URL is parsed into once, which knows its store's descriptor. Opening
 //! a URL, probing a deployment, the URL forms in messages and the option checks all come
-//! from here. Adding a store: its folder under `backends/`, and one line in `stores!` below.
+//! from here. Adding a store: its folder under `backends/`, and one line in
+//! `for_each_store!` below.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -12,13 +13,14 @@ use crate::probe::findings::Probe;
 use crate::url::{redact, secret};
 use crate::{Error, Result, Store};
 
-/// One line per store: the `Scheme` variant, its URL schemes, the cargo feature that builds
-/// it in, the `cfg` it needs, and its descriptor. A store compiled out keeps its line (so a
-/// URL naming it is told which feature to enable), without its descriptor.
+/// The registry's expansion of `for_each_store!`: the `Scheme` enum and the table of
+/// stores (a store compiled out keeps its line, so a URL naming it is told which feature to
+/// enable, without its descriptor).
 macro_rules! stores {
     ($(
         $(#[$doc:meta])*
-        $variant:ident [$($scheme:literal),+] feature $feature:literal if ($($cfg:tt)+) => $store:path,
+        $variant:ident [$($scheme:literal),+] feature $feature:literal if ($($cfg:tt)+) => $store:path
+            $(; speaks $wire:expr)?,
     )+) => {
         /// The kinds of store URL leasehold knows, built into this build or not.
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -42,14 +44,29 @@ macro_rules! stores {
     };
 }
 
-stores! {
+/// The one list of stores, one line per store: the `Scheme` variant, its URL schemes, the
+/// cargo feature that builds it in, the `cfg` it needs, its descriptor and, for a store on a
+/// network port, how its protocol shows itself (`speaks`, a `crate::wire::Wire`: its name, and
+/// its greeting or its answer to the wrong-service probe's questions, `backends/peer.rs`).
+/// `for_each_store!(m)` hands the list to the macro `m`: `stores!` here (the `Scheme` enum and
+/// the descriptors), and `wire.rs`'s `wires!` (the protocols the probe names, which need no
+/// store's code: a store compiled out is still named at a wrong port, and the probe, which the
+/// stores call, does not reach the registry).
+macro_rules! for_each_store {
+    ($then:ident) => {
+        $then! {
     /// `sqlite://PATH`, the embedded default.
     Sqlite ["sqlite"] feature "sqlite" if (feature = "sqlite") => crate::backends::sqlite::STORE,
     /// `file://DIR`, `flock(2)` session locks (Linux).
     File ["file"] feature "file" if (all(feature = "file", target_os = "linux"))
         => crate::backends::file::STORE,
     /// `redis://`.
-    Redis ["redis"] feature "redis" if (feature = "redis") => crate::backends::redis::STORE,
+    Redis ["redis"] feature "redis" if (feature = "redis") => crate::backends::redis::STORE;
+        // RESP: `+PONG`, or an error such as `-NOAUTH`, to the probe's PING.
+        speaks Wire::a("Redis").shown_by(|b| {
+            let upper = |b: &[u8]| b.iter().all(u8::is_ascii_uppercase);
+            b.len() >= 4 && matches!(b[0], b'+' | b'-') && upper(&b[1..4])
+        }),
     /// `rediss://` (TLS).
     Rediss ["rediss"] feature "redis-tls" if (feature = "redis-tls")
         => crate::backends::redis::TLS_STORE,
@@ -64,16 +81,34 @@ stores! {
         => crate::backends::redis::redlock::STORE,
     /// `postgres://` (also spelled `postgresql://`).
     Postgres ["postgres", "postgresql"] feature "postgres" if (feature = "postgres")
-        => crate::backends::postgres::STORE,
+        => crate::backends::postgres::STORE;
+        // One byte, `N` or `S`, to the probe's SSLRequest (PostgreSQL, PgBouncer).
+        speaks Wire::a("PostgreSQL").shown_by(|b| b == b"N" || b == b"S"),
     /// `mysql://` (MySQL and MariaDB).
-    Mysql ["mysql"] feature "mysql" if (feature = "mysql") => crate::backends::mysql::STORE,
+    Mysql ["mysql"] feature "mysql" if (feature = "mysql") => crate::backends::mysql::STORE;
+        // The server's greeting, sent first: a packet (3-byte length, sequence 0) of protocol
+        // version 10, or an error packet.
+        speaks Wire::a("MySQL/MariaDB").shown_by(|b| {
+            b.len() >= 5 && b[3] == 0 && matches!(b[4], 0x0a | 0xff)
+        }),
     /// `etcd://`.
-    Etcd ["etcd"] feature "etcd" if (feature = "etcd") => crate::backends::etcd::STORE,
+    Etcd ["etcd"] feature "etcd" if (feature = "etcd") => crate::backends::etcd::STORE;
+        // gRPC over HTTP/2, which the probe does not tell; HTTP/1 on the same port, whose
+        // `GET /version` answers `{"etcdserver":…}`.
+        speaks Wire::an("etcd").over_http(b"etcdserver\""),
     /// `zk://` (ZooKeeper).
-    Zk ["zk"] feature "zookeeper" if (feature = "zookeeper") => crate::backends::zookeeper::STORE,
+    Zk ["zk"] feature "zookeeper" if (feature = "zookeeper") => crate::backends::zookeeper::STORE;
+        // Answers none of the probe's questions: named only as the protocol expected.
+        speaks Wire::a("ZooKeeper"),
     /// `nats://` (NATS JetStream KV).
-    Nats ["nats"] feature "nats" if (feature = "nats") => crate::backends::nats::STORE,
+    Nats ["nats"] feature "nats" if (feature = "nats") => crate::backends::nats::STORE;
+        // The server's `INFO {json}` greeting, sent to every client before it reads a byte.
+        speaks Wire::a("NATS").shown_by(|b| b.starts_with(b"INFO {")),
+        }
+    };
 }
+
+for_each_store!(stores);
 
 /// One line of the registry.
 struct Entry {
@@ -235,11 +270,13 @@ impl StoreUrl {
         self.config().ok_or_else(|| Error::invalid(format!("{self} is not a {form} URL")))
     }
 
-    /// How long the store keeps a silent holder's session before its locks go: etcd's
-    /// lease TTL (`ttl=`, 10 s by default), ZooKeeper's session timeout (`session=`, 10 s
-    /// by default); `None` for stores whose locks are not bound to a session (feature
-    /// `tools`: chaos waits this long for a cut-off holder's locks to go).
-    #[cfg(feature = "tools")]
+    /// How long the store keeps a silent holder's session on its servers before its locks
+    /// go: etcd's lease TTL (`ttl=`, 10 s by default), ZooKeeper's session timeout
+    /// (`session=`, 10 s by default); `None` for stores whose locks are not bound to such a
+    /// session (leases, and session locks that end with the holder's connection or file).
+    /// A lock with one outlives a holder that died without releasing it by up to this long:
+    /// `leasehold run` releases it on its way out, chaos waits this long for a cut-off
+    /// holder's locks to go.
     pub fn session_timeout(&self) -> Option<Duration> {
         self.config.session_timeout()
     }

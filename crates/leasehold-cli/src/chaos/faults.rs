@@ -20,7 +20,7 @@
 use std::time::Duration;
 
 use leasehold::{Locker, Wait};
-use leasehold_harness::servers::{FailingStore, Plan};
+use leasehold_harness::failure::{FailingStore, Plan};
 use leasehold_harness::stores;
 use tokio::io::AsyncWriteExt;
 
@@ -29,7 +29,7 @@ use super::{
     session_timeout, successor_claim_and_write, successor_write,
 };
 
-pub(super) use leasehold_harness::servers::blocking;
+pub(super) use leasehold_harness::spawn::blocking;
 
 /// Runs the trials of `store-kill` or `failover`.
 pub(super) async fn run(s: &Settings) -> Result<(Vec<Trial>, Outline), String> {

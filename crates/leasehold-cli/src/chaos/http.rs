@@ -11,7 +11,8 @@ use std::time::Duration;
 
 use leasehold::fence::Fencing;
 use leasehold::fence::http::request_headers;
-use leasehold_harness::resource;
+use leasehold_harness::resource::Resource;
+use leasehold_harness::stores::open_resource;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{TcpListener, TcpStream};
 
@@ -24,7 +25,7 @@ const PREFIX: &str = "http-proxy:";
 
 /// The resource a trial writes to: the harness's, or the fenced HTTP service.
 pub(super) enum Res {
-    Harness(resource::Resource),
+    Harness(Box<dyn Resource>),
     Http { proxy: SocketAddr, upstream: SocketAddr },
 }
 
@@ -35,7 +36,7 @@ pub(super) async fn open(spec: &str) -> Res {
     {
         return Res::Http { proxy, upstream };
     }
-    Res::Harness(resource::open(spec).await)
+    Res::Harness(open_resource(spec).await)
 }
 
 impl Res {

@@ -25,12 +25,12 @@
 //!   replica`), so the grant cannot reach it; after the holder's first write the master or
 //!   primary is killed (-9), the replica resumed and promoted at once (`CLUSTER FAILOVER
 //!   TAKEOVER`; `SENTINEL FAILOVER`), and what it holds of the key is read before any
-//!   successor (the failover event says [`servers::GRANT_LOST`] when neither the lease nor
-//!   the holder's fence is there; the setup line counts those trials). The successor, through
-//!   the same `redis-cluster://` / `redis-sentinel://` URL, is granted the key while the
-//!   holder still believes it holds it (a lease long enough that its first renewal, at a
-//!   third of it, comes after the successor's grant: `--ttl 5s` on the cluster, `--ttl 10s`
-//!   with sentinels, whose promotion takes about a second). A second holder is allowed here;
+//!   successor (the failover event says the topology's `loses_grant` words when neither the
+//!   lease nor the holder's fence is there; the setup line counts those trials). The
+//!   successor, through the same `redis-cluster://` / `redis-sentinel://` URL, is granted
+//!   the key while the holder still believes it holds it (a lease long enough that its first
+//!   renewal, at a third of it, comes after the successor's grant: `--ttl 5s` on the
+//!   cluster, `--ttl 10s` with sentinels, whose promotion takes about a second). A second holder is allowed here;
 //!   the general verdict is what must hold: its fence (the promoted node's clock) is larger,
 //!   so the resource refuses the stale holder (no stale effect, no locked-out successor),
 //!   and the unfenced control shows the stale write accepted.
@@ -39,7 +39,6 @@
 //! one but `redlock5-majority`), a holder whose `lost()` came after the successor's grant
 //! fails the run, whatever the backend's `Guarantees` allow in general.
 
-use leasehold_harness::servers;
 use leasehold_harness::stores::{
     self,
     topology::{self, Topology},
@@ -104,19 +103,18 @@ pub(super) async fn run(s: &Settings, name: &str) -> Result<(Vec<Trial>, Outline
     if let Some(check) = topo.check {
         setup.push_str(&format!("; {}", check().await?));
     }
-    if topo.loses_grant {
+    if let Some(grant_lost) = topo.loses_grant {
         let lost = trials
             .iter()
             .filter(|t| {
                 t.events.iter().any(|e| {
                     e.what == "failover"
-                        && e.detail.as_deref().is_some_and(|d| d.contains(servers::GRANT_LOST))
+                        && e.detail.as_deref().is_some_and(|d| d.contains(grant_lost))
                 })
             })
             .count();
         setup.push_str(&format!(
-            "; read on the promoted node before the successor: {} in {lost} of {} trials",
-            servers::GRANT_LOST,
+            "; read on the promoted node before the successor: {grant_lost} in {lost} of {} trials",
             trials.len()
         ));
     }

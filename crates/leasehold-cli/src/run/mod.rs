@@ -355,10 +355,10 @@ async fn run_under_lease(
     };
     // Should `run` die while the command runs, the supervisor releases the key once the
     // command is gone, so the next holder starts at once, as with flock. Session locks on
-    // file://, PostgreSQL and MySQL end with this process's connection anyway; etcd's and
-    // ZooKeeper's live on until their session times out, so they are released too.
-    let backend = locker.guarantees().backend;
-    if kind == LockKind::Lease || matches!(backend, "etcd" | "zookeeper") {
+    // file://, PostgreSQL and MySQL end with this process's connection anyway; a session the
+    // store keeps on its servers (its `session_timeout`: etcd's, ZooKeeper's) lives on until
+    // it times out, so those are released too.
+    if kind == LockKind::Lease || url.session_timeout().is_some() {
         let order = supervise::ReleaseOrder {
             url: url.expose().to_owned(),
             timeout_ms: timeout.as_millis() as u64,

@@ -5,8 +5,8 @@
 //! [`StoreKit`]; [`KITS`] is the one list, looked up by the library's [`Scheme`].
 //!
 //! Adding a store here: its folder (`mod.rs` with its `Kit`, `server.rs`, and `resource.rs`
-//! behind its feature when it can hold the resource), one line in [`KITS`], and, for a
-//! resource, one variant in [`crate::resource::Resource`].
+//! behind its feature when it can hold the resource: a [`crate::resource::Resource`] its
+//! kit's [`StoreKit::open_resource`] opens) and one line in [`KITS`].
 
 use std::path::{Path, PathBuf};
 
@@ -14,6 +14,7 @@ use leasehold::{Locker, Scheme, StoreUrl};
 
 use crate::failure::Plan;
 pub use crate::kit::{ResourceSpec, StoreKit};
+use crate::resource::Resource;
 
 pub mod etcd;
 pub mod mysql;
@@ -59,11 +60,8 @@ pub fn plan(scheme: Scheme, failover: bool) -> Result<Plan, String> {
     if let Some(p) = kit(scheme).plan(failover) {
         return Ok(p);
     }
-    let with: Vec<String> = KITS
-        .iter()
-        .filter(|k| k.plan(failover).is_some())
-        .map(|k| format!("{}://{}", k.schemes()[0].as_str(), k.plan_outline(failover)))
-        .collect();
+    let with: Vec<String> =
+        with_plan(failover).iter().map(|(s, outline)| format!("{s}://{outline}")).collect();
     let listed = match with.split_last() {
         Some((last, [])) => last.clone(),
         Some((last, rest)) => {
@@ -86,6 +84,16 @@ pub fn plan(scheme: Scheme, failover: bool) -> Result<Plan, String> {
     })
 }
 
+/// The stores `store-kill` (with `failover`, `failover`) runs on, in [`KITS`]'s order, as
+/// errors and `chaos --help` list them: each one's first scheme and, in words, what its plan
+/// starts ([`StoreKit::plan_outline`]).
+pub fn with_plan(failover: bool) -> Vec<(&'static str, &'static str)> {
+    KITS.iter()
+        .filter(|k| k.plan(failover).is_some())
+        .map(|k| (k.schemes()[0].as_str(), k.plan_outline(failover)))
+        .collect()
+}
+
 /// Chaos's resource for `url`: on the user's store where its kit can hold one, else an
 /// SQLite file in `out`. With `transactional`, only a resource whose write can be held open.
 pub fn resource_spec(url: &StoreUrl, out: &Path, transactional: bool) -> ResourceSpec {
@@ -105,6 +113,30 @@ pub fn own_resource(out: &Path) -> ResourceSpec {
 /// (another store's fences, from an earlier run, are not comparable).
 pub fn is_own_resource(spec: &str) -> bool {
     sqlite::is_own_file(spec)
+}
+
+/// Opens the tool's own resource, when `spec` is one ([`own_resource`]; creating the file
+/// and its tables).
+pub fn open_own_resource(spec: &str) -> Option<Box<dyn Resource>> {
+    sqlite::resource::SqliteResource::open(spec).map(|r| Box::new(r) as Box<dyn Resource>)
+}
+
+/// Opens a resource spec, as [`resource_spec`] makes them: the tool's own resource (a file),
+/// or a store URL (the lock store's own), opened by the first kit in [`KITS`] that holds a
+/// resource on its scheme, connecting as its parsed configuration says; sets up the fence
+/// table if needed. Panics on a spec no store of this build opens (its feature is off) or
+/// a store it cannot reach: the tests and chaos's holders have nothing to go on without it.
+pub async fn open_resource(spec: &str) -> Box<dyn Resource> {
+    if let Some(r) = open_own_resource(spec) {
+        return r;
+    }
+    let url = StoreUrl::parse(spec).expect("resource store URL");
+    for kit in KITS {
+        if let Some(r) = kit.open_resource(&url).await {
+            return r;
+        }
+    }
+    panic!("no resource on {url} in this build (its store's feature is off)")
 }
 
 /// Removes the tool's own resource in `out`, so that a run starts it fresh.

@@ -11,6 +11,7 @@ use leasehold::Scheme;
 use super::nats::failing as nats;
 use super::postgres::sync_pair;
 use super::redis::redlock_set::RedlockSet;
+use super::redis::server::GRANT_LOST;
 use super::redis::{cluster, redlock_set, sentinel};
 use super::zookeeper::ensemble::{self, ZkEnsemble};
 use crate::failure::{FailingStore, Plan};
@@ -46,6 +47,8 @@ pub type Check = fn() -> Pin<Box<dyn Future<Output = Result<String, String>> + S
 pub struct Topology {
     /// Its name on the command line.
     pub name: &'static str,
+    /// What it starts, in a few words, for `--help`.
+    pub about: &'static str,
     /// The scheme of its URL.
     pub scheme: Scheme,
     /// The host part of its URL before its private servers exist (it only has to parse:
@@ -63,9 +66,10 @@ pub struct Topology {
     /// after the successor's grant fails the run (asynchronous replication lost on purpose,
     /// or a Redlock majority restarted empty, admit a second holder).
     pub one_holder: bool,
-    /// Whether its failover loses the holder's grant on purpose (the report counts the
-    /// trials whose promoted node had [`super::redis::server::GRANT_LOST`]).
-    pub loses_grant: bool,
+    /// Whether its failover loses the holder's grant on purpose: then the words its failover
+    /// event says when the promoted node lacks the grant
+    /// ([`super::redis::server::GRANT_LOST`]), whose trials the report counts.
+    pub loses_grant: Option<&'static str>,
     /// Whether its store issues no fence: the trials get fences from an external source.
     pub external_fences: bool,
     /// Run once after the trials.
@@ -89,6 +93,7 @@ impl Topology {
 pub static ALL: &[Topology] = &[
     Topology {
         name: "zk-ensemble",
+        about: "three ZooKeeper nodes",
         scheme: Scheme::Zk,
         placeholder: "127.0.0.1:1",
         default_options: "?session=1s",
@@ -110,12 +115,13 @@ pub static ALL: &[Topology] = &[
                     the successor connected directly",
         }),
         one_holder: true,
-        loses_grant: false,
+        loses_grant: None,
         external_fences: false,
         check: None,
     },
     Topology {
         name: "pg-sync",
+        about: "PostgreSQL with a synchronous standby",
         scheme: Scheme::Postgres,
         placeholder: "127.0.0.1:1",
         default_options: "",
@@ -124,12 +130,13 @@ pub static ALL: &[Topology] = &[
         failover: Some(sync_pair::plan),
         partition: None,
         one_holder: true,
-        loses_grant: false,
+        loses_grant: None,
         external_fences: false,
         check: Some(|| Box::pin(sync_pair::doctor_agrees())),
     },
     Topology {
         name: "redlock5",
+        about: "five Redis instances, redlock://",
         scheme: Scheme::Redlock,
         placeholder: "127.0.0.1:1,127.0.0.1:2,127.0.0.1:3",
         default_options: "",
@@ -151,12 +158,13 @@ pub static ALL: &[Topology] = &[
                     successor connected directly",
         }),
         one_holder: true,
-        loses_grant: false,
+        loses_grant: None,
         external_fences: true,
         check: None,
     },
     Topology {
         name: "redlock5-majority",
+        about: "the same five, one holder not promised",
         scheme: Scheme::Redlock,
         placeholder: "127.0.0.1:1,127.0.0.1:2,127.0.0.1:3",
         default_options: "",
@@ -165,12 +173,13 @@ pub static ALL: &[Topology] = &[
         failover: None,
         partition: None,
         one_holder: false,
-        loses_grant: false,
+        loses_grant: None,
         external_fences: true,
         check: None,
     },
     Topology {
         name: "redis-cluster",
+        about: "three masters and three replicas, losing the holder's grant on purpose; use --ttl 5s",
         scheme: Scheme::RedisCluster,
         placeholder: "127.0.0.1:1",
         default_options: "",
@@ -180,12 +189,13 @@ pub static ALL: &[Topology] = &[
         failover: Some(cluster::plan),
         partition: None,
         one_holder: false,
-        loses_grant: true,
+        loses_grant: Some(GRANT_LOST),
         external_fences: false,
         check: None,
     },
     Topology {
         name: "redis-sentinel",
+        about: "a primary, a replica and three sentinels, losing the holder's grant on purpose; use --ttl 10s",
         scheme: Scheme::RedisSentinel,
         placeholder: "127.0.0.1:1/leasehold",
         default_options: "",
@@ -195,12 +205,13 @@ pub static ALL: &[Topology] = &[
         failover: Some(sentinel::plan),
         partition: None,
         one_holder: false,
-        loses_grant: true,
+        loses_grant: Some(GRANT_LOST),
         external_fences: false,
         check: None,
     },
     Topology {
         name: "nats-cluster",
+        about: "three JetStream nodes",
         scheme: Scheme::Nats,
         placeholder: "127.0.0.1:1",
         default_options: "?replicas=3",
@@ -223,13 +234,19 @@ pub static ALL: &[Topology] = &[
                     write; the successor connected directly",
         }),
         one_holder: true,
-        loses_grant: false,
+        loses_grant: None,
         external_fences: false,
         check: None,
     },
 ];
 
-/// The topology names, as `--help` and errors list them.
+/// Every topology with what it starts and runs, as `chaos --help` lists them.
+pub fn described() -> String {
+    let each = ALL.iter().map(|t| format!("{} ({}): {}", t.name, t.about, t.runs));
+    each.collect::<Vec<_>>().join("; ")
+}
+
+/// The topology names, as `chaos -h` and errors list them.
 pub fn names() -> String {
     ALL.iter().map(|t| t.name).collect::<Vec<_>>().join(", ")
 }

@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use leasehold::{Locker, Wait};
 use leasehold_testkit::history::Recorder;
-use leasehold_testkit::process::resource;
+use leasehold_testkit::process::open_resource;
 use tokio::io::AsyncBufReadExt;
 
 type Res<T> = Result<T, Box<dyn std::error::Error>>;
@@ -165,7 +165,7 @@ async fn hold(
     // Presented as by a holder that cannot see its lease (a token from LEASEHOLD_FENCE), so
     // what refuses the late write is the resource's fence check, not the lease's deadline.
     let fencing = leasehold::fence::Fencing::new(lease.key().clone(), lease.fence(), lease.owner());
-    let mut res = resource::open(resource_path).await;
+    let mut res = open_resource(resource_path).await;
     if fenced {
         res.claim(&fencing).await?;
     }

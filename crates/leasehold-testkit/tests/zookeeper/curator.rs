@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use leasehold::{Error, Locker, Wait};
 use leasehold_testkit::conformance::unique_key;
-use leasehold_testkit::servers::ZkServer;
+use leasehold_testkit::stores::zookeeper::server::ZkServer;
 use tokio::io::{AsyncBufReadExt, BufReader, Lines};
 use tokio::process::{Child, ChildStdout};
 

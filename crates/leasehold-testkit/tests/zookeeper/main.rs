@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use leasehold::{Error, Locker, LostReason, Wait};
 use leasehold_testkit::conformance::unique_key;
-use leasehold_testkit::servers::ZkServer;
+use leasehold_testkit::stores::zookeeper::server::ZkServer;
 use leasehold_testkit::{process, zk_fixture};
 
 mod conformance {
@@ -281,7 +281,7 @@ async fn each_waiter_watches_only_its_predecessor() {
 /// answers at the connect limit, not after the session timeout.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dead_or_frozen_server_answers_within_the_connect_limit() {
-    let dead = format!("zk://127.0.0.1:{}?session=1m", leasehold_testkit::servers::free_port());
+    let dead = format!("zk://127.0.0.1:{}?session=1m", leasehold_testkit::spawn::free_port());
     let t = Instant::now();
     let e = Locker::connect_within(&dead, Duration::from_secs(2)).await.expect_err("no server");
     assert!(e.is_unavailable() && !e.is_config(), "{e:?}");

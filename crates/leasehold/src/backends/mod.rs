@@ -54,7 +54,6 @@ pub(crate) trait StoreConfig: std::any::Any + Send + Sync {
     fn probe<'a>(&'a self, p: &'a mut Probe) -> Boxed<'a, std::result::Result<(), String>>;
     /// How long the store keeps a silent holder's session (etcd's lease TTL, ZooKeeper's
     /// session timeout), for stores whose locks live in a session; `None` for others.
-    #[cfg_attr(not(feature = "tools"), allow(dead_code))]
     fn session_timeout(&self) -> Option<std::time::Duration> {
         None
     }

@@ -16,6 +16,11 @@
 //!    answers with `+PONG` (or an error such as `-NOAUTH`) and an HTTP server with a status
 //!    line (`HTTP/1.1 400`).
 //!
+//! What each store's protocol answers (a greeting, or its answer to one of those questions)
+//! and its name are on that store's line in `registry.rs`'s `stores!` (a `crate::wire::Wire`,
+//! compiled into every build, so a store compiled out is still named); this file holds the
+//! questions and the services that are no leasehold store (HTTP, SSH, TLS).
+//!
 //! A server positively recognized as speaking another protocol than the store's is
 //! [`Error::Config`], naming both. Anything else (no answer, an unknown answer, a refused
 //! connection) leaves the store's own error as it was, so an outage stays an outage.
@@ -33,6 +38,7 @@ use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
+use crate::wire::Wire;
 use crate::{Error, Result};
 
 /// How long a store's handshake may take before the probe runs beside it: far longer than a
@@ -48,81 +54,28 @@ const STEP: Duration = Duration::from_millis(150);
 /// PostgreSQL's `SSLRequest`: length 8, code 80877103.
 const SSL_REQUEST: [u8; 8] = [0, 0, 0, 8, 0x04, 0xd2, 0x16, 0x2f];
 
-/// A protocol recognized at an address.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Speaks {
-    /// RESP (Redis, Valkey, KeyDB, a Redis proxy).
-    Redis,
-    /// PostgreSQL's wire protocol (PostgreSQL, PgBouncer).
-    Postgres,
-    /// MySQL's (MySQL, MariaDB, a MySQL proxy): the server's greeting.
-    Mysql,
-    /// HTTP/1 (a web server, a metrics endpoint; also etcd's own client port).
-    Http,
-    /// etcd (gRPC over HTTP/2, and `GET /version` answering `etcdserver`).
-    #[cfg_attr(not(feature = "etcd"), allow(dead_code))]
-    Etcd,
-    /// ZooKeeper's binary protocol (never recognized by the probe, which only tells the
-    /// others apart: a ZooKeeper answers none of its questions).
-    #[cfg_attr(not(feature = "zookeeper"), allow(dead_code))]
-    Zookeeper,
-    /// NATS's client protocol: the server's `INFO {…}` greeting.
-    #[cfg_attr(not(feature = "nats"), allow(dead_code))]
-    Nats,
-    /// TLS records (a TLS port).
-    Tls,
-    /// SSH's banner.
-    Ssh,
-}
+/// The stores' protocols (`Speaks::Redis`, …), each from its line in `registry.rs`'s list.
+pub(crate) use crate::wire::Speaks;
 
-impl Speaks {
-    /// The name with its article, for a message.
-    fn a(self) -> String {
-        let an = matches!(self, Speaks::Http | Speaks::Etcd | Speaks::Ssh);
-        format!("{} {}", if an { "an" } else { "a" }, self.name())
-    }
+/// HTTP/1 (a web server, a metrics endpoint; also the client port of a store that serves it
+/// beside its own protocol, told by [`Wire::version_says`]): a status line, to the probe's
+/// PING.
+const HTTP: Wire = Wire::an("HTTP").shown_by(|b| b.starts_with(b"HTTP/"));
 
-    fn name(self) -> &'static str {
-        match self {
-            Speaks::Redis => "Redis",
-            Speaks::Postgres => "PostgreSQL",
-            Speaks::Mysql => "MySQL/MariaDB",
-            Speaks::Http => "HTTP",
-            Speaks::Etcd => "etcd",
-            Speaks::Zookeeper => "ZooKeeper",
-            Speaks::Nats => "NATS",
-            Speaks::Tls => "TLS",
-            Speaks::Ssh => "SSH",
-        }
-    }
-}
+/// The services the probe can name that are no leasehold store, tried after the stores'
+/// protocols ([`Speaks::STORES`]), in this order.
+const OTHERS: [Wire; 3] = [
+    HTTP,
+    // The banner an SSH server sends first.
+    Wire::an("SSH").shown_by(|b| b.starts_with(b"SSH-")),
+    // A TLS record (an alert, to the probe's SSLRequest): type 21 or 22, version 3.x.
+    Wire::a("TLS").shown_by(|b| b.len() >= 2 && matches!(b[0], 0x15 | 0x16) && b[1] == 0x03),
+];
 
-/// What the first bytes a server sent say it speaks, if they say.
-fn classify(b: &[u8]) -> Option<Speaks> {
-    // A MySQL packet: 3-byte length, sequence 0, protocol version 10 (or an error packet).
-    if b.len() >= 5 && b[3] == 0 && matches!(b[4], 0x0a | 0xff) {
-        return Some(Speaks::Mysql);
-    }
-    // A NATS server greets every client with `INFO {json}` before it reads a byte.
-    if b.starts_with(b"INFO {") {
-        return Some(Speaks::Nats);
-    }
-    if b == b"N" || b == b"S" {
-        return Some(Speaks::Postgres);
-    }
-    if b.starts_with(b"HTTP/") {
-        return Some(Speaks::Http);
-    }
-    if b.starts_with(b"SSH-") {
-        return Some(Speaks::Ssh);
-    }
-    if b.len() >= 2 && matches!(b[0], 0x15 | 0x16) && b[1] == 0x03 {
-        return Some(Speaks::Tls);
-    }
-    if b.len() >= 4 && matches!(b[0], b'+' | b'-') && b[1..4].iter().all(u8::is_ascii_uppercase) {
-        return Some(Speaks::Redis);
-    }
-    None
+/// What the first bytes a server sent say it speaks, if they say: the stores' protocols
+/// first (told apart by their first bytes, whatever their order), then the other services.
+fn classify(b: &[u8]) -> Option<Wire> {
+    Speaks::STORES.iter().copied().chain(OTHERS).find(|w| w.answers(b))
 }
 
 /// The host and port of an address as URLs write it (`[SCHEME://][AUTH@]HOST:PORT[/…]`,
@@ -140,7 +93,7 @@ pub(crate) fn host_port(addr: &str) -> Option<(String, u16)> {
 }
 
 /// What answers at `host:port`, if it can be told within [`PROBE_LIMIT`].
-pub(crate) async fn identify(host: &str, port: u16) -> Option<Speaks> {
+pub(crate) async fn identify(host: &str, port: u16) -> Option<Wire> {
     tokio::time::timeout(PROBE_LIMIT, async {
         // PostgreSQL's question first, on a connection of its own: a Redis server that
         // has read its NUL bytes never finds the end of that line, and answers nothing more.
@@ -156,7 +109,7 @@ pub(crate) async fn identify(host: &str, port: u16) -> Option<Speaks> {
 
 /// What the first bytes `host:port` sends after `hello` (or before it: a greeting) say it
 /// speaks, waiting at most `wait` for them.
-async fn ask(host: &str, port: u16, hello: &[u8], wait: Duration) -> Option<Speaks> {
+async fn ask(host: &str, port: u16, hello: &[u8], wait: Duration) -> Option<Wire> {
     let mut s = TcpStream::connect((host, port)).await.ok()?;
     s.write_all(hello).await.ok()?;
     let mut buf = [0u8; 256];
@@ -166,8 +119,12 @@ async fn ask(host: &str, port: u16, hello: &[u8], wait: Duration) -> Option<Spea
     }
 }
 
-/// Whether `host:port` answers `GET /version` as etcd does (`{"etcdserver":…}`).
-async fn answers_as_etcd(host: &str, port: u16) -> bool {
+/// Whether `host:port` answers `GET /version` with a body containing `says` (etcd's
+/// `"etcdserver"`).
+async fn version_says(host: &str, port: u16, says: &[u8]) -> bool {
+    if says.is_empty() {
+        return false;
+    }
     let ask = async {
         let mut s = TcpStream::connect((host, port)).await.ok()?;
         let req = format!("GET /version HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n");
@@ -180,7 +137,7 @@ async fn answers_as_etcd(host: &str, port: u16) -> bool {
                 break;
             }
             body.extend_from_slice(&buf[..n]);
-            if body.windows(11).any(|w| w == b"etcdserver\"") {
+            if body.windows(says.len()).any(|w| w == says) {
                 return Some(true);
             }
         }
@@ -191,21 +148,17 @@ async fn answers_as_etcd(host: &str, port: u16) -> bool {
 
 /// The configuration error for `store` at `addr`, if what answers there is positively not
 /// `expected`.
-pub(crate) async fn mismatch(
-    store: &str,
-    expected: Speaks,
-    host: &str,
-    port: u16,
-) -> Option<Error> {
+pub(crate) async fn mismatch(store: &str, expected: Wire, host: &str, port: u16) -> Option<Error> {
     let found = identify(host, port).await?;
-    if found == expected {
+    if found.name == expected.name {
         return None;
     }
-    if expected == Speaks::Etcd {
-        // etcd serves HTTP/1 on its client port too.
-        if found == Speaks::Http && answers_as_etcd(host, port).await {
-            return None;
-        }
+    // A store that serves HTTP/1 on its port too (etcd) is told by its `GET /version`.
+    if let Some(says) = expected.version_says
+        && found.name == HTTP.name
+        && version_says(host, port, says).await
+    {
+        return None;
     }
     let addr =
         if host.contains(':') { format!("[{host}]:{port}") } else { format!("{host}:{port}") };
@@ -213,8 +166,8 @@ pub(crate) async fn mismatch(
         format!(
             "{store} URL points at {addr}, where {} server answers, not {}: check the URL's \
              host and port",
-            found.a(),
-            expected.name()
+            found.a_name(),
+            expected.name
         ),
         None,
     ))
@@ -225,7 +178,7 @@ pub(crate) async fn mismatch(
 /// [`MISMATCH_AFTER`], and after it when it fails (other than as a configuration error).
 pub(crate) async fn guarded<T>(
     store: &str,
-    expected: Speaks,
+    expected: Wire,
     addr: Option<(&str, u16)>,
     connect: impl Future<Output = Result<T>>,
 ) -> Result<T> {
@@ -252,24 +205,44 @@ pub(crate) async fn guarded<T>(
 mod tests {
     use super::*;
 
+    /// The name of what `first` shows, if anything.
+    fn named(first: &[u8]) -> Option<&'static str> {
+        classify(first).map(|w| w.name)
+    }
+
     #[test]
     fn first_bytes_are_told_apart() {
         let greeting = b"\x5b\x00\x00\x00\x0a10.11.6-MariaDB";
-        assert_eq!(classify(greeting), Some(Speaks::Mysql));
+        assert_eq!(named(greeting), Some("MySQL/MariaDB"));
         // A greeting 78 bytes long starts with `N`: still MySQL.
-        assert_eq!(classify(b"N\x00\x00\x00\x0a8.0.36"), Some(Speaks::Mysql));
-        assert_eq!(classify(b"N"), Some(Speaks::Postgres));
-        assert_eq!(classify(b"-ERR unknown command '\x00'\r\n"), Some(Speaks::Redis));
-        assert_eq!(classify(b"+PONG\r\n"), Some(Speaks::Redis));
-        assert_eq!(classify(b"HTTP/1.1 400 Bad Request\r\n"), Some(Speaks::Http));
-        assert_eq!(classify(b"\x15\x03\x03\x00\x02\x02\x32"), Some(Speaks::Tls));
-        assert_eq!(classify(b"SSH-2.0-OpenSSH_9.6\r\n"), Some(Speaks::Ssh));
+        assert_eq!(named(b"N\x00\x00\x00\x0a8.0.36"), Some("MySQL/MariaDB"));
+        assert_eq!(named(b"N"), Some("PostgreSQL"));
+        assert_eq!(named(b"-ERR unknown command '\x00'\r\n"), Some("Redis"));
+        assert_eq!(named(b"+PONG\r\n"), Some("Redis"));
+        assert_eq!(named(b"HTTP/1.1 400 Bad Request\r\n"), Some("HTTP"));
+        assert_eq!(named(b"\x15\x03\x03\x00\x02\x02\x32"), Some("TLS"));
+        assert_eq!(named(b"SSH-2.0-OpenSSH_9.6\r\n"), Some("SSH"));
         let info = b"INFO {\"server_id\":\"NABC\",\"version\":\"2.9.20\"} \r\n";
-        assert_eq!(classify(info), Some(Speaks::Nats));
-        assert_eq!(classify(b"\x00\x00\x00\x00"), None);
-        assert_eq!(classify(b"-"), None);
-        assert_eq!(classify(b"-1\r\n"), None);
-        assert_eq!((Speaks::Http.a(), Speaks::Redis.a()), ("an HTTP".into(), "a Redis".into()));
+        assert_eq!(named(info), Some("NATS"));
+        assert_eq!(named(b"\x00\x00\x00\x00"), None);
+        assert_eq!(named(b"-"), None);
+        assert_eq!(named(b"-1\r\n"), None);
+        let a = |w: Option<Wire>| w.map(|w| w.a_name());
+        assert_eq!(a(classify(b"HTTP/1.1 200 OK")), Some("an HTTP".into()));
+        assert_eq!(a(classify(b"+PONG\r\n")), Some("a Redis".into()));
+        assert_eq!(Speaks::Etcd.a_name(), "an etcd");
+    }
+
+    /// Every store protocol the probe can tell comes from the list of stores, in every build:
+    /// the names a wrong port can be given, whichever stores are compiled in.
+    #[test]
+    fn the_stores_protocols_come_from_the_list_of_stores() {
+        let told = Speaks::STORES.iter().filter(|w| w.shows.is_some());
+        let names: Vec<_> = told.map(|w| w.name).collect();
+        assert_eq!(names, ["Redis", "PostgreSQL", "MySQL/MariaDB", "NATS"]);
+        let all: Vec<_> = Speaks::STORES.iter().map(|w| w.name).collect();
+        assert!(all.contains(&"ZooKeeper") && all.contains(&"etcd"), "{all:?}");
+        assert_eq!(Speaks::Etcd.version_says, Some(&b"etcdserver\""[..]));
     }
 
     #[test]

@@ -6,6 +6,7 @@ use leasehold::{Scheme, StoreUrl};
 use crate::baseline::{Baseline, HandoffBaseline};
 use crate::failure::Plan;
 use crate::kit::{ResourceSpec, StoreKit};
+use crate::resource::Resource;
 
 #[cfg(feature = "etcd")]
 pub mod baseline;
@@ -71,5 +72,15 @@ impl StoreKit for Kit {
             what: "etcd: key leasehold-test/row-1, fenced by the lock key's create revision".into(),
             transactional: false,
         })
+    }
+
+    /// The key beside the lock keys, on the URL's cluster.
+    async fn open_resource(&self, url: &StoreUrl) -> Option<Box<dyn Resource>> {
+        #[cfg(feature = "etcd")]
+        if self.schemes().contains(&url.scheme()) {
+            return Some(Box::new(resource::EtcdResource::open(url).await));
+        }
+        let _ = url;
+        None
     }
 }

@@ -7,6 +7,8 @@ use leasehold::backends::etcd::tools::{client, rpc};
 use leasehold::fence::Fencing;
 use leasehold::fence::etcd::EtcdFence;
 
+use crate::resource::Resource;
+
 /// The resource's key.
 const KEY: &str = "leasehold-test/row-1";
 
@@ -19,10 +21,14 @@ impl EtcdResource {
         let store = leasehold::backends::etcd::tools::connect(url).await.expect("resource etcd");
         EtcdResource(Box::new((EtcdFence::for_store(&store), store)))
     }
+}
 
-    /// Writes `value`: with `fencing`, in one transaction comparing the lock key's create
-    /// revision; without, a plain PUT.
-    pub async fn write(&mut self, fencing: Option<&Fencing>, value: &str) -> leasehold::Result<()> {
+/// No claim step: the lock key is the fence, nothing to install.
+#[async_trait::async_trait]
+impl Resource for EtcdResource {
+    /// With `fencing`, in one transaction comparing the lock key's create revision; without,
+    /// a plain PUT.
+    async fn write(&mut self, fencing: Option<&Fencing>, value: &str) -> leasehold::Result<()> {
         match fencing {
             Some(f) => self.0.0.put(f, KEY, value).await,
             None => {
@@ -34,8 +40,7 @@ impl EtcdResource {
         }
     }
 
-    /// The current value.
-    pub async fn read(&mut self) -> Option<String> {
+    async fn read(&mut self) -> Option<String> {
         client(&self.0.1)
             .range(rpc::RangeRequest::key(KEY))
             .await
@@ -45,8 +50,8 @@ impl EtcdResource {
             .map(|kv| String::from_utf8_lossy(&kv.value).into_owned())
     }
 
-    /// Removes the key.
-    pub async fn remove(&mut self) -> Result<(), String> {
+    /// The key.
+    async fn remove(&mut self) -> Result<(), String> {
         let del = rpc::DeleteRangeRequest { key: KEY.into(), ..Default::default() };
         client(&self.0.1).delete_range(del).await.map(drop).map_err(|e| e.to_string())
     }

@@ -6,6 +6,7 @@ use leasehold::{Scheme, StoreUrl};
 use crate::baseline::Baseline;
 use crate::failure::Plan;
 use crate::kit::{ResourceSpec, StoreKit};
+use crate::resource::Resource;
 
 #[cfg(feature = "mysql")]
 pub mod baseline;
@@ -52,5 +53,15 @@ impl StoreKit for Kit {
             what: "MySQL: tables data (id 'row-1') and leasehold_fence".into(),
             transactional: true,
         })
+    }
+
+    /// The URL's own database (its tables created).
+    async fn open_resource(&self, url: &StoreUrl) -> Option<Box<dyn Resource>> {
+        #[cfg(feature = "mysql")]
+        if self.schemes().contains(&url.scheme()) {
+            return Some(Box::new(resource::MyResource::open(url).await));
+        }
+        let _ = url;
+        None
     }
 }

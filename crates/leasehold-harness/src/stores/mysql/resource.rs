@@ -5,6 +5,7 @@ use leasehold::StoreUrl;
 use leasehold::fence::Fencing;
 use leasehold::fence::mysql::mysql_async::{self, Conn, Transaction, prelude::Queryable};
 
+use crate::resource::{Open, Resource};
 use crate::row::{DATA, NAME, backend};
 
 /// The resource in one MySQL/MariaDB database.
@@ -24,21 +25,8 @@ impl MyResource {
         MyResource(db)
     }
 
-    /// Claims the resource for `fencing`.
-    pub async fn claim(&mut self, fencing: &Fencing) -> leasehold::Result<()> {
-        let mut tx = self.0.start_transaction(Default::default()).await.map_err(my)?;
-        // A refused claim still puts the connection's timeouts back.
-        match leasehold::fence::mysql::claim(&mut tx, NAME, fencing).await {
-            Ok(()) => leasehold::fence::mysql::commit(tx, fencing).await,
-            Err(e) => {
-                let _ = leasehold::fence::mysql::rollback(tx).await;
-                Err(e)
-            }
-        }
-    }
-
     /// Applies the write in an open transaction, checked against `fencing` when given.
-    pub async fn begin_write(
+    async fn begin(
         &mut self,
         fencing: Option<&Fencing>,
         value: &str,
@@ -55,23 +43,60 @@ impl MyResource {
             .map_err(my)?;
         Ok(tx)
     }
+}
 
-    /// Commits a write: with `fencing`, through the fence module's `commit`, which refuses
-    /// (and rolls back) once the lease's time is up; without, plainly.
-    pub async fn commit(tx: Transaction<'_>, fencing: Option<&Fencing>) -> leasehold::Result<()> {
-        match fencing {
-            Some(f) => leasehold::fence::mysql::commit(tx, f).await,
-            None => tx.commit().await.map_err(my),
+/// Commits a write: with `fencing`, through the fence module's `commit`, which refuses (and
+/// rolls back) once the lease's time is up; without, plainly.
+async fn commit(tx: Transaction<'_>, fencing: Option<&Fencing>) -> leasehold::Result<()> {
+    match fencing {
+        Some(f) => leasehold::fence::mysql::commit(tx, f).await,
+        None => tx.commit().await.map_err(my),
+    }
+}
+
+/// A write whose transaction is still open.
+struct MyOpen<'a>(Transaction<'a>);
+
+#[async_trait::async_trait(?Send)]
+impl Open for MyOpen<'_> {
+    async fn commit(self: Box<Self>, fencing: Option<&Fencing>) -> leasehold::Result<()> {
+        commit(self.0, fencing).await
+    }
+}
+
+#[async_trait::async_trait]
+impl Resource for MyResource {
+    async fn claim(&mut self, fencing: &Fencing) -> leasehold::Result<()> {
+        let mut tx = self.0.start_transaction(Default::default()).await.map_err(my)?;
+        // A refused claim still puts the connection's timeouts back.
+        match leasehold::fence::mysql::claim(&mut tx, NAME, fencing).await {
+            Ok(()) => leasehold::fence::mysql::commit(tx, fencing).await,
+            Err(e) => {
+                let _ = leasehold::fence::mysql::rollback(tx).await;
+                Err(e)
+            }
         }
     }
 
-    /// The current value.
-    pub async fn read(&mut self) -> Option<String> {
+    async fn write(&mut self, fencing: Option<&Fencing>, value: &str) -> leasehold::Result<()> {
+        let tx = self.begin(fencing, value).await?;
+        commit(tx, fencing).await
+    }
+
+    async fn begin_write<'a>(
+        &'a mut self,
+        fencing: Option<&Fencing>,
+        value: &str,
+    ) -> leasehold::Result<Box<dyn Open + 'a>> {
+        Ok(Box::new(MyOpen(self.begin(fencing, value).await?)))
+    }
+
+    async fn read(&mut self) -> Option<String> {
         self.0.query_first("SELECT value FROM data WHERE id = 'row-1'").await.unwrap()
     }
 
-    /// Removes the value and its fence row, and each table left empty.
-    pub async fn remove(&mut self) -> Result<(), String> {
+    /// The value and its fence row, and each table left empty.
+    async fn remove(&mut self) -> Result<(), String> {
         let db = &mut self.0;
         let e = |e: mysql_async::Error| e.to_string();
         db.query_drop("DELETE FROM data WHERE id = 'row-1'").await.map_err(e)?;

@@ -7,6 +7,7 @@ use leasehold::{Scheme, StoreUrl};
 use crate::baseline::{Baseline, NativeLoad};
 use crate::failure::Plan;
 use crate::kit::{ResourceSpec, StoreKit};
+use crate::resource::Resource;
 
 #[cfg(feature = "postgres")]
 pub mod baseline;
@@ -82,5 +83,15 @@ impl StoreKit for Kit {
             let _ = url;
             None
         }
+    }
+
+    /// The schema the URL's `search_path` names (created with its tables).
+    async fn open_resource(&self, url: &StoreUrl) -> Option<Box<dyn Resource>> {
+        #[cfg(feature = "postgres")]
+        if self.schemes().contains(&url.scheme()) {
+            return Some(Box::new(resource::PgResource::open(url).await));
+        }
+        let _ = url;
+        None
     }
 }

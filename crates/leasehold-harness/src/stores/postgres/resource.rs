@@ -5,6 +5,7 @@ use leasehold::StoreUrl;
 use leasehold::fence::Fencing;
 use leasehold::fence::postgres::tokio_postgres::{self, Client, Transaction};
 
+use crate::resource::{Open, Resource};
 use crate::row::{DATA, NAME, backend};
 
 /// The resource in one PostgreSQL schema.
@@ -27,15 +28,8 @@ impl PgResource {
         PgResource(db)
     }
 
-    /// Claims the resource for `fencing`.
-    pub async fn claim(&mut self, fencing: &Fencing) -> leasehold::Result<()> {
-        let tx = self.0.transaction().await.map_err(pg)?;
-        leasehold::fence::postgres::claim(&tx, NAME, fencing).await?;
-        leasehold::fence::postgres::commit(tx, fencing).await
-    }
-
     /// Applies the write in an open transaction, checked against `fencing` when given.
-    pub async fn begin_write(
+    async fn begin(
         &mut self,
         fencing: Option<&Fencing>,
         value: &str,
@@ -53,18 +47,49 @@ impl PgResource {
         .map_err(pg)?;
         Ok(tx)
     }
+}
 
-    /// Commits a write: with `fencing`, through the fence module's `commit`, which refuses
-    /// (and rolls back) once the lease's time is up; without, plainly.
-    pub async fn commit(tx: Transaction<'_>, fencing: Option<&Fencing>) -> leasehold::Result<()> {
-        match fencing {
-            Some(f) => leasehold::fence::postgres::commit(tx, f).await,
-            None => tx.commit().await.map_err(pg),
-        }
+/// Commits a write: with `fencing`, through the fence module's `commit`, which refuses (and
+/// rolls back) once the lease's time is up; without, plainly.
+async fn commit(tx: Transaction<'_>, fencing: Option<&Fencing>) -> leasehold::Result<()> {
+    match fencing {
+        Some(f) => leasehold::fence::postgres::commit(tx, f).await,
+        None => tx.commit().await.map_err(pg),
+    }
+}
+
+/// A write whose transaction is still open.
+struct PgOpen<'a>(Transaction<'a>);
+
+#[async_trait::async_trait(?Send)]
+impl Open for PgOpen<'_> {
+    async fn commit(self: Box<Self>, fencing: Option<&Fencing>) -> leasehold::Result<()> {
+        commit(self.0, fencing).await
+    }
+}
+
+#[async_trait::async_trait]
+impl Resource for PgResource {
+    async fn claim(&mut self, fencing: &Fencing) -> leasehold::Result<()> {
+        let tx = self.0.transaction().await.map_err(pg)?;
+        leasehold::fence::postgres::claim(&tx, NAME, fencing).await?;
+        leasehold::fence::postgres::commit(tx, fencing).await
     }
 
-    /// The current value.
-    pub async fn read(&mut self) -> Option<String> {
+    async fn write(&mut self, fencing: Option<&Fencing>, value: &str) -> leasehold::Result<()> {
+        let tx = self.begin(fencing, value).await?;
+        commit(tx, fencing).await
+    }
+
+    async fn begin_write<'a>(
+        &'a mut self,
+        fencing: Option<&Fencing>,
+        value: &str,
+    ) -> leasehold::Result<Box<dyn Open + 'a>> {
+        Ok(Box::new(PgOpen(self.begin(fencing, value).await?)))
+    }
+
+    async fn read(&mut self) -> Option<String> {
         self.0
             .query_opt("SELECT value FROM data WHERE id = 'row-1'", &[])
             .await
@@ -72,8 +97,8 @@ impl PgResource {
             .map(|r| r.get(0))
     }
 
-    /// Removes the value and its fence row, and each table left empty.
-    pub async fn remove(&mut self) -> Result<(), String> {
+    /// The value and its fence row, and each table left empty.
+    async fn remove(&mut self) -> Result<(), String> {
         let db = &self.0;
         db.batch_execute(
             "DELETE FROM data WHERE id = 'row-1';

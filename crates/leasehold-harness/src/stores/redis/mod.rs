@@ -6,6 +6,7 @@ use leasehold::{Scheme, StoreUrl};
 
 use crate::failure::Plan;
 use crate::kit::{ResourceSpec, StoreKit};
+use crate::resource::Resource;
 
 pub mod cluster;
 #[cfg(feature = "redis")]
@@ -89,6 +90,16 @@ impl StoreKit for Kit {
             let _ = url;
             None
         }
+    }
+
+    /// On `redis://` and `rediss://` (TLS) alike: the URL's prefix names its keys.
+    async fn open_resource(&self, url: &StoreUrl) -> Option<Box<dyn Resource>> {
+        #[cfg(feature = "redis")]
+        if matches!(url.scheme(), Scheme::Redis | Scheme::Rediss) {
+            return Some(Box::new(resource::RedisResource::open(url).await));
+        }
+        let _ = url;
+        None
     }
 
     /// The lock key's (and a semaphore's slots') fence counters and the release tombstone

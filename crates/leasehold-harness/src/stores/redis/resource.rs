@@ -6,6 +6,7 @@ use leasehold::fence::Fencing;
 use leasehold::fence::redis::RedisFence;
 use leasehold::fence::redis::redis::{self, aio::ConnectionManager};
 
+use crate::resource::Resource;
 use crate::row::NAME;
 
 /// The resource on one Redis server: the fence, a plain connection, and the value key.
@@ -31,15 +32,17 @@ impl RedisResource {
         let conn = client.get_connection_manager().await.expect("connect resource redis");
         RedisResource { fence, conn, key }
     }
+}
 
-    /// Claims the resource for `fencing`.
-    pub async fn claim(&mut self, fencing: &Fencing) -> leasehold::Result<()> {
+#[async_trait::async_trait]
+impl Resource for RedisResource {
+    async fn claim(&mut self, fencing: &Fencing) -> leasehold::Result<()> {
         self.fence.claim(NAME, fencing).await
     }
 
-    /// Writes `value`: with `fencing`, only if its fence is still the installed one (one
-    /// script); without, a plain `SET`.
-    pub async fn write(&mut self, fencing: Option<&Fencing>, value: &str) -> leasehold::Result<()> {
+    /// With `fencing`, only if its fence is still the installed one (one script); without, a
+    /// plain `SET`.
+    async fn write(&mut self, fencing: Option<&Fencing>, value: &str) -> leasehold::Result<()> {
         match fencing {
             Some(f) => self.fence.set(NAME, f, &self.key, value).await,
             None => {
@@ -54,13 +57,12 @@ impl RedisResource {
         }
     }
 
-    /// The current value.
-    pub async fn read(&mut self) -> Option<String> {
+    async fn read(&mut self) -> Option<String> {
         redis::cmd("GET").arg(&self.key).query_async(&mut self.conn).await.expect("GET")
     }
 
-    /// Removes the value key and the fence hash.
-    pub async fn remove(&mut self) -> Result<(), String> {
+    /// The value key and the fence hash.
+    async fn remove(&mut self) -> Result<(), String> {
         let fence = self.fence.fence_key(NAME);
         redis::cmd("DEL")
             .arg(&self.key)

@@ -8,6 +8,7 @@ use leasehold::fence::sqlite::rusqlite::{
     Connection, OptionalExtension, Transaction, TransactionBehavior,
 };
 
+use crate::resource::{Open, Resource};
 use crate::row::{NAME, backend};
 
 /// The spec's prefix: `sqlite:PATH`.
@@ -34,15 +35,8 @@ impl SqliteResource {
         Some(SqliteResource(db))
     }
 
-    /// Claims the resource for `fencing`.
-    pub fn claim(&mut self, fencing: &Fencing) -> leasehold::Result<()> {
-        let tx = self.0.transaction_with_behavior(TransactionBehavior::Immediate).map_err(sql)?;
-        leasehold::fence::sqlite::claim(&tx, NAME, fencing)?;
-        leasehold::fence::sqlite::commit(tx, fencing)
-    }
-
     /// Applies the write in an open transaction, checked against `fencing` when given.
-    pub fn begin_write(
+    fn begin(
         &mut self,
         fencing: Option<&Fencing>,
         value: &str,
@@ -55,21 +49,57 @@ impl SqliteResource {
             .map_err(sql)?;
         Ok(tx)
     }
+}
 
-    /// Commits a write: with `fencing`, through the fence module's `commit`, which refuses
-    /// (and rolls back) once the lease's time is up; without, plainly.
-    pub fn commit(tx: Transaction<'_>, fencing: Option<&Fencing>) -> leasehold::Result<()> {
-        match fencing {
-            Some(f) => leasehold::fence::sqlite::commit(tx, f),
-            None => tx.commit().map_err(sql),
-        }
+/// Commits a write: with `fencing`, through the fence module's `commit`, which refuses (and
+/// rolls back) once the lease's time is up; without, plainly.
+fn commit(tx: Transaction<'_>, fencing: Option<&Fencing>) -> leasehold::Result<()> {
+    match fencing {
+        Some(f) => leasehold::fence::sqlite::commit(tx, f),
+        None => tx.commit().map_err(sql),
+    }
+}
+
+/// A write whose `BEGIN IMMEDIATE` transaction is still open.
+struct SqliteOpen<'a>(Transaction<'a>);
+
+#[async_trait::async_trait(?Send)]
+impl Open for SqliteOpen<'_> {
+    async fn commit(self: Box<Self>, fencing: Option<&Fencing>) -> leasehold::Result<()> {
+        commit(self.0, fencing)
+    }
+}
+
+#[async_trait::async_trait]
+impl Resource for SqliteResource {
+    async fn claim(&mut self, fencing: &Fencing) -> leasehold::Result<()> {
+        let tx = self.0.transaction_with_behavior(TransactionBehavior::Immediate).map_err(sql)?;
+        leasehold::fence::sqlite::claim(&tx, NAME, fencing)?;
+        leasehold::fence::sqlite::commit(tx, fencing)
     }
 
-    /// The current value.
-    pub fn read(&mut self) -> Option<String> {
+    async fn write(&mut self, fencing: Option<&Fencing>, value: &str) -> leasehold::Result<()> {
+        let tx = self.begin(fencing, value)?;
+        commit(tx, fencing)
+    }
+
+    async fn begin_write<'a>(
+        &'a mut self,
+        fencing: Option<&Fencing>,
+        value: &str,
+    ) -> leasehold::Result<Box<dyn Open + 'a>> {
+        Ok(Box::new(SqliteOpen(self.begin(fencing, value)?)))
+    }
+
+    async fn read(&mut self) -> Option<String> {
         self.0
             .query_row("SELECT value FROM data WHERE id = 'row-1'", [], |r| r.get(0))
             .optional()
             .unwrap()
+    }
+
+    /// Nothing: the tool's own file, kept (a run starts it fresh).
+    async fn remove(&mut self) -> Result<(), String> {
+        Ok(())
     }
 }

@@ -158,8 +158,7 @@ impl ZookeeperStore {
         // server) is named as such instead of timing out as an outage (`backends::peer`).
         let first = store.cfg.hosts.split(',').next().and_then(super::peer::host_port);
         let peer = first.as_ref().map(|(h, p)| (h.as_str(), *p));
-        super::peer::guarded("zookeeper", super::peer::Speaks::Zookeeper, peer, store.session())
-            .await?;
+        super::peer::guarded("zookeeper", super::peer::Speaks::Zk, peer, store.session()).await?;
         Ok(store)
     }
 
