@@ -45,20 +45,14 @@ back plus 1 µs (a step back lets the counter lead the clock by as much, plus on
 
 cfg_networked! {
     /// The `horizon=` option of a store URL, from [`MIN_HORIZON`] to [`MAX_HORIZON`].
-    #[cfg_attr(
-        not(any(feature = "redis", feature = "postgres", feature = "mysql", feature = "sqlite")),
-        allow(dead_code)
-    )]
+    #[cfg_attr(not(feature = "_horizon"), allow(dead_code))]
     pub(crate) fn horizon_option(v: &str) -> crate::Result<Duration> {
         crate::url::duration_option("horizon", v, MIN_HORIZON, MAX_HORIZON)
     }
 }
 
 /// The horizon in whole microseconds (the unit of clock-backed fences).
-#[cfg_attr(
-    not(any(feature = "redis", feature = "postgres", feature = "sqlite", feature = "mysql")),
-    allow(dead_code)
-)]
+#[cfg_attr(not(feature = "_horizon"), allow(dead_code))]
 pub(crate) fn micros(h: Duration) -> i64 {
     i64::try_from(h.as_micros()).unwrap_or(i64::MAX)
 }

@@ -142,10 +142,7 @@ pub fn next_fence(counter: u64, clock_us: u64) -> u64 {
 /// The wall clock in µs since 1970: the floor under fences of stores that keep their counter
 /// in a file this process writes (see [`crate::FenceRepeat::ClockBacked`]). A clock before
 /// 1970 counts as 0 (the counter alone then keeps fences growing).
-#[cfg_attr(
-    not(any(feature = "sqlite", all(feature = "file", target_os = "linux"))),
-    allow(dead_code)
-)]
+#[cfg_attr(not(feature = "_local"), allow(dead_code))]
 pub(crate) fn wall_clock_us() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
