@@ -16,12 +16,14 @@
 pub mod baseline;
 pub mod counting;
 mod failure;
+pub mod family;
 pub mod history;
 mod kit;
 pub mod metrics;
 pub mod proxy;
 pub mod resource;
 mod row;
+pub mod scale;
 pub mod servers;
 mod spawn;
 pub mod stores;

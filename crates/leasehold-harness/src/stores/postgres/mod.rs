@@ -12,6 +12,8 @@ use crate::kit::{ResourceSpec, StoreKit};
 pub mod baseline;
 #[cfg(feature = "postgres")]
 pub mod resource;
+#[cfg(feature = "postgres")]
+pub mod scale;
 pub mod server;
 pub mod sync_pair;
 
@@ -54,6 +56,11 @@ impl StoreKit for Kit {
 
     fn plan(&self, failover: bool) -> Option<Plan> {
         Some(server::plan(failover))
+    }
+
+    #[cfg(feature = "postgres")]
+    fn scale(&self) -> Option<&'static dyn crate::scale::ScaleRun> {
+        Some(&scale::Run)
     }
 
     fn plan_outline(&self, failover: bool) -> &'static str {
