@@ -107,7 +107,7 @@ fn bench_primitives_distributed_lock_peer() {
     let redis = leasehold_testkit::servers::RedisServer::start();
     let out = tempfile::tempdir().unwrap();
     let o = Command::new(BIN)
-        .env("LEASEHOLD_STORE", &redis.url())
+        .env("LEASEHOLD_STORE", redis.url())
         .args(["bench", "--runs", "1", "--duration", "150ms"])
         .args(["--scenario", "primitives", "--out"])
         .arg(out.path())
@@ -250,4 +250,60 @@ fn bench_kit_baselines_etcd_and_postgres() {
     assert!(names.iter().any(|n| n.starts_with("pgbench: pg_advisory_lock")), "{names:?}");
     assert!(u["leasehold_time_per_cycle_vs_raw"].as_f64().unwrap() > 0.0, "{u}");
     assert_eq!(u["leasehold_time_per_cycle_vs_pgbench"].as_array().unwrap().len(), 2, "{u}");
+}
+
+/// `--store redis-cluster://… --single redis://…`: the cluster against one server in one run,
+/// each side as the cluster's kit has it. Every scenario (leasehold's three and the raw
+/// client's) ran cycles on both sides, both sides' servers counted script calls, the key
+/// spread covers the three masters, redis-benchmark ran on both, and the table quotes them.
+/// A store with no reference of its family is refused. No timing is asserted.
+#[test]
+fn bench_cluster_against_one_server() {
+    let cluster = leasehold_testkit::servers::RedisCluster::start();
+    let single = leasehold_testkit::servers::RedisServer::start();
+    let out = tempfile::tempdir().unwrap();
+    let o = Command::new(BIN)
+        .env("LEASEHOLD_STORE", cluster.url(""))
+        .args(["bench", "--single", &single.url(), "--runs", "1", "--duration", "150ms"])
+        .args(["--tasks", "3", "--out"])
+        .arg(out.path())
+        .output()
+        .unwrap();
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let table = String::from_utf8(o.stdout).unwrap();
+    let v: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.path().join("cluster.json")).unwrap()).unwrap();
+    let names: Vec<&str> =
+        v["scenarios"].as_array().unwrap().iter().map(|s| s["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["uncontended", "handoff", "many-keys", "uncontended, raw redis-rs"], "{v}");
+    for sc in v["scenarios"].as_array().unwrap() {
+        for side in ["single_cycles_per_s", "cluster_cycles_per_s"] {
+            assert!(sc[side][0].as_f64().unwrap() > 0.0, "{side}: {sc}");
+        }
+        for (i, side) in ["single", "cluster"].into_iter().enumerate() {
+            let scripts = sc["scripts_per_cycle"][i].as_f64().unwrap();
+            assert!(scripts >= 1.0, "{side} counted no script calls: {sc}");
+        }
+    }
+    assert_eq!(v["masters"].as_array().unwrap().len(), 3, "{v}");
+    let shares: Vec<f64> =
+        v["key_share_per_master"].as_array().unwrap().iter().map(|x| x.as_f64().unwrap()).collect();
+    assert!(shares.iter().all(|s| *s > 0.0) && (shares.iter().sum::<f64>() - 1.0).abs() < 0.01);
+    assert!(v["redis_benchmark"][0].as_f64().unwrap() > 0.0, "{v}");
+    assert!(v["redis_benchmark"][1].as_f64().unwrap() > 0.0, "{v}");
+    for line in [
+        "server µs per cycle (INFO commandstats)",
+        "uncontended, leasehold's cluster ÷ single over raw redis-rs's: cycles/s ",
+        "redis-benchmark -c 50 -P 16 SET NX PX ops/s: single ",
+    ] {
+        assert!(table.contains(line), "{line}\n{table}");
+    }
+
+    let o = Command::new(BIN)
+        .env("LEASEHOLD_STORE", single.url())
+        .args(["bench", "--single", &single.url(), "--runs", "1", "--duration", "150ms"])
+        .output()
+        .unwrap();
+    assert_ne!(code(&o), 0);
+    assert!(stderr(&o).contains("redis:// has no reference store"), "{}", stderr(&o));
 }
