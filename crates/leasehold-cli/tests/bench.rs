@@ -44,13 +44,13 @@ fn bench_redis_measures_every_baseline() {
         assert!(c["ops_per_s_median"].as_f64().unwrap() > 0.0, "{c}");
     }
     for k in [
-        "leasehold_cycles_vs_half_redis_benchmark",
-        "raw_cycles_vs_half_redis_benchmark",
-        "raw_fenced_cycles_vs_half_redis_benchmark",
+        "leasehold_cycles_vs_half_request_load",
+        "raw_cycles_vs_half_request_load",
+        "raw_fenced_cycles_vs_half_request_load",
     ] {
         assert!(m[k].as_f64().unwrap() > 0.0, "{k}: {m}");
     }
-    assert!(m["redis_benchmark"]["ops_per_s_median"].as_f64().unwrap() > 0.0, "{m}");
+    assert!(m["request_load"]["ops_per_s_median"].as_f64().unwrap() > 0.0, "{m}");
 }
 
 /// `--scenario primitives`: on sqlite (which holds all three) a row each for the mutex, the
@@ -236,20 +236,23 @@ fn bench_kit_baselines_etcd_and_postgres() {
     assert_eq!(code(&o), 0, "{}", stderr(&o));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     let h = &v["scenarios"]["handoff"];
-    assert!(h["leasehold_handoffs_vs_etcd_lock"].as_f64().unwrap() > 0.0, "{h}");
+    assert!(h["leasehold_handoffs_vs_own_lock"].as_f64().unwrap() > 0.0, "{h}");
     drop(etcd);
 
     let pg = leasehold_testkit::servers::PgServer::start();
     let u = uncontended(&pg.url(""));
     let names = contenders(&u);
     assert!(names.iter().any(|n| n.starts_with("pgbench: leasehold's grant")), "{names:?}");
-    assert!(u["leasehold_time_per_cycle_vs_pgbench"][0]["median"].as_f64().unwrap() > 0.0, "{u}");
+    assert!(
+        u["leasehold_time_per_cycle_vs_native_load"][0]["median"].as_f64().unwrap() > 0.0,
+        "{u}"
+    );
     let u = uncontended(&pg.url("?mode=session"));
     let names = contenders(&u);
     assert!(names.iter().any(|n| n.starts_with("raw tokio-postgres")), "{names:?}");
     assert!(names.iter().any(|n| n.starts_with("pgbench: pg_advisory_lock")), "{names:?}");
     assert!(u["leasehold_time_per_cycle_vs_raw"].as_f64().unwrap() > 0.0, "{u}");
-    assert_eq!(u["leasehold_time_per_cycle_vs_pgbench"].as_array().unwrap().len(), 2, "{u}");
+    assert_eq!(u["leasehold_time_per_cycle_vs_native_load"].as_array().unwrap().len(), 2, "{u}");
 }
 
 /// `--store redis-cluster://… --single redis://…`: the cluster against one server in one run,
@@ -289,8 +292,8 @@ fn bench_cluster_against_one_server() {
     let shares: Vec<f64> =
         v["key_share_per_master"].as_array().unwrap().iter().map(|x| x.as_f64().unwrap()).collect();
     assert!(shares.iter().all(|s| *s > 0.0) && (shares.iter().sum::<f64>() - 1.0).abs() < 0.01);
-    assert!(v["redis_benchmark"][0].as_f64().unwrap() > 0.0, "{v}");
-    assert!(v["redis_benchmark"][1].as_f64().unwrap() > 0.0, "{v}");
+    assert!(v["request_load"][0].as_f64().unwrap() > 0.0, "{v}");
+    assert!(v["request_load"][1].as_f64().unwrap() > 0.0, "{v}");
     for line in [
         "server µs per cycle (INFO commandstats)",
         "uncontended, leasehold's cluster ÷ single over raw redis-rs's: cycles/s ",

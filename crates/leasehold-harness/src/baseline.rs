@@ -81,8 +81,7 @@ pub struct HandoffBaseline {
     /// One client per task.
     pub clients: Vec<Arc<dyn RawClient>>,
     /// A peer crate (its ratio is `leasehold_handoffs_vs_peer`) rather than the store's own
-    /// lock recipe (`leasehold_handoffs_vs_etcd_lock`, the report's name from the first store
-    /// that had one).
+    /// lock recipe (`leasehold_handoffs_vs_own_lock`).
     pub peer: bool,
     /// What its clients send, by the names [`ServerView::requests`] counts, to report store
     /// requests per acquisition; empty where not counted.

@@ -37,7 +37,7 @@ pub struct Comparison {
     /// Of [`SPREAD_SAMPLE`] bench key names, the share each member serves.
     pub key_share_per_master: Vec<f64>,
     /// The load tool's requests/s (median over runs): reference, store.
-    pub redis_benchmark: (f64, f64),
+    pub request_load: (f64, f64),
     /// What counted the requests, for the table.
     #[serde(skip)]
     pub counter: &'static str,
@@ -218,7 +218,7 @@ pub(super) async fn compare(
         duration_s: s.duration.as_secs_f64(),
         scenarios,
         key_share_per_master,
-        redis_benchmark: (median(rb[0].clone()).round(), median(rb[1].clone()).round()),
+        request_load: (median(rb[0].clone()).round(), median(rb[1].clone()).round()),
         counter: single_kit.members.first().map(|m| m.view.counter()).unwrap_or("?"),
         load: f.load_label(),
     })
@@ -261,7 +261,7 @@ pub fn table(c: &Comparison) -> String {
     }
     out.push_str(&format!(
         "\nkey share per master ({SPREAD_SAMPLE} bench key names): {:?}\n{} ops/s: single {}, cluster{} {}\n",
-        c.key_share_per_master, c.load.0, c.redis_benchmark.0, c.load.1, c.redis_benchmark.1
+        c.key_share_per_master, c.load.0, c.request_load.0, c.load.1, c.request_load.1
     ));
     out
 }

@@ -104,7 +104,7 @@ pub(super) async fn handoff(
             }
         ),
         contenders: rows,
-        leasehold_handoffs_vs_etcd_lock: vs_own,
+        leasehold_handoffs_vs_own_lock: vs_own,
         leasehold_handoffs_vs_peer: vs_peer,
     })
 }

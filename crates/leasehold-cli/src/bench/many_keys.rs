@@ -58,25 +58,25 @@ pub(super) async fn many_keys(
             "{TASKS} tasks, each acquiring and releasing its own key, all over one multiplexed connection"
         ),
         contenders: rows,
-        leasehold_cycles_vs_half_redis_benchmark: None,
-        raw_cycles_vs_half_redis_benchmark: None,
-        raw_fenced_cycles_vs_half_redis_benchmark: None,
-        redis_benchmark: None,
+        leasehold_cycles_vs_half_request_load: None,
+        raw_cycles_vs_half_request_load: None,
+        raw_fenced_cycles_vs_half_request_load: None,
+        request_load: None,
     };
     if let (Some(l), false) = (load, rb.is_empty()) {
         let rb_med = median(rb.clone());
         // A cycle is two requests: compare with half of the load tool's requests/s. For the
         // raw clients in the same run, that is the ceiling the server sets.
         let half = |t: &Tally| Some(round_to(median(t.per_run.clone()) / (rb_med / 2.0), 3));
-        v.leasehold_cycles_vs_half_redis_benchmark = half(&lh);
+        v.leasehold_cycles_vs_half_request_load = half(&lh);
         for (b, t) in raws.iter().zip(&kit_t) {
             match b.paired {
-                Paired::Headline => v.raw_cycles_vs_half_redis_benchmark = half(t),
-                Paired::SameRequests => v.raw_fenced_cycles_vs_half_redis_benchmark = half(t),
+                Paired::Headline => v.raw_cycles_vs_half_request_load = half(t),
+                Paired::SameRequests => v.raw_fenced_cycles_vs_half_request_load = half(t),
                 Paired::No => {}
             }
         }
-        v.redis_benchmark = Some(report::RedisBenchmark {
+        v.request_load = Some(report::LoadRate {
             command: l.command(),
             ops_per_s_median: rb_med.round(),
             ops_per_s_runs: rb.iter().map(|v| v.round()).collect(),

@@ -103,7 +103,7 @@ fn uncontended(out: &mut String, u: &Uncontended) {
             out.push_str(&format!("    per-run ratios {label}: {}\n", j(runs)));
         }
     }
-    for r in u.leasehold_time_per_cycle_vs_pgbench.iter().flatten() {
+    for r in u.leasehold_time_per_cycle_vs_native_load.iter().flatten() {
         out.push_str(&format!(
             "  → leasehold time per cycle ÷ {}'s: {} (per run {})\n",
             r.baseline,
@@ -155,20 +155,20 @@ fn many_keys(out: &mut String, m: &ManyKeys) {
     for (label, v) in [
         (
             "leasehold cycles/s ÷ (redis-benchmark ops/s ÷ 2)",
-            m.leasehold_cycles_vs_half_redis_benchmark,
+            m.leasehold_cycles_vs_half_request_load,
         ),
         (
             "raw redis-rs (SET NX PX + compare-and-delete) cycles/s ÷ (redis-benchmark ops/s ÷ 2)",
-            m.raw_cycles_vs_half_redis_benchmark,
+            m.raw_cycles_vs_half_request_load,
         ),
         (
             "raw redis-rs sending leasehold's scripts, cycles/s ÷ (redis-benchmark ops/s ÷ 2)",
-            m.raw_fenced_cycles_vs_half_redis_benchmark,
+            m.raw_fenced_cycles_vs_half_request_load,
         ),
     ] {
         ratio(out, label, v);
     }
-    if let Some(rb) = &m.redis_benchmark {
+    if let Some(rb) = &m.request_load {
         out.push_str(&format!(
             "  redis-benchmark: {} ops/s (runs {}) — {}\n",
             j(&rb.ops_per_s_median),

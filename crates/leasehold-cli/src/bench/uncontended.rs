@@ -97,7 +97,7 @@ pub(super) async fn uncontended(
         leasehold_time_per_cycle_vs_raw_fenced: None,
         per_run_ratios_fenced: None,
         server_us_per_request: None,
-        leasehold_time_per_cycle_vs_pgbench: None,
+        leasehold_time_per_cycle_vs_native_load: None,
     };
     // Pair the contenders of each run; the headline is the median of those ratios.
     let paired = |base: &Tally| {
@@ -133,7 +133,7 @@ pub(super) async fn uncontended(
                 per_run,
             });
         }
-        v.leasehold_time_per_cycle_vs_pgbench = Some(ratios);
+        v.leasehold_time_per_cycle_vs_native_load = Some(ratios);
     }
     v.contenders = rows;
     Ok(v)
