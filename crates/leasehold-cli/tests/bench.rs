@@ -12,17 +12,21 @@ use std::process::Command;
 #[test]
 fn bench_redis_measures_every_baseline() {
     let redis = leasehold_testkit::servers::RedisServer::start();
-    let bench = |scenario: &str| -> serde_json::Value {
+    // The scenario's JSON (bench.json) and the text table.
+    let bench = |scenario: &str| -> (serde_json::Value, String) {
+        let out = tempfile::tempdir().unwrap();
         let o = Command::new(BIN)
-            .args(["bench", "--json", "--store", &redis.url(), "--runs", "1"])
-            .args(["--duration", "150ms", "--scenario", scenario])
+            .args(["bench", "--store", &redis.url(), "--runs", "1"])
+            .args(["--duration", "150ms", "--scenario", scenario, "--out"])
+            .arg(out.path())
             .output()
             .unwrap();
         assert_eq!(code(&o), 0, "{}", stderr(&o));
-        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-        v["scenarios"][scenario].clone()
+        let json = std::fs::read(out.path().join("bench.json")).unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&json).unwrap();
+        (v["scenarios"][scenario].clone(), String::from_utf8(o.stdout).unwrap())
     };
-    let u = &bench("uncontended");
+    let (u, _) = &bench("uncontended");
     let names: Vec<&str> = u["contenders"]
         .as_array()
         .unwrap()
@@ -38,7 +42,7 @@ fn bench_redis_measures_every_baseline() {
         assert!(u[k].as_f64().unwrap() > 0.0, "{k}: {u}");
     }
 
-    let m = &bench("many-keys");
+    let (m, table) = &bench("many-keys");
     assert_eq!(m["contenders"].as_array().unwrap().len(), 3, "{m}");
     for c in m["contenders"].as_array().unwrap() {
         assert!(c["ops_per_s_median"].as_f64().unwrap() > 0.0, "{c}");
@@ -51,6 +55,15 @@ fn bench_redis_measures_every_baseline() {
         assert!(m[k].as_f64().unwrap() > 0.0, "{k}: {m}");
     }
     assert!(m["request_load"]["ops_per_s_median"].as_f64().unwrap() > 0.0, "{m}");
+    // The ratio lines BENCHMARKS.md quotes, named by the store's kit.
+    for line in [
+        "  → leasehold cycles/s ÷ (redis-benchmark ops/s ÷ 2): ",
+        "  → raw redis-rs (SET NX PX + compare-and-delete) cycles/s ÷ (redis-benchmark ops/s ÷ 2): ",
+        "  → raw redis-rs sending leasehold's scripts, cycles/s ÷ (redis-benchmark ops/s ÷ 2): ",
+        "  redis-benchmark: ",
+    ] {
+        assert!(table.contains(line), "{line}\n{table}");
+    }
 }
 
 /// `--scenario primitives`: on sqlite (which holds all three) a row each for the mutex, the

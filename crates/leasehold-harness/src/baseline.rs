@@ -44,6 +44,9 @@ pub struct Baseline {
     pub label: &'static str,
     /// Which of the report's ratios pairs leasehold with it, if any.
     pub paired: Paired,
+    /// How a ratio line of the text table names it, where shorter than `label` (none: the
+    /// label).
+    pub ratio_name: Option<&'static str>,
     /// The client.
     pub client: Arc<dyn RawClient>,
 }
@@ -147,6 +150,9 @@ pub trait ServerView: Send + Sync {
 /// ceiling the server sets), run as a process of its own for a whole measurement.
 #[async_trait::async_trait]
 pub trait RequestLoad: Send + Sync {
+    /// The tool's name, as the table's ratio lines give it.
+    fn name(&self) -> &'static str;
+
     /// The command it runs, as the report states it.
     fn command(&self) -> &'static str;
 

@@ -62,6 +62,7 @@ pub(super) async fn many_keys(
         raw_cycles_vs_half_request_load: None,
         raw_fenced_cycles_vs_half_request_load: None,
         request_load: None,
+        ratio_names: [""; 3],
     };
     if let (Some(l), false) = (load, rb.is_empty()) {
         let rb_med = median(rb.clone());
@@ -69,10 +70,18 @@ pub(super) async fn many_keys(
         // raw clients in the same run, that is the ceiling the server sets.
         let half = |t: &Tally| Some(round_to(median(t.per_run.clone()) / (rb_med / 2.0), 3));
         v.leasehold_cycles_vs_half_request_load = half(&lh);
+        v.ratio_names[0] = l.name();
         for (b, t) in raws.iter().zip(&kit_t) {
+            let name = b.ratio_name.unwrap_or(b.label);
             match b.paired {
-                Paired::Headline => v.raw_cycles_vs_half_request_load = half(t),
-                Paired::SameRequests => v.raw_fenced_cycles_vs_half_request_load = half(t),
+                Paired::Headline => {
+                    v.raw_cycles_vs_half_request_load = half(t);
+                    v.ratio_names[1] = name;
+                }
+                Paired::SameRequests => {
+                    v.raw_fenced_cycles_vs_half_request_load = half(t);
+                    v.ratio_names[2] = name;
+                }
                 Paired::No => {}
             }
         }

@@ -279,6 +279,10 @@ pub struct ManyKeys {
     pub raw_fenced_cycles_vs_half_request_load: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub request_load: Option<LoadRate>,
+    /// How the table's ratio lines name the load tool, the headline raw client and the raw
+    /// client sending leasehold's requests.
+    #[serde(skip)]
+    pub ratio_names: [&'static str; 3],
 }
 
 /// The store's load tool's request rate in the same run

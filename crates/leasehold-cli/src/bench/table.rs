@@ -152,25 +152,18 @@ fn primitives(out: &mut String, p: &Primitives) {
 }
 
 fn many_keys(out: &mut String, m: &ManyKeys) {
+    let [tool, raw, raw_same] = m.ratio_names;
+    let half = format!("cycles/s ÷ ({tool} ops/s ÷ 2)");
     for (label, v) in [
-        (
-            "leasehold cycles/s ÷ (redis-benchmark ops/s ÷ 2)",
-            m.leasehold_cycles_vs_half_request_load,
-        ),
-        (
-            "raw redis-rs (SET NX PX + compare-and-delete) cycles/s ÷ (redis-benchmark ops/s ÷ 2)",
-            m.raw_cycles_vs_half_request_load,
-        ),
-        (
-            "raw redis-rs sending leasehold's scripts, cycles/s ÷ (redis-benchmark ops/s ÷ 2)",
-            m.raw_fenced_cycles_vs_half_request_load,
-        ),
+        (format!("leasehold {half}"), m.leasehold_cycles_vs_half_request_load),
+        (format!("{raw} {half}"), m.raw_cycles_vs_half_request_load),
+        (format!("{raw_same}, {half}"), m.raw_fenced_cycles_vs_half_request_load),
     ] {
-        ratio(out, label, v);
+        ratio(out, &label, v);
     }
     if let Some(rb) = &m.request_load {
         out.push_str(&format!(
-            "  redis-benchmark: {} ops/s (runs {}) — {}\n",
+            "  {tool}: {} ops/s (runs {}) — {}\n",
             j(&rb.ops_per_s_median),
             j(&rb.ops_per_s_runs),
             rb.command

@@ -149,11 +149,13 @@ pub async fn baselines(url: &StoreUrl) -> Result<Vec<Baseline>, String> {
         Baseline {
             label: "raw etcd gRPC client: leasehold's conditional put (bound to a lease) and create-revision delete",
             paired: Paired::Headline,
+            ratio_name: None,
             client: Arc::new(Txns(Arc::new(raw))),
         },
         Baseline {
             label: "etcd's Lock RPC (server-side concurrency.Mutex, as etcdctl lock) + Unlock",
             paired: Paired::No,
+            ratio_name: None,
             client: Arc::new(LockRpc(Arc::new(rpc))),
         },
     ])

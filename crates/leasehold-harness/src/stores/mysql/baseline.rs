@@ -99,5 +99,10 @@ pub async fn baselines(url: &StoreUrl) -> Result<Vec<Baseline>, String> {
         "raw mysql_async: leasehold's GET_LOCK, fence bump and RELEASE_LOCK statements, one connection"
     };
     let raw = MyRaw { conn: tokio::sync::Mutex::new(conn), lease, session, owner, info };
-    Ok(vec![Baseline { label, paired: Paired::Headline, client: Arc::new(Arc::new(raw)) }])
+    Ok(vec![Baseline {
+        label,
+        paired: Paired::Headline,
+        ratio_name: None,
+        client: Arc::new(Arc::new(raw)),
+    }])
 }

@@ -175,12 +175,14 @@ pub async fn baselines(url: &StoreUrl) -> Result<Vec<Baseline>, String> {
                     heartbeat put, its stamp read back, grant compare-and-set; release: \
                     heartbeat DEL, grant DEL marker (both by expected sequence)",
             paired: Paired::Headline,
+            ratio_name: None,
             client: std::sync::Arc::new(raw),
         },
         Baseline {
             label: "raw async-nats, no heartbeat (no expiry: a crashed holder's key stays held): \
                     read the key's last message, grant compare-and-set; release: DEL marker",
             paired: Paired::No,
+            ratio_name: None,
             client: std::sync::Arc::new(bare),
         },
     ])

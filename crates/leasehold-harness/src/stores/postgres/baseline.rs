@@ -170,6 +170,7 @@ pub async fn baselines(url: &StoreUrl) -> Result<Vec<Baseline>, String> {
     Ok(vec![Baseline {
         label: "raw tokio-postgres: leasehold's try-lock (with the fence) and unlock statements, one connection",
         paired: Paired::Headline,
+        ratio_name: None,
         client: Arc::new(Arc::new(PgRaw { client, try_grant, unlock })),
     }])
 }

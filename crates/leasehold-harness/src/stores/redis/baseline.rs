@@ -136,11 +136,13 @@ fn raw_pair(conn: ConnectionManager, plain: &'static str, fenced: &'static str) 
         Baseline {
             label: plain,
             paired: Paired::Headline,
+            ratio_name: Some("raw redis-rs (SET NX PX + compare-and-delete)"),
             client: Arc::new(Arc::new(Raw::on(conn.clone(), false, "PUBLISH"))),
         },
         Baseline {
             label: fenced,
             paired: Paired::SameRequests,
+            ratio_name: Some("raw redis-rs sending leasehold's scripts"),
             client: Arc::new(Arc::new(Raw::on(conn, true, "PUBLISH"))),
         },
     ]
@@ -311,6 +313,10 @@ impl RedisBenchmark {
 
 #[async_trait::async_trait]
 impl RequestLoad for RedisBenchmark {
+    fn name(&self) -> &'static str {
+        "redis-benchmark"
+    }
+
     fn command(&self) -> &'static str {
         if self.cluster {
             "redis-benchmark --cluster -c 50 -P 16 -r 1000000 SET bench:rb:{tag}:__rand_int__ v NX PX 30000"

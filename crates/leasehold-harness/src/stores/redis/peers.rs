@@ -93,6 +93,7 @@ mod rslock_peer {
         Ok(Baseline {
             label: "rslock 0.10 (lock + unlock)",
             paired: Paired::No,
+            ratio_name: None,
             client: manager(url)?,
         })
     }
