@@ -26,7 +26,12 @@ fn bench_redis_measures_every_baseline() {
         let v: serde_json::Value = serde_json::from_slice(&json).unwrap();
         (v["scenarios"][scenario].clone(), String::from_utf8(o.stdout).unwrap())
     };
-    let (u, _) = &bench("uncontended");
+    let (u, table) = &bench("uncontended");
+    let line = "  server time per request (INFO commandstats, median over runs): leasehold EVALSHA (grant or release) ";
+    assert!(table.contains(line) && table.contains(" µs, raw bare SET "), "{table}");
+    for k in ["leasehold", "raw"] {
+        assert!(u["server_us_per_request"][k].as_f64().unwrap() > 0.0, "{k}: {u}");
+    }
     let names: Vec<&str> = u["contenders"]
         .as_array()
         .unwrap()

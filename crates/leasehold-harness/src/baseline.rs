@@ -141,6 +141,11 @@ pub trait ServerView: Send + Sync {
     /// the uncontended scenario reports beside leasehold's.
     fn headline_timed(&self) -> &'static [&'static str];
 
+    /// How the report names those two timed requests in words: leasehold's
+    /// ([`ServerView::leasehold_timed`]), then the headline baseline's
+    /// ([`ServerView::headline_timed`]).
+    fn timed_words(&self) -> [&'static str; 2];
+
     /// Milliseconds left on the lease of each leasehold key in `keys` (negative where the
     /// server keeps none for it); `None` where this store cannot say.
     async fn lease_ms_left(&self, keys: &[&str]) -> Result<Option<Vec<i64>>, RawError>;

@@ -205,8 +205,13 @@ pub struct Uncontended {
 /// in µs.
 #[derive(Debug, Serialize)]
 pub struct ServerTime {
-    pub leasehold_evalsha: f64,
-    pub raw_set: f64,
+    /// leasehold's grant or release.
+    pub leasehold: f64,
+    /// The headline raw client's grant.
+    pub raw: f64,
+    /// What counted them, and how the two requests are named, for the table.
+    #[serde(skip)]
+    pub words: [&'static str; 3],
 }
 
 /// leasehold against one baseline: the median of the per-run ratios, and those ratios.

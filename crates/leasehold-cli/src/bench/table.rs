@@ -112,10 +112,11 @@ fn uncontended(out: &mut String, u: &Uncontended) {
         ));
     }
     if let Some(t) = &u.server_us_per_request {
+        let [counter, lh, raw] = t.words;
         out.push_str(&format!(
-            "  server time per request (INFO commandstats, median over runs): leasehold EVALSHA (grant or release) {} µs, raw bare SET {} µs\n",
-            j(&t.leasehold_evalsha),
-            j(&t.raw_set)
+            "  server time per request ({counter}, median over runs): leasehold {lh} {} µs, raw {raw} {} µs\n",
+            j(&t.leasehold),
+            j(&t.raw)
         ));
     }
 }

@@ -115,10 +115,12 @@ pub(super) async fn uncontended(
             Paired::No => {}
         }
     }
-    if timed.is_some() {
+    if let Some(view) = timed {
+        let [lh_words, raw_words] = view.timed_words();
         v.server_us_per_request = Some(report::ServerTime {
-            leasehold_evalsha: round_to(median(lh_server_us), 2),
-            raw_set: round_to(median(raw_server_us), 2),
+            leasehold: round_to(median(lh_server_us), 2),
+            raw: round_to(median(raw_server_us), 2),
+            words: [view.counter(), lh_words, raw_words],
         });
     }
     if !native.is_empty() {

@@ -246,6 +246,10 @@ where
         &["set"]
     }
 
+    fn timed_words(&self) -> [&'static str; 2] {
+        ["EVALSHA (grant or release)", "bare SET"]
+    }
+
     /// `PTTL` of each key's lease key (the store's layout: prefix, key in braces), in one
     /// pipelined round trip.
     async fn lease_ms_left(&self, keys: &[&str]) -> Result<Option<Vec<i64>>, RawError> {
