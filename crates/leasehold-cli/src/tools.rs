@@ -148,7 +148,8 @@ pub(crate) async fn bench(
     Ok(Exit::ok(0))
 }
 
-/// `bench --single`: the cluster against one server ([`bench::cluster_vs_single`]).
+/// `bench --single`: the store against a reference of its family
+/// ([`bench::compare_with_reference`]).
 #[cfg(feature = "bench")]
 async fn cluster_bench(
     settings: bench::Settings,
@@ -156,32 +157,24 @@ async fn cluster_bench(
     out: Option<PathBuf>,
     json: bool,
 ) -> Result<Exit, Exit> {
-    #[cfg(feature = "redis")]
-    {
-        let single = leasehold::StoreUrl::parse(single)
-            .map_err(|e| Exit::fail(code::USAGE, format!("--single: {e}")))?;
-        let (text, table) = bench::cluster_vs_single(settings, &single)
-            .await
-            .map_err(|e| Exit::fail(code::UNAVAILABLE, format!("bench: {e}")))?;
-        if let Some(dir) = out {
-            std::fs::create_dir_all(&dir)
-                .and_then(|()| std::fs::write(dir.join("cluster.json"), format!("{text}\n")))
-                .map_err(|e| {
-                    Exit::fail(code::UNAVAILABLE, format!("cannot write {}: {e}", dir.display()))
-                })?;
-        }
-        if json {
-            println!("{text}")
-        } else {
-            print!("{table}")
-        }
-        Ok(Exit::ok(0))
+    let single = leasehold::StoreUrl::parse(single)
+        .map_err(|e| Exit::fail(code::USAGE, format!("--single: {e}")))?;
+    let (text, table) = bench::compare_with_reference(settings, &single)
+        .await
+        .map_err(|e| Exit::fail(code::UNAVAILABLE, format!("bench: {e}")))?;
+    if let Some(dir) = out {
+        std::fs::create_dir_all(&dir)
+            .and_then(|()| std::fs::write(dir.join("cluster.json"), format!("{text}\n")))
+            .map_err(|e| {
+                Exit::fail(code::UNAVAILABLE, format!("cannot write {}: {e}", dir.display()))
+            })?;
     }
-    #[cfg(not(feature = "redis"))]
-    {
-        let _ = (settings, single, out, json);
-        Err(Exit::fail(code::USAGE, "--single needs the redis feature"))
+    if json {
+        println!("{text}")
+    } else {
+        print!("{table}")
     }
+    Ok(Exit::ok(0))
 }
 
 /// `chaos`, compiled out.

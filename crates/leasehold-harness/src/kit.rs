@@ -5,9 +5,15 @@ use std::path::PathBuf;
 
 use leasehold::{Locker, Scheme, StoreUrl};
 
-use crate::baseline::{Baseline, HandoffBaseline, NativeLoad};
+use std::sync::Arc;
+
+use crate::baseline::{
+    Baseline, HandoffBaseline, NativeLoad, PrimitivePeer, RequestLoad, ServerView,
+};
 use crate::failure::Plan;
 use crate::resource::Resource;
+use crate::family::Family;
+use crate::scale::ScaleRun;
 
 /// Where chaos's fenced resource lives and what it is, for the report.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -100,7 +106,7 @@ pub trait StoreKit: Sync {
     /// The store's own load tool running on `url` (pgbench), for the uncontended scenario:
     /// one entry per script it runs. None by default; an error when the URL's settings
     /// cannot be read.
-    fn native_loads(&self, _url: &StoreUrl) -> Result<Vec<std::sync::Arc<dyn NativeLoad>>, String> {
+    fn native_loads(&self, _url: &StoreUrl) -> Result<Vec<Arc<dyn NativeLoad>>, String> {
         Ok(Vec::new())
     }
 
@@ -109,5 +115,55 @@ pub trait StoreKit: Sync {
     /// (NOTIFY, a watch, the file lock) rather than by one locker's queue.
     fn handoff_per_connection(&self) -> bool {
         false
+    }
+
+    /// What the bench reads of the server `url` names (its version, its request counters,
+    /// the time left on leases), connected; None where this build has nothing to read of the
+    /// store; an error when connecting failed.
+    async fn server_view(&self, _url: &StoreUrl) -> Result<Option<Arc<dyn ServerView>>, String> {
+        Ok(None)
+    }
+
+    /// The raw clients `leasehold bench`'s many-keys scenario runs beside leasehold on `url`,
+    /// each shared by all its tasks (as a locker's one connection is). None by default; an
+    /// error when connecting failed.
+    async fn many_keys_baselines(&self, _url: &StoreUrl) -> Result<Vec<Baseline>, String> {
+        Ok(Vec::new())
+    }
+
+    /// The store's load tool sending one request from many clients on `url` (the server's
+    /// ceiling, which many-keys compares with), where it has one; an error when the URL's
+    /// settings cannot be read.
+    fn request_load(&self, _url: &StoreUrl) -> Result<Option<Arc<dyn RequestLoad>>, String> {
+        Ok(None)
+    }
+
+    /// A peer crate's mutex, permit (of a semaphore of `permits`) and reader on `url`, for
+    /// the primitives scenario, where this build has one for the store; an error when
+    /// connecting failed.
+    async fn primitive_peer(
+        &self,
+        _url: &StoreUrl,
+        _permits: u32,
+    ) -> Result<Option<PrimitivePeer>, String> {
+        Ok(None)
+    }
+
+    /// The store `url` against the reference store `reference` of the same family (a
+    /// sharded deployment against one server of its kind), connected, for `leasehold bench
+    /// --single`; None where this build has no comparison for the store; an error when
+    /// `reference` is not of the family or connecting failed.
+    async fn compare_with(
+        &self,
+        _url: &StoreUrl,
+        _reference: &StoreUrl,
+    ) -> Result<Option<Box<dyn Family>>, String> {
+        Ok(None)
+    }
+
+    /// The store's part of `leasehold bench --scenario scale` (how it reads its size, its
+    /// fenced write, how long it waits out the horizon); None where this build has none.
+    fn scale(&self) -> Option<&'static dyn ScaleRun> {
+        None
     }
 }

@@ -16,11 +16,13 @@
 pub mod baseline;
 pub mod counting;
 pub mod failure;
+pub mod family;
 pub mod history;
 mod kit;
 pub mod metrics;
 pub mod proxy;
 pub mod resource;
 mod row;
+pub mod scale;
 pub mod spawn;
 pub mod stores;

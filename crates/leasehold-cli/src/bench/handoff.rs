@@ -1,13 +1,11 @@
 //! Tasks contending for one key: how long a release takes to reach the next holder.
 
 use super::{
-    BenchResult, Contender, KitRaw, LEASEHOLD_REQUESTS, Leasehold, Progress, RedisSide, RunResult,
-    Settings, Tally, hist, median, report, round_to, unique,
+    BenchResult, Contender, KitRaw, Leasehold, Progress, RunResult, Settings, Tally, counted, hist,
+    median, report, round_to, unique,
 };
-#[cfg(feature = "peers")]
-use super::{RSLOCK_REQUESTS, redis};
 use leasehold::Locker;
-use leasehold_harness::baseline::HandoffBaseline;
+use leasehold_harness::baseline::{HandoffBaseline, ServerView};
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering;
@@ -18,14 +16,16 @@ pub(super) async fn handoff(
     s: &Settings,
     locker: &Locker,
     peers: &[HandoffBaseline],
-    redis: Option<&RedisSide>,
+    view: Option<&dyn ServerView>,
     p: &Progress,
 ) -> BenchResult<report::Handoff> {
     let mut lh = Tally::default();
     let mut separate = Tally::default();
-    // The store's own lock recipe (its kit's first handoff baseline), one client per task.
-    let own_lock = peers.first();
-    let mut etcd_lock = Tally::default();
+    // The store's own lock recipe (its kit's first handoff baseline that is not a peer
+    // crate), one client per task; and a peer crate's lock, where the kit has one.
+    let own_lock = peers.iter().find(|b| !b.peer);
+    let peer_lock = peers.iter().find(|b| b.peer);
+    let (mut own, mut peer) = (Tally::default(), Tally::default());
     // Waiters in other processes are woken by the store's notification (NOTIFY, pub/sub),
     // not by this process's queue: measure that path with one store connection per task.
     let per_task: Vec<Leasehold> =
@@ -38,34 +38,38 @@ pub(super) async fn handoff(
         } else {
             Vec::new()
         };
-    #[cfg_attr(not(feature = "peers"), allow(unused_mut))]
-    let mut peer = Tally::default();
+    // `clients` taking turns on a fresh key, with the requests of `names` the server counted
+    // meanwhile where it counts them.
+    async fn run_counted<C: Contender>(
+        view: Option<&dyn ServerView>,
+        names: &[&str],
+        clients: Vec<C>,
+        d: Duration,
+    ) -> BenchResult<RunResult> {
+        let key = unique("h");
+        let run = handoff_each(clients, &key, d);
+        match view.filter(|_| !names.is_empty()) {
+            Some(v) => {
+                let (mut r, c) = counted(v, names, run).await?;
+                r.commands = Some(c.calls);
+                Ok(r)
+            }
+            None => run.await,
+        }
+    }
+    let lh_requests = view.map(|v| v.leasehold_requests()).unwrap_or_default();
     for run in 0..s.runs {
         p.step(format!("handoff run {}/{}", run + 1, s.runs));
         if !per_task.is_empty() {
             separate.add(handoff_each(per_task.clone(), &unique("h"), s.duration).await?);
         }
-        let before = match redis {
-            Some(r) => Some(r.calls(LEASEHOLD_REQUESTS).await?),
-            None => None,
-        };
-        let mut r =
-            handoff_run(&Leasehold(locker.clone()), &unique("h"), s.tasks, s.duration).await?;
-        if let (Some(rs), Some(b)) = (redis, before) {
-            r.commands = Some(rs.calls(LEASEHOLD_REQUESTS).await?.saturating_sub(b));
-        }
-        lh.add(r);
-        if let Some(own) = own_lock {
-            let each: Vec<KitRaw> = own.clients.iter().cloned().map(KitRaw).collect();
-            etcd_lock.add(handoff_each(each, &unique("h"), s.duration).await?);
-        }
-        #[cfg(feature = "peers")]
-        if let Some(rs) = redis {
-            let b = rs.calls(RSLOCK_REQUESTS).await?;
-            let peer_c = redis::peers::Rslock(rslock::LockManager::new(vec![rs.url.clone()]));
-            let mut r = handoff_run(&peer_c, &unique("h"), s.tasks, s.duration).await?;
-            r.commands = Some(rs.calls(RSLOCK_REQUESTS).await?.saturating_sub(b));
-            peer.add(r);
+        let lh_c = vec![Leasehold(locker.clone()); s.tasks];
+        lh.add(run_counted(view, lh_requests, lh_c, s.duration).await?);
+        for (base, t) in [(own_lock, &mut own), (peer_lock, &mut peer)] {
+            if let Some(b) = base {
+                let each: Vec<KitRaw> = b.clients.iter().cloned().map(KitRaw).collect();
+                t.add(run_counted(view, b.requests, each, s.duration).await?);
+            }
         }
     }
     let mut rows = vec![lh.row("leasehold (wait forever, notified)")];
@@ -83,25 +87,24 @@ pub(super) async fn handoff(
             round_to(ratio, places)
         })
     };
-    let (vs_etcd_lock, vs_peer) = (vs(&etcd_lock, 2), vs(&peer, 1));
-    if let (Some(own), Some(_)) = (own_lock, vs_etcd_lock) {
-        rows.push(etcd_lock.row(own.label));
-    }
-    if vs_peer.is_some() {
-        rows.push(peer.row("rslock 0.10 (acquire_no_guard: retries with 0-200 ms sleeps)"));
+    let (vs_own, vs_peer) = (vs(&own, 2), vs(&peer, 1));
+    for (base, t, ratio) in [(own_lock, &own, vs_own), (peer_lock, &peer, vs_peer)] {
+        if let (Some(b), Some(_)) = (base, ratio) {
+            rows.push(t.row(b.label));
+        }
     }
     Ok(report::Handoff {
         what: format!(
             "{} tasks on one key, empty critical section. A handoff is an acquisition by another task than the previous holder; handoff wait runs from the holder calling release to the next waiter's acquire returning.{}",
             s.tasks,
-            if redis.is_some() {
-                " Store requests are client requests counted by INFO commandstats."
-            } else {
-                ""
+            match view {
+                Some(v) =>
+                    format!(" Store requests are client requests counted by {}.", v.counter()),
+                None => String::new(),
             }
         ),
         contenders: rows,
-        leasehold_handoffs_vs_etcd_lock: vs_etcd_lock,
+        leasehold_handoffs_vs_own_lock: vs_own,
         leasehold_handoffs_vs_peer: vs_peer,
     })
 }

@@ -1,15 +1,16 @@
 //! Many leases held with auto-renew on one connection: renewal lag, losses, memory.
 
-use super::{BenchResult, Progress, RedisSide, Settings, report, round_to, unique};
+use super::{BenchResult, Progress, Settings, report, round_to, unique};
 use crate::dur;
 use leasehold::Locker;
+use leasehold_harness::baseline::ServerView;
 use std::time::Duration;
 use std::time::Instant;
 
 pub(super) async fn hold_many(
     s: &Settings,
     locker: &Locker,
-    redis: Option<&RedisSide>,
+    view: Option<&dyn ServerView>,
     p: &Progress,
 ) -> BenchResult<report::HoldMany> {
     let ttl = Duration::from_secs(3);
@@ -35,17 +36,18 @@ pub(super) async fn hold_many(
         let mut seed = 0x9e37_79b9_7f4a_7c15u64 ^ (run as u64);
         while Instant::now() < end {
             tokio::time::sleep(Duration::from_millis(100)).await;
-            if let Some(r) = redis {
+            // Where the server can say how long a lease has left, sample 50 at random.
+            if let Some(v) = view {
                 let mut keys = Vec::new();
                 for _ in 0..50 {
                     seed ^= seed << 13;
                     seed ^= seed >> 7;
                     seed ^= seed << 17;
                     let i = (seed % leases.len() as u64) as usize;
-                    keys.push(r.lease_key(leases[i].key().as_str()));
+                    keys.push(leases[i].key().as_str());
                 }
-                let pttls = r.pttls(&keys).await?;
-                for p in pttls {
+                let Some(left) = v.lease_ms_left(&keys).await? else { continue };
+                for p in left {
                     samples += 1;
                     let left = Duration::from_millis(p.max(0) as u64);
                     oldest_renewal = oldest_renewal.max(ttl.saturating_sub(left));

@@ -1,81 +1,92 @@
-//! 64 tasks, each on its own key, over one connection, against redis-benchmark.
+//! 64 tasks, each on its own key, over one connection, against the store kit's raw clients
+//! (each shared by its 64 tasks) and its load tool's request rate.
 
 use super::{
-    BenchResult, Contender, Leasehold, Progress, Raw, RedisSide, RunResult, SLICES, Settings,
-    Tally, cycles, hist, median, redis_benchmark, report, round_to, unique,
+    BenchResult, Contender, KitRaw, Leasehold, Progress, RunResult, SLICES, Settings, Tally,
+    cycles, hist, median, report, round_to, unique,
 };
 use leasehold::Locker;
+use leasehold_harness::baseline::{Baseline, Paired, RequestLoad};
 use std::time::Duration;
 
 pub(super) async fn many_keys(
     s: &Settings,
     locker: &Locker,
-    redis: Option<&RedisSide>,
+    raws: &[Baseline],
+    load: Option<&dyn RequestLoad>,
     p: &Progress,
 ) -> BenchResult<report::ManyKeys> {
     const TASKS: usize = 64;
     let mut lh = Tally::default();
-    let (mut raw, mut raw_fenced) = (Tally::default(), Tally::default());
-    let mut rb = Vec::new();
     // One raw client (one multiplexed connection) shared by its 64 tasks, like leasehold's.
-    let raw_c = redis.map(|r| (Raw::new(r, false), Raw::new(r, true)));
+    let kit_raws: Vec<KitRaw> = raws.iter().map(|b| KitRaw(b.client.clone())).collect();
+    let mut kit_t: Vec<Tally> = raws.iter().map(|_| Tally::default()).collect();
+    let mut rb = Vec::new();
     let lh_c = Leasehold(locker.clone());
+    let n = 1 + kit_raws.len();
     for run in 0..s.runs {
         p.step(format!("many-keys run {}/{}", run + 1, s.runs));
-        let Some((r, (plain, fenced))) = redis.zip(raw_c.as_ref()) else {
-            lh.add(many(&lh_c, TASKS, s.duration).await?);
-            continue;
-        };
-        // redis-benchmark, a separate process, runs before or after the in-process three,
+        // The load tool, a separate process, runs before or after the in-process contenders,
         // which take turns in slices.
-        if run % 2 == 0 {
-            rb.push(redis_benchmark(r, s.duration).await?);
+        if let (Some(l), 0) = (load, run % 2) {
+            rb.push(l.requests_per_s(s.duration).await?);
         }
-        let mut acc: Vec<RunResult> = (0..3).map(|_| RunResult::default()).collect();
-        let slice = s.duration / SLICES;
-        for i in 0..SLICES as usize {
-            for turn in 0..3 {
-                let who = (turn + i + run) % 3;
+        let mut acc: Vec<RunResult> = (0..n).map(|_| RunResult::default()).collect();
+        // Alone, leasehold runs the whole duration at once, as it always has.
+        let (slices, slice) = if n == 1 { (1, s.duration) } else { (SLICES, s.duration / SLICES) };
+        for i in 0..slices as usize {
+            for turn in 0..n {
+                let who = (turn + i + run) % n;
                 acc[who].merge(match who {
                     0 => many(&lh_c, TASKS, slice).await?,
-                    1 => many(plain, TASKS, slice).await?,
-                    _ => many(fenced, TASKS, slice).await?,
+                    k => many(&kit_raws[k - 1], TASKS, slice).await?,
                 });
             }
         }
         let mut acc = acc.into_iter();
-        for t in [&mut lh, &mut raw, &mut raw_fenced] {
+        for t in std::iter::once(&mut lh).chain(kit_t.iter_mut()) {
             t.add(acc.next().expect("one per contender"));
         }
-        if run % 2 == 1 {
-            rb.push(redis_benchmark(r, s.duration).await?);
+        if let (Some(l), 1) = (load, run % 2) {
+            rb.push(l.requests_per_s(s.duration).await?);
         }
     }
     let mut rows = vec![lh.row("leasehold")];
-    if raw_c.is_some() {
-        rows.push(raw.row("raw redis-rs: SET NX PX + EVALSHA compare-and-delete, 64 tasks on one connection manager"));
-        rows.push(raw_fenced.row("raw redis-rs sending leasehold's two scripts (fenced grant, release + PUBLISH), 64 tasks on one connection manager"));
-    }
+    rows.extend(raws.iter().zip(&kit_t).map(|(b, t)| t.row(b.label)));
     let mut v = report::ManyKeys {
         what: format!(
             "{TASKS} tasks, each acquiring and releasing its own key, all over one multiplexed connection"
         ),
         contenders: rows,
-        leasehold_cycles_vs_half_redis_benchmark: None,
-        raw_cycles_vs_half_redis_benchmark: None,
-        raw_fenced_cycles_vs_half_redis_benchmark: None,
-        redis_benchmark: None,
+        leasehold_cycles_vs_half_request_load: None,
+        raw_cycles_vs_half_request_load: None,
+        raw_fenced_cycles_vs_half_request_load: None,
+        request_load: None,
+        ratio_names: [""; 3],
     };
-    if !rb.is_empty() {
+    if let (Some(l), false) = (load, rb.is_empty()) {
         let rb_med = median(rb.clone());
-        // A cycle is two commands: compare with half of redis-benchmark's ops/s. For the raw
-        // clients in the same run, that is the ceiling the server sets.
+        // A cycle is two requests: compare with half of the load tool's requests/s. For the
+        // raw clients in the same run, that is the ceiling the server sets.
         let half = |t: &Tally| Some(round_to(median(t.per_run.clone()) / (rb_med / 2.0), 3));
-        v.leasehold_cycles_vs_half_redis_benchmark = half(&lh);
-        v.raw_cycles_vs_half_redis_benchmark = half(&raw);
-        v.raw_fenced_cycles_vs_half_redis_benchmark = half(&raw_fenced);
-        v.redis_benchmark = Some(report::RedisBenchmark {
-            command: "redis-benchmark -c 50 -P 16 -r 1000000 SET bench:rb:__rand_int__ v NX PX 30000",
+        v.leasehold_cycles_vs_half_request_load = half(&lh);
+        v.ratio_names[0] = l.name();
+        for (b, t) in raws.iter().zip(&kit_t) {
+            let name = b.ratio_name.unwrap_or(b.label);
+            match b.paired {
+                Paired::Headline => {
+                    v.raw_cycles_vs_half_request_load = half(t);
+                    v.ratio_names[1] = name;
+                }
+                Paired::SameRequests => {
+                    v.raw_fenced_cycles_vs_half_request_load = half(t);
+                    v.ratio_names[2] = name;
+                }
+                Paired::No => {}
+            }
+        }
+        v.request_load = Some(report::LoadRate {
+            command: l.command(),
             ops_per_s_median: rb_med.round(),
             ops_per_s_runs: rb.iter().map(|v| v.round()).collect(),
         });

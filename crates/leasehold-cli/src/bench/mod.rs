@@ -9,53 +9,36 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
-use leasehold::{Locker, OwnerToken, Scheme, Wait};
+use leasehold::{Locker, OwnerToken, Wait};
 
-// One file per store's baselines, each behind its feature; a store compiled out gets a
-// stand-in that is never constructed (`off`), so the scenarios read the same in every build.
-#[cfg(feature = "redis")]
-mod cluster;
-#[cfg(feature = "peer-distributed-lock")]
-mod distributed_lock;
+// Every store's baselines, counters and peers come from its kit in the harness
+// (`leasehold_harness::stores::kit`): no scenario names a store.
+mod family;
 mod handoff;
 mod hold_many;
 mod many_keys;
-mod off;
 mod plots;
 mod primitives;
-#[cfg(feature = "redis")]
-mod redis;
 mod report;
 mod scale;
 mod table;
 mod uncontended;
 
-#[cfg(feature = "peer-distributed-lock")]
-use distributed_lock::Peer as DlPeer;
-#[cfg(not(feature = "peer-distributed-lock"))]
-use off::DlPeer;
-#[cfg(not(feature = "redis"))]
-use off::{Raw, RedisSide, redis_benchmark};
+use leasehold_harness::baseline::{Requests, ServerView};
 pub use plots::bench_plots;
-#[cfg(feature = "redis")]
-use redis::{Raw, RedisSide, redis_benchmark};
 pub use report::Report;
 
-/// A Redis Cluster against one Redis server in the same run ([`cluster::compare`]): its
-/// figures as JSON and their text table.
-#[cfg(feature = "redis")]
-pub async fn cluster_vs_single(
+/// A store against a reference store of the same family in the same run
+/// ([`family::compare`]): its figures as JSON and their text table.
+pub async fn compare_with_reference(
     s: Settings,
-    single: &leasehold::StoreUrl,
+    reference: &leasehold::StoreUrl,
 ) -> Result<(String, String), String> {
-    if s.url.scheme() != Scheme::RedisCluster || single.scheme() != Scheme::Redis {
-        return Err("--single compares a redis-cluster:// --store with one redis:// server".into());
-    }
     let progress = Progress::new((s.runs) as u64);
-    let c = cluster::compare(&s, single, &progress).await?;
+    let c = family::compare(&s, reference, &progress).await?;
     progress.0.finish_and_clear();
     let json = serde_json::to_string_pretty(&c).map_err(|e| e.to_string())?;
-    Ok((json, cluster::table(&c)))
+    Ok((json, family::table(&c)))
 }
 pub use table::table;
 
@@ -75,21 +58,6 @@ pub struct Settings {
 }
 
 const TTL: Duration = Duration::from_secs(30);
-
-/// What leasehold sends to Redis: scripts and (un)subscriptions.
-const LEASEHOLD_REQUESTS: &[&str] = &[
-    "evalsha",
-    "eval",
-    "evalsha_ro",
-    "eval_ro",
-    "subscribe",
-    "unsubscribe",
-    "script|load",
-    "ping",
-];
-/// What rslock sends: a plain SET NX PX to lock, a script to unlock.
-#[cfg(feature = "peers")]
-const RSLOCK_REQUESTS: &[&str] = &["set", "eval", "evalsha"];
 
 fn hist() -> Histogram<u64> {
     Histogram::new_with_bounds(1, 60_000_000, 3).expect("valid histogram bounds")
@@ -184,7 +152,7 @@ struct RunResult {
     acquire: Option<Histogram<u64>>,
     release: Option<Histogram<u64>>,
     handoff: Option<Histogram<u64>>,
-    /// Store commands the server processed during the run (Redis INFO), if known.
+    /// Store requests the server counted during the run (its kit's [`ServerView`]), if known.
     commands: Option<u64>,
 }
 
@@ -204,6 +172,18 @@ impl RunResult {
             [o.acquire, o.release, o.handoff],
         );
     }
+}
+
+/// Runs `f` and returns its output with the requests named `names` that the server `view`
+/// counted meanwhile.
+async fn counted<T>(
+    view: &dyn ServerView,
+    names: &[&str],
+    f: impl Future<Output = BenchResult<T>>,
+) -> BenchResult<(T, Requests)> {
+    let before = view.requests(names).await?;
+    let out = f.await?;
+    Ok((out, view.requests(names).await?.since(before)))
 }
 
 /// Adds each histogram of `theirs` into the one of `mine` at the same place.
@@ -249,8 +229,11 @@ impl Progress {
 pub async fn run(s: Settings) -> BenchResult<Report> {
     let locker = connect(&s.url).await?;
     let scheme = s.url.scheme();
-    let redis_side =
-        if scheme == Scheme::Redis { Some(RedisSide::connect(&s.url).await?) } else { None };
+    let kit = leasehold_harness::stores::kit(scheme);
+    // What the bench can read of the store's server (version, request counters), if its kit
+    // can read anything.
+    let view = kit.server_view(&s.url).await?;
+    let view = view.as_deref();
     let all = s.scenario == Scenario::All;
     let want = |sc: Scenario| all || s.scenario == sc;
     let scenarios: Vec<Scenario> = [
@@ -272,8 +255,8 @@ pub async fn run(s: Settings) -> BenchResult<Report> {
         runs: s.runs,
         runtime: s.runtime,
         duration_s: s.duration.as_secs_f64(),
-        server_version: match &redis_side {
-            Some(r) => Some(r.version().await),
+        server_version: match view {
+            Some(v) => Some(v.version().await),
             None => None,
         },
         machine: machine(),
@@ -284,40 +267,32 @@ pub async fn run(s: Settings) -> BenchResult<Report> {
         match sc {
             Scenario::Uncontended => {
                 // The store's raw baselines, as its kit in the harness has them.
-                let kit = leasehold_harness::stores::kit(scheme);
                 let raws = kit.baselines(&s.url).await?;
                 let native = kit.native_loads(&s.url)?;
                 ran.uncontended = Some(
-                    uncontended::uncontended(
-                        &s,
-                        &locker,
-                        &raws,
-                        &native,
-                        redis_side.as_ref(),
-                        &progress,
-                    )
-                    .await?,
+                    uncontended::uncontended(&s, &locker, &raws, &native, view, &progress).await?,
                 );
             }
             Scenario::Handoff => {
-                // The store's own lock recipe, one client per task, as its kit has it.
-                let kit = leasehold_harness::stores::kit(scheme);
+                // The store's own lock recipe and peers, one client per task, as its kit has
+                // them.
                 let peers = kit.handoff_baselines(&s.url, s.tasks).await?;
-                ran.handoff = Some(
-                    handoff::handoff(&s, &locker, &peers, redis_side.as_ref(), &progress).await?,
-                );
+                ran.handoff = Some(handoff::handoff(&s, &locker, &peers, view, &progress).await?);
             }
             Scenario::ManyKeys => {
-                ran.many_keys =
-                    Some(many_keys::many_keys(&s, &locker, redis_side.as_ref(), &progress).await?);
+                let raws = kit.many_keys_baselines(&s.url).await?;
+                let load = kit.request_load(&s.url)?;
+                ran.many_keys = Some(
+                    many_keys::many_keys(&s, &locker, &raws, load.as_deref(), &progress).await?,
+                );
             }
             Scenario::HoldMany => {
-                ran.hold_many =
-                    Some(hold_many::hold_many(&s, &locker, redis_side.as_ref(), &progress).await?);
+                ran.hold_many = Some(hold_many::hold_many(&s, &locker, view, &progress).await?);
             }
             Scenario::Primitives => {
+                let peer = kit.primitive_peer(&s.url, primitives::PERMITS).await?;
                 ran.primitives = Some(
-                    primitives::primitives(&s, &locker, redis_side.as_ref(), &progress).await?,
+                    primitives::primitives(&s, &locker, view, peer.as_ref(), &progress).await?,
                 );
             }
             Scenario::Scale => ran.scale = Some(scale::scale(&s, &locker, &progress).await?),

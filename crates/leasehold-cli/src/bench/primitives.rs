@@ -1,20 +1,19 @@
 //! One task on one store: the mutex, a permit of a 3-permit semaphore and a reader, each an
 //! acquire + release of a free key, interleaved in the same run; a primitive the store
-//! refuses is skipped with the store's reason. Built with `peer-distributed-lock`, on
-//! redis:// the `distributed-lock-redis` crate's three take turns in the same slices, and
-//! each leasehold primitive's time per cycle is paired with the peer's.
+//! refuses is skipped with the store's reason. Where the store's kit has a peer crate's three
+//! ([`leasehold_harness::stores::StoreKit::primitive_peer`], a build feature), they take turns
+//! in the same slices, and each leasehold primitive's time per cycle is paired with the peer's.
 
-#[cfg(feature = "peer-distributed-lock")]
-use super::distributed_lock as dl;
 use super::{
-    BenchResult, Contender, DlPeer, LEASEHOLD_REQUESTS, Leasehold, Progress, RedisSide, RunResult,
-    SLICES, Settings, TTL, Tally, cycles, median, per_run_ratios, report, unique,
+    BenchResult, Contender, KitRaw, Leasehold, Progress, RunResult, SLICES, Settings, TTL, Tally,
+    counted, cycles, median, per_run_ratios, report, unique,
 };
 use leasehold::{Locker, Wait};
+use leasehold_harness::baseline::{PeerPrimitive, PrimitivePeer, ServerView};
 use std::time::Duration;
 
 /// The semaphore's number of permits.
-const PERMITS: u32 = 3;
+pub(super) const PERMITS: u32 = 3;
 
 fn wait_of(wait: Duration) -> Wait {
     if wait.is_zero() { Wait::No } else { Wait::For(wait) }
@@ -108,7 +107,7 @@ impl Prim {
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Side {
     Leasehold,
-    /// `distributed-lock-redis` (built with `peer-distributed-lock`, on redis:// only).
+    /// The store kit's peer crate.
     Peer,
 }
 
@@ -120,18 +119,31 @@ struct Who {
 }
 
 impl Who {
-    fn label(self) -> String {
-        match self.side {
-            Side::Leasehold => self.prim.label().to_owned(),
-            Side::Peer => peer_label(self.prim),
+    /// The peer's primitive of this contender's kind.
+    fn of(self, peer: &PrimitivePeer) -> &PeerPrimitive {
+        match self.prim {
+            Prim::Mutex => &peer.mutex,
+            Prim::Permit => &peer.permit,
+            Prim::Reader => &peer.reader,
         }
     }
 
-    /// The requests this contender's client sends, by INFO commandstats name.
-    fn requests(self) -> &'static [&'static str] {
-        match self.side {
-            Side::Leasehold => LEASEHOLD_REQUESTS,
-            Side::Peer => peer_requests(self.prim),
+    fn label(self, peer: Option<&PrimitivePeer>) -> String {
+        match (self.side, peer) {
+            (Side::Peer, Some(p)) => self.of(p).label.clone(),
+            _ => self.prim.label().to_owned(),
+        }
+    }
+
+    /// The requests this contender's client sends, by the names the server counts them by.
+    fn requests(
+        self,
+        view: &dyn ServerView,
+        peer: Option<&PrimitivePeer>,
+    ) -> &'static [&'static str] {
+        match (self.side, peer) {
+            (Side::Peer, Some(p)) => self.of(p).requests,
+            _ => view.leasehold_requests(),
         }
     }
 
@@ -139,7 +151,7 @@ impl Who {
     async fn cycles(
         self,
         locker: &Locker,
-        peer: Option<&DlPeer>,
+        peer: Option<&PrimitivePeer>,
         key: &str,
         d: Duration,
     ) -> BenchResult<RunResult> {
@@ -150,99 +162,38 @@ impl Who {
                 Prim::Permit => cycles(&PermitOf(locker.clone()), &key, d).await,
                 Prim::Reader => cycles(&Reader(locker.clone()), &key, d).await,
             },
-            Side::Peer => peer_cycles(self.prim, peer, &format!("{key}:dl"), d).await,
+            Side::Peer => {
+                let p = peer.ok_or("no peer crate on this store")?;
+                cycles(&KitRaw(self.of(p).client.clone()), &format!("{key}:dl"), d).await
+            }
         }
     }
 
-    /// [`Self::cycles`], with the client requests the server counted meanwhile when the
-    /// store is one Redis server.
+    /// [`Self::cycles`], with the client requests the server counted meanwhile where it
+    /// counts them.
     async fn counted(
         self,
         locker: &Locker,
-        peer: Option<&DlPeer>,
-        redis: Option<&RedisSide>,
+        peer: Option<&PrimitivePeer>,
+        view: Option<&dyn ServerView>,
         key: &str,
         d: Duration,
     ) -> BenchResult<RunResult> {
-        let Some(r) = redis else { return self.cycles(locker, peer, key, d).await };
-        let (mut res, (calls, _)) =
-            r.timed(self.requests(), self.cycles(locker, peer, key, d)).await?;
-        res.commands = Some(calls);
+        let Some(v) = view else { return self.cycles(locker, peer, key, d).await };
+        let (mut res, c) =
+            counted(v, self.requests(v, peer), self.cycles(locker, peer, key, d)).await?;
+        res.commands = Some(c.calls);
         Ok(res)
     }
-}
-
-/// The peer's row label for `prim`: what its calls send per cycle (read from its source).
-fn peer_label(prim: Prim) -> String {
-    match prim {
-        Prim::Mutex => format!(
-            "{PEER} mutex: create_lock + try_acquire (SET NX PX) + release (EVAL compare-and-delete)"
-        ),
-        Prim::Permit => format!(
-            "{PEER} semaphore of {PERMITS}: create_semaphore + try_acquire (EVAL: ZREMRANGEBYSCORE, ZCARD, ZADD) + release (EVAL ZREM)"
-        ),
-        Prim::Reader => format!(
-            "{PEER} reader: create_reader_writer_lock + try_acquire_read (EXISTS, SADD, PTTL, PEXPIRE) + release (SREM)"
-        ),
-    }
-}
-
-/// What the peer's client sends for `prim`, by INFO commandstats name (a script's own calls
-/// are counted under their names, so only the client's requests are listed).
-fn peer_requests(prim: Prim) -> &'static [&'static str] {
-    match prim {
-        Prim::Mutex => &["set", "eval", "evalsha"],
-        Prim::Permit => &["eval", "evalsha"],
-        Prim::Reader => &["exists", "sadd", "pttl", "pexpire", "srem", "sismember"],
-    }
-}
-
-#[cfg(feature = "peer-distributed-lock")]
-async fn peer_cycles(
-    prim: Prim,
-    peer: Option<&DlPeer>,
-    key: &str,
-    d: Duration,
-) -> BenchResult<RunResult> {
-    let peer = peer.ok_or("no distributed-lock peer on this store")?;
-    match prim {
-        Prim::Mutex => cycles(&peer.mutex(), key, d).await,
-        Prim::Permit => cycles(&peer.permit(PERMITS), key, d).await,
-        Prim::Reader => cycles(&peer.reader(), key, d).await,
-    }
-}
-
-// Without the feature no peer contender is ever made (`DlPeer` is uninhabited).
-#[cfg(not(feature = "peer-distributed-lock"))]
-async fn peer_cycles(
-    _: Prim,
-    peer: Option<&DlPeer>,
-    _: &str,
-    _: Duration,
-) -> BenchResult<RunResult> {
-    match peer {
-        Some(p) => match *p {},
-        None => Err("this leasehold was built without the peer-distributed-lock feature".into()),
-    }
-}
-
-/// The peer crate on this store, when built in and the store is one Redis server.
-async fn peer_of(redis: Option<&RedisSide>) -> BenchResult<Option<DlPeer>> {
-    #[cfg(feature = "peer-distributed-lock")]
-    if let Some(r) = redis {
-        return Ok(Some(dl::Peer::connect(&r.url).await?));
-    }
-    let _ = redis;
-    Ok(None)
 }
 
 pub(super) async fn primitives(
     s: &Settings,
     locker: &Locker,
-    redis: Option<&RedisSide>,
+    view: Option<&dyn ServerView>,
+    peer: Option<&PrimitivePeer>,
     p: &Progress,
 ) -> BenchResult<report::Primitives> {
-    let peer = peer_of(redis).await?;
     // Warm up each primitive once; the store's refusal (`Unsupported`) skips it.
     let warm = Duration::from_millis(200);
     let (mut ran, mut skipped) = (Vec::new(), Vec::new());
@@ -259,7 +210,7 @@ pub(super) async fn primitives(
     if peer.is_some() {
         for prim in Prim::ALL {
             let who = Who { prim, side: Side::Peer };
-            who.cycles(locker, peer.as_ref(), &unique("warm"), warm).await?;
+            who.cycles(locker, peer, &unique("warm"), warm).await?;
             ran.push(who);
         }
     }
@@ -274,7 +225,7 @@ pub(super) async fn primitives(
         for i in 0..SLICES as usize {
             for turn in 0..n {
                 let who = (turn + i + run) % n;
-                let res = ran[who].counted(locker, peer.as_ref(), redis, &key, slice).await?;
+                let res = ran[who].counted(locker, peer, view, &key, slice).await?;
                 acc[who].merge(res);
             }
         }
@@ -303,19 +254,16 @@ pub(super) async fn primitives(
         .collect();
     Ok(report::Primitives {
         what: "one task: mutex, a permit of a semaphore of 3, a reader, each acquire + release of a free key, interleaved in the same run",
-        contenders: ran.iter().zip(&tallies).map(|(w, t)| t.row(&w.label())).collect(),
+        contenders: ran.iter().zip(&tallies).map(|(w, t)| t.row(&w.label(peer))).collect(),
         skipped,
         permit_time_per_cycle_vs_mutex: permit.as_ref().map(|r| r.0),
         per_run_ratios_permit: permit.map(|r| r.1),
         reader_time_per_cycle_vs_mutex: reader.as_ref().map(|r| r.0),
         per_run_ratios_reader: reader.map(|r| r.1),
-        peer: peer.is_some().then_some(PEER),
+        peer: peer.map(|p| p.name),
         leasehold_time_per_cycle_vs_peer: vs_peer,
     })
 }
-
-/// The peer's name in the report.
-const PEER: &str = "distributed-lock-redis 0.2";
 
 /// Whether the store says it cannot hold `prim` (its guarantees), so that its error is its
 /// refusal rather than a failure.

@@ -16,7 +16,7 @@ pub struct Report {
     /// The tokio runtime every contender ran on.
     pub runtime: &'static str,
     pub duration_s: f64,
-    /// The server's version, where the bench can ask it (Redis).
+    /// The server's version, where the bench can ask it (its kit's server view).
     pub server_version: Option<String>,
     pub machine: Machine,
     pub scenarios: Scenarios,
@@ -140,7 +140,7 @@ pub struct Row {
 }
 
 impl Row {
-    /// A row with throughput only (a baseline run as another process, e.g. pgbench).
+    /// A row with throughput only (a baseline run as another process: the store's load tool).
     pub fn throughput(contender: &str, per_run: &[f64]) -> Row {
         Row {
             contender: contender.to_owned(),
@@ -179,29 +179,39 @@ impl Percentiles {
 pub struct Uncontended {
     pub what: &'static str,
     pub contenders: Vec<Row>,
-    /// leasehold's time per cycle over the raw client's (Redis, MySQL, etcd): the median of
-    /// the per-run ratios that follow.
+    /// leasehold's time per cycle over the raw client's (the kit's
+    /// [`leasehold_harness::baseline::Paired::Headline`] baseline): the median of the per-run
+    /// ratios that follow.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub leasehold_time_per_cycle_vs_raw: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub per_run_ratios: Option<Vec<f64>>,
-    /// The same against the raw client sending leasehold's own scripts (Redis).
+    /// The same against the raw client sending leasehold's very requests, where the headline
+    /// is the store's bare recipe ([`leasehold_harness::baseline::Paired::SameRequests`]).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub leasehold_time_per_cycle_vs_raw_fenced: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub per_run_ratios_fenced: Option<Vec<f64>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub server_us_per_request: Option<ServerTime>,
-    /// leasehold's time per cycle over each pgbench baseline's (PostgreSQL).
+    /// leasehold's time per cycle over each of the store's load tool's scripts
+    /// ([`leasehold_harness::baseline::NativeLoad`]).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub leasehold_time_per_cycle_vs_pgbench: Option<Vec<Ratio>>,
+    pub leasehold_time_per_cycle_vs_native_load: Option<Vec<Ratio>>,
 }
 
-/// Server time per request (Redis `INFO commandstats`), median over runs, in µs.
+/// Server time per request (the kit's [`leasehold_harness::baseline::ServerView`]): of
+/// leasehold's grant or release, and of the headline raw client's grant; medians over runs,
+/// in µs.
 #[derive(Debug, Serialize)]
 pub struct ServerTime {
-    pub leasehold_evalsha: f64,
-    pub raw_set: f64,
+    /// leasehold's grant or release.
+    pub leasehold: f64,
+    /// The headline raw client's grant.
+    pub raw: f64,
+    /// What counted them, and how the two requests are named, for the table.
+    #[serde(skip)]
+    pub words: [&'static str; 3],
 }
 
 /// leasehold against one baseline: the median of the per-run ratios, and those ratios.
@@ -229,8 +239,7 @@ pub struct Primitives {
     pub reader_time_per_cycle_vs_mutex: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub per_run_ratios_reader: Option<Vec<f64>>,
-    /// The peer crate measured in the same runs (built with `peer-distributed-lock`, on
-    /// redis://), if any.
+    /// The peer crate measured in the same runs (the kit's, built with its feature), if any.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub peer: Option<&'static str>,
     /// Per primitive (`baseline` names it), leasehold's time per cycle over the peer's: the
@@ -251,9 +260,9 @@ pub struct Skipped {
 pub struct Handoff {
     pub what: String,
     pub contenders: Vec<Row>,
-    /// leasehold's handoffs/s over etcd's Lock RPC's.
+    /// leasehold's handoffs/s over the store's own lock recipe's (its kit's).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub leasehold_handoffs_vs_etcd_lock: Option<f64>,
+    pub leasehold_handoffs_vs_own_lock: Option<f64>,
     /// leasehold's handoffs/s over the peer crate's.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub leasehold_handoffs_vs_peer: Option<f64>,
@@ -264,21 +273,27 @@ pub struct Handoff {
 pub struct ManyKeys {
     pub what: String,
     pub contenders: Vec<Row>,
-    /// Each contender's cycles/s over half of redis-benchmark's ops/s (a cycle is two
-    /// requests): leasehold, the raw client, the raw client sending leasehold's scripts.
+    /// Each contender's cycles/s over half of the store's load tool's requests/s (a cycle is
+    /// two requests): leasehold, the headline raw client, the raw client sending leasehold's
+    /// requests.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub leasehold_cycles_vs_half_redis_benchmark: Option<f64>,
+    pub leasehold_cycles_vs_half_request_load: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub raw_cycles_vs_half_redis_benchmark: Option<f64>,
+    pub raw_cycles_vs_half_request_load: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub raw_fenced_cycles_vs_half_redis_benchmark: Option<f64>,
+    pub raw_fenced_cycles_vs_half_request_load: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub redis_benchmark: Option<RedisBenchmark>,
+    pub request_load: Option<LoadRate>,
+    /// How the table's ratio lines name the load tool, the headline raw client and the raw
+    /// client sending leasehold's requests.
+    #[serde(skip)]
+    pub ratio_names: [&'static str; 3],
 }
 
-/// redis-benchmark's throughput in the same run.
+/// The store's load tool's request rate in the same run
+/// ([`leasehold_harness::baseline::RequestLoad`]).
 #[derive(Debug, Serialize)]
-pub struct RedisBenchmark {
+pub struct LoadRate {
     pub command: &'static str,
     pub ops_per_s_median: f64,
     pub ops_per_s_runs: Vec<f64>,
@@ -298,7 +313,8 @@ pub struct HoldRun {
     pub acquire_all_s: f64,
     pub held_s: f64,
     pub lost: usize,
-    /// `ttl − PTTL` of the sampled lease keys at its largest (Redis only).
+    /// `ttl −` the time left on the sampled leases at its largest, where the server can say
+    /// (its kit's server view).
     pub oldest_renewal_seen_ms: Option<u64>,
     pub pttl_samples: u64,
     pub renew_interval_ms: u64,

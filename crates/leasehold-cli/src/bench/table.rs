@@ -103,7 +103,7 @@ fn uncontended(out: &mut String, u: &Uncontended) {
             out.push_str(&format!("    per-run ratios {label}: {}\n", j(runs)));
         }
     }
-    for r in u.leasehold_time_per_cycle_vs_pgbench.iter().flatten() {
+    for r in u.leasehold_time_per_cycle_vs_native_load.iter().flatten() {
         out.push_str(&format!(
             "  → leasehold time per cycle ÷ {}'s: {} (per run {})\n",
             r.baseline,
@@ -112,10 +112,11 @@ fn uncontended(out: &mut String, u: &Uncontended) {
         ));
     }
     if let Some(t) = &u.server_us_per_request {
+        let [counter, lh, raw] = t.words;
         out.push_str(&format!(
-            "  server time per request (INFO commandstats, median over runs): leasehold EVALSHA (grant or release) {} µs, raw bare SET {} µs\n",
-            j(&t.leasehold_evalsha),
-            j(&t.raw_set)
+            "  server time per request ({counter}, median over runs): leasehold {lh} {} µs, raw {raw} {} µs\n",
+            j(&t.leasehold),
+            j(&t.raw)
         ));
     }
 }
@@ -152,25 +153,18 @@ fn primitives(out: &mut String, p: &Primitives) {
 }
 
 fn many_keys(out: &mut String, m: &ManyKeys) {
+    let [tool, raw, raw_same] = m.ratio_names;
+    let half = format!("cycles/s ÷ ({tool} ops/s ÷ 2)");
     for (label, v) in [
-        (
-            "leasehold cycles/s ÷ (redis-benchmark ops/s ÷ 2)",
-            m.leasehold_cycles_vs_half_redis_benchmark,
-        ),
-        (
-            "raw redis-rs (SET NX PX + compare-and-delete) cycles/s ÷ (redis-benchmark ops/s ÷ 2)",
-            m.raw_cycles_vs_half_redis_benchmark,
-        ),
-        (
-            "raw redis-rs sending leasehold's scripts, cycles/s ÷ (redis-benchmark ops/s ÷ 2)",
-            m.raw_fenced_cycles_vs_half_redis_benchmark,
-        ),
+        (format!("leasehold {half}"), m.leasehold_cycles_vs_half_request_load),
+        (format!("{raw} {half}"), m.raw_cycles_vs_half_request_load),
+        (format!("{raw_same}, {half}"), m.raw_fenced_cycles_vs_half_request_load),
     ] {
-        ratio(out, label, v);
+        ratio(out, &label, v);
     }
-    if let Some(rb) = &m.redis_benchmark {
+    if let Some(rb) = &m.request_load {
         out.push_str(&format!(
-            "  redis-benchmark: {} ops/s (runs {}) — {}\n",
+            "  {tool}: {} ops/s (runs {}) — {}\n",
             j(&rb.ops_per_s_median),
             j(&rb.ops_per_s_runs),
             rb.command

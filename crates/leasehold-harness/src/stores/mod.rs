@@ -29,6 +29,7 @@ pub mod zookeeper;
 pub const KITS: &[&dyn StoreKit] = &[
     &redis::Kit,
     &redis::RedlockKit,
+    &redis::ClusterKit,
     &postgres::Kit,
     &mysql::Kit,
     &etcd::Kit,

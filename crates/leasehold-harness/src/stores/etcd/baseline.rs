@@ -10,7 +10,7 @@ use std::time::Duration;
 use leasehold::backends::etcd::tools::{self, Client, rpc};
 use leasehold::{OwnerToken, StoreUrl};
 
-use crate::baseline::{Baseline, HandoffBaseline, RawClient, RawError, RawHeld};
+use crate::baseline::{Baseline, HandoffBaseline, Paired, RawClient, RawError, RawHeld};
 
 /// How long the baselines' own leases live: longer than any bench (they are not kept
 /// alive; the keys on them are deleted by each release, and the leases expire after).
@@ -148,12 +148,14 @@ pub async fn baselines(url: &StoreUrl) -> Result<Vec<Baseline>, String> {
     Ok(vec![
         Baseline {
             label: "raw etcd gRPC client: leasehold's conditional put (bound to a lease) and create-revision delete",
-            same_requests: true,
+            paired: Paired::Headline,
+            ratio_name: None,
             client: Arc::new(Txns(Arc::new(raw))),
         },
         Baseline {
             label: "etcd's Lock RPC (server-side concurrency.Mutex, as etcdctl lock) + Unlock",
-            same_requests: false,
+            paired: Paired::No,
+            ratio_name: None,
             client: Arc::new(LockRpc(Arc::new(rpc))),
         },
     ])
@@ -172,5 +174,7 @@ pub async fn handoff_baselines(
     Ok(vec![HandoffBaseline {
         label: "etcd's Lock RPC (server-side concurrency.Mutex, as etcdctl lock), one lease per task",
         clients,
+        peer: false,
+        requests: &[],
     }])
 }

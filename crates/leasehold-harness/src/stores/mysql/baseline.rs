@@ -12,7 +12,7 @@ use leasehold::backends::mysql::tools::{
 use leasehold::fence::mysql::mysql_async::{self, prelude::Queryable};
 use leasehold::{OwnerToken, StoreUrl};
 
-use crate::baseline::{Baseline, RawClient, RawError, RawHeld};
+use crate::baseline::{Baseline, Paired, RawClient, RawError, RawHeld};
 
 /// The raw client: one connection, and the statements it sends.
 struct MyRaw {
@@ -99,5 +99,10 @@ pub async fn baselines(url: &StoreUrl) -> Result<Vec<Baseline>, String> {
         "raw mysql_async: leasehold's GET_LOCK, fence bump and RELEASE_LOCK statements, one connection"
     };
     let raw = MyRaw { conn: tokio::sync::Mutex::new(conn), lease, session, owner, info };
-    Ok(vec![Baseline { label, same_requests: true, client: Arc::new(Arc::new(raw)) }])
+    Ok(vec![Baseline {
+        label,
+        paired: Paired::Headline,
+        ratio_name: None,
+        client: Arc::new(Arc::new(raw)),
+    }])
 }

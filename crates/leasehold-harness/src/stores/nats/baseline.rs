@@ -19,7 +19,7 @@ use leasehold::{Key, OwnerToken, StoreUrl};
 use async_nats::HeaderMap;
 use async_nats::jetstream::{self, kv, stream::LastRawMessageErrorKind};
 
-use crate::baseline::{Baseline, RawClient, RawError, RawHeld};
+use crate::baseline::{Baseline, Paired, RawClient, RawError, RawHeld};
 
 /// The lease length both contenders ask for (the bench's): it names the heartbeat bucket.
 const TTL: Duration = Duration::from_secs(30);
@@ -174,13 +174,15 @@ pub async fn baselines(url: &StoreUrl) -> Result<Vec<Baseline>, String> {
             label: "raw async-nats sending leasehold's requests: read the key's last message, \
                     heartbeat put, its stamp read back, grant compare-and-set; release: \
                     heartbeat DEL, grant DEL marker (both by expected sequence)",
-            same_requests: true,
+            paired: Paired::Headline,
+            ratio_name: None,
             client: std::sync::Arc::new(raw),
         },
         Baseline {
             label: "raw async-nats, no heartbeat (no expiry: a crashed holder's key stays held): \
                     read the key's last message, grant compare-and-set; release: DEL marker",
-            same_requests: false,
+            paired: Paired::No,
+            ratio_name: None,
             client: std::sync::Arc::new(bare),
         },
     ])

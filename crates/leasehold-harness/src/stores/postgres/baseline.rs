@@ -10,7 +10,7 @@ use leasehold::StoreUrl;
 use leasehold::backends::postgres::tools;
 use leasehold::fence::postgres::tokio_postgres;
 
-use crate::baseline::{Baseline, NativeLoad, RawClient, RawError, RawHeld};
+use crate::baseline::{Baseline, NativeLoad, Paired, RawClient, RawError, RawHeld};
 
 fn err(e: impl std::fmt::Display) -> RawError {
     e.to_string()
@@ -169,7 +169,8 @@ pub async fn baselines(url: &StoreUrl) -> Result<Vec<Baseline>, String> {
     let unlock = client.prepare(&st.unlock).await.map_err(err)?;
     Ok(vec![Baseline {
         label: "raw tokio-postgres: leasehold's try-lock (with the fence) and unlock statements, one connection",
-        same_requests: true,
+        paired: Paired::Headline,
+        ratio_name: None,
         client: Arc::new(Arc::new(PgRaw { client, try_grant, unlock })),
     }])
 }

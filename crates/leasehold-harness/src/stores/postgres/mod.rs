@@ -13,6 +13,8 @@ use crate::resource::Resource;
 pub mod baseline;
 #[cfg(feature = "postgres")]
 pub mod resource;
+#[cfg(feature = "postgres")]
+pub mod scale;
 pub mod server;
 pub mod sync_pair;
 
@@ -55,6 +57,11 @@ impl StoreKit for Kit {
 
     fn plan(&self, failover: bool) -> Option<Plan> {
         Some(server::plan(failover))
+    }
+
+    #[cfg(feature = "postgres")]
+    fn scale(&self) -> Option<&'static dyn crate::scale::ScaleRun> {
+        Some(&scale::Run)
     }
 
     fn plan_outline(&self, failover: bool) -> &'static str {

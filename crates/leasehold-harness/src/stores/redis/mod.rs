@@ -4,21 +4,60 @@
 
 use leasehold::{Scheme, StoreUrl};
 
+#[cfg(feature = "redis")]
+use std::sync::Arc;
+
+#[cfg(feature = "redis")]
+use crate::baseline::{Baseline, HandoffBaseline, PrimitivePeer, RequestLoad, ServerView};
 use crate::failure::Plan;
 use crate::kit::{ResourceSpec, StoreKit};
 use crate::resource::Resource;
 
+#[cfg(feature = "redis")]
+pub mod baseline;
 pub mod cluster;
 #[cfg(feature = "redis")]
+pub mod family;
+#[cfg(feature = "redis")]
 pub mod fence_file;
+#[cfg(any(feature = "peer-rslock", feature = "peer-distributed-lock"))]
+pub mod peers;
 pub mod redlock_set;
 #[cfg(feature = "redis")]
 pub mod resource;
+#[cfg(feature = "redis")]
+pub mod scale;
 pub mod sentinel;
 pub mod server;
 
 /// Redis's entry in [`super::KITS`] (`redis://`; its other forms are run through topologies).
 pub struct Kit;
+
+/// Redis Cluster's entry in [`super::KITS`]: the bench's comparison with one server
+/// (its failures run through [`crate::stores::topology`]).
+pub struct ClusterKit;
+
+#[async_trait::async_trait]
+impl StoreKit for ClusterKit {
+    fn schemes(&self) -> &'static [Scheme] {
+        &[Scheme::RedisCluster]
+    }
+
+    /// Against one `redis://` server.
+    async fn compare_with(
+        &self,
+        url: &StoreUrl,
+        reference: &StoreUrl,
+    ) -> Result<Option<Box<dyn crate::family::Family>>, String> {
+        #[cfg(feature = "redis")]
+        return family::compare_with(url, reference).await.map(Some);
+        #[cfg(not(feature = "redis"))]
+        {
+            let _ = (url, reference);
+            Ok(None)
+        }
+    }
+}
 
 /// Redlock's entry in [`super::KITS`]: its fences can come from a file.
 pub struct RedlockKit;
@@ -68,8 +107,74 @@ impl StoreKit for Kit {
         Some(server::plan(failover))
     }
 
+    #[cfg(feature = "redis")]
+    fn scale(&self) -> Option<&'static dyn crate::scale::ScaleRun> {
+        Some(&scale::Run)
+    }
+
     fn plan_outline(&self, failover: bool) -> &'static str {
         if failover { " (a primary and a replica)" } else { "" }
+    }
+
+    /// Raw redis-rs: a plain SET NX PX (the headline), and leasehold's two scripts; rslock
+    /// with `peer-rslock`.
+    #[cfg(feature = "redis")]
+    async fn baselines(&self, url: &StoreUrl) -> Result<Vec<Baseline>, String> {
+        #[cfg_attr(not(feature = "peer-rslock"), allow(unused_mut))]
+        let mut v = baseline::baselines(url).await?;
+        #[cfg(feature = "peer-rslock")]
+        v.push(peers::rslock_baseline(url)?);
+        Ok(v)
+    }
+
+    /// rslock, with `peer-rslock`.
+    #[cfg(feature = "redis")]
+    async fn handoff_baselines(
+        &self,
+        url: &StoreUrl,
+        tasks: usize,
+    ) -> Result<Vec<HandoffBaseline>, String> {
+        #[cfg(feature = "peer-rslock")]
+        return Ok(vec![peers::rslock_handoff(url, tasks)?]);
+        #[cfg(not(feature = "peer-rslock"))]
+        {
+            let _ = (url, tasks);
+            Ok(Vec::new())
+        }
+    }
+
+    /// `INFO server`, `INFO commandstats` and `PTTL`.
+    #[cfg(feature = "redis")]
+    async fn server_view(&self, url: &StoreUrl) -> Result<Option<Arc<dyn ServerView>>, String> {
+        baseline::server_view(url).await.map(Some)
+    }
+
+    /// The two raw clients of [`StoreKit::baselines`], 64 tasks on one connection.
+    #[cfg(feature = "redis")]
+    async fn many_keys_baselines(&self, url: &StoreUrl) -> Result<Vec<Baseline>, String> {
+        baseline::many_keys_baselines(url).await
+    }
+
+    /// `redis-benchmark` `SET … NX PX`.
+    #[cfg(feature = "redis")]
+    fn request_load(&self, url: &StoreUrl) -> Result<Option<Arc<dyn RequestLoad>>, String> {
+        baseline::request_load(url).map(Some)
+    }
+
+    /// `distributed-lock-redis`, with `peer-distributed-lock`.
+    #[cfg(feature = "redis")]
+    async fn primitive_peer(
+        &self,
+        url: &StoreUrl,
+        permits: u32,
+    ) -> Result<Option<PrimitivePeer>, String> {
+        #[cfg(feature = "peer-distributed-lock")]
+        return peers::primitive_peer(url, permits).await.map(Some);
+        #[cfg(not(feature = "peer-distributed-lock"))]
+        {
+            let _ = (url, permits);
+            Ok(None)
+        }
     }
 
     /// The whole URL: its prefix option names the resource's keys too.
