@@ -103,13 +103,14 @@ pub async fn redlock(url: &StoreUrl) -> Result<RedlockStore> {
 }
 
 /// A [`RedisFence`] on the server a `redis://` or `rediss://` URL names, its fence hashes
-/// under the URL's prefix.
+/// under the URL's prefix and forgotten past the URL's horizon, as [`RedisFence::connect`]
+/// makes it.
 pub async fn fence(url: &StoreUrl) -> Result<RedisFence> {
     let conn = client(url)?
         .get_connection_manager()
         .await
         .map_err(|e| Error::unavailable(format!("cannot connect to redis: {e}"), Some(e.into())))?;
-    Ok(RedisFence::with_prefix(conn, prefix(url)?))
+    Ok(RedisFence::with_prefix(conn, prefix(url)?).with_horizon(horizon(url)?))
 }
 
 /// The Lua source of the grant and release scripts a fenced `redis://` store sends.
