@@ -1,4 +1,5 @@
-//! NATS JetStream KV store: `nats://[USER:PASS@]H:P[,H:P…][/BUCKET][?replicas=N&storage=file|memory]`.
+//! NATS JetStream KV store:
+//! `nats://[USER:PASS@]H:P[,H:P…][/BUCKET][?replicas=N&storage=file|memory&horizon=DUR]`.
 //!
 //! Two kinds of bucket (`docs/design.md`, "NATS JetStream KV"):
 //!
@@ -20,6 +21,10 @@
 //! last fence on, and when the chain is lost (the bucket deleted, a stream restored, a marker
 //! expired or purged) the server's clock starts it above every fence issued before.
 //!
+//! Bounded state: a task of the store purges a key's last record once the server stamped it
+//! more than the horizon ago (`horizon=`, a day by default; [`crate::horizon`]) and it is a
+//! release marker or a dead holder's grant (`prune.rs`).
+//!
 //! Errors: a user or password the server refuses is [`Error::Config`](crate::Error::Config); a server that cannot be
 //! reached, or a request that gets no answer in the op timeout, is [`Error::Unavailable`](crate::Error::Unavailable) /
 //! [`Error::UnknownOutcome`](crate::Error::UnknownOutcome).
@@ -28,6 +33,7 @@ mod beat;
 mod bucket;
 mod config;
 mod probe;
+mod prune;
 mod record;
 mod request;
 #[cfg(feature = "tools")]
@@ -87,6 +93,9 @@ pub struct NatsStore {
     beats: tokio::sync::Mutex<HashMap<u64, kv::Store>>,
     held: Mutex<HashMap<OwnerToken, Held>>,
     op_timeout_ms: AtomicU64,
+    /// The task that purges keys' records past the horizon (`prune.rs`); ended on drop.
+    /// `None` in the handle that task itself runs on.
+    pruner: Option<prune::Pruner>,
 }
 
 impl std::fmt::Debug for NatsStore {
@@ -127,7 +136,7 @@ impl NatsStore {
             let client = connect.await?;
             let js = jetstream::new(client.clone());
             let grants = open_bucket(&js, &cfg, &cfg.bucket, Duration::ZERO).await?;
-            Ok(NatsStore {
+            let mut store = NatsStore {
                 cfg: cfg.clone(),
                 client,
                 js,
@@ -135,9 +144,28 @@ impl NatsStore {
                 beats: tokio::sync::Mutex::default(),
                 held: Mutex::default(),
                 op_timeout_ms: AtomicU64::new(limits.op.as_millis() as u64),
-            })
+                pruner: None,
+            };
+            store.pruner = Some(prune::Pruner::start(store.sibling(), cfg.horizon));
+            Ok(store)
         };
         crate::limits::within(limits.connect, || format!("NATS {what}"), opened).await
+    }
+
+    /// A handle on the same connection and grants' bucket, with nothing granted and no
+    /// pruning task of its own: what the pruning task runs on, so that dropping the store
+    /// (which aborts the task) ends both.
+    fn sibling(&self) -> NatsStore {
+        NatsStore {
+            cfg: self.cfg.clone(),
+            client: self.client.clone(),
+            js: self.js.clone(),
+            grants: self.grants.clone(),
+            beats: tokio::sync::Mutex::default(),
+            held: Mutex::default(),
+            op_timeout_ms: AtomicU64::new(self.op_timeout_ms.load(Ordering::Relaxed)),
+            pruner: None,
+        }
     }
 
     /// The grants' bucket (the URL's path; `leasehold` by default).
@@ -262,7 +290,16 @@ impl NatsStore {
             ttl_ms,
             info: req.info.cloned(),
         };
-        match self.put_record(req.key, rev, &record).await? {
+        let mut cas = self.put_record(req.key, rev, &record).await?;
+        if let Cas::Conflict = cas
+            && rev != 0
+            && let Slot::Empty = self.slot(req.key).await?
+        {
+            // The pruning task purged the record we read (a purge publishes nothing a waiter
+            // would wake on): the key is free, and our fence is still above the purged one.
+            cas = self.put_record(req.key, 0, &record).await?;
+        }
+        match cas {
             Cas::Applied(rev) => {
                 let fence = record.fence_token();
                 let held = Held { key: req.key.clone(), rev, record, beat: Some(beat) };
@@ -469,24 +506,22 @@ impl Store for NatsStore {
             Slot::Empty | Slot::Foreign => return Ok(()),
             Slot::Released { rev, .. } => rev,
             Slot::Granted { rev, record } => {
-                if let Beat::Alive { .. } = self.beat(&record.owner, record.ttl_ms).await? {
+                if !self.holder_gone(&record).await? {
                     return Ok(()); // still held
                 }
                 rev
             }
         };
-        let mut h = HeaderMap::new();
-        h.insert(KV_OPERATION, "PURGE");
-        h.insert("Nats-Rollup", "sub");
-        h.insert(EXPECTED_LAST, rev.to_string().as_str());
-        self.publish(self.subject(key), h, Bytes::new()).await.map(drop)
+        // The record read, and nothing written after it (prune.rs): unlike a KV `PURGE`,
+        // which leaves a marker, this leaves the subject empty.
+        self.purge_through(&self.subject(key), rev).await.map(drop)
     }
 }
 
 /// `nats://H1:P1[,H2:P2…][/BUCKET][?replicas=N&storage=file|memory]`.
 pub(crate) const STORE: super::Descriptor = super::Descriptor {
-    form: "nats://H1:P1[,H2:P2…][/BUCKET][?replicas=1&storage=file]",
-    usage: "nats://[USER:PASS@]H1:P1[,H2:P2…][/BUCKET][?replicas=1&storage=file]",
+    form: "nats://H1:P1[,H2:P2…][/BUCKET][?replicas=1&storage=file&horizon=DUR]",
+    usage: "nats://[USER:PASS@]H1:P1[,H2:P2…][/BUCKET][?replicas=1&storage=file&horizon=DUR]",
     summary: "NATS JetStream KV",
     parse: |url| super::parsed(parse_url(url)),
 };
