@@ -4,7 +4,7 @@
 //!
 //! A round walks the grants' stream from a cursor with an ephemeral pull consumer (history
 //! 1: the stream holds exactly one message per key, markers included, each with the
-//! server's timestamp), and purges a key's record when
+//! server's timestamp), deletes the consumer, and then purges a key's record when
 //!
 //! - the server stamped it more than the horizon `H` before the consumer's creation (the
 //!   server's clock now), and
@@ -37,6 +37,12 @@ use crate::Result;
 
 /// Messages fetched per request of the walk.
 const BATCH: usize = 256;
+
+/// How long one fetch waits for a full batch (the last batch of a walk is short).
+const FETCH_WAIT: Duration = Duration::from_millis(500);
+
+/// Purges (and heartbeat checks) in flight at once.
+const IN_FLIGHT: usize = 32;
 
 /// Messages one round examines at most: the rest waits for the next round (the cursor).
 pub(super) const EXAMINE: u64 = 10_000;
@@ -73,25 +79,51 @@ impl NatsStore {
         self.bounded("purge", true, purge).await
     }
 
-    /// Whether the grants' stream's message `m`, stamped before `cutoff`, may be purged: a
-    /// marker, or a grant whose heartbeat is gone.
-    async fn forgettable(&self, m: &async_nats::jetstream::Message) -> Result<bool> {
-        if m.headers.as_ref().is_some_and(|h| h.get(KV_OPERATION).is_some()) {
-            return Ok(true);
+    /// Whether `old`, stamped before the cutoff, may be purged: a marker, or a grant whose
+    /// holder is gone.
+    async fn forgettable(&self, old: &Old) -> Result<bool> {
+        match &old.record {
+            Kind::Marker => Ok(true),
+            Kind::Grant(record) => self.holder_gone(record).await,
+            Kind::Foreign => Ok(false),
         }
-        let Some(record) = Record::decode(&m.payload) else { return Ok(false) };
-        self.holder_gone(&record).await
     }
 
     /// One round from stream sequence `from` (0: the start), forgetting records stamped more
     /// than `horizon` ago by the server's clock (see the module docs). Examines at most
     /// [`EXAMINE`] records, each request bounded by the op timeout and the round by a minute.
     pub(super) async fn prune_round(&self, horizon: Duration, from: u64) -> Result<Round> {
-        let round = self.walk(horizon, from);
+        let round = async {
+            // The walk ends before the purges start: with purges made during the walk, its
+            // consumer delivered nothing more (seen on NATS 2.9 with 3,000 keys).
+            let (old, mut round) = self.walk(horizon, from).await?;
+            let mut failed = None;
+            for chunk in old.chunks(IN_FLIGHT) {
+                let each = chunk.iter().map(|o| async move {
+                    if !self.forgettable(o).await? {
+                        return Ok(0);
+                    }
+                    self.purge_through(&o.subject, o.seq).await
+                });
+                for r in futures_util::future::join_all(each).await {
+                    match r {
+                        Ok(n) => round.purged += n,
+                        // Tried again by a later round; the others go on.
+                        Err(e) => failed = Some(e),
+                    }
+                }
+            }
+            if let Some(e) = failed {
+                tracing::debug!("NATS pruning: a purge failed: {e}");
+            }
+            Ok(round)
+        };
         crate::limits::within(ROUND_LIMIT, || "NATS pruning round".into(), round).await
     }
 
-    async fn walk(&self, horizon: Duration, from: u64) -> Result<Round> {
+    /// The records from `from` stamped more than `horizon` ago, read through an ephemeral
+    /// pull consumer (deleted afterwards), and the round so far.
+    async fn walk(&self, horizon: Duration, from: u64) -> Result<(Vec<Old>, Round)> {
         let deliver_policy = match from {
             0 => DeliverPolicy::All,
             start_sequence => DeliverPolicy::ByStartSequence { start_sequence },
@@ -125,11 +157,14 @@ impl NatsStore {
         consumer: &mut async_nats::jetstream::consumer::PullConsumer,
         cutoff: i128,
         from: u64,
-    ) -> Result<Round> {
+    ) -> Result<(Vec<Old>, Round)> {
         let mut round = Round { next: from, ..Round::default() };
+        let mut old = Vec::new();
         loop {
             let fetch = async {
-                let batch = consumer.fetch().max_messages(BATCH).messages().await;
+                // Ended by the server's timeout when fewer than BATCH are left.
+                let batch = consumer.batch().max_messages(BATCH).expires(FETCH_WAIT);
+                let batch = batch.messages().await;
                 let mut batch = batch.map_err(|e| nats_err("fetch", e))?;
                 let mut out = Vec::with_capacity(BATCH);
                 while let Some(m) = batch.next().await {
@@ -139,34 +174,52 @@ impl NatsStore {
                 Ok(out)
             };
             let batch = self.bounded("fetch", false, fetch).await?;
-            let Some(last) = batch.last() else {
-                round.next = 0; // nothing more: the next round starts over
-                return Ok(round);
-            };
-            let info = last.info().map_err(|e| crate::Error::unavailable(e.to_string(), None))?;
-            let (last_seq, pending) = (info.stream_sequence, info.pending);
-            let each = batch.iter().map(|m| async move {
-                let Ok(info) = m.info() else { return Ok(0) };
-                if info.published.unix_timestamp_nanos() >= cutoff || !self.forgettable(m).await? {
-                    return Ok(0);
-                }
-                self.purge_through(m.subject.as_str(), info.stream_sequence).await
-            });
-            let purged: Vec<Result<u64>> = futures_util::future::join_all(each).await;
             round.examined += batch.len() as u64;
-            for p in purged {
-                round.purged += p?;
+            let mut last_seq = None;
+            for m in &batch {
+                let Ok(info) = m.info() else { continue };
+                last_seq = Some(info.stream_sequence);
+                if info.published.unix_timestamp_nanos() >= cutoff {
+                    continue;
+                }
+                let marker = m.headers.as_ref().is_some_and(|h| h.get(KV_OPERATION).is_some());
+                let record = match Record::decode(&m.payload) {
+                    _ if marker => Kind::Marker,
+                    Some(r) => Kind::Grant(r),
+                    None => Kind::Foreign,
+                };
+                old.push(Old { subject: m.subject.to_string(), seq: info.stream_sequence, record });
             }
-            if pending == 0 {
-                round.next = 0;
-                return Ok(round);
+            // A short batch: the server had no more.
+            match last_seq {
+                Some(seq) if batch.len() == BATCH => round.next = seq + 1,
+                _ => {
+                    round.next = 0; // the next round starts over
+                    return Ok((old, round));
+                }
             }
-            round.next = last_seq + 1;
             if round.examined >= EXAMINE {
-                return Ok(round);
+                return Ok((old, round));
             }
         }
     }
+}
+
+/// What a key's record is.
+enum Kind {
+    /// A release's `DEL` or a `PURGE`.
+    Marker,
+    /// A grant, live or not.
+    Grant(Record),
+    /// A value leasehold did not write: never purged.
+    Foreign,
+}
+
+/// A record stamped before the round's cutoff.
+struct Old {
+    subject: String,
+    seq: u64,
+    record: Kind,
 }
 
 /// The pruning task of one store, ended when the store is dropped.
