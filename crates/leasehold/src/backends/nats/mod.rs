@@ -14,7 +14,8 @@
 //!   `OWNER` there, written before each grant and renewal. The server expires it `max_age`
 //!   after it was written; a grant whose heartbeat is gone has ended, and a contender may then
 //!   replace it by compare-and-set. One grants' bucket for every TTL keeps one place per key,
-//!   so leases of different TTLs on one key exclude each other.
+//!   so leases of different TTLs on one key exclude each other. A TTL whose bucket cannot be
+//!   made (a node of a cluster down) uses the smallest existing longer one (`fallback.rs`).
 //!
 //! The fence is `max(the key's last fence + 1, the server's timestamp of the grant's
 //! heartbeat in µs)` (clock-backed, §4.2): the release marker and an expired grant carry the
@@ -32,6 +33,7 @@
 mod beat;
 mod bucket;
 mod config;
+mod fallback;
 mod probe;
 mod prune;
 mod record;
@@ -91,6 +93,8 @@ pub struct NatsStore {
     grants: kv::Store,
     /// The heartbeat buckets opened so far, by lease length in ms.
     beats: tokio::sync::Mutex<HashMap<u64, kv::Store>>,
+    /// Lease lengths whose bucket could not be made, and the longer one used (`fallback.rs`).
+    fallbacks: fallback::Fallbacks,
     held: Mutex<HashMap<OwnerToken, Held>>,
     op_timeout_ms: AtomicU64,
     /// The task that purges keys' records past the horizon (`prune.rs`); ended on drop.
@@ -142,6 +146,7 @@ impl NatsStore {
                 js,
                 grants,
                 beats: tokio::sync::Mutex::default(),
+                fallbacks: fallback::Fallbacks::default(),
                 held: Mutex::default(),
                 op_timeout_ms: AtomicU64::new(limits.op.as_millis() as u64),
                 pruner: None,
@@ -162,6 +167,7 @@ impl NatsStore {
             js: self.js.clone(),
             grants: self.grants.clone(),
             beats: tokio::sync::Mutex::default(),
+            fallbacks: fallback::Fallbacks::default(),
             held: Mutex::default(),
             op_timeout_ms: AtomicU64::new(self.op_timeout_ms.load(Ordering::Relaxed)),
             pruner: None,
@@ -267,8 +273,9 @@ impl NatsStore {
         };
         // The heartbeat bucket exists before the clock starts: creating it (a new stream, on
         // a cluster a new Raft group) can take longer than a short lease, and the server's
-        // expiry counts from the heartbeat's write, not from the bucket's creation.
-        self.beats(ttl_ms).await?;
+        // expiry counts from the heartbeat's write, not from the bucket's creation. One that
+        // cannot be made (a node of the cluster down) is replaced by a longer one (fallback.rs).
+        let ttl_ms = self.beats_for(ttl_ms).await?.0;
         let mut sent = Instant::now();
         let beat = match self.write_beat(req.owner, ttl_ms, 0, &mut sent).await? {
             Cas::Applied(seq) => seq,
@@ -370,7 +377,7 @@ impl Store for NatsStore {
             self.held().remove(owner);
             return Ok(false); // expired, or ended by a contender
         };
-        let ttl_ms = record::bucket_ttl_ms(ttl);
+        let ttl_ms = self.renewal_ttl_ms(record::bucket_ttl_ms(ttl), held.record.ttl_ms).await?;
         if ttl_ms == held.record.ttl_ms {
             // One request: a heartbeat that applies only if nobody ended the last one.
             let mut last = Some(last);
