@@ -226,6 +226,43 @@ async fn a_node_lost_from_a_3_node_cluster_keeps_the_grant() {
     assert!(b.release().await.unwrap().is_clean());
 }
 
+/// A lease length whose heartbeat bucket cannot be made (on a cluster: a 3-replica stream
+/// that cannot be placed while a node is down; here, deterministically, a 3-replica stream
+/// on a server that is not clustered, which JetStream refuses) is granted on the smallest
+/// existing longer bucket: it renews there past its TTL, excludes a rival and releases
+/// cleanly. Before the fallback every attempt was refused as unavailable.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_ttl_whose_bucket_cannot_be_made_uses_a_longer_one() {
+    let server = NatsServer::start();
+    let key = unique_key("nats-new-ttl");
+    // The grants' bucket and a 30 s heartbeat bucket exist (one replica).
+    let one = Locker::connect(&server.url("/fallback")).await.unwrap();
+    let first = one.acquire(&key, Duration::from_secs(30)).await.unwrap();
+    let fence = first.fence();
+    assert!(first.release().await.unwrap().is_clean());
+    // A store asking 3 replicas: it opens the existing buckets, cannot make new ones.
+    let l = Locker::connect(&server.url("/fallback?replicas=3")).await.unwrap();
+    let ttl = Duration::from_secs(2);
+    let a = l.acquire(&key, ttl).await.expect("a new TTL on the 30 s bucket");
+    assert!(a.fence() > fence);
+    let rival = leasehold_testkit::conformance::other(&one);
+    let r = rival.acquire(&key, ttl).await;
+    assert!(r.as_ref().is_err_and(|e| e.is_busy()), "a rival beside the holder: {r:?}");
+    // Past its TTL: renewed on the longer bucket.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(!a.is_lost(), "the lease was not renewed on the longer bucket");
+    let r = rival.acquire(&key, ttl).await;
+    assert!(r.as_ref().is_err_and(|e| e.is_busy()), "a rival after 3 s: {r:?}");
+    let held = a.fence();
+    assert!(a.release().await.unwrap().is_clean());
+    let b = rival.acquire(&key, ttl).wait(Wait::For(Duration::from_secs(10))).await.unwrap();
+    assert!(b.fence() > held);
+    assert!(b.release().await.unwrap().is_clean());
+    // With no bucket at least as long, the refusal stands.
+    let r = l.acquire(&unique_key("nats-new-ttl-long"), Duration::from_secs(60)).await;
+    assert!(r.as_ref().is_err_and(|e| e.is_unavailable()), "no longer bucket: {r:?}");
+}
+
 /// `doctor`'s probe reads the grants' bucket: replicas and storage, with the verdicts they
 /// call for (one replica, memory storage), and each peer of a cluster's stream.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

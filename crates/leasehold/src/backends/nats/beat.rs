@@ -100,6 +100,20 @@ impl NatsStore {
         Ok(self.bounded("read back", false, read).await?.time.unix_timestamp_nanos())
     }
 
+    /// Whether the holder of the grant `record` is gone for good: its heartbeat was ended by
+    /// a contender, or it has expired and this call ends it (a `DEL` marker expecting no
+    /// heartbeat there, which the server refuses if one is: a stale read of "gone" from a
+    /// deposed leader is never acted on, and no renewal of that owner applies after it).
+    pub(super) async fn holder_gone(&self, record: &record::Record) -> Result<bool> {
+        Ok(match self.beat(&record.owner, record.ttl_ms).await? {
+            Beat::Alive { .. } => false,
+            Beat::Ended => true,
+            Beat::Absent => {
+                matches!(self.end_beat(&record.owner, record.ttl_ms, 0).await?, Cas::Applied(_))
+            }
+        })
+    }
+
     /// Ends `owner`'s heartbeat iff its subject's last sequence is `expected` (0: it expired):
     /// a `DEL` marker there, after which no renewal of that owner applies.
     pub(super) async fn end_beat(

@@ -1,5 +1,7 @@
 //! The `nats://` URL, parsed once into [`Config`].
 
+use std::time::Duration;
+
 use crate::{Error, Result};
 
 /// The bucket the grants live in when the URL names none.
@@ -10,6 +12,7 @@ crate::url::option_keys! {
     enum OptionKey {
         Replicas = "replicas",
         Storage = "storage",
+        Horizon = "horizon",
     }
 }
 
@@ -33,9 +36,12 @@ pub(super) struct Config {
     /// Replicas of the buckets leasehold creates (1 to 5); an existing bucket keeps its own.
     pub(super) replicas: usize,
     pub(super) storage: Storage,
+    /// How long a key's last record (its release marker, or a dead holder's grant) is kept in
+    /// the grants' bucket before the pruning task purges it (`horizon=`, [`crate::horizon`]).
+    pub(super) horizon: Duration,
 }
 
-/// Parses `nats://[USER:PASS@]H:P[,H:P…][/BUCKET][?replicas=N&storage=file|memory]`.
+/// Parses `nats://[USER:PASS@]H:P[,H:P…][/BUCKET][?replicas=N&storage=file|memory&horizon=DUR]`.
 pub(super) fn parse_url(url: &str) -> Result<Config> {
     let rest = url
         .strip_prefix("nats://")
@@ -72,7 +78,14 @@ pub(super) fn parse_url(url: &str) -> Result<Config> {
             crate::url::redact(url)
         )));
     }
-    let mut cfg = Config { servers, user, bucket, replicas: 1, storage: Storage::File };
+    let mut cfg = Config {
+        servers,
+        user,
+        bucket,
+        replicas: 1,
+        storage: Storage::File,
+        horizon: crate::horizon::DEFAULT_HORIZON,
+    };
     for crate::url::Opt { key, value, text } in crate::url::options::<OptionKey>(url)?.1 {
         match key {
             OptionKey::Replicas => {
@@ -96,6 +109,7 @@ pub(super) fn parse_url(url: &str) -> Result<Config> {
                     }
                 }
             }
+            OptionKey::Horizon => cfg.horizon = crate::horizon::horizon_option(value)?,
         }
     }
     Ok(cfg)
@@ -114,14 +128,21 @@ mod tests {
         let c = parse_url("nats://h:1").unwrap();
         assert_eq!((c.bucket.as_str(), c.replicas, c.storage), (DEFAULT_BUCKET, 1, Storage::File));
         assert_eq!(parse_url("nats://h:1/").unwrap().bucket, DEFAULT_BUCKET);
+        assert_eq!(c.horizon, crate::horizon::DEFAULT_HORIZON, "a day unless given");
+        let h = |u: &str| parse_url(u).unwrap().horizon;
+        assert_eq!(h("nats://h:1?horizon=90s"), Duration::from_secs(90));
+        assert_eq!(h("nats://h:1/b?replicas=3&horizon=1s"), crate::horizon::MIN_HORIZON);
         let cases = [
             ("nats://h:1?replica=3", "\"replica\""),
-            ("nats://h:1?replica=3", "valid options: replicas, storage"),
+            ("nats://h:1?replica=3", "valid options: replicas, storage, horizon"),
             ("nats://h:1?replicas=0", "replicas=0"),
             ("nats://h:1?replicas=6", "replicas=6"),
             ("nats://h:1?replicas=x", "replicas=x"),
             ("nats://h:1?storage=disk", "storage=disk"),
             ("nats://h?storage=file", "no port"),
+            ("nats://h:1?horizon=10ms", "horizon=\"10ms\""),
+            ("nats://h:1?horizon=400d", "horizon=\"400d\""),
+            ("nats://h:1?horizon=soon", "horizon=\"soon\""),
             ("nats:///b", "names no NATS server"),
             ("nats://h:1/a.b", "bucket \"a.b\""),
         ];

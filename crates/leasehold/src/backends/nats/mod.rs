@@ -1,4 +1,5 @@
-//! NATS JetStream KV store: `nats://[USER:PASS@]H:P[,H:P…][/BUCKET][?replicas=N&storage=file|memory]`.
+//! NATS JetStream KV store:
+//! `nats://[USER:PASS@]H:P[,H:P…][/BUCKET][?replicas=N&storage=file|memory&horizon=DUR]`.
 //!
 //! Two kinds of bucket (`docs/design.md`, "NATS JetStream KV"):
 //!
@@ -13,12 +14,17 @@
 //!   `OWNER` there, written before each grant and renewal. The server expires it `max_age`
 //!   after it was written; a grant whose heartbeat is gone has ended, and a contender may then
 //!   replace it by compare-and-set. One grants' bucket for every TTL keeps one place per key,
-//!   so leases of different TTLs on one key exclude each other.
+//!   so leases of different TTLs on one key exclude each other. A TTL whose bucket cannot be
+//!   made (a node of a cluster down) uses the smallest existing longer one (`fallback.rs`).
 //!
 //! The fence is `max(the key's last fence + 1, the server's timestamp of the grant's
 //! heartbeat in µs)` (clock-backed, §4.2): the release marker and an expired grant carry the
 //! last fence on, and when the chain is lost (the bucket deleted, a stream restored, a marker
 //! expired or purged) the server's clock starts it above every fence issued before.
+//!
+//! Bounded state: a task of the store purges a key's last record once the server stamped it
+//! more than the horizon ago (`horizon=`, a day by default; [`crate::horizon`]) and it is a
+//! release marker or a dead holder's grant (`prune.rs`).
 //!
 //! Errors: a user or password the server refuses is [`Error::Config`](crate::Error::Config); a server that cannot be
 //! reached, or a request that gets no answer in the op timeout, is [`Error::Unavailable`](crate::Error::Unavailable) /
@@ -27,7 +33,9 @@
 mod beat;
 mod bucket;
 mod config;
+mod fallback;
 mod probe;
+mod prune;
 mod record;
 mod request;
 #[cfg(feature = "tools")]
@@ -85,8 +93,13 @@ pub struct NatsStore {
     grants: kv::Store,
     /// The heartbeat buckets opened so far, by lease length in ms.
     beats: tokio::sync::Mutex<HashMap<u64, kv::Store>>,
+    /// Lease lengths whose bucket could not be made, and the longer one used (`fallback.rs`).
+    fallbacks: fallback::Fallbacks,
     held: Mutex<HashMap<OwnerToken, Held>>,
     op_timeout_ms: AtomicU64,
+    /// The task that purges keys' records past the horizon (`prune.rs`); ended on drop.
+    /// `None` in the handle that task itself runs on.
+    pruner: Option<prune::Pruner>,
 }
 
 impl std::fmt::Debug for NatsStore {
@@ -127,17 +140,38 @@ impl NatsStore {
             let client = connect.await?;
             let js = jetstream::new(client.clone());
             let grants = open_bucket(&js, &cfg, &cfg.bucket, Duration::ZERO).await?;
-            Ok(NatsStore {
+            let mut store = NatsStore {
                 cfg: cfg.clone(),
                 client,
                 js,
                 grants,
                 beats: tokio::sync::Mutex::default(),
+                fallbacks: fallback::Fallbacks::default(),
                 held: Mutex::default(),
                 op_timeout_ms: AtomicU64::new(limits.op.as_millis() as u64),
-            })
+                pruner: None,
+            };
+            store.pruner = Some(prune::Pruner::start(store.sibling(), cfg.horizon));
+            Ok(store)
         };
         crate::limits::within(limits.connect, || format!("NATS {what}"), opened).await
+    }
+
+    /// A handle on the same connection and grants' bucket, with nothing granted and no
+    /// pruning task of its own: what the pruning task runs on, so that dropping the store
+    /// (which aborts the task) ends both.
+    fn sibling(&self) -> NatsStore {
+        NatsStore {
+            cfg: self.cfg.clone(),
+            client: self.client.clone(),
+            js: self.js.clone(),
+            grants: self.grants.clone(),
+            beats: tokio::sync::Mutex::default(),
+            fallbacks: fallback::Fallbacks::default(),
+            held: Mutex::default(),
+            op_timeout_ms: AtomicU64::new(self.op_timeout_ms.load(Ordering::Relaxed)),
+            pruner: None,
+        }
     }
 
     /// The grants' bucket (the URL's path; `leasehold` by default).
@@ -239,8 +273,9 @@ impl NatsStore {
         };
         // The heartbeat bucket exists before the clock starts: creating it (a new stream, on
         // a cluster a new Raft group) can take longer than a short lease, and the server's
-        // expiry counts from the heartbeat's write, not from the bucket's creation.
-        self.beats(ttl_ms).await?;
+        // expiry counts from the heartbeat's write, not from the bucket's creation. One that
+        // cannot be made (a node of the cluster down) is replaced by a longer one (fallback.rs).
+        let ttl_ms = self.beats_for(ttl_ms).await?.0;
         let mut sent = Instant::now();
         let beat = match self.write_beat(req.owner, ttl_ms, 0, &mut sent).await? {
             Cas::Applied(seq) => seq,
@@ -262,7 +297,16 @@ impl NatsStore {
             ttl_ms,
             info: req.info.cloned(),
         };
-        match self.put_record(req.key, rev, &record).await? {
+        let mut cas = self.put_record(req.key, rev, &record).await?;
+        if let Cas::Conflict = cas
+            && rev != 0
+            && let Slot::Empty = self.slot(req.key).await?
+        {
+            // The pruning task purged the record we read (a purge publishes nothing a waiter
+            // would wake on): the key is free, and our fence is still above the purged one.
+            cas = self.put_record(req.key, 0, &record).await?;
+        }
+        match cas {
             Cas::Applied(rev) => {
                 let fence = record.fence_token();
                 let held = Held { key: req.key.clone(), rev, record, beat: Some(beat) };
@@ -333,7 +377,7 @@ impl Store for NatsStore {
             self.held().remove(owner);
             return Ok(false); // expired, or ended by a contender
         };
-        let ttl_ms = record::bucket_ttl_ms(ttl);
+        let ttl_ms = self.renewal_ttl_ms(record::bucket_ttl_ms(ttl), held.record.ttl_ms).await?;
         if ttl_ms == held.record.ttl_ms {
             // One request: a heartbeat that applies only if nobody ended the last one.
             let mut last = Some(last);
@@ -469,24 +513,22 @@ impl Store for NatsStore {
             Slot::Empty | Slot::Foreign => return Ok(()),
             Slot::Released { rev, .. } => rev,
             Slot::Granted { rev, record } => {
-                if let Beat::Alive { .. } = self.beat(&record.owner, record.ttl_ms).await? {
+                if !self.holder_gone(&record).await? {
                     return Ok(()); // still held
                 }
                 rev
             }
         };
-        let mut h = HeaderMap::new();
-        h.insert(KV_OPERATION, "PURGE");
-        h.insert("Nats-Rollup", "sub");
-        h.insert(EXPECTED_LAST, rev.to_string().as_str());
-        self.publish(self.subject(key), h, Bytes::new()).await.map(drop)
+        // The record read, and nothing written after it (prune.rs): unlike a KV `PURGE`,
+        // which leaves a marker, this leaves the subject empty.
+        self.purge_through(&self.subject(key), rev).await.map(drop)
     }
 }
 
 /// `nats://H1:P1[,H2:P2…][/BUCKET][?replicas=N&storage=file|memory]`.
 pub(crate) const STORE: super::Descriptor = super::Descriptor {
-    form: "nats://H1:P1[,H2:P2…][/BUCKET][?replicas=1&storage=file]",
-    usage: "nats://[USER:PASS@]H1:P1[,H2:P2…][/BUCKET][?replicas=1&storage=file]",
+    form: "nats://H1:P1[,H2:P2…][/BUCKET][?replicas=1&storage=file&horizon=DUR]",
+    usage: "nats://[USER:PASS@]H1:P1[,H2:P2…][/BUCKET][?replicas=1&storage=file&horizon=DUR]",
     summary: "NATS JetStream KV",
     parse: |url| super::parsed(parse_url(url)),
 };

@@ -51,8 +51,9 @@ pub fn replicas(url: &crate::StoreUrl) -> crate::Result<usize> {
 
 /// Removes what a released `key` leaves in the grants' bucket of the `nats://` URL `url` (its
 /// release marker, which carries the key's last fence), as `Store::forget` does for the
-/// sizing probe's keys: a compare-and-set purge on the marker's sequence, so a grant written
-/// since is never touched, and a key still held is left alone. The next grant's fence then
+/// sizing probe's keys: a stream purge of the key's subject up to the marker's sequence, so a
+/// grant written since is never touched (and no purge marker is left), and a key still held
+/// is left alone. The next grant's fence then
 /// comes from the server's clock, still above the forgotten ones. Heartbeats need nothing:
 /// their bucket's `max_age` expires them. Errors: [`crate::Error::InvalidInput`] for another
 /// store's URL; the store's errors when it cannot be reached.
@@ -61,6 +62,16 @@ pub async fn forget(url: &crate::StoreUrl, key: &str) -> crate::Result<()> {
     let cfg: &super::config::Config = url.config_of("nats://")?;
     let store = super::NatsStore::open(cfg, crate::limits::Limits::default()).await?;
     store.forget(&crate::Key::new(key)?).await
+}
+
+/// What a pruning round does to `key` once it has examined its record at stream sequence
+/// `seq` in `store`'s grants' bucket and found it forgettable: purges the subject's messages
+/// up to and including `seq`, never one written after (a grant made since the examination).
+/// Returns how many messages went. Errors: [`crate::Error::InvalidInput`] for a bad key,
+/// [`crate::Error::UnknownOutcome`] when the server does not answer in the op timeout.
+pub async fn purge_examined(store: &super::NatsStore, key: &str, seq: u64) -> crate::Result<u64> {
+    let key = crate::Key::new(key)?;
+    store.purge_through(&store.subject(&key), seq).await
 }
 
 /// The NATS client crate the store is built on, so a tool's raw baseline sends its requests
