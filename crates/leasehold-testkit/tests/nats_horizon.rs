@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use leasehold::Locker;
 use leasehold::backends::nats::tools::{self, async_nats};
-use leasehold_testkit::servers::NatsServer;
+use leasehold_testkit::stores::nats::server::NatsServer;
 
 use async_nats::jetstream::{self, stream::LastRawMessageErrorKind};
 

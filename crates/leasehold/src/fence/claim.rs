@@ -33,10 +33,6 @@ cfg_fence_resource! {
 
 cfg_fence_claim! {
     /// The error for a claim whose fence is older than the resource's horizon.
-    #[cfg_attr(
-        not(any(feature = "sqlite", feature = "redis", feature = "postgres")),
-        allow(dead_code)
-    )]
     pub(crate) fn past_horizon(resource: &str, presented: &Fencing) -> Error {
         Error::StaleFence {
             resource: resource.to_owned(),
