@@ -18,7 +18,8 @@
 //! fence handed out survives power loss and is never issued twice.
 //!
 //! Waiting (`wait.rs`, `doorbell.rs`): waiters queue by ticket in `leasehold_queue(key, tickets,
-//! turn)`; a release calls the next ticket in its transaction and rings the key's doorbell, a
+//! turn, boot_id, alive_ns)` (`alive_ns`: kept ahead of the boot clock by the key's waiters, so
+//! the pruning task deletes only the queues of waiters gone past the horizon); a release calls the next ticket in its transaction and rings the key's doorbell, a
 //! file beside the database whose inotify close-write event wakes waiters in every process
 //! (Linux; elsewhere they poll at 1–50 ms). Only the called waiter attempts at once. No waiter
 //! sleeps past the holder's expiry.
@@ -72,6 +73,9 @@ pub struct SqliteStore {
     bells: Arc<Bells>,
     /// Every process's releases, through the file system.
     doorbell: Arc<doorbell::Doorbell>,
+    /// How far ahead this store's waiters keep their queue rows' `alive_ns`
+    /// ([`wait::WAITER_LIVE`]; shorter in tests).
+    waiter_live: Duration,
     /// Grant attempts and looks at the queue made by this store's waiters.
     #[cfg(test)]
     counts: Arc<wait::Counts>,
@@ -141,7 +145,7 @@ impl SqliteStore {
         let store = tokio::task::spawn_blocking(move || Self::open_blocking(&path, limits))
             .await
             .map_err(|e| Error::backend("sqlite", "open task failed", e))??;
-        prune::start(Arc::downgrade(&store.db), horizon);
+        prune::start(Arc::downgrade(&store.db), horizon, store.boot_id.clone());
         Ok(store)
     }
 
@@ -155,6 +159,7 @@ impl SqliteStore {
             busy_ms: Arc::new(AtomicU64::new(limits.op.as_millis() as u64)),
             boot_id: boot.into(),
             bells: Arc::default(),
+            waiter_live: wait::WAITER_LIVE,
             #[cfg(test)]
             counts: Arc::default(),
         })
@@ -442,8 +447,9 @@ mod tests {
         }
     }
 
-    /// A file made by a version without `leasehold_leases.info` gets the column when opened,
-    /// keeping its rows, and then keeps holder info.
+    /// A file made by a version without `leasehold_leases.info` (nor the queue's
+    /// `boot_id`, `alive_ns`) gets the columns when opened, keeping its rows, and then keeps
+    /// holder info.
     #[tokio::test]
     async fn an_older_file_gets_the_info_column() {
         let dir = tempfile::tempdir().unwrap();
@@ -454,7 +460,10 @@ mod tests {
                 "CREATE TABLE leasehold_leases (key TEXT PRIMARY KEY NOT NULL, owner TEXT NOT NULL,
                    fence INTEGER NOT NULL, boot_id TEXT NOT NULL, expires_ns INTEGER NOT NULL);
                  CREATE TABLE leasehold_fences (key TEXT PRIMARY KEY NOT NULL, fence INTEGER NOT NULL);
-                 INSERT INTO leasehold_fences VALUES ('k', 41);",
+                 INSERT INTO leasehold_fences VALUES ('k', 41);
+                 CREATE TABLE leasehold_queue (key TEXT PRIMARY KEY NOT NULL,
+                   tickets INTEGER NOT NULL, turn INTEGER NOT NULL);
+                 INSERT INTO leasehold_queue VALUES ('q', 2, 1);",
             )
             .unwrap();
         }
@@ -477,6 +486,19 @@ mod tests {
         }
         let h = store.holders(Some(&key)).await.unwrap();
         assert_eq!(h[0].info.as_ref(), Some(&info));
+        // The queue got its waiters' columns, its row kept (NULL: written by the old version).
+        let q = store
+            .blocking(|c, _| {
+                c.query_row(
+                    "SELECT tickets, turn, boot_id, alive_ns FROM leasehold_queue WHERE key = 'q'",
+                    [],
+                    |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+                )
+                .sql()
+            })
+            .await
+            .unwrap();
+        assert_eq!(q, (2i64, 1i64, None::<String>, None::<i64>));
         // A second open finds the column there.
         drop(store);
         SqliteStore::open(&path).await.unwrap();
