@@ -45,8 +45,11 @@ impl SqliteUrl {
              shared file system",
         );
         p.verdict(
-            "leases survive process and machine restarts in the file; a reboot frees them \
-             (boot id); fences survive power loss (synchronous=FULL)",
+            "leases survive process restarts in the file; a reboot frees them (boot id); a \
+             power loss can lose the last commits (synchronous=NORMAL), and the next fences \
+             come from this machine's clock: they stay above every fence handed out while the \
+             clock after a reboot reads later than before it (not so without a battery-backed \
+             clock until NTP sets it; docs/design.md 4.2)",
         );
         p.change(
             "for exclusion across machines, use a networked store (postgres://, etcd://, redis://)",
