@@ -79,6 +79,8 @@ pub struct SqliteStore {
     /// How far ahead this store's waiters keep their queue rows' `alive_ns`
     /// ([`wait::WAITER_LIVE`]; shorter in tests).
     waiter_live: Duration,
+    /// `sync=full`: every commit fsynced.
+    full_sync: bool,
     /// Grant attempts and looks at the queue made by this store's waiters.
     #[cfg(test)]
     counts: Arc<wait::Counts>,
@@ -140,20 +142,27 @@ impl SqliteStore {
     /// The store forgets an idle key's fence counter after [`crate::horizon::DEFAULT_HORIZON`]
     /// (a `sqlite://PATH?horizon=DUR` URL sets another, through [`crate::Locker::connect`]).
     pub async fn open(path: impl AsRef<Path>) -> Result<Self> {
-        Self::open_within(path.as_ref(), Limits::default(), crate::horizon::DEFAULT_HORIZON).await
+        let h = crate::horizon::DEFAULT_HORIZON;
+        Self::open_within(path.as_ref(), Limits::default(), h, false).await
     }
 
-    async fn open_within(path: &Path, limits: Limits, horizon: Duration) -> Result<Self> {
+    async fn open_within(
+        path: &Path,
+        limits: Limits,
+        horizon: Duration,
+        full_sync: bool,
+    ) -> Result<Self> {
         let path = path.to_owned();
-        let store = tokio::task::spawn_blocking(move || Self::open_blocking(&path, limits))
-            .await
-            .map_err(|e| Error::backend("sqlite", "open task failed", e))??;
+        let store =
+            tokio::task::spawn_blocking(move || Self::open_blocking(&path, limits, full_sync))
+                .await
+                .map_err(|e| Error::backend("sqlite", "open task failed", e))??;
         prune::start(Arc::downgrade(&store.db), horizon, store.boot_id.clone());
         Ok(store)
     }
 
-    fn open_blocking(path: &Path, limits: Limits) -> Result<Self> {
-        let (conn, boot) = open::database(path, limits)?;
+    fn open_blocking(path: &Path, limits: Limits, full_sync: bool) -> Result<Self> {
+        let (conn, boot) = open::database(path, limits, full_sync)?;
         let canon = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_owned());
         Ok(SqliteStore {
             doorbell: Arc::new(doorbell::Doorbell::new(&canon)),
@@ -163,6 +172,7 @@ impl SqliteStore {
             boot_id: boot.into(),
             bells: Arc::default(),
             waiter_live: wait::WAITER_LIVE,
+            full_sync,
             #[cfg(test)]
             counts: Arc::default(),
         })
@@ -197,11 +207,16 @@ impl Store for SqliteStore {
             backend: "sqlite",
             kind: LockKind::Lease,
             exclusion: "linearizable among the processes of one machine (SQLite write lock, WAL)",
-            store_failure: "the file survives process crashes whole and machine crashes \
-                            consistent (a power loss can lose the last commits: \
-                            synchronous=NORMAL); a reboot frees every lease (boot id); after a \
-                            lost commit, a deleted file or a restored backup fences still grow \
-                            (the clock floor)",
+            store_failure: if self.full_sync {
+                "the file survives process and machine crashes (sync=full: every commit \
+                 fsynced); a reboot frees every lease (boot id); a deleted file or a restored \
+                 backup still issues larger fences (the clock floor)"
+            } else {
+                "the file survives process crashes whole and machine crashes consistent (a \
+                 power loss can lose the last commits: synchronous=NORMAL); a reboot frees \
+                 every lease (boot id); after a lost commit, a deleted file or a restored \
+                 backup fences still grow (the clock floor)"
+            },
             expiry: boot::EXPIRY,
             fence: "per-key row set to max(fence + 1, the machine's clock in µs) in the granting \
                     transaction; a key's row idle past the horizon (horizon=, a day by default) \
@@ -389,17 +404,17 @@ impl Store for SqliteStore {
     }
 }
 
-/// `sqlite://PATH[?horizon=DUR]`.
+/// `sqlite://PATH[?horizon=DUR&sync=full]`.
 pub(crate) const STORE: super::Descriptor = super::Descriptor {
-    form: "sqlite://PATH[?horizon=DUR]",
-    usage: "sqlite://PATH[?horizon=DUR]",
+    form: "sqlite://PATH[?horizon=DUR&sync=full]",
+    usage: "sqlite://PATH[?horizon=DUR&sync=full]",
     summary: "embedded lease table (the default)",
     parse: |url| super::parsed(SqliteUrl::parse(url)),
 };
 
 impl super::StoreConfig for SqliteUrl {
     fn open(&self, limits: Limits) -> super::Boxed<'_, Result<Arc<dyn Store>>> {
-        super::opened(SqliteStore::open_within(&self.path, limits, self.horizon))
+        super::opened(SqliteStore::open_within(&self.path, limits, self.horizon, self.full_sync))
     }
 
     fn probe<'a>(
@@ -511,19 +526,33 @@ mod tests {
 
     /// The durability `docs/design.md` §4.2 argues for: WAL, commits written but not fsynced
     /// (`synchronous=NORMAL`: a process crash loses nothing; a power loss ends the boot whose
-    /// leases the lost commits held, and fences restart from the clock).
+    /// leases the lost commits held, and fences restart from the clock); `sync=full` fsyncs
+    /// every commit, and says so in its guarantees; another value is refused.
     #[tokio::test]
-    async fn commits_are_wal_and_not_fsynced() {
+    async fn commits_are_wal_and_fsynced_only_with_sync_full() {
         let dir = tempfile::tempdir().unwrap();
-        let store = SqliteStore::open(dir.path().join("s.db")).await.unwrap();
-        let (mode, sync) = store
-            .blocking(|c, _| {
-                let mode: String = c.query_row("PRAGMA journal_mode", [], |r| r.get(0)).sql()?;
-                let sync: i64 = c.query_row("PRAGMA synchronous", [], |r| r.get(0)).sql()?;
-                Ok((mode, sync))
-            })
-            .await
-            .unwrap();
-        assert_eq!((mode.as_str(), sync), ("wal", 1), "journal_mode, synchronous (1 = NORMAL)");
+        for (full, want) in [(false, 1), (true, 2)] {
+            let path = dir.path().join(format!("s{full}.db"));
+            let h = crate::horizon::DEFAULT_HORIZON;
+            let store = SqliteStore::open_within(&path, Limits::default(), h, full).await.unwrap();
+            let (mode, sync) = store
+                .blocking(|c, _| {
+                    let mode: String =
+                        c.query_row("PRAGMA journal_mode", [], |r| r.get(0)).sql()?;
+                    let sync: i64 = c.query_row("PRAGMA synchronous", [], |r| r.get(0)).sql()?;
+                    Ok((mode, sync))
+                })
+                .await
+                .unwrap();
+            assert_eq!((mode.as_str(), sync), ("wal", want), "journal_mode, synchronous");
+            let says = store.guarantees().store_failure;
+            assert_eq!(says.contains("sync=full"), full, "{says}");
+        }
+        let url = |q: &str| format!("sqlite://{}/u.db{q}", dir.path().display());
+        assert!(SqliteUrl::parse(&url("?sync=full")).unwrap().full_sync);
+        assert!(!SqliteUrl::parse(&url("?sync=normal")).unwrap().full_sync);
+        assert!(!SqliteUrl::parse(&url("")).unwrap().full_sync);
+        let e = SqliteUrl::parse(&url("?sync=off")).unwrap_err();
+        assert!(matches!(e, Error::InvalidInput(_)), "{e:?}");
     }
 }

@@ -32,10 +32,15 @@ CREATE TABLE IF NOT EXISTS leasehold_queue (
     alive_ns INTEGER
 );";
 
-/// Opens (creating if needed) the database at `path` with its tables, within
+/// Opens (creating if needed) the database at `path` with its tables (`full_sync`: every
+/// commit fsynced, `synchronous=FULL`; else `NORMAL`), within
 /// `limits.connect`, its busy timeout then set to `limits.op`; and this boot's id, the rows of
 /// earlier boots deleted. Errors as [`super::SqliteStore::open`] says.
-pub(super) fn database(path: &Path, limits: Limits) -> Result<(Connection, String)> {
+pub(super) fn database(
+    path: &Path,
+    limits: Limits,
+    full_sync: bool,
+) -> Result<(Connection, String)> {
     if path.as_os_str().is_empty() {
         return Err(Error::invalid("sqlite:// URL has an empty path"));
     }
@@ -68,7 +73,7 @@ pub(super) fn database(path: &Path, limits: Limits) -> Result<(Connection, Strin
         if !mode.eq_ignore_ascii_case("wal") {
             return Err(rusqlite::Error::InvalidQuery);
         }
-        conn.pragma_update(None, "synchronous", "NORMAL")?;
+        conn.pragma_update(None, "synchronous", if full_sync { "FULL" } else { "NORMAL" })?;
         conn.execute_batch(SCHEMA)?;
         conn.execute_batch(shared::SCHEMA)?;
         add_column(&conn, "leasehold_leases", "info TEXT")?;

@@ -189,8 +189,8 @@ mod tests {
         let path = dir.path().join("s.db");
         let h = Duration::from_secs(1);
         let limits = crate::backends::Limits::default();
-        let holder = Locker::new(SqliteStore::open_within(&path, limits, h).await.unwrap());
-        let mut w = SqliteStore::open_within(&path, limits, h).await.unwrap();
+        let holder = Locker::new(SqliteStore::open_within(&path, limits, h, false).await.unwrap());
+        let mut w = SqliteStore::open_within(&path, limits, h, false).await.unwrap();
         w.waiter_live = Duration::from_millis(400);
         let waiter = Locker::new(w);
         let ttl = Duration::from_secs(30);
