@@ -219,6 +219,36 @@ async fn mysql_session_fence_rows_are_pruned_after_the_horizon_and_fences_still_
     assert!(held.release().await.unwrap().is_clean());
 }
 
+/// Two `GET_LOCK` stores with different prefixes share one fence table (the row of a key is
+/// the key's, whatever the prefix): neither store's pruning takes the row of a key the other
+/// holds. Before, the store whose own lock name (`pb:k`) was free deleted the row of `k`
+/// while the other held `pa:k`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mysql_session_fence_rows_held_under_another_prefix_are_kept() {
+    let db = MyDatabase::new();
+    let a = Locker::connect(&db.url("?mode=session&prefix=pa:&horizon=1s")).await.unwrap();
+    let b = Locker::connect(&db.url("?mode=session&prefix=pb:&horizon=1s")).await.unwrap();
+    let held = a.acquire("k", TTL).await.unwrap();
+    let idle = b.acquire("idle", TTL).await.unwrap();
+    let first = idle.fence();
+    assert!(idle.release().await.unwrap().is_clean());
+    let mut c = my_conn(&db).await;
+    let rows = "SELECT COUNT(*) FROM leasehold_leases_fences WHERE lock_key = ?";
+    // Both pruners run every 250 ms; the idle key's row goes after the 1 s horizon.
+    let started = std::time::Instant::now();
+    while my_count(&mut c, rows, "idle").await != 0 {
+        assert!(started.elapsed() < Duration::from_secs(10), "the idle key's row stayed");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(1_000)).await;
+    assert_eq!(my_count(&mut c, rows, "k").await, 1, "the row of a key held as pa:k was pruned");
+    let again = b.acquire("idle", TTL).await.unwrap();
+    assert!(again.fence() > first, "{} after {}", again.fence(), first);
+    assert!(again.release().await.unwrap().is_clean());
+    assert!(!held.is_lost());
+    assert!(held.release().await.unwrap().is_clean());
+}
+
 /// MySQL resource: `claim_within` refuses a fence older than the horizon, `prune` forgets
 /// claims twice the horizon old, and the stale holder stays refused after.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -315,6 +315,7 @@ pub async fn prune(conn: &mut mysql_async::Conn, horizon: std::time::Duration) -
         ),
         params: vec![],
         deletes: vec!["DELETE FROM leasehold_fence WHERE resource IN".into()],
+        free_under: None,
     };
     let skip = SkipLocked::default();
     let mut total = 0u64;

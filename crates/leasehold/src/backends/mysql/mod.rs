@@ -324,6 +324,7 @@ pub mod fence;
 mod lease;
 mod prune;
 mod session;
+mod session_fences;
 #[cfg(feature = "tools")]
 pub mod tools;
 

@@ -41,6 +41,37 @@ pub(super) struct Sweep {
     /// Deletes run for the selected keys, each ending in `WHERE <key columns> IN` (the
     /// batch appends the list).
     pub deletes: Vec<String>,
+    /// For `GET_LOCK` fence rows: the rows are taken only while their key's lock is free
+    /// under every prefix granting through the table, checked where `select` says `{free}`
+    /// (after its own parameters).
+    pub free_under: Option<FreeUnder>,
+}
+
+/// The prefixes whose lock names a `GET_LOCK` fence row must find free to be pruned: those
+/// registered in `prefixes` (read in the batch's transaction) and this store's own.
+pub(super) struct FreeUnder {
+    /// The table of the prefixes registered by the stores granting through the fence table.
+    pub prefixes: String,
+    /// This store's prefix.
+    pub own: Vec<u8>,
+    /// The lock name of prefix `?` and the row's key, as the server computes it (three
+    /// parameters, each the prefix).
+    pub name: String,
+}
+
+impl FreeUnder {
+    /// The checks replacing `{free}` and their parameters, for the prefixes registered now.
+    async fn checks(&self, tx: &mut mysql_async::Transaction<'_>) -> Result<(String, Vec<Value>)> {
+        let sql = format!("SELECT prefix FROM {}", self.prefixes);
+        let mut all: Vec<Vec<u8>> =
+            tx.exec(sql, ()).await.map_err(|e| my_err("reading the lock prefixes", e))?;
+        all.push(self.own.clone());
+        all.sort();
+        all.dedup();
+        let check = format!(" AND COALESCE(IS_FREE_LOCK({}), 0) = 1", self.name).repeat(all.len());
+        let params = all.into_iter().flat_map(|p| vec![Value::Bytes(p); 3]).collect();
+        Ok((check, params))
+    }
 }
 
 /// Whether this server takes `SKIP LOCKED` (learned from its first answer).
@@ -65,7 +96,16 @@ pub(super) async fn batch(c: &mut Conn, s: &Sweep, skip: &SkipLocked) -> Result<
         let skipping = skip.0.load(Ordering::Relaxed);
         let sql = if skipping { format!("{} SKIP LOCKED", s.select) } else { s.select.clone() };
         let mut tx = c.start_transaction(read_committed()).await.map_err(|e| my_err("BEGIN", e))?;
-        let rows: Vec<mysql_async::Row> = match tx.exec(&sql, s.params.clone()).await {
+        let (sql, params) = match &s.free_under {
+            None => (sql, s.params.clone()),
+            Some(f) => {
+                let (check, mut extra) = f.checks(&mut tx).await?;
+                let mut params = s.params.clone();
+                params.append(&mut extra);
+                (sql.replace("{free}", &check), params)
+            }
+        };
+        let rows: Vec<mysql_async::Row> = match tx.exec(&sql, params).await {
             Err(mysql_async::Error::Server(e)) if skipping && e.code == PARSE_ERROR => {
                 drop(tx);
                 skip.0.store(false, Ordering::Relaxed);

@@ -10,7 +10,8 @@ use mysql_async::prelude::Queryable;
 use mysql_async::{Conn, Opts};
 use tokio::sync::{oneshot, watch};
 
-use super::{CLOCK_US, LOCK_NAME, Options, bounded_verb, my_err, new_conn};
+use super::session_fences as fences;
+use super::{LOCK_NAME, Options, my_err, new_conn};
 use crate::backends::Limits;
 use crate::backends::session::{Conns, SessionConnection, Undoing};
 use crate::store::{AcquireRequest, Attempt, Grant, SessionEnd};
@@ -155,6 +156,8 @@ pub struct MysqlSessionStore {
     op_ms: std::sync::atomic::AtomicU64,
     prefix: String,
     fences: Option<String>,
+    /// The table of the lock prefixes granting through `fences` (`session_fences.rs`).
+    prefixes: String,
     heartbeat: Duration,
     conns: Conns<SessionConn>,
     held: super::super::session::Grants<SessionConn>,
@@ -239,16 +242,7 @@ impl MysqlSessionStore {
         let fences = o.fence.then(|| format!("`{}_fences`", o.table));
         if let Some(t) = &fences {
             let mut c = new_conn(&opts, limits.connect).await?;
-            let create = async {
-                c.query_drop(format!(
-                    "CREATE TABLE IF NOT EXISTS {t} (
-                        lock_key VARBINARY(512) NOT NULL PRIMARY KEY,
-                        fence    BIGINT UNSIGNED NOT NULL
-                    ) ENGINE = InnoDB"
-                ))
-                .await
-                .map_err(|e| my_err("creating the fence table", e))
-            };
+            let create = fences::create(&mut c, t, &o.table, &o.prefix);
             crate::limits::within(limits.connect, || "creating the fence table".into(), create)
                 .await?;
             let _ = c.disconnect().await;
@@ -258,7 +252,7 @@ impl MysqlSessionStore {
             let _ = c.disconnect().await;
         }
         let pruner = fences.as_ref().map(|t| {
-            let sweeps = vec![fence_sweep(t, &o.prefix, o.horizon, limits.op)];
+            let sweeps = vec![fences::sweep(t, &o.table, &o.prefix, o.horizon, limits.op)];
             super::prune::Pruner::start(opts.clone(), limits.connect, o.horizon, sweeps)
         });
         let alarm = watch::Sender::new(0);
@@ -270,6 +264,7 @@ impl MysqlSessionStore {
             opts,
             prefix: o.prefix.clone(),
             fences,
+            prefixes: fences::prefixes_table(&o.table),
             heartbeat: o.heartbeat,
             conns: Conns::default(),
             held: Default::default(),
@@ -369,39 +364,9 @@ pub struct SessionStatements {
 pub(super) fn session_statements(table: &str, fence: bool) -> SessionStatements {
     SessionStatements {
         get_lock: format!("SELECT GET_LOCK({LOCK_NAME}, ?)"),
-        fence: fence.then(|| fence_sql(&format!("`{table}_fences`"), crate::DEFAULT_OP_TIMEOUT)),
+        fence: fence
+            .then(|| fences::bump_sql(&format!("`{table}_fences`"), crate::DEFAULT_OP_TIMEOUT)),
         release_lock: format!("SELECT RELEASE_LOCK({LOCK_NAME})"),
-    }
-}
-
-/// The fence bump, its lock waits bounded by `op` in the server.
-fn fence_sql(table: &str, op: Duration) -> String {
-    let insert = bounded_verb("INSERT", op, false);
-    format!(
-        "{insert} INTO {table} (lock_key, fence) VALUES (?, LAST_INSERT_ID({CLOCK_US}))
-         ON DUPLICATE KEY UPDATE fence = LAST_INSERT_ID(GREATEST(fence + 1, {CLOCK_US}))"
-    )
-}
-
-/// What the pruning task forgets of the fence table `t`: the counters of keys whose last
-/// fence is older than the horizon and whose lock (the name `prefix || key`) is free now. A
-/// grant taking the lock meanwhile bumps the fence after the delete (its `INSERT` waits for
-/// the row lock) and inserts the row anew from the clock, above the forgotten fence.
-fn fence_sweep(t: &str, prefix: &str, horizon: Duration, op: Duration) -> super::prune::Sweep {
-    let h = crate::horizon::micros(horizon);
-    let select = super::prune::select(op);
-    let name = "CONCAT(?, CONVERT(lock_key USING utf8mb4))";
-    super::prune::Sweep {
-        what: "pruning the fence table",
-        select: format!(
-            "{select} lock_key FROM {t} WHERE fence < {CLOCK_US} - {h}
-               AND IS_FREE_LOCK(IF(CHAR_LENGTH({name}) <= 64, {name},
-                                   CONCAT('leasehold:', SHA1({name})))) = 1
-             LIMIT {} FOR UPDATE",
-            super::prune::BATCH
-        ),
-        params: vec![prefix.into(), prefix.into(), prefix.into()],
-        deletes: vec![format!("DELETE FROM {t} WHERE lock_key IN")],
     }
 }
 
@@ -439,7 +404,7 @@ async fn grant_on(
     let Some(t) = fences else { return Ok(Some(0)) };
     let mut g = conn.conn.lock().await;
     let c = g.as_mut().ok_or_else(|| Error::UnknownOutcome("mysql connection closed".into()))?;
-    c.exec_drop(fence_sql(t, op), (key.as_str().as_bytes(),))
+    c.exec_drop(fences::bump_sql(t, op), (key.as_str().as_bytes(),))
         .await
         .map_err(|e| my_err("fence", e))?;
     match c.last_insert_id().filter(|f| *f > 0) {
@@ -548,16 +513,8 @@ impl Store for MysqlSessionStore {
 
     async fn forget(&self, key: &Key) -> Result<()> {
         let Some(t) = &self.fences else { return Ok(()) };
-        let mut params: Vec<mysql_async::Value> = vec![key.as_str().as_bytes().into()];
-        params.extend(name_params(&self.lock_name(key)));
         let mut c = new_conn(&self.opts, self.connect).await?;
-        let r = c
-            .exec_drop(
-                format!("DELETE FROM {t} WHERE lock_key = ? AND IS_FREE_LOCK({LOCK_NAME}) = 1"),
-                params,
-            )
-            .await
-            .map_err(|e| my_err("forget", e));
+        let r = fences::forget(&mut c, t, &self.prefixes, &self.prefix, key).await;
         let _ = c.disconnect().await;
         r
     }

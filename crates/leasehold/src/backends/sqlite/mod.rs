@@ -14,11 +14,15 @@
 //! Expiry is judged on `CLOCK_BOOTTIME` on Linux (monotonic, counts suspend, shared by all
 //! processes of the machine; `CLOCK_MONOTONIC` on macOS and FreeBSD), read
 //! inside the write transaction: wall-clock jumps neither extend nor cut a
-//! lease, and a reboot (new boot id) frees everything. Commits use `synchronous=FULL`, so a
-//! fence handed out survives power loss and is never issued twice.
+//! lease, and a reboot (new boot id) frees everything. Commits use WAL with
+//! `synchronous=NORMAL` (`docs/design.md` §4.2): a process crash, even mid-commit, loses no
+//! commit; a power loss or kernel crash can lose the last ones, whose leases died with the
+//! boot, and the next fence then comes from the clock, above every fence handed out, while
+//! [`crate::CLOCK_ASSUMPTION`] holds for the machine's clock across the reboot.
 //!
 //! Waiting (`wait.rs`, `doorbell.rs`): waiters queue by ticket in `leasehold_queue(key, tickets,
-//! turn)`; a release calls the next ticket in its transaction and rings the key's doorbell, a
+//! turn, boot_id, alive_ns)` (`alive_ns`: kept ahead of the boot clock by the key's waiters, so
+//! the pruning task deletes only the queues of waiters gone past the horizon); a release calls the next ticket in its transaction and rings the key's doorbell, a
 //! file beside the database whose inotify close-write event wakes waiters in every process
 //! (Linux; elsewhere they poll at 1–50 ms). Only the called waiter attempts at once. No waiter
 //! sleeps past the holder's expiry.
@@ -72,6 +76,11 @@ pub struct SqliteStore {
     bells: Arc<Bells>,
     /// Every process's releases, through the file system.
     doorbell: Arc<doorbell::Doorbell>,
+    /// How far ahead this store's waiters keep their queue rows' `alive_ns`
+    /// ([`wait::WAITER_LIVE`]; shorter in tests).
+    waiter_live: Duration,
+    /// `sync=full`: every commit fsynced.
+    full_sync: bool,
     /// Grant attempts and looks at the queue made by this store's waiters.
     #[cfg(test)]
     counts: Arc<wait::Counts>,
@@ -133,20 +142,27 @@ impl SqliteStore {
     /// The store forgets an idle key's fence counter after [`crate::horizon::DEFAULT_HORIZON`]
     /// (a `sqlite://PATH?horizon=DUR` URL sets another, through [`crate::Locker::connect`]).
     pub async fn open(path: impl AsRef<Path>) -> Result<Self> {
-        Self::open_within(path.as_ref(), Limits::default(), crate::horizon::DEFAULT_HORIZON).await
+        let h = crate::horizon::DEFAULT_HORIZON;
+        Self::open_within(path.as_ref(), Limits::default(), h, false).await
     }
 
-    async fn open_within(path: &Path, limits: Limits, horizon: Duration) -> Result<Self> {
+    async fn open_within(
+        path: &Path,
+        limits: Limits,
+        horizon: Duration,
+        full_sync: bool,
+    ) -> Result<Self> {
         let path = path.to_owned();
-        let store = tokio::task::spawn_blocking(move || Self::open_blocking(&path, limits))
-            .await
-            .map_err(|e| Error::backend("sqlite", "open task failed", e))??;
-        prune::start(Arc::downgrade(&store.db), horizon);
+        let store =
+            tokio::task::spawn_blocking(move || Self::open_blocking(&path, limits, full_sync))
+                .await
+                .map_err(|e| Error::backend("sqlite", "open task failed", e))??;
+        prune::start(Arc::downgrade(&store.db), horizon, store.boot_id.clone());
         Ok(store)
     }
 
-    fn open_blocking(path: &Path, limits: Limits) -> Result<Self> {
-        let (conn, boot) = open::database(path, limits)?;
+    fn open_blocking(path: &Path, limits: Limits, full_sync: bool) -> Result<Self> {
+        let (conn, boot) = open::database(path, limits, full_sync)?;
         let canon = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_owned());
         Ok(SqliteStore {
             doorbell: Arc::new(doorbell::Doorbell::new(&canon)),
@@ -155,6 +171,8 @@ impl SqliteStore {
             busy_ms: Arc::new(AtomicU64::new(limits.op.as_millis() as u64)),
             boot_id: boot.into(),
             bells: Arc::default(),
+            waiter_live: wait::WAITER_LIVE,
+            full_sync,
             #[cfg(test)]
             counts: Arc::default(),
         })
@@ -189,9 +207,16 @@ impl Store for SqliteStore {
             backend: "sqlite",
             kind: LockKind::Lease,
             exclusion: "linearizable among the processes of one machine (SQLite write lock, WAL)",
-            store_failure: "the file survives process and machine crashes; a reboot frees every \
-                            lease (boot id); a deleted file or a restored backup still issues \
-                            larger fences (the clock floor)",
+            store_failure: if self.full_sync {
+                "the file survives process and machine crashes (sync=full: every commit \
+                 fsynced); a reboot frees every lease (boot id); a deleted file or a restored \
+                 backup still issues larger fences (the clock floor)"
+            } else {
+                "the file survives process crashes whole and machine crashes consistent (a \
+                 power loss can lose the last commits: synchronous=NORMAL); a reboot frees \
+                 every lease (boot id); after a lost commit, a deleted file or a restored \
+                 backup fences still grow (the clock floor)"
+            },
             expiry: boot::EXPIRY,
             fence: "per-key row set to max(fence + 1, the machine's clock in µs) in the granting \
                     transaction; a key's row idle past the horizon (horizon=, a day by default) \
@@ -379,17 +404,17 @@ impl Store for SqliteStore {
     }
 }
 
-/// `sqlite://PATH[?horizon=DUR]`.
+/// `sqlite://PATH[?horizon=DUR&sync=full]`.
 pub(crate) const STORE: super::Descriptor = super::Descriptor {
-    form: "sqlite://PATH[?horizon=DUR]",
-    usage: "sqlite://PATH[?horizon=DUR]",
+    form: "sqlite://PATH[?horizon=DUR&sync=full]",
+    usage: "sqlite://PATH[?horizon=DUR&sync=full]",
     summary: "embedded lease table (the default)",
     parse: |url| super::parsed(SqliteUrl::parse(url)),
 };
 
 impl super::StoreConfig for SqliteUrl {
     fn open(&self, limits: Limits) -> super::Boxed<'_, Result<Arc<dyn Store>>> {
-        super::opened(SqliteStore::open_within(&self.path, limits, self.horizon))
+        super::opened(SqliteStore::open_within(&self.path, limits, self.horizon, self.full_sync))
     }
 
     fn probe<'a>(
@@ -442,8 +467,9 @@ mod tests {
         }
     }
 
-    /// A file made by a version without `leasehold_leases.info` gets the column when opened,
-    /// keeping its rows, and then keeps holder info.
+    /// A file made by a version without `leasehold_leases.info` (nor the queue's
+    /// `boot_id`, `alive_ns`) gets the columns when opened, keeping its rows, and then keeps
+    /// holder info.
     #[tokio::test]
     async fn an_older_file_gets_the_info_column() {
         let dir = tempfile::tempdir().unwrap();
@@ -454,7 +480,10 @@ mod tests {
                 "CREATE TABLE leasehold_leases (key TEXT PRIMARY KEY NOT NULL, owner TEXT NOT NULL,
                    fence INTEGER NOT NULL, boot_id TEXT NOT NULL, expires_ns INTEGER NOT NULL);
                  CREATE TABLE leasehold_fences (key TEXT PRIMARY KEY NOT NULL, fence INTEGER NOT NULL);
-                 INSERT INTO leasehold_fences VALUES ('k', 41);",
+                 INSERT INTO leasehold_fences VALUES ('k', 41);
+                 CREATE TABLE leasehold_queue (key TEXT PRIMARY KEY NOT NULL,
+                   tickets INTEGER NOT NULL, turn INTEGER NOT NULL);
+                 INSERT INTO leasehold_queue VALUES ('q', 2, 1);",
             )
             .unwrap();
         }
@@ -477,25 +506,53 @@ mod tests {
         }
         let h = store.holders(Some(&key)).await.unwrap();
         assert_eq!(h[0].info.as_ref(), Some(&info));
+        // The queue got its waiters' columns, its row kept (NULL: written by the old version).
+        let q = store
+            .blocking(|c, _| {
+                c.query_row(
+                    "SELECT tickets, turn, boot_id, alive_ns FROM leasehold_queue WHERE key = 'q'",
+                    [],
+                    |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+                )
+                .sql()
+            })
+            .await
+            .unwrap();
+        assert_eq!(q, (2i64, 1i64, None::<String>, None::<i64>));
         // A second open finds the column there.
         drop(store);
         SqliteStore::open(&path).await.unwrap();
     }
 
-    /// The durability the guarantees state: WAL, and every commit fsynced (a fence handed
-    /// out survives power loss, so it is never issued twice).
+    /// The durability `docs/design.md` §4.2 argues for: WAL, commits written but not fsynced
+    /// (`synchronous=NORMAL`: a process crash loses nothing; a power loss ends the boot whose
+    /// leases the lost commits held, and fences restart from the clock); `sync=full` fsyncs
+    /// every commit, and says so in its guarantees; another value is refused.
     #[tokio::test]
-    async fn commits_are_durable() {
+    async fn commits_are_wal_and_fsynced_only_with_sync_full() {
         let dir = tempfile::tempdir().unwrap();
-        let store = SqliteStore::open(dir.path().join("s.db")).await.unwrap();
-        let (mode, sync) = store
-            .blocking(|c, _| {
-                let mode: String = c.query_row("PRAGMA journal_mode", [], |r| r.get(0)).sql()?;
-                let sync: i64 = c.query_row("PRAGMA synchronous", [], |r| r.get(0)).sql()?;
-                Ok((mode, sync))
-            })
-            .await
-            .unwrap();
-        assert_eq!((mode.as_str(), sync), ("wal", 2), "journal_mode, synchronous (2 = FULL)");
+        for (full, want) in [(false, 1), (true, 2)] {
+            let path = dir.path().join(format!("s{full}.db"));
+            let h = crate::horizon::DEFAULT_HORIZON;
+            let store = SqliteStore::open_within(&path, Limits::default(), h, full).await.unwrap();
+            let (mode, sync) = store
+                .blocking(|c, _| {
+                    let mode: String =
+                        c.query_row("PRAGMA journal_mode", [], |r| r.get(0)).sql()?;
+                    let sync: i64 = c.query_row("PRAGMA synchronous", [], |r| r.get(0)).sql()?;
+                    Ok((mode, sync))
+                })
+                .await
+                .unwrap();
+            assert_eq!((mode.as_str(), sync), ("wal", want), "journal_mode, synchronous");
+            let says = store.guarantees().store_failure;
+            assert_eq!(says.contains("sync=full"), full, "{says}");
+        }
+        let url = |q: &str| format!("sqlite://{}/u.db{q}", dir.path().display());
+        assert!(SqliteUrl::parse(&url("?sync=full")).unwrap().full_sync);
+        assert!(!SqliteUrl::parse(&url("?sync=normal")).unwrap().full_sync);
+        assert!(!SqliteUrl::parse(&url("")).unwrap().full_sync);
+        let e = SqliteUrl::parse(&url("?sync=off")).unwrap_err();
+        assert!(matches!(e, Error::InvalidInput(_)), "{e:?}");
     }
 }

@@ -1,6 +1,6 @@
 //! The database file: opening it (what the OS says is wrong with a path, WAL mode,
-//! `synchronous=FULL`), its tables, bringing a file made by an older version up to date, and
-//! dropping the rows of earlier boots.
+//! `synchronous=NORMAL` as `docs/design.md` §4.2 argues), its tables, bringing a file made by
+//! an older version up to date, and dropping the rows of earlier boots.
 
 use std::path::Path;
 
@@ -25,15 +25,22 @@ CREATE TABLE IF NOT EXISTS leasehold_leases (
     info       TEXT
 );
 CREATE TABLE IF NOT EXISTS leasehold_queue (
-    key     TEXT PRIMARY KEY NOT NULL,
-    tickets INTEGER NOT NULL,
-    turn    INTEGER NOT NULL
+    key      TEXT PRIMARY KEY NOT NULL,
+    tickets  INTEGER NOT NULL,
+    turn     INTEGER NOT NULL,
+    boot_id  TEXT,
+    alive_ns INTEGER
 );";
 
-/// Opens (creating if needed) the database at `path` with its tables, within
+/// Opens (creating if needed) the database at `path` with its tables (`full_sync`: every
+/// commit fsynced, `synchronous=FULL`; else `NORMAL`), within
 /// `limits.connect`, its busy timeout then set to `limits.op`; and this boot's id, the rows of
 /// earlier boots deleted. Errors as [`super::SqliteStore::open`] says.
-pub(super) fn database(path: &Path, limits: Limits) -> Result<(Connection, String)> {
+pub(super) fn database(
+    path: &Path,
+    limits: Limits,
+    full_sync: bool,
+) -> Result<(Connection, String)> {
     if path.as_os_str().is_empty() {
         return Err(Error::invalid("sqlite:// URL has an empty path"));
     }
@@ -66,10 +73,12 @@ pub(super) fn database(path: &Path, limits: Limits) -> Result<(Connection, Strin
         if !mode.eq_ignore_ascii_case("wal") {
             return Err(rusqlite::Error::InvalidQuery);
         }
-        conn.pragma_update(None, "synchronous", "FULL")?;
+        conn.pragma_update(None, "synchronous", if full_sync { "FULL" } else { "NORMAL" })?;
         conn.execute_batch(SCHEMA)?;
         conn.execute_batch(shared::SCHEMA)?;
-        add_info_column(&conn)
+        add_column(&conn, "leasehold_leases", "info TEXT")?;
+        add_column(&conn, "leasehold_queue", "boot_id TEXT")?;
+        add_column(&conn, "leasehold_queue", "alive_ns INTEGER")
     };
     // Two processes setting up one new file can both hold a read lock and both ask to
     // write (WAL mode, the schema): SQLite answers one of them "busy" at once, without
@@ -93,7 +102,8 @@ pub(super) fn database(path: &Path, limits: Limits) -> Result<(Connection, Strin
     conn.execute_batch(&format!(
         "DELETE FROM leasehold_leases WHERE boot_id <> '{b}';
          DELETE FROM leasehold_readers WHERE boot_id <> '{b}';
-         DELETE FROM leasehold_intents WHERE boot_id <> '{b}';",
+         DELETE FROM leasehold_intents WHERE boot_id <> '{b}';
+         DELETE FROM leasehold_queue WHERE boot_id <> '{b}';",
         b = boot.replace('\'', "")
     ))
     .sql()
@@ -102,13 +112,15 @@ pub(super) fn database(path: &Path, limits: Limits) -> Result<(Connection, Strin
     Ok((conn, boot))
 }
 
-/// Adds `leasehold_leases.info` to a file made by a version without it (under the write lock,
-/// so two processes opening an old file at once do not both add it).
-fn add_info_column(conn: &Connection) -> rusqlite::Result<()> {
+/// Adds `column` (`"name TYPE"`) to `table` in a file made by a version without it
+/// (`leasehold_leases.info`; `leasehold_queue.boot_id` and `alive_ns`), under the write lock,
+/// so two processes opening an old file at once do not both add it.
+fn add_column(conn: &Connection, table: &str, column: &str) -> rusqlite::Result<()> {
+    let name = column.split(' ').next().unwrap_or(column);
     let has = |c: &Connection| -> rusqlite::Result<bool> {
         let n: i64 = c.query_row(
-            "SELECT count(*) FROM pragma_table_info('leasehold_leases') WHERE name = 'info'",
-            [],
+            "SELECT count(*) FROM pragma_table_info(?1) WHERE name = ?2",
+            [table, name],
             |r| r.get(0),
         )?;
         Ok(n > 0)
@@ -119,7 +131,7 @@ fn add_info_column(conn: &Connection) -> rusqlite::Result<()> {
     conn.execute_batch("BEGIN IMMEDIATE")?;
     let r = (|| {
         if !has(conn)? {
-            conn.execute_batch("ALTER TABLE leasehold_leases ADD COLUMN info TEXT")?;
+            conn.execute_batch(&format!("ALTER TABLE {table} ADD COLUMN {column}"))?;
         }
         conn.execute_batch("COMMIT")
     })();

@@ -26,6 +26,10 @@ const POLL_MIN: Duration = Duration::from_millis(1);
 const POLL_MAX: Duration = Duration::from_millis(50);
 /// With a doorbell: the slow look that still sees releases that rang nothing.
 const SAFETY_POLL: Duration = Duration::from_secs(1);
+/// How far ahead of now a waiter sets its key's `leasehold_queue.alive_ns`; it sets it again
+/// every half of this while it waits, so a waiter that runs keeps it in the future and the
+/// pruning task (`prune.rs`, which needs it a horizon in the past) never takes its row.
+pub(super) const WAITER_LIVE: Duration = Duration::from_secs(10);
 
 /// In a release's transaction: calls the next ticket, if anyone holds one.
 pub(super) fn call_next(tx: &Transaction<'_>, key: &Key) -> Result<()> {
@@ -65,6 +69,7 @@ impl SqliteStore {
         let (key, owner, ttl) = (req.key.clone(), req.owner.to_string(), ns(req.ttl));
         let info = req.info.map(crate::HolderInfo::encode);
         let ask = shared::Ask::of(req, true);
+        let live = ns(self.waiter_live);
         let sent = Instant::now();
         self.blocking(move |c, boot| {
             let tx = c.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate).sql()?;
@@ -83,13 +88,19 @@ impl SqliteStore {
                 Err(left) => {
                     // No ticket yet, or ours was called and someone else took the key: the
                     // next one.
+                    // The row stays while this waiter lives: `alive_ns` (the boot clock) is
+                    // kept ahead of now by each attempt and by `refresh` (see `prune.rs`).
                     let ticket: i64 = tx
                         .query_row(
-                            "INSERT INTO leasehold_queue (key, tickets, turn) VALUES (?1, 1, 0)
+                            "INSERT INTO leasehold_queue (key, tickets, turn, boot_id, alive_ns)
+                             VALUES (?1, 1, 0, ?3, ?4)
                              ON CONFLICT (key) DO UPDATE SET tickets = CASE
-                                 WHEN ?2 > 0 AND ?2 > turn THEN tickets ELSE tickets + 1 END
+                                 WHEN ?2 > 0 AND ?2 > turn THEN tickets ELSE tickets + 1 END,
+                                 boot_id = ?3,
+                                 alive_ns = CASE WHEN boot_id IS ?3
+                                     THEN max(coalesce(alive_ns, 0), ?4) ELSE ?4 END
                              RETURNING CASE WHEN ?2 > 0 AND ?2 > turn THEN ?2 ELSE tickets END",
-                            params![key.as_str(), ticket],
+                            params![key.as_str(), ticket, boot, now.saturating_add(live)],
                             |r| r.get(0),
                         )
                         .sql()?;
@@ -168,10 +179,16 @@ impl SqliteStore {
             let mut free_since: Option<Instant> = None;
             let mut stagger: Option<Instant> = None;
             let mut poll = fast;
+            let mut refresh_at = Instant::now() + self.waiter_live / 2;
             loop {
                 let wake = stagger.map_or(expiry, |s| s.min(expiry));
                 let look_at = (Instant::now() + poll).min(wake);
                 tokio::select! {
+                    _ = tokio::time::sleep_until(refresh_at.into()) => {
+                        self.refresh(req.key).await?;
+                        refresh_at = Instant::now() + self.waiter_live / 2;
+                        continue;
+                    }
                     _ = changed(&mut local) => poll = fast,
                     _ = changed(&mut bell) => {
                         #[cfg(test)]
@@ -203,6 +220,24 @@ impl SqliteStore {
 }
 
 impl SqliteStore {
+    /// Keeps `key`'s queue row from the pruning task while this waiter waits: `alive_ns` at
+    /// least [`WAITER_LIVE`] from now (one write transaction, no fence or grant touched).
+    async fn refresh(&self, key: &Key) -> Result<()> {
+        let (key, live) = (key.clone(), ns(self.waiter_live));
+        self.blocking(move |c, boot| {
+            let now = boot::now_ns()?;
+            c.execute(
+                "UPDATE leasehold_queue SET alive_ns = CASE WHEN boot_id IS ?2
+                     THEN max(coalesce(alive_ns, 0), ?3) ELSE ?3 END, boot_id = ?2
+                 WHERE key = ?1",
+                params![key.as_str(), boot, now.saturating_add(live)],
+            )
+            .sql()?;
+            Ok(())
+        })
+        .await
+    }
+
     /// A writer whose wait ran out withdraws its intent, and readers it held back are rung.
     async fn end_intent(&self, req: &AcquireRequest<'_>) -> Result<()> {
         if req.mode != crate::Mode::Exclusive {

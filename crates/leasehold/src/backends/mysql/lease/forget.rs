@@ -32,6 +32,7 @@ pub(super) fn sweeps(t: &Tables, horizon: Duration, op: Duration) -> Vec<Sweep> 
                 format!("DELETE FROM {slots} WHERE lock_key IN"),
                 format!("DELETE FROM {lease} WHERE lock_key IN"),
             ],
+            free_under: None,
         },
         Sweep {
             what: "pruning the readers' table",
@@ -41,6 +42,7 @@ pub(super) fn sweeps(t: &Tables, horizon: Duration, op: Duration) -> Vec<Sweep> 
             ),
             params: vec![],
             deletes: vec![format!("DELETE FROM {readers} WHERE (lock_key, owner) IN")],
+            free_under: None,
         },
         Sweep {
             what: "pruning the semaphores' table",
@@ -51,6 +53,7 @@ pub(super) fn sweeps(t: &Tables, horizon: Duration, op: Duration) -> Vec<Sweep> 
             ),
             params: vec![],
             deletes: vec![format!("DELETE FROM {semaphores} WHERE semaphore IN")],
+            free_under: None,
         },
     ]
 }
