@@ -51,8 +51,9 @@ cfg_networked! {
     }
 }
 
-/// The horizon in whole microseconds (the unit of clock-backed fences).
-#[cfg_attr(not(feature = "_horizon"), allow(dead_code))]
+/// The horizon in whole microseconds (the unit of clock-backed fences), for the stores and
+/// resources that compare it with a clock in µs (every resource with a claim step does).
+#[cfg_attr(not(feature = "_fence-claim"), allow(dead_code))]
 pub(crate) fn micros(h: Duration) -> i64 {
     i64::try_from(h.as_micros()).unwrap_or(i64::MAX)
 }
