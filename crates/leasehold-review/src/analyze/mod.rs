@@ -57,7 +57,8 @@ fn memchr2(a: u8, b: u8, hay: &[u8]) -> Option<usize> {
 }
 
 /// Whether a path is test code by the usual conventions (a `test`/`tests`/`spec` folder,
-/// `test_x.py`, `x_test.go`, `x.test.ts`, `x_spec.rb`, `XTest.java`).
+/// `test_x.py`, `x_test.go`, `x.test.ts`, `x_spec.rb`, `XTest.java`, and a Rust test
+/// module's own file, `x_tests.rs`).
 fn is_test_path(path: &Path) -> bool {
     let dirs = path.parent().into_iter().flat_map(|p| p.components()).any(|c| {
         matches!(
@@ -68,6 +69,7 @@ fn is_test_path(path: &Path) -> bool {
     let name = path.file_stem().and_then(|s| s.to_str()).unwrap_or("");
     dirs || name.starts_with("test_")
         || name.ends_with("_test")
+        || name.ends_with("_tests")
         || name.ends_with(".test")
         || name.ends_with(".spec")
         || name.ends_with("_spec")
@@ -180,12 +182,17 @@ mod tests {
             "web/lock.test.ts",
             "LockTest.java",
             "test_lock.py",
+            "src/analyze/scale_tests.rs",
         ] {
             assert!(is_test_path(Path::new(p)), "{p}");
         }
-        for p in
-            ["src/lock.py", "contest/lock.go", "latest/lock.rb", "corpus/bad/python-redis-py.py"]
-        {
+        for p in [
+            "src/lock.py",
+            "contest/lock.go",
+            "latest/lock.rb",
+            "corpus/bad/python-redis-py.py",
+            "src/contests.rs",
+        ] {
             assert!(!is_test_path(Path::new(p)), "{p}");
         }
     }
