@@ -11,8 +11,8 @@ use crate::baseline::{
     Baseline, HandoffBaseline, NativeLoad, PrimitivePeer, RequestLoad, ServerView,
 };
 use crate::failure::Plan;
-use crate::resource::Resource;
 use crate::family::Family;
+use crate::resource::Resource;
 use crate::scale::ScaleRun;
 
 /// Where chaos's fenced resource lives and what it is, for the report.
