@@ -2,8 +2,10 @@
 //! each store runs every quarter of the horizon while it lives, deleting in write
 //! transactions of at most [`BATCH`] rows each (the store's connection is taken for one batch
 //! at a time, so a grant waits at most one batch) the fence counters (`leasehold_fences`) of
-//! keys no grant or reader held within the horizon, the lease and reader rows that
-//! expired more than the horizon ago without a release, and the waiting queues
+//! keys no grant or reader held within the horizon, the lease, reader and waiting writers'
+//! intent rows that expired more than the horizon ago without a release (an intent is left
+//! by a writer killed while it waited; nothing reads one past its expiry), and the waiting
+//! queues
 //! (`leasehold_queue`) of keys whose waiters are gone.
 //!
 //! A queue row is deleted when it was written in an earlier boot (every waiter then died), or
@@ -74,7 +76,7 @@ pub(super) fn batch(c: &mut Connection, horizon: Duration, boot: &str) -> Result
             params![cut_ns, boot],
         )
         .sql()?;
-    for t in ["leasehold_leases", "leasehold_readers"] {
+    for t in ["leasehold_leases", "leasehold_readers", "leasehold_intents"] {
         n += tx
             .execute(
                 &format!(
@@ -178,6 +180,40 @@ mod tests {
             .unwrap();
         assert_eq!(left.1, ["ahead", "gone-but-leased", "just-gone"]);
         assert_eq!(left.0, 3);
+    }
+
+    /// A writer killed while it waited leaves its intent row (one per owner, so one per
+    /// killed `run`); a batch (horizon 1 s) takes the rows expired more than the horizon ago
+    /// and keeps a live one and one expired within the horizon. Before, nothing deleted
+    /// them until the next boot.
+    #[tokio::test]
+    async fn a_batch_takes_intents_expired_past_the_horizon() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open(dir.path().join("s.db")).await.unwrap();
+        let left = store
+            .blocking(|c, me| {
+                let now = boot::now_ns()?;
+                let s = 1_000_000_000i64;
+                for (owner, expires) in
+                    [("live", now + 5 * s), ("just-expired", now - s / 2), ("dead", now - 2 * s)]
+                {
+                    c.execute(
+                        "INSERT INTO leasehold_intents (key, owner, boot_id, expires_ns)
+                         VALUES ('k', ?1, ?2, ?3)",
+                        params![owner, me, expires],
+                    )
+                    .sql()?;
+                }
+                let n = batch(c, Duration::from_secs(1), me)?;
+                let mut st =
+                    c.prepare("SELECT owner FROM leasehold_intents ORDER BY owner").sql()?;
+                let left = st.query_map([], |r| r.get::<_, String>(0)).sql()?;
+                Ok((n, left.collect::<rusqlite::Result<Vec<_>>>().sql()?))
+            })
+            .await
+            .unwrap();
+        assert_eq!(left.1, ["just-expired", "live"]);
+        assert_eq!(left.0, 1);
     }
 
     /// A waiter that gave up leaves its ticket in the key's queue; the store's own pruning
