@@ -41,13 +41,22 @@ impl NatsStore {
     }
 
     /// The heartbeat bucket of `ttl_ms` if it exists (a grant names it; it may have been
-    /// deleted since, and then so have its heartbeats).
+    /// deleted since, and then so have its heartbeats). `None` only when the server answers
+    /// that its stream does not exist: any other failure to read it (a timeout, a JetStream
+    /// API that does not answer, a permission refused) is an error, never "gone", since its
+    /// callers would take a live holder's heartbeat for expired and end its lease.
     async fn existing_beats(&self, ttl_ms: u64) -> Result<Option<kv::Store>> {
         if let Some(b) = self.beats.lock().await.get(&ttl_ms) {
             return Ok(Some(b.clone()));
         }
         let name = record::beat_bucket(&self.cfg.bucket, ttl_ms);
-        let get = async { Ok(self.js.get_key_value(name).await.ok()) };
+        let get = async {
+            match self.js.get_key_value(name.as_str()).await {
+                Ok(b) => Ok(Some(b)),
+                Err(e) if bucket_missing(&e) => Ok(None),
+                Err(e) => Err(super::request::nats_err(&format!("open bucket {name:?}"), e)),
+            }
+        };
         self.bounded("open bucket", false, get).await
     }
 
@@ -130,4 +139,17 @@ impl NatsStore {
         h.insert(EXPECTED_LAST, expected.to_string().as_str());
         self.publish(format!("{}{owner}", bucket.prefix), h, Bytes::new()).await
     }
+}
+
+/// Whether `e` says the bucket's stream does not exist (JetStream's "stream not found"), as
+/// opposed to a failure to find out.
+fn bucket_missing(e: &async_nats::jetstream::context::KeyValueError) -> bool {
+    use async_nats::jetstream::ErrorCode;
+    use async_nats::jetstream::context::{GetStreamError, GetStreamErrorKind, KeyValueErrorKind};
+    use std::error::Error as _;
+    e.kind() == KeyValueErrorKind::GetBucket
+        && e.source().and_then(|s| s.downcast_ref::<GetStreamError>()).is_some_and(|g| {
+            matches!(g.kind(), GetStreamErrorKind::JetStream(j)
+                if j.error_code() == ErrorCode::STREAM_NOT_FOUND)
+        })
 }

@@ -66,7 +66,9 @@ impl SqliteUrl {
         if self.full_sync {
             p.verdict(
                 "leases survive process restarts in the file; a reboot frees them (boot id); \
-                 every commit is fsynced (sync=full), so fences survive power loss",
+                 every commit of a process that opened the file with sync=full is fsynced, so \
+                 its fences survive power loss (the setting is each connection's: every process \
+                 granting on this file must name it)",
             );
         } else {
             p.verdict(

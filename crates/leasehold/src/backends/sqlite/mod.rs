@@ -96,11 +96,15 @@ impl<T> SqlExt<T> for rusqlite::Result<T> {
             use rusqlite::ErrorCode as C;
             match e.sqlite_error_code() {
                 Some(C::DatabaseBusy | C::DatabaseLocked) => Error::unavailable(
-                    "another process held the SQLite database's write lock for longer than the                      op timeout",
+                    "another process held the SQLite database's write lock for longer than the op \
+                     timeout",
                     Some(e.into()),
                 ),
                 Some(C::ReadOnly | C::CannotOpen | C::PermissionDenied | C::NotADatabase) => {
-                    Error::config(format!("the SQLite database cannot be used: {e}"), Some(e.into()))
+                    Error::config(
+                        format!("the SQLite database cannot be used: {e}"),
+                        Some(e.into()),
+                    )
                 }
                 Some(C::DiskFull | C::SystemIoFailure) => {
                     Error::unavailable(format!("SQLite: {e}"), Some(e.into()))
@@ -429,6 +433,22 @@ impl super::StoreConfig for SqliteUrl {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The error of a write lock held past the op timeout reads as one sentence (it had a
+    /// run of spaces in the middle, printed as such by `leasehold`).
+    #[test]
+    fn a_busy_database_is_unavailable_in_one_sentence() {
+        let busy = rusqlite::Error::SqliteFailure(
+            rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_BUSY),
+            Some("database is locked".into()),
+        );
+        let e = Err::<(), _>(busy).sql().unwrap_err();
+        let Error::Unavailable { message, .. } = e else { panic!("not unavailable: {e:?}") };
+        assert_eq!(
+            message,
+            "another process held the SQLite database's write lock for longer than the op timeout"
+        );
+    }
 
     /// A reboot frees every lease: a grant recorded under another boot id is dead, even with
     /// an expiry far in the future, and the fence still grows past it.

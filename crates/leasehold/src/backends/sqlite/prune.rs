@@ -2,8 +2,11 @@
 //! each store runs every quarter of the horizon while it lives, deleting in write
 //! transactions of at most [`BATCH`] rows each (the store's connection is taken for one batch
 //! at a time, so a grant waits at most one batch) the fence counters (`leasehold_fences`) of
-//! keys no grant or reader held within the horizon, the lease and reader rows that
-//! expired more than the horizon ago without a release, and the waiting queues
+//! keys no grant or reader held within the horizon, the lease, reader and waiting writers'
+//! intent rows that expired more than the horizon ago without a release (an intent is left
+//! by a writer killed while it waited; nothing reads one past its expiry), the permit counts
+//! of semaphore slots (`leasehold_slots`) whose lease row is gone, and the waiting
+//! queues
 //! (`leasehold_queue`) of keys whose waiters are gone.
 //!
 //! A queue row is deleted when it was written in an earlier boot (every waiter then died), or
@@ -74,7 +77,21 @@ pub(super) fn batch(c: &mut Connection, horizon: Duration, boot: &str) -> Result
             params![cut_ns, boot],
         )
         .sql()?;
-    for t in ["leasehold_leases", "leasehold_readers"] {
+    // A slot's permit count means something only beside its lease row (`shared.rs` joins
+    // them on key and owner, in the grant's transaction): once that row is released or
+    // pruned, the slot's row is read by nothing.
+    n += tx
+        .execute(
+            &format!(
+                "DELETE FROM leasehold_slots WHERE rowid IN (
+                   SELECT s.rowid FROM leasehold_slots s WHERE NOT EXISTS (
+                     SELECT 1 FROM leasehold_leases l WHERE l.key = s.key AND l.owner = s.owner)
+                   LIMIT {BATCH})"
+            ),
+            [],
+        )
+        .sql()?;
+    for t in ["leasehold_leases", "leasehold_readers", "leasehold_intents"] {
         n += tx
             .execute(
                 &format!(
@@ -178,6 +195,68 @@ mod tests {
             .unwrap();
         assert_eq!(left.1, ["ahead", "gone-but-leased", "just-gone"]);
         assert_eq!(left.0, 3);
+    }
+
+    /// A writer killed while it waited leaves its intent row (one per owner, so one per
+    /// killed `run`); a batch (horizon 1 s) takes the rows expired more than the horizon ago
+    /// and keeps a live one and one expired within the horizon. Before, nothing deleted
+    /// them until the next boot.
+    #[tokio::test]
+    async fn a_batch_takes_intents_expired_past_the_horizon() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open(dir.path().join("s.db")).await.unwrap();
+        let left = store
+            .blocking(|c, me| {
+                let now = boot::now_ns()?;
+                let s = 1_000_000_000i64;
+                for (owner, expires) in
+                    [("live", now + 5 * s), ("just-expired", now - s / 2), ("dead", now - 2 * s)]
+                {
+                    c.execute(
+                        "INSERT INTO leasehold_intents (key, owner, boot_id, expires_ns)
+                         VALUES ('k', ?1, ?2, ?3)",
+                        params![owner, me, expires],
+                    )
+                    .sql()?;
+                }
+                let n = batch(c, Duration::from_secs(1), me)?;
+                let mut st =
+                    c.prepare("SELECT owner FROM leasehold_intents ORDER BY owner").sql()?;
+                let left = st.query_map([], |r| r.get::<_, String>(0)).sql()?;
+                Ok((n, left.collect::<rusqlite::Result<Vec<_>>>().sql()?))
+            })
+            .await
+            .unwrap();
+        assert_eq!(left.1, ["just-expired", "live"]);
+        assert_eq!(left.0, 1);
+    }
+
+    /// A slot's permit count goes once its lease row is gone (released, or pruned past the
+    /// horizon): a released permit's row is taken by the next batch, a held one's kept.
+    /// Before, one row per slot key ever granted stayed for good.
+    #[tokio::test]
+    async fn a_batch_takes_the_slots_of_released_permits() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.db");
+        let store = SqliteStore::open(&path).await.unwrap();
+        let l = Locker::new(SqliteStore::open(&path).await.unwrap());
+        let ttl = Duration::from_secs(30);
+        let held = l.acquire_permit("sem", 2, ttl).await.unwrap();
+        let gone = l.acquire_permit("sem", 2, ttl).await.unwrap();
+        let gone_key = gone.lease().key().as_str().to_owned();
+        assert!(gone.into_lease().release().await.unwrap().is_clean());
+        let left = store
+            .blocking(|c, me| {
+                let n = batch(c, Duration::from_secs(1), me)?;
+                let mut st = c.prepare("SELECT key FROM leasehold_slots").sql()?;
+                let left = st.query_map([], |r| r.get::<_, String>(0)).sql()?;
+                Ok((n, left.collect::<rusqlite::Result<Vec<_>>>().sql()?))
+            })
+            .await
+            .unwrap();
+        assert_eq!(left.1, [held.lease().key().as_str().to_owned()], "released: {gone_key}");
+        assert_eq!(left.0, 1);
+        assert!(held.into_lease().release().await.unwrap().is_clean());
     }
 
     /// A waiter that gave up leaves its ticket in the key's queue; the store's own pruning

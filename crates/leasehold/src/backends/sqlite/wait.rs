@@ -185,7 +185,13 @@ impl SqliteStore {
                 let look_at = (Instant::now() + poll).min(wake);
                 tokio::select! {
                     _ = tokio::time::sleep_until(refresh_at.into()) => {
-                        self.refresh(req.key).await?;
+                        // Housekeeping, not the wait: a refresh that cannot write (the write
+                        // lock busy past the op timeout) at worst lets the pruning task take
+                        // the row, which costs this waiter its place (`prune.rs`), never the
+                        // key; the next attempt and the next refresh write it again.
+                        if let Err(e) = self.refresh(req.key).await {
+                            tracing::debug!("sqlite waiter could not refresh its queue row: {e}");
+                        }
                         refresh_at = Instant::now() + self.waiter_live / 2;
                         continue;
                     }
@@ -332,6 +338,49 @@ mod tests {
         assert_eq!(store.look(&key).await.unwrap().turn, 3);
         assert!(!store.release(&key, &o[2]).await.unwrap());
         assert_eq!(store.look(&key).await.unwrap().turn, 3, "a release of nothing calls nobody");
+    }
+
+    /// A waiter's refresh of its queue row is housekeeping: when it cannot write (another
+    /// connection holds the write lock past the op timeout, through several refreshes), the
+    /// waiter keeps waiting and gets the key once it is released. Before, the first refresh
+    /// that found the lock busy ended the acquire with the store's error.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_refresh_that_cannot_write_does_not_end_the_wait() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.db");
+        let holder = Locker::new(SqliteStore::open(&path).await.unwrap());
+        let mut w = SqliteStore::open(&path).await.unwrap();
+        w.waiter_live = Duration::from_millis(200);
+        let waiter = Locker::new(w).with_op_timeout(Duration::from_millis(300));
+        let lease = holder.acquire("k", Duration::from_secs(30)).await.unwrap();
+        let wait = tokio::spawn(async move {
+            let w = waiter.acquire("k", Duration::from_secs(30));
+            w.wait(Wait::For(Duration::from_secs(20))).await
+        });
+        let p = path.clone();
+        tokio::task::spawn_blocking(move || {
+            let c = rusqlite::Connection::open(&p).unwrap();
+            let queued = || -> i64 {
+                c.query_row("SELECT count(*) FROM leasehold_queue WHERE key = 'k'", [], |r| {
+                    r.get(0)
+                })
+                .unwrap()
+            };
+            let until = Instant::now() + Duration::from_secs(10);
+            while queued() == 0 {
+                assert!(Instant::now() < until, "the waiter never queued");
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            // A refresh every 100 ms, each refused after the 300 ms busy timeout.
+            c.execute_batch("BEGIN IMMEDIATE").unwrap();
+            std::thread::sleep(Duration::from_secs(1));
+            c.execute_batch("COMMIT").unwrap();
+        })
+        .await
+        .unwrap();
+        assert!(lease.release().await.unwrap().is_clean());
+        let got = wait.await.unwrap().expect("the wait goes on past refreshes that failed");
+        assert!(got.release().await.unwrap().is_clean());
     }
 
     /// A waiter of another store instance (as in another process: this store's own releases
