@@ -191,7 +191,7 @@ pub(super) async fn round(
 pub(super) struct Pruner(tokio::task::AbortHandle);
 
 impl Pruner {
-    /// Starts the task: a round every [`period`], errors ignored until the next (a server
+    /// Starts the task: a round at once, then every [`period`], errors ignored until the next (a server
     /// that cannot be reached now is tried again then; nothing here is needed for safety).
     pub(super) fn start(
         opts: Opts,
@@ -202,12 +202,14 @@ impl Pruner {
         let skip = SkipLocked::default();
         Pruner(
             tokio::spawn(async move {
+                // The first round at once: a process that lives less than a period (a `run`
+                // of a short job) still forgets what earlier processes left past the horizon.
                 loop {
-                    tokio::time::sleep(period(horizon)).await;
                     let r = round(&opts, connect, crate::DEFAULT_OP_TIMEOUT, &sweeps, &skip).await;
                     if let Err(e) = r {
                         tracing::debug!("mysql pruning round failed: {e}");
                     }
+                    tokio::time::sleep(period(horizon)).await;
                 }
             })
             .abort_handle(),

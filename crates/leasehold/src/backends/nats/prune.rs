@@ -38,7 +38,8 @@ use crate::Result;
 /// Messages fetched per request of the walk.
 const BATCH: usize = 256;
 
-/// How long one fetch waits for a full batch (the last batch of a walk is short).
+/// How long one fetch waits for the messages it asked for (fewer arrive only when records
+/// were purged since the walk began).
 const FETCH_WAIT: Duration = Duration::from_millis(500);
 
 /// Purges (and heartbeat checks) in flight at once.
@@ -144,8 +145,12 @@ impl NatsStore {
         // The server's clock now: when it created the consumer.
         let created = consumer.cached_info().created;
         let name = consumer.cached_info().name.clone();
+        // What the stream held for it then: the walk asks for no more, so it never waits
+        // out a fetch for messages that are not there (a `run` of a short job exits within
+        // milliseconds of its first round).
+        let pending = consumer.cached_info().num_pending;
         let cutoff = created.unix_timestamp_nanos() - horizon.as_nanos() as i128;
-        let walked = self.walk_with(&mut consumer, cutoff, from).await;
+        let walked = self.walk_with(&mut consumer, cutoff, from, pending).await;
         let delete =
             async { stream.delete_consumer(&name).await.map_err(|e| nats_err("delete", e)) };
         let _ = self.bounded("delete consumer", false, delete).await;
@@ -157,13 +162,20 @@ impl NatsStore {
         consumer: &mut async_nats::jetstream::consumer::PullConsumer,
         cutoff: i128,
         from: u64,
+        mut pending: u64,
     ) -> Result<(Vec<Old>, Round)> {
         let mut round = Round { next: from, ..Round::default() };
         let mut old = Vec::new();
         loop {
+            let want = BATCH.min(usize::try_from(pending).unwrap_or(BATCH));
+            if want == 0 {
+                round.next = 0; // the walk reached the end: the next round starts over
+                return Ok((old, round));
+            }
             let fetch = async {
-                // Ended by the server's timeout when fewer than BATCH are left.
-                let batch = consumer.batch().max_messages(BATCH).expires(FETCH_WAIT);
+                // Ended as soon as `want` arrived, or by the server's timeout when fewer are
+                // left (records purged meanwhile).
+                let batch = consumer.batch().max_messages(want).expires(FETCH_WAIT);
                 let batch = batch.messages().await;
                 let mut batch = batch.map_err(|e| nats_err("fetch", e))?;
                 let mut out = Vec::with_capacity(BATCH);
@@ -175,6 +187,7 @@ impl NatsStore {
             };
             let batch = self.bounded("fetch", false, fetch).await?;
             round.examined += batch.len() as u64;
+            pending = pending.saturating_sub(batch.len() as u64);
             let mut last_seq = None;
             for m in &batch {
                 let Ok(info) = m.info() else { continue };
@@ -192,7 +205,7 @@ impl NatsStore {
             }
             // A short batch: the server had no more.
             match last_seq {
-                Some(seq) if batch.len() == BATCH => round.next = seq + 1,
+                Some(seq) if batch.len() == want && pending > 0 => round.next = seq + 1,
                 _ => {
                     round.next = 0; // the next round starts over
                     return Ok((old, round));
@@ -228,18 +241,20 @@ pub(super) struct Pruner(tokio::task::AbortHandle);
 
 impl Pruner {
     /// Starts the task on `store` (a handle sharing the store's connection and buckets): a
-    /// round every [`period`], errors ignored until the next (a server that cannot be
+    /// round at once, then every [`period`], errors ignored until the next (a server that cannot be
     /// reached now is tried again then; nothing here is needed for safety).
     pub(super) fn start(store: NatsStore, horizon: Duration) -> Pruner {
         Pruner(
             tokio::spawn(async move {
                 let mut from = 0;
+                // The first round at once: a process that lives less than a period (a `run`
+                // of a short job) still forgets what earlier processes left past the horizon.
                 loop {
-                    tokio::time::sleep(period(horizon)).await;
                     match store.prune_round(horizon, from).await {
                         Ok(r) => from = r.next,
                         Err(e) => tracing::debug!("NATS pruning round failed: {e}"),
                     }
+                    tokio::time::sleep(period(horizon)).await;
                 }
             })
             .abort_handle(),

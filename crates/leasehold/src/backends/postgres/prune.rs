@@ -119,7 +119,7 @@ async fn compact(
 pub(super) struct Pruner(tokio::task::JoinHandle<()>);
 
 impl Pruner {
-    /// Starts the task: a round every [`period`], errors ignored until the next (a store that
+    /// Starts the task: a round at once, then every [`period`], errors ignored until the next (a store that
     /// cannot be reached now is tried again then; nothing here is needed for safety). Once
     /// earlier rounds deleted rows and a horizon has passed since the last compaction (or the
     /// start), the tables are compacted, before the round.
@@ -133,8 +133,14 @@ impl Pruner {
             let mut deleted = 0u64;
             let mut last = tokio::time::Instant::now();
             let mut warned = false;
+            // The first round at once: a process that lives less than a period (a `run` of a
+            // short job) still forgets what earlier processes left past the horizon.
+            let mut first = true;
             loop {
-                tokio::time::sleep(period(horizon)).await;
+                if !first {
+                    tokio::time::sleep(period(horizon)).await;
+                }
+                first = false;
                 // Compacted before this round deletes, so that the rows of earlier rounds
                 // (a period ago at least) are dead to every transaction but those that have
                 // run longer: a vacuum can only remove those.

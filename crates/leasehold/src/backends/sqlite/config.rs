@@ -67,13 +67,14 @@ impl SqliteUrl {
             p.verdict(
                 "leases survive process restarts in the file; a reboot frees them (boot id); \
                  every commit of a process that opened the file with sync=full is fsynced, so \
-                 its fences survive power loss (the setting is each connection's: every process \
-                 granting on this file must name it)",
+                 its fences survive power loss (the file records it: every process that opens it \
+                 afterwards fsyncs too)",
             );
         } else {
             p.verdict(
                 "leases survive process restarts in the file; a reboot frees them (boot id); a \
-                 power loss can lose the last commits (synchronous=NORMAL), and the next \
+                 power loss can lose the last commits (synchronous=NORMAL, unless the file \
+                 records that a process opened it with sync=full), and the next \
                  fences come from this machine's clock: they stay above every fence handed out \
                  while the clock after a reboot reads later than before it (not so without a \
                  battery-backed clock until NTP sets it: sync=full there; docs/design.md 4.2)",

@@ -79,7 +79,7 @@ pub struct SqliteStore {
     /// How far ahead this store's waiters keep their queue rows' `alive_ns`
     /// ([`wait::WAITER_LIVE`]; shorter in tests).
     waiter_live: Duration,
-    /// `sync=full`: every commit fsynced.
+    /// Every commit fsynced: `sync=full` in this store's URL or recorded in the file.
     full_sync: bool,
     /// Grant attempts and looks at the queue made by this store's waiters.
     #[cfg(test)]
@@ -166,7 +166,7 @@ impl SqliteStore {
     }
 
     fn open_blocking(path: &Path, limits: Limits, full_sync: bool) -> Result<Self> {
-        let (conn, boot) = open::database(path, limits, full_sync)?;
+        let (conn, boot, full_sync) = open::database(path, limits, full_sync)?;
         let canon = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_owned());
         Ok(SqliteStore {
             doorbell: Arc::new(doorbell::Doorbell::new(&canon)),
@@ -568,6 +568,16 @@ mod tests {
             let says = store.guarantees().store_failure;
             assert_eq!(says.contains("sync=full"), full, "{says}");
         }
+        // A file once opened with sync=full keeps it for every later opener.
+        let path = dir.path().join("strue.db");
+        let h = crate::horizon::DEFAULT_HORIZON;
+        let later = SqliteStore::open_within(&path, Limits::default(), h, false).await.unwrap();
+        let sync = later
+            .blocking(|c, _| c.query_row("PRAGMA synchronous", [], |r| r.get::<_, i64>(0)).sql())
+            .await
+            .unwrap();
+        assert_eq!(sync, 2, "a later opener without sync=full still fsyncs");
+        assert!(later.guarantees().store_failure.contains("sync=full"));
         let url = |q: &str| format!("sqlite://{}/u.db{q}", dir.path().display());
         assert!(SqliteUrl::parse(&url("?sync=full")).unwrap().full_sync);
         assert!(!SqliteUrl::parse(&url("?sync=normal")).unwrap().full_sync);

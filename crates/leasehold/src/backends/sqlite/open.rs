@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use rusqlite::Connection;
+use rusqlite::{Connection, OptionalExtension};
 
 use super::path::usable;
 use super::{SqlExt, boot, shared};
@@ -30,17 +30,24 @@ CREATE TABLE IF NOT EXISTS leasehold_queue (
     turn     INTEGER NOT NULL,
     boot_id  TEXT,
     alive_ns INTEGER
+);
+CREATE TABLE IF NOT EXISTS leasehold_settings (
+    name  TEXT PRIMARY KEY NOT NULL,
+    value TEXT NOT NULL
 );";
 
-/// Opens (creating if needed) the database at `path` with its tables (`full_sync`: every
-/// commit fsynced, `synchronous=FULL`; else `NORMAL`), within
+/// Opens (creating if needed) the database at `path` with its tables, within
 /// `limits.connect`, its busy timeout then set to `limits.op`; and this boot's id, the rows of
-/// earlier boots deleted. Errors as [`super::SqliteStore::open`] says.
+/// earlier boots deleted. `full_sync` (`sync=full`): every commit fsynced
+/// (`synchronous=FULL`), and the file records it (`leasehold_settings`), so that every
+/// connection that opens it later fsyncs too, whatever its URL says; else `NORMAL` unless the
+/// file has that record. Returns whether this connection fsyncs every commit. Errors as
+/// [`super::SqliteStore::open`] says.
 pub(super) fn database(
     path: &Path,
     limits: Limits,
     full_sync: bool,
-) -> Result<(Connection, String)> {
+) -> Result<(Connection, String, bool)> {
     if path.as_os_str().is_empty() {
         return Err(Error::invalid("sqlite:// URL has an empty path"));
     }
@@ -67,24 +74,42 @@ pub(super) fn database(
     // on the same file included (SQLite's own locks), and let other processes past them.
     usable(path).map_err(|e| Error::local_io(format!("cannot open {}", path.display()), e))?;
     let conn = Connection::open(path).sql().map_err(|e| cannot("open", e))?;
-    let setup = || -> rusqlite::Result<()> {
+    let setup = || -> rusqlite::Result<bool> {
         conn.busy_timeout(limits.connect)?;
         let mode: String = conn.query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))?;
         if !mode.eq_ignore_ascii_case("wal") {
             return Err(rusqlite::Error::InvalidQuery);
         }
-        conn.pragma_update(None, "synchronous", if full_sync { "FULL" } else { "NORMAL" })?;
         conn.execute_batch(SCHEMA)?;
         conn.execute_batch(shared::SCHEMA)?;
         add_column(&conn, "leasehold_leases", "info TEXT")?;
         add_column(&conn, "leasehold_queue", "boot_id TEXT")?;
-        add_column(&conn, "leasehold_queue", "alive_ns INTEGER")
+        add_column(&conn, "leasehold_queue", "alive_ns INTEGER")?;
+        // `sync=full` is the file's, not one connection's: a process that opens it without
+        // saying so must not grant with unsynced commits beside one that counts on them.
+        let full = if full_sync {
+            conn.execute(
+                "INSERT INTO leasehold_settings (name, value) VALUES ('sync', 'full')
+                 ON CONFLICT (name) DO UPDATE SET value = 'full'",
+                [],
+            )?;
+            true
+        } else {
+            let v: Option<String> = conn
+                .query_row("SELECT value FROM leasehold_settings WHERE name = 'sync'", [], |r| {
+                    r.get(0)
+                })
+                .optional()?;
+            v.as_deref() == Some("full")
+        };
+        conn.pragma_update(None, "synchronous", if full { "FULL" } else { "NORMAL" })?;
+        Ok(full)
     };
     // Two processes setting up one new file can both hold a read lock and both ask to
     // write (WAL mode, the schema): SQLite answers one of them "busy" at once, without
     // its busy handler, to break that deadlock. Try again until the connect bound.
     let until = std::time::Instant::now() + limits.connect;
-    loop {
+    let full = loop {
         match setup() {
             Err(rusqlite::Error::SqliteFailure(e, _))
                 if matches!(
@@ -96,7 +121,7 @@ pub(super) fn database(
             }
             r => break r.sql().map_err(|e| cannot("initialise", e))?,
         }
-    }
+    };
     let boot = boot::boot_id()?;
     // Rows from earlier boots are dead; dropping them keeps `status` cheap.
     conn.execute_batch(&format!(
@@ -109,7 +134,7 @@ pub(super) fn database(
     .sql()
     .map_err(|e| cannot("write to", e))?;
     conn.busy_timeout(limits.op).sql()?;
-    Ok((conn, boot))
+    Ok((conn, boot, full))
 }
 
 /// Adds `column` (`"name TYPE"`) to `table` in a file made by a version without it

@@ -130,8 +130,9 @@ fn round(db: &Weak<Mutex<Connection>>, horizon: Duration, boot: &str) -> Option<
 /// timeout) are left to the next round: nothing here is needed for safety.
 pub(super) fn start(db: Weak<Mutex<Connection>>, horizon: Duration, boot: Arc<str>) {
     tokio::spawn(async move {
+        // The first round at once: a process that lives less than a period (a `run` of a
+        // short job) still forgets what earlier processes left past the horizon.
         loop {
-            tokio::time::sleep(period(horizon)).await;
             let (db, boot) = (db.clone(), boot.clone());
             let r = tokio::task::spawn_blocking(move || round(&db, horizon, &boot)).await;
             match r {
@@ -139,6 +140,7 @@ pub(super) fn start(db: Weak<Mutex<Connection>>, horizon: Duration, boot: Arc<st
                 Ok(Some(Err(e))) => tracing::debug!("sqlite pruning round failed: {e}"),
                 Ok(Some(Ok(_))) => {}
             }
+            tokio::time::sleep(period(horizon)).await;
         }
     });
 }
@@ -255,7 +257,9 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(left.1, [held.lease().key().as_str().to_owned()], "released: {gone_key}");
-        assert_eq!(left.0, 1);
+        // The batch took it, or the locker's store's own first round did, which runs when it
+        // opens and may be scheduled after the release.
+        assert!(left.0 <= 1, "{}", left.0);
         assert!(held.into_lease().release().await.unwrap().is_clean());
     }
 
