@@ -40,7 +40,8 @@ fn smallest_at_least(have: impl IntoIterator<Item = u64>, ttl_ms: u64) -> Option
 impl NatsStore {
     /// The heartbeat bucket a grant of lease length `ttl_ms` uses, and its own length: the
     /// TTL's bucket, made on first use; if it cannot be made (unavailable: no placement, no
-    /// answer in half the op timeout), the smallest existing bucket at least as long, for
+    /// answer in half the op timeout), the smallest rung of the ladder this store opened at
+    /// least as long, else the smallest existing bucket at least as long, for
     /// [`RETRY_AFTER`]. Errors: the creation's, when no such bucket exists either (a bucket
     /// whose creation got no answer is unavailable: no grant was written yet).
     pub(super) async fn beats_for(&self, ttl_ms: u64) -> Result<(u64, kv::Store)> {
@@ -71,6 +72,14 @@ impl NatsStore {
             Err(e) if e.is_unavailable() => e,
             Err(e) => return Err(e),
         };
+        // A rung this store's ladder opened: no request (a stream-info request to a rung whose
+        // leader was on the lost node waits for its election, seen in chaos `failover`).
+        if let Some((longer, b)) = self.rung_at_least(ttl_ms) {
+            self.beats.lock().await.insert(longer, b.clone());
+            tracing::debug!("NATS bucket of {ttl_ms} ms cannot be made ({err}): rung {longer} ms");
+            self.fallbacks().insert(ttl_ms, (longer, Instant::now()));
+            return Ok((longer, b));
+        }
         let prefix = format!("{}-ttl-", self.cfg.bucket);
         let names = async {
             let names = self.js.stream_names().try_collect::<Vec<String>>().await;

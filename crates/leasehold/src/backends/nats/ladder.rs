@@ -19,9 +19,18 @@
 //! for a later outage: it is tried again every [`RETRY_EVERY`] until made, and the task ends
 //! once every rung exists, or when the store is dropped.
 
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use async_nats::jetstream::kv;
+
 use super::NatsStore;
+
+/// The rungs opened so far by lease length in ms, shared by the store and its ladder task:
+/// a fallback then needs no request to find its rung (after a node's loss the rung's
+/// stream-info request can go unanswered until its own Raft group has elected a leader).
+pub(super) type Rungs = Arc<Mutex<HashMap<u64, kv::Store>>>;
 
 /// The rungs' lease lengths in ms: each at most ten times the one below, so a grant that
 /// falls back to the next rung lasts at most ten times its TTL after its holder dies. Exact
@@ -38,12 +47,28 @@ impl NatsStore {
     pub(super) async fn make_rungs(&self, rungs: &[u64]) -> Vec<u64> {
         let mut missing = Vec::new();
         for &ms in rungs {
-            if let Err(e) = self.beats(ms).await {
-                tracing::debug!("NATS heartbeat rung of {ms} ms not made (tried again later): {e}");
-                missing.push(ms);
+            match self.beats(ms).await {
+                Ok(b) => {
+                    self.rungs().insert(ms, b);
+                }
+                Err(e) => {
+                    tracing::debug!("NATS heartbeat rung of {ms} ms not made (tried later): {e}");
+                    missing.push(ms);
+                }
             }
         }
         missing
+    }
+
+    /// The smallest rung opened so far at least `ttl_ms` long, and its length.
+    pub(super) fn rung_at_least(&self, ttl_ms: u64) -> Option<(u64, kv::Store)> {
+        let rungs = self.rungs();
+        let ms = rungs.keys().copied().filter(|&ms| ms >= ttl_ms).min()?;
+        rungs.get(&ms).map(|b| (ms, b.clone()))
+    }
+
+    fn rungs(&self) -> std::sync::MutexGuard<'_, HashMap<u64, kv::Store>> {
+        self.rungs.lock().unwrap_or_else(|p| p.into_inner())
     }
 }
 

@@ -98,6 +98,8 @@ pub struct NatsStore {
     beats: tokio::sync::Mutex<HashMap<u64, kv::Store>>,
     /// Lease lengths whose bucket could not be made, and the longer one used (`fallback.rs`).
     fallbacks: fallback::Fallbacks,
+    /// The ladder's rungs opened so far (`ladder.rs`), shared with the task that opens them.
+    rungs: ladder::Rungs,
     held: Mutex<HashMap<OwnerToken, Held>>,
     op_timeout_ms: AtomicU64,
     /// The task that purges keys' records past the horizon (`prune.rs`); ended on drop.
@@ -153,6 +155,7 @@ impl NatsStore {
                 grants,
                 beats: tokio::sync::Mutex::default(),
                 fallbacks: fallback::Fallbacks::default(),
+                rungs: ladder::Rungs::default(),
                 held: Mutex::default(),
                 op_timeout_ms: AtomicU64::new(limits.op.as_millis() as u64),
                 pruner: None,
@@ -177,6 +180,7 @@ impl NatsStore {
             grants: self.grants.clone(),
             beats: tokio::sync::Mutex::default(),
             fallbacks: fallback::Fallbacks::default(),
+            rungs: self.rungs.clone(),
             held: Mutex::default(),
             op_timeout_ms: AtomicU64::new(self.op_timeout_ms.load(Ordering::Relaxed)),
             pruner: None,
