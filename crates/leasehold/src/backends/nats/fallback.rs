@@ -72,8 +72,8 @@ impl NatsStore {
             Err(e) if e.is_unavailable() => e,
             Err(e) => return Err(e),
         };
-        // A rung this store's ladder opened: no request (a stream-info request to a rung whose
-        // leader was on the lost node waits for its election, seen in chaos `failover`).
+        // A rung this store's ladder opened: no request (chaos `failover` saw a rung's
+        // stream-info request go unanswered after a node's loss, likely its group electing).
         if let Some((longer, b)) = self.rung_at_least(ttl_ms) {
             self.beats.lock().await.insert(longer, b.clone());
             tracing::debug!("NATS bucket of {ttl_ms} ms cannot be made ({err}): rung {longer} ms");

@@ -28,8 +28,8 @@ use async_nats::jetstream::kv;
 use super::NatsStore;
 
 /// The rungs opened so far by lease length in ms, shared by the store and its ladder task:
-/// a fallback then needs no request to find its rung (after a node's loss the rung's
-/// stream-info request can go unanswered until its own Raft group has elected a leader).
+/// a fallback then needs no request to find its rung (after a node's loss, chaos `failover`
+/// saw a rung's stream-info request go unanswered past the attempt's op timeout).
 pub(super) type Rungs = Arc<Mutex<HashMap<u64, kv::Store>>>;
 
 /// The rungs' lease lengths in ms: each at most ten times the one below, so a grant that
