@@ -25,7 +25,7 @@ use std::time::Duration;
 
 use async_nats::jetstream::kv;
 
-use super::NatsStore;
+use super::{NatsStore, open_bucket};
 
 /// The rungs opened so far by lease length in ms, shared by the store and its ladder task:
 /// a fallback then needs no request to find its rung (after a node's loss, chaos `failover`
@@ -42,12 +42,18 @@ pub(super) const RUNGS_MS: [u64; 5] = [1_000, 10_000, 60_000, 600_000, 3_600_000
 const RETRY_EVERY: Duration = Duration::from_secs(60);
 
 impl NatsStore {
-    /// Makes sure each of `rungs` exists (opening it, creating it when absent); returns those
-    /// that could not be made. Each is bounded by the op timeout ([`NatsStore::beats`]).
+    /// Makes sure each of `rungs` exists (opening it, creating it when absent), all at once so
+    /// that one whose stream does not answer holds up no other; returns those that could not
+    /// be made. Each is bounded by the op timeout.
     pub(super) async fn make_rungs(&self, rungs: &[u64]) -> Vec<u64> {
+        let each = rungs.iter().map(|&ms| async move {
+            let name = super::record::beat_bucket(&self.cfg.bucket, ms);
+            let opening = open_bucket(&self.js, &self.cfg, &name, Duration::from_millis(ms));
+            (ms, self.bounded("open bucket", false, opening).await)
+        });
         let mut missing = Vec::new();
-        for &ms in rungs {
-            match self.beats(ms).await {
+        for (ms, made) in futures_util::future::join_all(each).await {
+            match made {
                 Ok(b) => {
                     self.rungs().insert(ms, b);
                 }
@@ -57,6 +63,7 @@ impl NatsStore {
                 }
             }
         }
+        missing.sort_unstable();
         missing
     }
 
