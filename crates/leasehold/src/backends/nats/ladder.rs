@@ -17,7 +17,8 @@
 //! creation bounded by the op timeout (a rung that exists costs one stream-info request). A
 //! rung that cannot be made now (the cluster already lacks a node) is only an optimisation
 //! for a later outage: it is tried again every [`RETRY_EVERY`] until made, and the task ends
-//! once every rung exists, or when the store is dropped.
+//! once every rung exists, or when the store is dropped. The store keeps the handles of the
+//! rungs the task opened ([`Rungs`]), so a fallback to one sends no request.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
