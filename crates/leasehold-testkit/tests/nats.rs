@@ -258,13 +258,106 @@ async fn a_new_ttl_whose_bucket_cannot_be_made_uses_a_longer_one() {
     let b = rival.acquire(&key, ttl).wait(Wait::For(Duration::from_secs(10))).await.unwrap();
     assert!(b.fence() > held);
     assert!(b.release().await.unwrap().is_clean());
-    // With no bucket at least as long, the refusal stands.
-    let r = l.acquire(&unique_key("nats-new-ttl-long"), Duration::from_secs(60)).await;
+    // With no bucket at least as long (above the ladder's top rung, 1 h), the refusal stands.
+    let r = l.acquire(&unique_key("nats-new-ttl-long"), Duration::from_secs(7_200)).await;
     assert!(r.as_ref().is_err_and(|e| e.is_unavailable()), "no longer bucket: {r:?}");
 }
 
+/// The rungs of the ladder of heartbeat buckets a store makes beside its open (1 s to 1 h).
+const RUNGS: [&str; 5] = ["1000ms", "10000ms", "60000ms", "600000ms", "3600000ms"];
+
+/// Whether JetStream stream `stream` exists on `server`.
+fn stream_exists(server: &NatsServer, stream: &str) -> bool {
+    let info = server.js_api(&format!("$JS.API.STREAM.INFO.{stream}"), "");
+    info.is_some_and(|a| a.contains("\"config\"") && !a.contains("\"error\""))
+}
+
+/// How many messages stream `stream` holds (`state.messages`), if it answers.
+fn stream_messages(server: &NatsServer, stream: &str) -> Option<u64> {
+    let info = server.js_api(&format!("$JS.API.STREAM.INFO.{stream}"), "")?;
+    let state = &info[info.find("\"state\":")?..];
+    let from = state.find("\"messages\":")? + "\"messages\":".len();
+    let digits: String = state[from..].chars().take_while(|c| c.is_ascii_digit()).collect();
+    digits.parse().ok()
+}
+
+/// Waits (bounded) until every rung of `bucket` exists on `server`.
+async fn rungs_made(server: &NatsServer, bucket: &str) -> bool {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        if RUNGS.iter().all(|r| stream_exists(server, &format!("KV_{bucket}-ttl-{r}"))) {
+            return true;
+        }
+        if std::time::Instant::now() >= deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Issue 34's limit, removed up to the ladder's top: a TTL never used before, asked while its
+/// bucket cannot be made (here, deterministically, a 3-replica stream on a server that is not
+/// clustered; on a cluster, a node down), is granted on the next rung of the ladder the store
+/// made when it opened. The rungs are made by a store opened while buckets can be made (one
+/// replica here, standing for a whole cluster), as a deployment's first open makes them before
+/// a node fails. Without the ladder no bucket is at least 3 s long and the grant is refused as
+/// unavailable. Above the top rung (1 h) the refusal stands.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_ttl_is_granted_on_a_rung_while_its_bucket_cannot_be_made() {
+    let server = NatsServer::start();
+    let one = Locker::connect(&server.url("/ladder")).await.unwrap();
+    assert!(rungs_made(&server, "ladder").await, "the store's open did not make the rungs");
+    let l = Locker::connect(&server.url("/ladder?replicas=3")).await.unwrap();
+    let key = unique_key("nats-ladder");
+    let ttl = Duration::from_secs(3);
+    let a = l.acquire(&key, ttl).await.expect("a new TTL granted on the 10 s rung");
+    // The heartbeat is in the 10 s rung, and the grant names it: the server keeps the lease
+    // up to 10 s after each heartbeat (renewed every second or so).
+    assert!(!stream_exists(&server, "KV_ladder-ttl-3000ms"), "the 3 s bucket was made");
+    assert_eq!(stream_messages(&server, "KV_ladder-ttl-10000ms"), Some(1), "no heartbeat there");
+    let h = one.holders(Some(&key)).await.unwrap();
+    let left = h.first().and_then(|h| h.expires_in);
+    assert!(left.is_some_and(|left| left > ttl), "not judged by the 10 s rung: {h:?}");
+    let rival = leasehold_testkit::conformance::other(&one);
+    let r = rival.acquire(&key, ttl).await;
+    assert!(r.as_ref().is_err_and(|e| e.is_busy()), "a rival beside the holder: {r:?}");
+    let held = a.fence();
+    assert!(a.release().await.unwrap().is_clean());
+    let b = rival.acquire(&key, ttl).wait(Wait::For(Duration::from_secs(10))).await.unwrap();
+    assert!(b.fence() > held);
+    assert!(b.release().await.unwrap().is_clean());
+    let r = l.acquire(&unique_key("nats-ladder-long"), Duration::from_secs(7_200)).await;
+    assert!(r.as_ref().is_err_and(|e| e.is_unavailable()), "above the top rung: {r:?}");
+}
+
+/// A rung that cannot be made neither fails nor holds up the store's open: on a grants'
+/// bucket that exists (made here beside the store, one replica), a store asking 3 replicas of
+/// a server that is not clustered opens and serves reads while every rung's creation is
+/// refused; no rung exists after, and a new TTL is refused as before the ladder.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn open_neither_fails_nor_waits_when_rungs_cannot_be_made() {
+    let server = NatsServer::start();
+    let grants = r#"{"name":"KV_noladder","subjects":["$KV.noladder.>"],"max_msgs_per_subject":1,
+        "storage":"file","num_replicas":1,"allow_rollup_hdrs":true,"deny_delete":true,
+        "allow_direct":true,"discard":"new","duplicate_window":120000000000}"#;
+    let made = server.js_api("$JS.API.STREAM.CREATE.KV_noladder", grants);
+    assert!(made.as_ref().is_some_and(|a| !a.contains("\"error\"")), "{made:?}");
+    let opening = std::time::Instant::now();
+    let l = Locker::connect(&server.url("/noladder?replicas=3")).await.expect("open");
+    // Reported, not asserted (no timing assertions): the open's cost beside the rungs'.
+    eprintln!("open took {:?} with every rung refused", opening.elapsed());
+    assert!(l.holders(None).await.unwrap().is_empty());
+    let r = l.acquire(&unique_key("nats-noladder"), Duration::from_secs(3)).await;
+    assert!(r.as_ref().is_err_and(|e| e.is_unavailable()), "no rung, no bucket: {r:?}");
+    for rung in RUNGS {
+        let stream = format!("KV_noladder-ttl-{rung}");
+        assert!(!stream_exists(&server, &stream), "{stream} was made with 3 replicas");
+    }
+}
+
 /// `doctor`'s probe reads the grants' bucket: replicas and storage, with the verdicts they
-/// call for (one replica, memory storage), and each peer of a cluster's stream.
+/// call for (one replica, memory storage), each peer of a cluster's stream, and the rungs of
+/// the heartbeat ladder (made by the probe's open when missing).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn doctor_reads_replicas_storage_and_peers() {
     let server = NatsServer::start();
@@ -275,4 +368,5 @@ async fn doctor_reads_replicas_storage_and_peers() {
     assert!(p.setting("server").is_some_and(|s| s.contains("2.")), "{p:?}");
     assert!(p.verdicts.iter().any(|v| v.contains("memory storage")), "{p:?}");
     assert!(p.verdicts.iter().any(|v| v.contains("single point of failure")), "{p:?}");
+    assert_eq!(p.setting("heartbeat ladder"), Some("5 of 5 rungs"), "{p:?}");
 }

@@ -87,6 +87,13 @@ impl NatsServer {
         respawn(Duration::from_secs(20), "nats-server", || self.spawn());
     }
 
+    /// JetStream's JSON answer to the API request `subject` with the JSON `body` (empty for
+    /// none), e.g. `$JS.API.STREAM.INFO.KV_leasehold`; `None` when it does not answer
+    /// within 2 s. For tests that look at or make streams beside the store.
+    pub fn js_api(&self, subject: &str, body: &str) -> Option<String> {
+        js_request_with(self.port, subject, body)
+    }
+
     /// SIGSTOP: the server holds its connections but answers nothing.
     pub fn stop(&self) {
         self.signal(Signal::SIGSTOP);

@@ -6,7 +6,9 @@
 //! Safe: the grant record names the bucket used, so contenders judge the heartbeat where it
 //! is, and the server keeps the lease `T' ≥ T` after each heartbeat, while the holder's own
 //! deadline still counts `T` (the TTL asked). The cost: a holder that dies is replaced only
-//! `T'` after its last heartbeat, not `T`. With no longer bucket, the creation's error stands.
+//! `T'` after its last heartbeat, not `T`. The ladder's rungs (`ladder.rs`, 1 s to 1 h, made
+//! when the store opens) are such buckets, so every TTL up to the top rung finds one. With no
+//! longer bucket (a TTL above the top rung, or rungs never made), the creation's error stands.
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -38,8 +40,10 @@ fn smallest_at_least(have: impl IntoIterator<Item = u64>, ttl_ms: u64) -> Option
 impl NatsStore {
     /// The heartbeat bucket a grant of lease length `ttl_ms` uses, and its own length: the
     /// TTL's bucket, made on first use; if it cannot be made (unavailable: no placement, no
-    /// answer in the op timeout), the smallest existing bucket at least as long, for
-    /// [`RETRY_AFTER`]. Errors: the creation's, when no such bucket exists either.
+    /// answer in half the op timeout), the smallest rung of the ladder this store opened at
+    /// least as long, else the smallest existing bucket at least as long, for
+    /// [`RETRY_AFTER`]. Errors: the creation's, when no such bucket exists either (a bucket
+    /// whose creation got no answer is unavailable: no grant was written yet).
     pub(super) async fn beats_for(&self, ttl_ms: u64) -> Result<(u64, kv::Store)> {
         let recent = self.fallbacks().get(&ttl_ms).copied();
         let open = self.beats.lock().await.contains_key(&ttl_ms);
@@ -49,7 +53,18 @@ impl NatsStore {
         {
             return Ok((longer, self.beats(longer).await?));
         }
-        let err = match self.beats(ttl_ms).await {
+        // Half the op timeout: the whole attempt has one op timeout, and a creation that gets
+        // no answer (seen on a cluster with a node down) must leave the rest of it for the
+        // fallback; else the attempt ends unknown and the fallback is never reached.
+        let limit = self.op_timeout() / 2;
+        let made = match tokio::time::timeout(limit, self.beats(ttl_ms)).await {
+            Ok(made) => made,
+            Err(_) => Err(crate::Error::unavailable(
+                format!("NATS bucket of {ttl_ms} ms got no answer within {limit:?}"),
+                None,
+            )),
+        };
+        let err = match made {
             Ok(b) => {
                 self.fallbacks().remove(&ttl_ms);
                 return Ok((ttl_ms, b));
@@ -57,6 +72,14 @@ impl NatsStore {
             Err(e) if e.is_unavailable() => e,
             Err(e) => return Err(e),
         };
+        // A rung this store's ladder opened: no request (chaos `failover` saw a rung's
+        // stream-info request go unanswered after a node's loss, likely its group electing).
+        if let Some((longer, b)) = self.rung_at_least(ttl_ms) {
+            self.beats.lock().await.insert(longer, b.clone());
+            tracing::debug!("NATS bucket of {ttl_ms} ms cannot be made ({err}): rung {longer} ms");
+            self.fallbacks().insert(ttl_ms, (longer, Instant::now()));
+            return Ok((longer, b));
+        }
         let prefix = format!("{}-ttl-", self.cfg.bucket);
         let names = async {
             let names = self.js.stream_names().try_collect::<Vec<String>>().await;

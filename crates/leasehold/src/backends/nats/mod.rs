@@ -15,7 +15,9 @@
 //!   after it was written; a grant whose heartbeat is gone has ended, and a contender may then
 //!   replace it by compare-and-set. One grants' bucket for every TTL keeps one place per key,
 //!   so leases of different TTLs on one key exclude each other. A TTL whose bucket cannot be
-//!   made (a node of a cluster down) uses the smallest existing longer one (`fallback.rs`).
+//!   made (a node of a cluster down) uses the smallest existing longer one (`fallback.rs`),
+//!   such as a rung of the ladder of buckets (1 s to 1 h) made when the store opens
+//!   (`ladder.rs`).
 //!
 //! The fence is `max(the key's last fence + 1, the server's timestamp of the grant's
 //! heartbeat in µs)` (clock-backed, §4.2): the release marker and an expired grant carry the
@@ -34,6 +36,7 @@ mod beat;
 mod bucket;
 mod config;
 mod fallback;
+mod ladder;
 mod probe;
 mod prune;
 mod record;
@@ -95,11 +98,16 @@ pub struct NatsStore {
     beats: tokio::sync::Mutex<HashMap<u64, kv::Store>>,
     /// Lease lengths whose bucket could not be made, and the longer one used (`fallback.rs`).
     fallbacks: fallback::Fallbacks,
+    /// The ladder's rungs opened so far (`ladder.rs`), shared with the task that opens them.
+    rungs: ladder::Rungs,
     held: Mutex<HashMap<OwnerToken, Held>>,
     op_timeout_ms: AtomicU64,
     /// The task that purges keys' records past the horizon (`prune.rs`); ended on drop.
     /// `None` in the handle that task itself runs on.
     pruner: Option<prune::Pruner>,
+    /// The task that makes the ladder of heartbeat buckets (`ladder.rs`); ended on drop.
+    /// `None` in the handles the store's tasks run on.
+    ladder: Option<ladder::Ladder>,
 }
 
 impl std::fmt::Debug for NatsStore {
@@ -147,19 +155,23 @@ impl NatsStore {
                 grants,
                 beats: tokio::sync::Mutex::default(),
                 fallbacks: fallback::Fallbacks::default(),
+                rungs: ladder::Rungs::default(),
                 held: Mutex::default(),
                 op_timeout_ms: AtomicU64::new(limits.op.as_millis() as u64),
                 pruner: None,
+                ladder: None,
             };
             store.pruner = Some(prune::Pruner::start(store.sibling(), cfg.horizon));
+            // Beside the open, never before it returns: rungs are for a later outage.
+            store.ladder = Some(ladder::Ladder::start(store.sibling()));
             Ok(store)
         };
         crate::limits::within(limits.connect, || format!("NATS {what}"), opened).await
     }
 
     /// A handle on the same connection and grants' bucket, with nothing granted and no
-    /// pruning task of its own: what the pruning task runs on, so that dropping the store
-    /// (which aborts the task) ends both.
+    /// tasks of its own: what the pruning and ladder tasks run on, so that dropping the store
+    /// (which aborts the tasks) ends both.
     fn sibling(&self) -> NatsStore {
         NatsStore {
             cfg: self.cfg.clone(),
@@ -168,9 +180,11 @@ impl NatsStore {
             grants: self.grants.clone(),
             beats: tokio::sync::Mutex::default(),
             fallbacks: fallback::Fallbacks::default(),
+            rungs: self.rungs.clone(),
             held: Mutex::default(),
             op_timeout_ms: AtomicU64::new(self.op_timeout_ms.load(Ordering::Relaxed)),
             pruner: None,
+            ladder: None,
         }
     }
 

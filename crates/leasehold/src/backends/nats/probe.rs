@@ -1,5 +1,6 @@
 //! What doctor reads of a NATS deployment: the server, JetStream's account, and the grants'
-//! bucket's stream (replicas, storage, its Raft group's leader and peers).
+//! bucket's stream (replicas, storage, its Raft group's leader and peers), and which rungs of
+//! the ladder of heartbeat buckets exist (`ladder.rs`).
 
 use async_nats::jetstream::stream::StorageType;
 
@@ -58,6 +59,23 @@ pub(crate) async fn nats(cfg: &super::Config, r: &mut Probe) -> std::result::Res
              loss of {} server(s) keeps every acknowledged grant",
             (replicas - 1) / 2
         ));
+    }
+    // The ladder, made here rather than beside the open so that what is reported is settled
+    // (the rungs at once, all within the op timeout; one stream-info request each that exists).
+    let rungs = &super::ladder::RUNGS_MS;
+    let missing = tokio::time::timeout(limits.op, store.make_rungs(rungs)).await;
+    let missing = missing.unwrap_or_else(|_| rungs.to_vec());
+    let have = rungs.len() - missing.len();
+    r.set("heartbeat ladder", format!("{have} of {} rungs", rungs.len()));
+    if !missing.is_empty() {
+        let list: Vec<String> = missing.iter().map(|ms| format!("{ms} ms")).collect();
+        r.verdict(format!(
+            "heartbeat rungs missing or not answering within the op timeout ({}): while a \
+             node is down, a lease length never used before whose bucket cannot be placed \
+             has no longer bucket to fall back to and is refused",
+            list.join(", ")
+        ));
+        r.change("run doctor again when every node is up: it makes the missing rungs");
     }
     r.verdict(
         "expiry is the heartbeat buckets' max_age (one bucket per TTL, BUCKET-ttl-Nms), \
