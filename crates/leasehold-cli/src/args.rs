@@ -246,7 +246,8 @@ pub(crate) enum Cmd {
         /// With a redis-cluster:// --store: measure this one Redis server (redis://H:P) in
         /// the same run instead of the usual baselines, and compare uncontended, handoff and
         /// many-keys cycles/s, server time per cycle per master and the key spread
-        /// (cluster.json in --out).
+        /// (cluster.json in --out). Also $LEASEHOLD_BENCH_SINGLE, which keeps a password in
+        /// the URL out of `ps` and shell history.
         #[arg(long, value_name = "URL")]
         single: Option<String>,
         /// Directory for bench.json and one latency-percentile SVG per scenario.

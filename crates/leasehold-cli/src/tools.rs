@@ -119,6 +119,8 @@ pub(crate) async fn bench(
         Runtime::Multi => "multi_thread (2 workers)",
     };
     let settings = bench::Settings { url, scenario, tasks, duration, runs, leases, runtime };
+    // The reference may carry a password: $LEASEHOLD_BENCH_SINGLE keeps it out of `ps`.
+    let single = single.or_else(|| std::env::var(ENV_SINGLE).ok().filter(|s| !s.is_empty()));
     if let Some(single) = single {
         return cluster_bench(settings, &single, out, json).await;
     }
@@ -147,6 +149,10 @@ pub(crate) async fn bench(
     }
     Ok(Exit::ok(0))
 }
+
+/// Where `bench` reads its reference store when `--single` is not given.
+#[cfg(feature = "bench")]
+const ENV_SINGLE: &str = "LEASEHOLD_BENCH_SINGLE";
 
 /// `bench --single`: the store against a reference of its family
 /// ([`bench::compare_with_reference`]).

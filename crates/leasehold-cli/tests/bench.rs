@@ -285,7 +285,8 @@ fn bench_cluster_against_one_server() {
     let out = tempfile::tempdir().unwrap();
     let o = Command::new(BIN)
         .env("LEASEHOLD_STORE", cluster.url(""))
-        .args(["bench", "--single", &single.url(), "--runs", "1", "--duration", "150ms"])
+        .env("LEASEHOLD_BENCH_SINGLE", single.url())
+        .args(["bench", "--runs", "1", "--duration", "150ms"])
         .args(["--tasks", "3", "--out"])
         .arg(out.path())
         .output()
