@@ -18,8 +18,9 @@ use crate::baseline::{
 /// The lease length the raw clients ask for (the bench's).
 pub(crate) const TTL: Duration = Duration::from_secs(30);
 
-/// What leasehold sends to Redis, by `INFO commandstats` name: scripts and (un)subscriptions.
-pub const LEASEHOLD_REQUESTS: &[&str] = &[
+/// Every request leasehold's Redis stores send, by `INFO commandstats` name: what one server
+/// gets ([`LEASEHOLD_REQUESTS`]), then what a Cluster gets beside it ([`SHARD_REQUESTS`]).
+pub const ALL_REQUESTS: &[&str] = &[
     "evalsha",
     "eval",
     "evalsha_ro",
@@ -28,7 +29,12 @@ pub const LEASEHOLD_REQUESTS: &[&str] = &[
     "unsubscribe",
     "script|load",
     "ping",
+    "ssubscribe",
+    "sunsubscribe",
 ];
+
+/// What leasehold sends to Redis, by `INFO commandstats` name: scripts and (un)subscriptions.
+pub const LEASEHOLD_REQUESTS: &[&str] = ALL_REQUESTS.split_at(8).0;
 
 /// The raw client's compare-and-delete (plain mode).
 const RAW_RELEASE: &str = r"
@@ -277,7 +283,7 @@ pub struct RedisBenchmark {
 
 /// What leasehold's store sends to a Cluster beside [`LEASEHOLD_REQUESTS`]: sharded
 /// subscriptions.
-pub const SHARD_REQUESTS: &[&str] = &["ssubscribe", "sunsubscribe"];
+pub const SHARD_REQUESTS: &[&str] = ALL_REQUESTS.split_at(8).1;
 
 /// `redis-benchmark` on the server `url` names (a TCP address; a socket is refused).
 pub fn request_load(url: &StoreUrl) -> Result<Arc<dyn RequestLoad>, String> {

@@ -11,7 +11,7 @@ use leasehold::backends::redis::tools;
 use leasehold::{Scheme, StoreUrl};
 use redis::aio::MultiplexedConnection;
 
-use super::baseline::{LEASEHOLD_REQUESTS, Raw, RedisBenchmark, SHARD_REQUESTS, View, err};
+use super::baseline::{ALL_REQUESTS, Raw, RedisBenchmark, View, err};
 use crate::baseline::RawError;
 use crate::family::{Family, Member, Side};
 
@@ -125,20 +125,6 @@ pub async fn compare_with(
     }))
 }
 
-/// [`LEASEHOLD_REQUESTS`] and [`SHARD_REQUESTS`].
-const COUNTED: &[&str] = &[
-    "evalsha",
-    "eval",
-    "evalsha_ro",
-    "eval_ro",
-    "subscribe",
-    "unsubscribe",
-    "script|load",
-    "ping",
-    "ssubscribe",
-    "sunsubscribe",
-];
-
 #[async_trait::async_trait]
 impl Family for Cluster {
     fn sides(&self) -> [&Side; 2] {
@@ -146,8 +132,7 @@ impl Family for Cluster {
     }
 
     fn counted(&self) -> &'static [&'static str] {
-        debug_assert_eq!(COUNTED.len(), LEASEHOLD_REQUESTS.len() + SHARD_REQUESTS.len());
-        COUNTED
+        ALL_REQUESTS
     }
 
     fn per_cycle(&self) -> &'static [&'static str] {
