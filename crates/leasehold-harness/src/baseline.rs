@@ -5,6 +5,7 @@
 //! handed out by its kit ([`crate::stores::StoreKit::baselines`]); the bench names no store.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 /// What a baseline's request failed with, in words.
 pub type RawError = String;
@@ -200,4 +201,23 @@ pub trait NativeLoad: Send + Sync {
     /// Cycles per second the tool measured running on `key` for `d` (whole seconds, at least
     /// one, where the tool counts in seconds). An error when the tool is missing or failed.
     async fn cycles_per_s(&self, key: &str, d: std::time::Duration) -> Result<f64, RawError>;
+}
+
+/// The request for a plain exclusive grant of `key` to `owner` for `ttl`, each store request
+/// bounded by `ttl` too: what the bench's store-only contender and a baseline's setup send
+/// through the store trait, without a `Locker`.
+pub fn mutex_request<'a>(
+    key: &'a leasehold::Key,
+    owner: &'a leasehold::OwnerToken,
+    ttl: Duration,
+) -> leasehold::store::AcquireRequest<'a> {
+    leasehold::store::AcquireRequest {
+        key,
+        owner,
+        ttl,
+        op_timeout: ttl,
+        info: None,
+        mode: Default::default(),
+        slot: None,
+    }
 }

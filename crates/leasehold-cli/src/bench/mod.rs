@@ -384,15 +384,7 @@ impl Contender for StoreOnly {
     async fn acquire(&self, key: &str, _wait: Duration) -> BenchResult<Option<Self::Guard>> {
         let k = leasehold::Key::new(key).map_err(|e| e.to_string())?;
         let owner = OwnerToken::generate().map_err(|e| e.to_string())?;
-        let req = leasehold::store::AcquireRequest {
-            key: &k,
-            owner: &owner,
-            ttl: TTL,
-            op_timeout: TTL,
-            info: None,
-            mode: Default::default(),
-            slot: None,
-        };
+        let req = leasehold_harness::baseline::mutex_request(&k, &owner, TTL);
         match self.0.try_acquire(&req).await.map_err(|e| e.to_string())? {
             leasehold::store::Attempt::Granted(_) => Ok(Some((k, owner))),
             _ => Ok(None),

@@ -13,7 +13,7 @@
 use std::time::Duration;
 
 use leasehold::backends::nats::tools::{self, async_nats};
-use leasehold::store::{AcquireRequest, Attempt, Store};
+use leasehold::store::{Attempt, Store};
 use leasehold::{Key, OwnerToken, StoreUrl};
 
 use async_nats::HeaderMap;
@@ -144,15 +144,7 @@ pub async fn baselines(url: &StoreUrl) -> Result<Vec<Baseline>, String> {
     // One grant and release through the store creates the heartbeat bucket of `TTL`.
     let key = Key::new("bench-raw-setup").map_err(|e| e.to_string())?;
     let owner = OwnerToken::generate().map_err(|e| e.to_string())?;
-    let req = AcquireRequest {
-        key: &key,
-        owner: &owner,
-        ttl: TTL,
-        op_timeout: TTL,
-        info: None,
-        mode: Default::default(),
-        slot: None,
-    };
+    let req = crate::baseline::mutex_request(&key, &owner, TTL);
     match store.try_acquire(&req).await.map_err(|e| e.to_string())? {
         Attempt::Granted(_) => {
             store.release(&key, &owner).await.map_err(|e| e.to_string())?;
