@@ -51,6 +51,14 @@ cfg_networked! {
     }
 }
 
+/// How often a store forgets what is past `horizon` (its pruning task's period, after a
+/// first round when it opens; the `flock` store's pruning after an acquire): a quarter of the
+/// horizon, between 250 ms and 10 minutes. So a key's state is gone at most a quarter of the
+/// horizon after it may be (for a process that keeps the store open).
+pub fn prune_period(horizon: Duration) -> Duration {
+    (horizon / 4).clamp(Duration::from_millis(250), Duration::from_secs(600))
+}
+
 /// The horizon in whole microseconds (the unit of clock-backed fences), for the stores and
 /// resources that compare it with a clock in µs (every resource with a claim step does).
 #[cfg_attr(not(feature = "_fence-claim"), allow(dead_code))]

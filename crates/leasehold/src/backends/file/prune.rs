@@ -32,11 +32,6 @@ use nix::fcntl::{Flock, FlockArg};
 use super::{parse, same_file};
 use crate::{Error, Result};
 
-/// How often a store prunes: a quarter of the horizon, between 250 ms and 10 minutes.
-pub(super) fn period(horizon: Duration) -> Duration {
-    (horizon / 4).clamp(Duration::from_millis(250), Duration::from_secs(600))
-}
-
 /// When a store prunes next: after an acquire, once the period has passed since the last.
 #[derive(Debug)]
 pub(super) struct Schedule {
@@ -46,7 +41,10 @@ pub(super) struct Schedule {
 
 impl Schedule {
     pub(super) fn new(horizon: Duration) -> Schedule {
-        Schedule { next: Mutex::new(Instant::now() + period(horizon)), horizon }
+        Schedule {
+            next: Mutex::new(Instant::now() + crate::horizon::prune_period(horizon)),
+            horizon,
+        }
     }
 
     /// Whether a round is due now (and, if so, the next one is a period away).
@@ -56,7 +54,7 @@ impl Schedule {
         if now < *next {
             return false;
         }
-        *next = now + period(self.horizon);
+        *next = now + crate::horizon::prune_period(self.horizon);
         true
     }
 }

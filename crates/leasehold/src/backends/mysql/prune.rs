@@ -133,11 +133,6 @@ pub(super) async fn batch(c: &mut Conn, s: &Sweep, skip: &SkipLocked) -> Result<
     }
 }
 
-/// How often the task looks: a quarter of the horizon, between 250 ms and 10 minutes.
-pub(super) fn period(horizon: Duration) -> Duration {
-    (horizon / 4).clamp(Duration::from_millis(250), Duration::from_secs(600))
-}
-
 /// The cutoff of "idle past the horizon" on the server's clock, as SQL.
 pub(super) fn cutoff(horizon: Duration) -> String {
     format!("UTC_TIMESTAMP(6) - INTERVAL {} MICROSECOND", crate::horizon::micros(horizon))
@@ -191,7 +186,7 @@ pub(super) async fn round(
 pub(super) struct Pruner(tokio::task::AbortHandle);
 
 impl Pruner {
-    /// Starts the task: a round at once, then every [`period`], errors ignored until the next (a server
+    /// Starts the task: a round at once, then every [`crate::horizon::prune_period`], errors ignored until the next (a server
     /// that cannot be reached now is tried again then; nothing here is needed for safety).
     pub(super) fn start(
         opts: Opts,
@@ -209,7 +204,7 @@ impl Pruner {
                     if let Err(e) = r {
                         tracing::debug!("mysql pruning round failed: {e}");
                     }
-                    tokio::time::sleep(period(horizon)).await;
+                    tokio::time::sleep(crate::horizon::prune_period(horizon)).await;
                 }
             })
             .abort_handle(),

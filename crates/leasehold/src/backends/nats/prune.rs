@@ -51,11 +51,6 @@ pub(super) const EXAMINE: u64 = 10_000;
 /// The longest one round may take, whatever the server does.
 const ROUND_LIMIT: Duration = Duration::from_secs(60);
 
-/// How often the task looks: a quarter of the horizon, between 250 ms and 10 minutes.
-pub(super) fn period(horizon: Duration) -> Duration {
-    (horizon / 4).clamp(Duration::from_millis(250), Duration::from_secs(600))
-}
-
 /// What one round did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(super) struct Round {
@@ -241,7 +236,7 @@ pub(super) struct Pruner(tokio::task::AbortHandle);
 
 impl Pruner {
     /// Starts the task on `store` (a handle sharing the store's connection and buckets): a
-    /// round at once, then every [`period`], errors ignored until the next (a server that cannot be
+    /// round at once, then every [`crate::horizon::prune_period`], errors ignored until the next (a server that cannot be
     /// reached now is tried again then; nothing here is needed for safety).
     pub(super) fn start(store: NatsStore, horizon: Duration) -> Pruner {
         Pruner(
@@ -254,7 +249,7 @@ impl Pruner {
                         Ok(r) => from = r.next,
                         Err(e) => tracing::debug!("NATS pruning round failed: {e}"),
                     }
-                    tokio::time::sleep(period(horizon)).await;
+                    tokio::time::sleep(crate::horizon::prune_period(horizon)).await;
                 }
             })
             .abort_handle(),

@@ -53,11 +53,6 @@ impl PruneStatements {
     }
 }
 
-/// How often the task looks: a quarter of the horizon, between 250 ms and 10 minutes.
-pub(super) fn period(horizon: Duration) -> Duration {
-    (horizon / 4).clamp(Duration::from_millis(250), Duration::from_secs(600))
-}
-
 /// One round: every batch until one deletes fewer than [`BATCH`] rows. Returns the rows
 /// deleted.
 pub(super) async fn round(
@@ -119,7 +114,7 @@ async fn compact(
 pub(super) struct Pruner(tokio::task::JoinHandle<()>);
 
 impl Pruner {
-    /// Starts the task: a round at once, then every [`period`], errors ignored until the next (a store that
+    /// Starts the task: a round at once, then every [`crate::horizon::prune_period`], errors ignored until the next (a store that
     /// cannot be reached now is tried again then; nothing here is needed for safety). Once
     /// earlier rounds deleted rows and a horizon has passed since the last compaction (or the
     /// start), the tables are compacted, before the round.
@@ -138,7 +133,7 @@ impl Pruner {
             let mut first = true;
             loop {
                 if !first {
-                    tokio::time::sleep(period(horizon)).await;
+                    tokio::time::sleep(crate::horizon::prune_period(horizon)).await;
                 }
                 first = false;
                 // Compacted before this round deletes, so that the rows of earlier rounds

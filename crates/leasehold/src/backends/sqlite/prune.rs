@@ -36,9 +36,14 @@ use crate::Result;
 /// Rows deleted per transaction.
 pub(super) const BATCH: usize = 1000;
 
-/// How often the task looks: a quarter of the horizon, between 250 ms and 10 minutes.
-fn period(horizon: Duration) -> Duration {
-    (horizon / 4).clamp(Duration::from_millis(250), Duration::from_secs(600))
+/// SQL true when no lease or reader of `alias`'s key (`alias.key`) expired at or after the
+/// instant bound to `cut` (`CLOCK_BOOTTIME` ns): the key was idle since then.
+fn idle_since(alias: &str, cut: &str) -> String {
+    format!(
+        "NOT EXISTS (SELECT 1 FROM leasehold_leases l WHERE l.key = {alias}.key AND l.expires_ns >= {cut})
+         AND NOT EXISTS (SELECT 1 FROM leasehold_readers r
+                         WHERE r.key = {alias}.key AND r.expires_ns >= {cut})"
+    )
 }
 
 /// One batch: at most [`BATCH`] rows of each table. Returns the rows deleted.
@@ -51,12 +56,9 @@ pub(super) fn batch(c: &mut Connection, horizon: Duration, boot: &str) -> Result
         .execute(
             &format!(
                 "DELETE FROM leasehold_fences WHERE rowid IN (
-                   SELECT f.rowid FROM leasehold_fences f WHERE f.fence < ?1
-                     AND NOT EXISTS (SELECT 1 FROM leasehold_leases l
-                                     WHERE l.key = f.key AND l.expires_ns >= ?2)
-                     AND NOT EXISTS (SELECT 1 FROM leasehold_readers r
-                                     WHERE r.key = f.key AND r.expires_ns >= ?2)
-                   LIMIT {BATCH})"
+                   SELECT f.rowid FROM leasehold_fences f WHERE f.fence < ?1 AND {idle}
+                   LIMIT {BATCH})",
+                idle = idle_since("f", "?2"),
             ),
             params![cut_us, cut_ns],
         )
@@ -67,12 +69,9 @@ pub(super) fn batch(c: &mut Connection, horizon: Duration, boot: &str) -> Result
                 "DELETE FROM leasehold_queue WHERE rowid IN (
                    SELECT q.rowid FROM leasehold_queue q
                    WHERE q.boot_id IS NOT NULL AND q.boot_id <> ?2
-                      OR (coalesce(q.alive_ns, 0) < ?1
-                          AND NOT EXISTS (SELECT 1 FROM leasehold_leases l
-                                          WHERE l.key = q.key AND l.expires_ns >= ?1)
-                          AND NOT EXISTS (SELECT 1 FROM leasehold_readers r
-                                          WHERE r.key = q.key AND r.expires_ns >= ?1))
-                   LIMIT {BATCH})"
+                      OR (coalesce(q.alive_ns, 0) < ?1 AND {idle})
+                   LIMIT {BATCH})",
+                idle = idle_since("q", "?1"),
             ),
             params![cut_ns, boot],
         )
@@ -140,7 +139,7 @@ pub(super) fn start(db: Weak<Mutex<Connection>>, horizon: Duration, boot: Arc<st
                 Ok(Some(Err(e))) => tracing::debug!("sqlite pruning round failed: {e}"),
                 Ok(Some(Ok(_))) => {}
             }
-            tokio::time::sleep(period(horizon)).await;
+            tokio::time::sleep(crate::horizon::prune_period(horizon)).await;
         }
     });
 }
