@@ -151,8 +151,47 @@ mod tests {
     use rusqlite::params;
 
     use super::batch;
+    use crate::backends::Limits;
     use crate::backends::sqlite::{SqlExt, SqliteStore, boot};
     use crate::{Locker, Wait};
+
+    /// A store's first round runs when it opens, not a period later: a process shorter than
+    /// the period (a `run` of a short job) still forgets what earlier ones left past the
+    /// horizon. With a 60 s horizon the period is 15 s; the row left 2 minutes ago must be
+    /// gone within a second of the open. Before, it stayed until the first period ended.
+    #[tokio::test]
+    async fn the_first_round_runs_when_the_store_opens() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.db");
+        let h = Duration::from_secs(60);
+        let old = (crate::token::wall_clock_us() - 120_000_000) as i64;
+        {
+            let c = rusqlite::Connection::open(&path).unwrap();
+            c.execute_batch(crate::backends::sqlite::open::SCHEMA).unwrap();
+            c.execute("INSERT INTO leasehold_fences (key, fence) VALUES ('left', ?1)", [old])
+                .unwrap();
+        }
+        let store = SqliteStore::open_within(&path, Limits::default(), h, false).await.unwrap();
+        let count = |store: &SqliteStore| {
+            let store = store.clone();
+            async move {
+                store
+                    .blocking(|c, _| {
+                        c.query_row("SELECT count(*) FROM leasehold_fences", [], |r| {
+                            r.get::<_, i64>(0)
+                        })
+                        .sql()
+                    })
+                    .await
+                    .unwrap()
+            }
+        };
+        let until = std::time::Instant::now() + Duration::from_secs(1);
+        while count(&store).await > 0 && std::time::Instant::now() < until {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert_eq!(count(&store).await, 0, "the row past the horizon is still there");
+    }
 
     fn queue_keys(c: &rusqlite::Connection) -> Vec<String> {
         let mut st = c.prepare("SELECT key FROM leasehold_queue ORDER BY key").unwrap();
